@@ -1,0 +1,58 @@
+#include "reports/validation_report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "search/complete_layout.h"
+#include "sim/core/config_error.h"
+
+namespace sextant::reports {
+
+double percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const auto below = static_cast<std::size_t>(std::floor(position));
+  const std::size_t above = std::min(below + 1, values.size() - 1);
+  const double fraction = position - static_cast<double>(below);
+  return values[below] + fraction * (values[above] - values[below]);
+}
+
+ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
+                                 const sim::PresetCatalog& catalog,
+                                 const std::string& profile_path) {
+  ValidationSummary summary;
+  std::vector<double> errors;
+  for (const ValidationCase& c : cases) {
+    CaseOutcome outcome{c, std::nullopt, "", 0.0};
+    try {
+      const sim::ClusterConfig cluster = catalog.cluster(c.cluster_preset);
+      const sim::CostProfile profile = catalog.profile(profile_path, cluster.gpu.name);
+      const search::Completion completion =
+          search::complete_layout(c.model, cluster, profile, c.num_gpus, c.layout);
+      if (completion.best) {
+        outcome.predicted = completion.best;
+        outcome.relative_error =
+            (completion.best->step_time_s - c.measured_step_time_s) / c.measured_step_time_s;
+        errors.push_back(std::abs(outcome.relative_error));
+        ++summary.predicted;
+        if (std::abs(outcome.relative_error) >= summary.worst_abs_error) {
+          summary.worst_abs_error = std::abs(outcome.relative_error);
+          summary.worst_case_id = c.id;
+        }
+      } else {
+        for (const sim::Diagnostic& d : completion.reasons) {
+          outcome.failure += (outcome.failure.empty() ? "" : "; ") + d.message;
+        }
+      }
+    } catch (const sim::ConfigError& e) {
+      outcome.failure = e.what();
+    }
+    summary.outcomes.push_back(std::move(outcome));
+  }
+  summary.median_abs_error = percentile(errors, 0.5);
+  summary.p90_abs_error = percentile(errors, 0.9);
+  return summary;
+}
+
+}  // namespace sextant::reports

@@ -1,0 +1,23 @@
+// The analytical model: a closed-form step time, memory and MFU for one layout.
+//
+// step = m · t_stage + bubble + exposed p2p + exposed data-parallel sync + optimizer,
+// where t_stage is the slowest pipeline stage's forward + backward (+ recompute)
+// time for one micro-batch including its exposed TP/CP/EP communication, and the
+// bubble is (Σ stages − slowest)/v, which is (p−1)/v·t for equal stages
+// (Narayanan et al. 2021, Sec. 2.2, bubble fraction (p−1)/(v·m)).
+// Fast enough for the search: no allocation, a few hundred floating-point operations.
+#pragma once
+
+#include "sim/analytic/simulation_result.h"
+#include "sim/core/cost_profile.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+/// `layout` must be valid (check_layout) for `model` on layout.total_gpus() GPUs.
+SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& layout);
+
+}  // namespace sextant::sim

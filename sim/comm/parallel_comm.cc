@@ -1,0 +1,95 @@
+#include "sim/comm/parallel_comm.h"
+
+#include <algorithm>
+
+namespace sextant::sim {
+
+namespace {
+constexpr double kBf16Bytes = 2.0;
+// Megatron reduces gradients in fp32 when training in bf16
+// (arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32).
+constexpr double kGradientBytes = 4.0;
+// Megatron-Core DDP default bucket: 40M parameters (--ddp-bucket-size, 2024).
+constexpr double kBucketParams = 40e6;
+}  // namespace
+
+LinkRates link_rates(const ClusterConfig& c, const CostProfile& p) {
+  return {c.intra_node_bandwidth_bytes_per_s * p.nvlink_efficiency,
+          c.inter_node_bandwidth_bytes_per_s * p.network_efficiency, c.intra_node_latency_s,
+          c.inter_node_latency_s};
+}
+
+LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const ClusterConfig& c,
+                     const LinkRates& r, bool moe_layer) {
+  LayerComm out;
+  const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
+  const double h = static_cast<double>(m.hidden_size);
+  const int n = c.gpus_per_node;
+  if (l.tp > 1) {
+    const GroupPlacement tp = place_group(l.tp, 1, n);
+    const double activation = kBf16Bytes * T * h;
+    // Shoeybi et al. 2019: an all-reduce after the attention and the MLP block
+    // (f and g operators) forward, two more in backward. Korthikanti et al.
+    // 2022, Sec. 4.2.2: sequence parallelism turns each into an all-gather plus
+    // a reduce-scatter of the same total volume.
+    const double per_op = l.sp ? all_gather_time_s(activation, tp, r) +
+                                     reduce_scatter_time_s(activation, tp, r)
+                               : all_reduce_time_s(activation, tp, r);
+    out.tp_forward_s = 2.0 * per_op;
+    out.tp_backward_s = 2.0 * per_op;
+  }
+  if (l.cp > 1) {
+    // Ring attention (Liu et al. 2023; Megatron-Core context parallel): cp−1
+    // steps each passing this rank's K and V on; backward passes K, V, dK, dV.
+    const GroupPlacement cp = place_group(l.cp, l.tp, n);
+    const double kv_bytes = 2.0 * kBf16Bytes * T * static_cast<double>(m.kv_width()) / l.tp;
+    const double step = p2p_time_s(kv_bytes, cp.crosses_nodes(), r);
+    out.cp_forward_s = (l.cp - 1) * step;
+    out.cp_backward_s = 2.0 * (l.cp - 1) * step;
+  }
+  if (moe_layer && m.moe && l.ep > 1) {
+    // Dispatch and combine: each token's hidden state to and from its topk experts
+    // (Lepikhin et al. 2020, GShard); backward mirrors both.
+    const GroupPlacement ep = place_group(l.ep, l.etp, n);
+    const double bytes = kBf16Bytes * T * m.moe->router_topk * h * l.etp / l.tp;
+    out.ep_forward_s = 2.0 * all_to_all_time_s(bytes, ep, r);
+    out.ep_backward_s = out.ep_forward_s;
+  }
+  return out;
+}
+
+double pipeline_p2p_time_s(const ModelConfig& m, const ParallelLayout& l, const ClusterConfig& c,
+                           const LinkRates& r) {
+  if (l.pp <= 1) return 0.0;
+  const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
+  const double bytes = kBf16Bytes * T * static_cast<double>(m.hidden_size) / l.tp;
+  // Adjacent stages are tp·cp·dp ranks apart: on another node once that is a node or more.
+  return p2p_time_s(bytes, l.tp * l.cp * l.dp >= c.gpus_per_node, r);
+}
+
+DataParallelComm data_parallel_comm(double dense_params, double expert_params,
+                                    const ParallelLayout& l, const ClusterConfig& c,
+                                    const LinkRates& r) {
+  DataParallelComm out;
+  const int n = c.gpus_per_node;
+  auto sync = [&](double params, const GroupPlacement& group) {
+    if (group.size <= 1 || params <= 0) return;
+    const double grads = kGradientBytes * params;
+    if (l.zero == 0) {
+      out.grad_reduce_s += all_reduce_time_s(grads, group, r);
+    } else {
+      out.grad_reduce_s += reduce_scatter_time_s(grads, group, r);
+      out.param_gather_s += all_gather_time_s(kBf16Bytes * params, group, r);
+    }
+    const double bucket_grads = kGradientBytes * std::min(params, kBucketParams);
+    out.bucket_s = std::max(out.bucket_s, l.zero == 0 ? all_reduce_time_s(bucket_grads, group, r)
+                                                      : reduce_scatter_time_s(bucket_grads, group, r));
+  };
+  // Dense weights are reduced over data- and context-parallel ranks (stride tp),
+  // expert weights over expert-data-parallel ranks (stride etp·ep).
+  sync(dense_params, place_group(l.dp * l.cp, l.tp, n));
+  sync(expert_params, place_group(l.expert_dp(), l.etp * l.ep, n));
+  return out;
+}
+
+}  // namespace sextant::sim

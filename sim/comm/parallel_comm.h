@@ -1,0 +1,49 @@
+// Communication of each parallel dimension: which collectives, how many bytes,
+// over which group, and how long they take on the cluster's links.
+//
+// Groups are placed by the rank order tp-cp-ep-dp-pp (Megatron-Core): a TP
+// group is tp consecutive ranks, a CP group has stride tp, a DP group stride
+// tp·cp, consecutive pipeline stages are tp·cp·dp ranks apart. Expert layers
+// fold the same ranks as etp-ep-edp (Megatron MoE parallel folding).
+#pragma once
+
+#include "sim/comm/collective_cost.h"
+#include "sim/core/cost_profile.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+LinkRates link_rates(const ClusterConfig& cluster, const CostProfile& profile);
+
+/// Communication of one layer for one micro-batch, in seconds, if nothing overlapped it.
+struct LayerComm {
+  double tp_forward_s = 0;   // 2 all-reduces, or 2 all-gathers + 2 reduce-scatters under sp
+  double tp_backward_s = 0;  // the same volume again
+  double cp_forward_s = 0;   // K/V ring exchange (cp−1 steps)
+  double cp_backward_s = 0;  // K/V and their gradients
+  double ep_forward_s = 0;   // token dispatch + combine all-to-all
+  double ep_backward_s = 0;
+};
+LayerComm layer_comm(const ModelConfig& model, const ParallelLayout& layout,
+                     const ClusterConfig& cluster, const LinkRates& rates, bool moe_layer);
+
+/// Point-to-point send of one micro-batch's activations (or their gradients)
+/// between adjacent pipeline stages. With the scatter-gather optimisation each of
+/// the tp ranks sends 1/tp of it (Narayanan et al. 2021, Sec. 4.1).
+double pipeline_p2p_time_s(const ModelConfig& model, const ParallelLayout& layout,
+                           const ClusterConfig& cluster, const LinkRates& rates);
+
+/// Data-parallel synchronisation of one stage's gradients and parameters per step.
+struct DataParallelComm {
+  double grad_reduce_s = 0;   // all-reduce (zero 0) or reduce-scatter (zero >= 1)
+  double param_gather_s = 0;  // all-gather of updated bf16 weights (zero >= 1)
+  double bucket_s = 0;        // one gradient bucket: what cannot hide behind compute
+};
+/// `dense_params` and `expert_params` are what one GPU of the stage holds.
+DataParallelComm data_parallel_comm(double dense_params, double expert_params,
+                                    const ParallelLayout& layout, const ClusterConfig& cluster,
+                                    const LinkRates& rates);
+
+}  // namespace sextant::sim

@@ -1,0 +1,245 @@
+#include "sim/core/config_loader.h"
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "sim/core/strict_yaml.h"
+
+namespace sextant::sim {
+
+namespace {
+
+// Reads the text of `path`, or records why it cannot.
+std::optional<std::string> read_text(const std::string& path, std::vector<Diagnostic>& diags) {
+  std::ifstream in(path);
+  if (!in) {
+    diags.push_back({path, 0, 0, "", "cannot open file (does it exist and is it readable?)"});
+    return std::nullopt;
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Parses `text` and hands its top-level mapping to `read`; throws all diagnostics.
+template <typename Result, typename Reader>
+Result load(const std::string& text, const std::string& file, Reader&& read) {
+  std::vector<Diagnostic> diags;
+  Result result{};
+  if (auto root = parse_yaml_text(text, file, diags)) {
+    if (!root->IsMap()) {
+      diags.push_back(diagnostic_at(*root, file, "", "expected a mapping of key: value"));
+    } else {
+      StrictMap map(*root, file, diags);
+      result = read(map);
+    }
+  }
+  throw_if_any(std::move(diags));
+  return result;
+}
+
+template <typename Result>
+Result load_file(const std::string& path, Result (*from_text)(const std::string&,
+                                                              const std::string&)) {
+  std::vector<Diagnostic> diags;
+  auto text = read_text(path, diags);
+  throw_if_any(std::move(diags));
+  return from_text(*text, path);
+}
+
+int positive_int(StrictMap& map, std::string_view key) {
+  const std::int64_t value = map.required_int(key);
+  map.require_positive(key, static_cast<double>(value));
+  if (value > (1 << 30)) map.report(key, "is implausibly large (" + std::to_string(value) + ")");
+  return static_cast<int>(value);
+}
+
+double positive_double(StrictMap& map, std::string_view key) {
+  const double value = map.required_double(key);
+  map.require_positive(key, value);
+  return value;
+}
+
+double fraction(StrictMap& map, std::string_view key) {
+  const double value = map.required_double(key);
+  map.require_in_range(key, value, 1e-3, 1.0);
+  return value;
+}
+
+}  // namespace
+
+ModelConfig load_model_text(const std::string& text, const std::string& file) {
+  return load<ModelConfig>(text, file, [&](StrictMap& map) {
+    ModelConfig m;
+    m.name = map.required_string("name");
+    m.num_layers = positive_int(map, "num_layers");
+    m.hidden_size = positive_int(map, "hidden_size");
+    m.ffn_hidden_size = positive_int(map, "ffn_hidden_size");
+    m.num_attention_heads = positive_int(map, "num_attention_heads");
+    m.num_query_groups = m.num_attention_heads;
+    if (auto groups = map.optional_int("num_query_groups")) {
+      m.num_query_groups = static_cast<int>(*groups);
+      map.require_positive("num_query_groups", static_cast<double>(*groups));
+      if (*groups > 0 && m.num_attention_heads % *groups != 0) {
+        map.report("num_query_groups", "must divide num_attention_heads (" +
+                                           std::to_string(m.num_attention_heads) + "), got " +
+                                           std::to_string(*groups));
+      }
+    }
+    if (auto channels = map.optional_int("kv_channels")) {
+      map.require_positive("kv_channels", static_cast<double>(*channels));
+      m.kv_channels = static_cast<int>(*channels);
+    } else if (m.num_attention_heads > 0) {
+      if (m.hidden_size % m.num_attention_heads != 0) {
+        map.report("num_attention_heads",
+                   "must divide hidden_size (" + std::to_string(m.hidden_size) +
+                       ") unless kv_channels is given, got " +
+                       std::to_string(m.num_attention_heads));
+      }
+      m.kv_channels = static_cast<int>(m.hidden_size / m.num_attention_heads);
+    }
+    m.vocab_size = positive_int(map, "vocab_size");
+    m.seq_length = positive_int(map, "seq_length");
+    const std::string activation = map.required_string("activation");
+    if (activation == "gelu") m.activation = Activation::kGelu;
+    else if (activation == "swiglu") m.activation = Activation::kSwiglu;
+    else if (map.has("activation")) map.report("activation", "got '" + activation + "'; accepted: gelu, swiglu");
+    const std::string norm = map.required_string("normalization");
+    if (norm == "layernorm") m.normalization = Normalization::kLayerNorm;
+    else if (norm == "rmsnorm") m.normalization = Normalization::kRmsNorm;
+    else if (map.has("normalization")) map.report("normalization", "got '" + norm + "'; accepted: layernorm, rmsnorm");
+    m.tie_embeddings = map.optional_bool("tie_embeddings").value_or(false);
+    if (auto pos = map.optional_string("position_embedding_type")) {
+      if (*pos == "learned_absolute") m.position_embedding = PositionEmbedding::kLearnedAbsolute;
+      else if (*pos == "rope") m.position_embedding = PositionEmbedding::kRope;
+      else map.report("position_embedding_type", "got '" + *pos + "'; accepted: learned_absolute, rope");
+    }
+    m.add_bias_linear = map.optional_bool("add_bias_linear").value_or(true);
+    m.hidden_dropout = map.optional_double("hidden_dropout").value_or(0.1);
+    map.require_in_range("hidden_dropout", m.hidden_dropout, 0.0, 0.99);
+    m.attention_dropout = map.optional_double("attention_dropout").value_or(0.1);
+    map.require_in_range("attention_dropout", m.attention_dropout, 0.0, 0.99);
+    map.optional_string("source");
+    StrictMap moe = map.child("moe");
+    if (moe.is_map()) {
+      MoeConfig e;
+      e.num_experts = positive_int(moe, "num_experts");
+      e.router_topk = positive_int(moe, "router_topk");
+      if (e.router_topk > e.num_experts && e.num_experts > 0) {
+        moe.report("router_topk", "must be at most num_experts (" +
+                                      std::to_string(e.num_experts) + "), got " +
+                                      std::to_string(e.router_topk));
+      }
+      e.ffn_hidden_size = positive_int(moe, "ffn_hidden_size");
+      e.shared_expert_ffn_hidden_size =
+          moe.optional_int("shared_expert_ffn_hidden_size").value_or(0);
+      moe.require_in_range("shared_expert_ffn_hidden_size",
+                           static_cast<double>(e.shared_expert_ffn_hidden_size), 0, 1e9);
+      e.first_dense_layers = static_cast<int>(moe.optional_int("first_dense_layers").value_or(0));
+      moe.require_in_range("first_dense_layers", e.first_dense_layers, 0, m.num_layers - 1);
+      moe.finish({"num_experts", "router_topk", "ffn_hidden_size",
+                  "shared_expert_ffn_hidden_size", "first_dense_layers"});
+      m.moe = e;
+    }
+    map.finish({"name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                "num_query_groups", "kv_channels", "vocab_size", "seq_length", "activation",
+                "normalization", "tie_embeddings", "position_embedding_type", "add_bias_linear",
+                "hidden_dropout", "attention_dropout", "moe", "source"});
+    return m;
+  });
+}
+
+ModelConfig load_model_file(const std::string& path) {
+  return load_file<ModelConfig>(path, &load_model_text);
+}
+
+GpuConfig load_gpu_text(const std::string& text, const std::string& file) {
+  return load<GpuConfig>(text, file, [&](StrictMap& map) {
+    GpuConfig g;
+    g.name = map.required_string("name");
+    StrictMap peak = map.child("peak_flops_per_s");
+    if (!map.has("peak_flops_per_s")) map.report("peak_flops_per_s", "required key is missing");
+    g.peak_bf16_flops_per_s = positive_double(peak, "bf16");
+    g.peak_fp32_flops_per_s = positive_double(peak, "fp32");
+    g.peak_fp8_flops_per_s = peak.optional_double("fp8").value_or(0.0);
+    peak.require_positive("fp8", g.peak_fp8_flops_per_s);
+    peak.finish({"bf16", "fp8", "fp32"});
+    const std::int64_t memory = map.required_int("memory_bytes");
+    map.require_positive("memory_bytes", static_cast<double>(memory));
+    g.memory_bytes = memory;
+    g.memory_bandwidth_bytes_per_s = positive_double(map, "memory_bandwidth_bytes_per_s");
+    g.sm_count = positive_int(map, "sm_count");
+    g.source = map.required_string("source");
+    map.finish({"name", "peak_flops_per_s", "memory_bytes", "memory_bandwidth_bytes_per_s",
+                "sm_count", "source"});
+    return g;
+  });
+}
+
+GpuConfig load_gpu_file(const std::string& path) {
+  return load_file<GpuConfig>(path, &load_gpu_text);
+}
+
+ClusterFile load_cluster_text(const std::string& text, const std::string& file) {
+  return load<ClusterFile>(text, file, [&](StrictMap& map) {
+    ClusterFile out;
+    ClusterConfig& c = out.cluster;
+    c.name = map.required_string("name");
+    out.gpu_name = map.required_string("gpu");
+    c.gpus_per_node = positive_int(map, "gpus_per_node");
+    c.num_nodes = positive_int(map, "num_nodes");
+    c.intra_node_bandwidth_bytes_per_s = positive_double(map, "intra_node_bandwidth_bytes_per_s");
+    c.inter_node_bandwidth_bytes_per_s = positive_double(map, "inter_node_bandwidth_bytes_per_s");
+    c.intra_node_latency_s = map.required_double("intra_node_latency_s");
+    map.require_in_range("intra_node_latency_s", c.intra_node_latency_s, 0, 1e-3);
+    c.inter_node_latency_s = map.required_double("inter_node_latency_s");
+    map.require_in_range("inter_node_latency_s", c.inter_node_latency_s, 0, 1e-3);
+    c.source = map.required_string("source");
+    map.finish({"name", "gpu", "gpus_per_node", "num_nodes", "intra_node_bandwidth_bytes_per_s",
+                "inter_node_bandwidth_bytes_per_s", "intra_node_latency_s",
+                "inter_node_latency_s", "source"});
+    return out;
+  });
+}
+
+ClusterFile load_cluster_file(const std::string& path) {
+  return load_file<ClusterFile>(path, &load_cluster_text);
+}
+
+CostProfile load_profile_text(const std::string& text, const std::string& file) {
+  return load<CostProfile>(text, file, [&](StrictMap& map) {
+    CostProfile p;
+    p.name = map.required_string("name");
+    p.gpu = map.required_string("gpu");
+    p.gemm_efficiency = fraction(map, "gemm_efficiency");
+    p.fp8_gemm_efficiency = fraction(map, "fp8_gemm_efficiency");
+    p.gemm_tile_m = positive_int(map, "gemm_tile_m");
+    p.gemm_tile_n = positive_int(map, "gemm_tile_n");
+    p.gemm_k_half = map.required_double("gemm_k_half");
+    map.require_in_range("gemm_k_half", p.gemm_k_half, 0, 1e5);
+    p.flash_attention_forward_efficiency = fraction(map, "flash_attention_forward_efficiency");
+    p.flash_attention_backward_efficiency = fraction(map, "flash_attention_backward_efficiency");
+    p.flash_attention_half_efficiency_tiles =
+        map.required_double("flash_attention_half_efficiency_tiles");
+    map.require_in_range("flash_attention_half_efficiency_tiles",
+                         p.flash_attention_half_efficiency_tiles, 0, 1e7);
+    p.memory_efficiency = fraction(map, "memory_efficiency");
+    p.kernel_overhead_s = map.required_double("kernel_overhead_s");
+    map.require_in_range("kernel_overhead_s", p.kernel_overhead_s, 0, 1e-3);
+    p.nvlink_efficiency = fraction(map, "nvlink_efficiency");
+    p.network_efficiency = fraction(map, "network_efficiency");
+    p.source = map.required_string("source");
+    map.finish({"name", "gpu", "gemm_efficiency", "fp8_gemm_efficiency", "gemm_tile_m",
+                "gemm_tile_n", "gemm_k_half", "flash_attention_forward_efficiency",
+                "flash_attention_backward_efficiency", "flash_attention_half_efficiency_tiles", "memory_efficiency", "kernel_overhead_s",
+                "nvlink_efficiency", "network_efficiency", "source"});
+    return p;
+  });
+}
+
+CostProfile load_profile_file(const std::string& path) {
+  return load_file<CostProfile>(path, &load_profile_text);
+}
+
+}  // namespace sextant::sim

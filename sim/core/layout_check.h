@@ -1,0 +1,23 @@
+// Whether a layout can run a model on a cluster: Megatron-LM's divisibility
+// and compatibility rules, each reported with the values involved.
+#pragma once
+
+#include <vector>
+
+#include "sim/core/config_error.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+/// Every rule `layout` breaks for `model` on `gpus` GPUs of `cluster`; empty
+/// when the layout is valid. Diagnostics name the knob and the values.
+std::vector<Diagnostic> check_layout(const ModelConfig& model, const ClusterConfig& cluster,
+                                     long gpus, const ParallelLayout& layout);
+
+/// The same rules as a yes/no, without building messages (for the search).
+bool is_valid_layout(const ModelConfig& model, const ClusterConfig& cluster, long gpus,
+                     const ParallelLayout& layout);
+
+}  // namespace sextant::sim

@@ -1,0 +1,226 @@
+#include "sim/core/parallel_layout.h"
+
+#include <charconv>
+#include <string>
+#include <vector>
+
+#include "sim/core/config_error.h"
+
+namespace sextant::sim {
+
+std::string_view to_string(Recompute value) {
+  switch (value) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+std::string_view to_string(Schedule value) {
+  switch (value) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::kOneFOneB: return "1f1b";
+    case Schedule::kInterleaved: return "1f1b-interleaved";
+  }
+  return "?";
+}
+
+std::string_view to_string(Precision value) {
+  return value == Precision::kBf16 ? "bf16" : "fp8";
+}
+
+std::string_view to_string(AttentionKernel value) {
+  return value == AttentionKernel::kFlash ? "flash" : "unfused";
+}
+
+std::string ParallelLayout::to_spec() const {
+  auto flag = [](bool b) { return b ? "1" : "0"; };
+  std::string out;
+  out += "tp=" + std::to_string(tp) + ",pp=" + std::to_string(pp) + ",vpp=" + std::to_string(vpp);
+  out += ",dp=" + std::to_string(dp) + ",cp=" + std::to_string(cp) + ",ep=" + std::to_string(ep);
+  out += ",etp=" + std::to_string(etp) + ",mbs=" + std::to_string(mbs) +
+         ",gbs=" + std::to_string(gbs);
+  out += std::string(",sp=") + flag(sp) + ",recompute=" + std::string(to_string(recompute));
+  out += ",zero=" + std::to_string(zero) + ",schedule=" + std::string(to_string(schedule));
+  out += ",precision=" + std::string(to_string(precision)) +
+         ",attention=" + std::string(to_string(attention));
+  out += std::string(",overlap_grad_reduce=") + flag(overlap_grad_reduce) +
+         ",overlap_param_gather=" + flag(overlap_param_gather) +
+         ",tp_comm_overlap=" + flag(tp_comm_overlap);
+  return out;
+}
+
+std::string_view layout_knob_names() {
+  return "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, "
+         "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap";
+}
+
+namespace {
+
+struct Item {
+  std::string_view key;
+  std::string_view value;
+  int column;  // 1-based column of the item in the spec
+};
+
+class LayoutParser {
+ public:
+  explicit LayoutParser(std::string_view source) : source_(source) {}
+
+  PartialLayout parse(std::string_view spec) {
+    PartialLayout out;
+    std::optional<int> dist_opt_zero;
+    int dist_opt_column = 0;
+    std::vector<std::string> seen;
+    std::size_t start = 0;
+    while (start <= spec.size()) {
+      std::size_t end = spec.find(',', start);
+      if (end == std::string_view::npos) end = spec.size();
+      std::string_view text = spec.substr(start, end - start);
+      const int column = static_cast<int>(start) + 1;
+      start = end + 1;
+      if (text.empty()) {
+        if (spec.empty()) break;
+        error(column, "", "empty item; write knob=value separated by commas");
+        continue;
+      }
+      const std::size_t eq = text.find('=');
+      if (eq == std::string_view::npos || eq == 0) {
+        error(column, std::string(text), "expected knob=value; knobs: " +
+                                             std::string(layout_knob_names()));
+        continue;
+      }
+      Item item{text.substr(0, eq), text.substr(eq + 1), column};
+      const std::string key(item.key);
+      for (const std::string& s : seen) {
+        if (s == key) error(column, key, "given twice");
+      }
+      seen.push_back(key);
+      if (key == "dist_opt") {
+        if (auto b = boolean(item)) {
+          dist_opt_zero = *b ? 1 : 0;
+          dist_opt_column = column;
+        }
+      } else if (!assign(item, out)) {
+        error(column, key, "unknown knob; knobs: " + std::string(layout_knob_names()));
+      }
+    }
+    if (dist_opt_zero) {
+      if (out.zero && (*out.zero >= 1) != (*dist_opt_zero == 1)) {
+        error(dist_opt_column, "dist_opt",
+              "contradicts zero=" + std::to_string(*out.zero) +
+                  " (dist_opt=1 means zero=1; dist_opt=0 means zero=0)");
+      } else if (!out.zero) {
+        out.zero = dist_opt_zero;
+      }
+    }
+    throw_if_any(std::move(diagnostics_));
+    return out;
+  }
+
+ private:
+  bool assign(const Item& item, PartialLayout& out) {
+    const std::string_view k = item.key;
+    if (k == "tp") out.tp = positive(item);
+    else if (k == "pp") out.pp = positive(item);
+    else if (k == "vpp") out.vpp = positive(item);
+    else if (k == "dp") out.dp = positive(item);
+    else if (k == "cp") out.cp = positive(item);
+    else if (k == "ep") out.ep = positive(item);
+    else if (k == "etp") out.etp = positive(item);
+    else if (k == "mbs") out.mbs = positive(item);
+    else if (k == "gbs") out.gbs = positive(item);
+    else if (k == "sp") out.sp = boolean(item);
+    else if (k == "overlap_grad_reduce") out.overlap_grad_reduce = boolean(item);
+    else if (k == "overlap_param_gather") out.overlap_param_gather = boolean(item);
+    else if (k == "tp_comm_overlap") out.tp_comm_overlap = boolean(item);
+    else if (k == "zero") {
+      auto z = integer(item);
+      if (z && (*z < 0 || *z > 3)) {
+        error(item.column, "zero", "got " + std::string(item.value) + "; accepted: 0, 1, 2, 3");
+        z.reset();
+      }
+      out.zero = z;
+    } else if (k == "recompute") {
+      out.recompute = choice<Recompute>(item, {{"none", Recompute::kNone},
+                                               {"selective", Recompute::kSelective},
+                                               {"full", Recompute::kFull}});
+    } else if (k == "schedule") {
+      out.schedule = choice<Schedule>(item, {{"1f1b", Schedule::kOneFOneB},
+                                             {"1f1b-interleaved", Schedule::kInterleaved},
+                                             {"interleaved", Schedule::kInterleaved},
+                                             {"gpipe", Schedule::kGpipe}});
+    } else if (k == "precision") {
+      out.precision =
+          choice<Precision>(item, {{"bf16", Precision::kBf16}, {"fp8", Precision::kFp8}});
+    } else if (k == "attention") {
+      out.attention = choice<AttentionKernel>(
+          item, {{"flash", AttentionKernel::kFlash}, {"unfused", AttentionKernel::kUnfused}});
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  std::optional<int> integer(const Item& item) {
+    int value = 0;
+    const char* first = item.value.data();
+    const char* last = first + item.value.size();
+    auto [ptr, ec] = std::from_chars(first, last, value);
+    if (item.value.empty() || ec != std::errc() || ptr != last) {
+      error(item.column, std::string(item.key),
+            "expected an integer, got '" + std::string(item.value) + "'");
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<int> positive(const Item& item) {
+    auto value = integer(item);
+    if (value && *value < 1) {
+      error(item.column, std::string(item.key),
+            "must be a positive integer, got " + std::string(item.value));
+      return std::nullopt;
+    }
+    return value;
+  }
+
+  std::optional<bool> boolean(const Item& item) {
+    const std::string_view v = item.value;
+    if (v == "1" || v == "true" || v == "on") return true;
+    if (v == "0" || v == "false" || v == "off") return false;
+    error(item.column, std::string(item.key),
+          "got '" + std::string(v) + "'; accepted: 1, 0, true, false, on, off");
+    return std::nullopt;
+  }
+
+  template <typename E>
+  std::optional<E> choice(const Item& item,
+                          std::initializer_list<std::pair<std::string_view, E>> options) {
+    std::string accepted;
+    for (const auto& [name, value] : options) {
+      if (name == item.value) return value;
+      if (!accepted.empty()) accepted += ", ";
+      accepted += name;
+    }
+    error(item.column, std::string(item.key),
+          "got '" + std::string(item.value) + "'; accepted: " + accepted);
+    return std::nullopt;
+  }
+
+  void error(int column, std::string key, std::string message) {
+    diagnostics_.push_back({std::string(source_), 1, column, std::move(key), std::move(message)});
+  }
+
+  std::string_view source_;
+  std::vector<Diagnostic> diagnostics_;
+};
+
+}  // namespace
+
+PartialLayout parse_layout(std::string_view spec, std::string_view source) {
+  return LayoutParser(source).parse(spec);
+}
+
+}  // namespace sextant::sim

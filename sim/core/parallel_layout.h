@@ -1,0 +1,80 @@
+// How one training job is split over GPUs: the --layout knobs of DESIGN.md.
+//
+// Rank order is tp-cp-ep-dp-pp (tp fastest-varying), as in Megatron-Core.
+// Expert layers re-partition each stage's tp·cp·dp ranks into etp × ep ×
+// expert-dp (Megatron's MoE parallel folding).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sextant::sim {
+
+enum class Recompute { kNone, kSelective, kFull };
+enum class Schedule { kGpipe, kOneFOneB, kInterleaved };
+enum class Precision { kBf16, kFp8 };
+/// Attention kernel: fused flash attention (Dao et al. 2022) or Megatron's
+/// unfused path that materialises the s×s scores (the only one before 2022).
+enum class AttentionKernel { kFlash, kUnfused };
+
+std::string_view to_string(Recompute value);
+std::string_view to_string(Schedule value);
+std::string_view to_string(Precision value);
+std::string_view to_string(AttentionKernel value);
+
+/// A complete layout: every knob has a value.
+struct ParallelLayout {
+  int tp = 1;   // tensor parallel
+  int pp = 1;   // pipeline parallel
+  int vpp = 1;  // virtual stages (model chunks) per pipeline rank
+  int dp = 1;   // data parallel
+  int cp = 1;   // context parallel
+  int ep = 1;   // expert parallel
+  int etp = 1;  // tensor parallel inside an expert
+  int mbs = 1;  // micro-batch size, sequences
+  int gbs = 1;  // global batch size, sequences
+  bool sp = false;  // sequence parallelism (Korthikanti et al. 2022)
+  Recompute recompute = Recompute::kNone;
+  int zero = 0;  // ZeRO stage of the data-parallel group; 1 = Megatron's distributed optimizer
+  Schedule schedule = Schedule::kOneFOneB;
+  Precision precision = Precision::kBf16;
+  AttentionKernel attention = AttentionKernel::kFlash;
+  bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
+  bool overlap_param_gather = true;  // Megatron --overlap-param-gather (needs zero >= 1)
+  bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
+
+  int model_parallel_size() const { return tp * cp * pp; }
+  int total_gpus() const { return tp * cp * pp * dp; }
+  /// Micro-batches each pipeline processes per step: gbs / (mbs · dp).
+  int num_microbatches() const { return gbs / (mbs * dp); }
+  /// Data-parallel size of expert weights: tp·cp·dp / (ep·etp).
+  int expert_dp() const { return tp * cp * dp / (ep * etp); }
+  bool dist_opt() const { return zero >= 1; }
+
+  /// "tp=8,pp=16,..." with every knob, parseable by parse_layout.
+  std::string to_spec() const;
+};
+
+/// A layout as the user gave it: knobs left out are std::nullopt and are
+/// chosen by the search ("best completion of this").
+struct PartialLayout {
+  std::optional<int> tp, pp, vpp, dp, cp, ep, etp, mbs, gbs;
+  std::optional<bool> sp;
+  std::optional<Recompute> recompute;
+  std::optional<int> zero;
+  std::optional<Schedule> schedule;
+  std::optional<Precision> precision;
+  std::optional<AttentionKernel> attention;
+  std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+};
+
+/// Parses "tp=8,pp=12,recompute=selective,..." (DESIGN.md). `dist_opt=1` means
+/// zero=1 and `dist_opt=0` zero=0. Throws ConfigError naming every bad item, its
+/// column in `spec` and the accepted values; `source` names the input ("--layout").
+PartialLayout parse_layout(std::string_view spec, std::string_view source = "--layout");
+
+/// The knob names parse_layout accepts, in the order they are listed to users.
+std::string_view layout_knob_names();
+
+}  // namespace sextant::sim

@@ -1,0 +1,184 @@
+#include "sim/core/strict_yaml.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace sextant::sim {
+
+namespace {
+
+int one_based(int zero_based) { return zero_based < 0 ? 0 : zero_based + 1; }
+
+std::string describe(const YAML::Node& value) {
+  if (value.IsScalar()) return "'" + value.Scalar() + "'";
+  if (value.IsSequence()) return "a list";
+  if (value.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+std::string format_number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+}  // namespace
+
+std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& file,
+                                          std::vector<Diagnostic>& diagnostics) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    diagnostics.push_back({file, one_based(e.mark.line), one_based(e.mark.column), "",
+                           "invalid YAML: " + e.msg});
+    return std::nullopt;
+  }
+}
+
+Diagnostic diagnostic_at(const YAML::Node& node, const std::string& file, std::string key,
+                         std::string message) {
+  const YAML::Mark mark = node.Mark();
+  return {file, one_based(mark.line), one_based(mark.column), std::move(key), std::move(message)};
+}
+
+StrictMap::StrictMap(YAML::Node node, std::string file, std::vector<Diagnostic>& diagnostics,
+                     std::string prefix)
+    : node_(std::move(node)),
+      file_(std::move(file)),
+      diagnostics_(diagnostics),
+      prefix_(std::move(prefix)),
+      is_map_(node_.IsDefined() && node_.IsMap()) {}
+
+bool StrictMap::has(std::string_view key) const {
+  if (!is_map_) return false;
+  for (const auto& entry : node_) {
+    if (entry.first.IsScalar() && entry.first.Scalar() == key) return true;
+  }
+  return false;
+}
+
+YAML::Node StrictMap::find(std::string_view key) {
+  read_keys_.insert(std::string(key));
+  if (!is_map_) return YAML::Node(YAML::NodeType::Undefined);
+  for (const auto& entry : node_) {
+    if (entry.first.IsScalar() && entry.first.Scalar() == key) return entry.second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+void StrictMap::type_error(std::string_view key, const YAML::Node& value, const char* expected) {
+  diagnostics_.push_back(
+      diagnostic_at(value, file_, full_key(key), std::string("expected ") + expected + ", got " +
+                                                     describe(value)));
+}
+
+void StrictMap::report(std::string_view key, std::string message) {
+  YAML::Node value = is_map_ ? node_[std::string(key)] : node_;
+  if (value.IsDefined() && !value.IsNull()) {
+    diagnostics_.push_back(diagnostic_at(value, file_, full_key(key), std::move(message)));
+  } else {
+    diagnostics_.push_back(diagnostic_at(node_, file_, full_key(key), std::move(message)));
+  }
+}
+
+std::optional<std::string> StrictMap::optional_string(std::string_view key) {
+  YAML::Node value = find(key);
+  if (!value.IsDefined() || value.IsNull()) return std::nullopt;
+  if (!value.IsScalar()) {
+    type_error(key, value, "a string");
+    return std::nullopt;
+  }
+  return value.Scalar();
+}
+
+std::optional<std::int64_t> StrictMap::optional_int(std::string_view key) {
+  YAML::Node value = find(key);
+  if (!value.IsDefined() || value.IsNull()) return std::nullopt;
+  std::int64_t out = 0;
+  if (!value.IsScalar() || !YAML::convert<std::int64_t>::decode(value, out)) {
+    type_error(key, value, "an integer");
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<double> StrictMap::optional_double(std::string_view key) {
+  YAML::Node value = find(key);
+  if (!value.IsDefined() || value.IsNull()) return std::nullopt;
+  double out = 0;
+  if (!value.IsScalar() || !YAML::convert<double>::decode(value, out) || !std::isfinite(out)) {
+    type_error(key, value, "a finite number");
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<bool> StrictMap::optional_bool(std::string_view key) {
+  YAML::Node value = find(key);
+  if (!value.IsDefined() || value.IsNull()) return std::nullopt;
+  bool out = false;
+  if (!value.IsScalar() || !YAML::convert<bool>::decode(value, out)) {
+    type_error(key, value, "true or false");
+    return std::nullopt;
+  }
+  return out;
+}
+
+void StrictMap::report_missing(std::string_view key) {
+  diagnostics_.push_back(diagnostic_at(node_, file_, full_key(key), "required key is missing"));
+}
+
+std::string StrictMap::required_string(std::string_view key) {
+  if (!has(key)) report_missing(key);
+  return optional_string(key).value_or("");
+}
+std::int64_t StrictMap::required_int(std::string_view key) {
+  if (!has(key)) report_missing(key);
+  return optional_int(key).value_or(0);
+}
+double StrictMap::required_double(std::string_view key) {
+  if (!has(key)) report_missing(key);
+  return optional_double(key).value_or(0.0);
+}
+bool StrictMap::required_bool(std::string_view key) {
+  if (!has(key)) report_missing(key);
+  return optional_bool(key).value_or(false);
+}
+
+StrictMap StrictMap::child(std::string_view key) {
+  YAML::Node value = find(key);
+  if (value.IsDefined() && !value.IsNull() && !value.IsMap()) {
+    type_error(key, value, "a mapping");
+  }
+  return StrictMap(value, file_, diagnostics_, full_key(key) + ".");
+}
+
+void StrictMap::require_positive(std::string_view key, double value) {
+  if (!has(key)) return;  // a missing key was reported already
+  if (!(value > 0)) report(key, "must be positive, got " + format_number(value));
+}
+
+void StrictMap::require_in_range(std::string_view key, double value, double low, double high) {
+  if (!has(key)) return;
+  if (value < low || value > high) {
+    report(key, "must be in [" + format_number(low) + ", " + format_number(high) + "], got " +
+                    format_number(value));
+  }
+}
+
+void StrictMap::finish(const std::vector<std::string_view>& accepted) {
+  if (!is_map_) return;
+  for (const auto& entry : node_) {
+    const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : "?";
+    if (read_keys_.count(name)) continue;
+    std::string list;
+    for (std::string_view a : accepted) {
+      if (!list.empty()) list += ", ";
+      list += a;
+    }
+    diagnostics_.push_back(diagnostic_at(entry.first, file_, full_key(name),
+                                         "unknown key; accepted keys: " + list));
+  }
+}
+
+}  // namespace sextant::sim

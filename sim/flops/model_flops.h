@@ -1,0 +1,44 @@
+// FLOPs of a training step: model FLOPs (forward + backward, counted once) and
+// hardware FLOPs (adding what recomputation runs again).
+//
+// One multiply-add is 2 FLOPs; backward costs twice the forward (one GEMM for
+// the input gradient, one for the weight gradient; Narayanan et al. 2021, Sec. 5.1).
+// Attention counts the full s×s score matrix, as Megatron-LM and the published
+// MFU figures do, although a causal kernel skips half of it.
+#pragma once
+
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+/// Forward FLOPs of one transformer layer over `tokens` tokens in sequences of
+/// length `seq_length`, by part.
+struct LayerFlops {
+  double qkv = 0;               // 2·T·h·(a·d + 2·g·d)
+  double attention_scores = 0;  // Q·Kᵀ: 2·T·s·a·d
+  double attention_values = 0;  // P·V: 2·T·s·a·d
+  double projection = 0;        // 2·T·a·d·h
+  double mlp = 0;               // dense or the experts a token visits, plus shared expert
+  double router = 0;            // MoE gate: 2·T·h·E
+  double total() const {
+    return qkv + attention_scores + attention_values + projection + mlp + router;
+  }
+  double attention_core() const { return attention_scores + attention_values; }
+};
+
+/// `moe_layer` selects the routed MLP (ignored for dense models).
+LayerFlops layer_forward_flops(const ModelConfig& model, double tokens, bool moe_layer);
+
+/// Output layer (logits): 2·T·h·V.
+double logits_forward_flops(const ModelConfig& model, double tokens);
+
+struct StepFlops {
+  double model_flops = 0;     // forward + backward of the whole model, once
+  double hardware_flops = 0;  // model_flops + recomputation
+};
+
+/// FLOPs of one optimizer step over gbs sequences of seq_length tokens.
+StepFlops step_flops(const ModelConfig& model, const ParallelLayout& layout);
+
+}  // namespace sextant::sim

@@ -1,0 +1,131 @@
+#include "sim/memory/activation_memory.h"
+
+#include <algorithm>
+
+namespace sextant::sim {
+
+namespace {
+constexpr double kBf16Bytes = 2.0;
+constexpr double kMaskBytes = 1.0;  // dropout masks are stored as bytes (Korthikanti et al. 2022)
+constexpr double kFp32Bytes = 4.0;
+
+double tokens_per_gpu(const ModelConfig& m, const ParallelLayout& l) {
+  return static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
+}
+// Tensors of width h that tensor parallelism replicates, unless sequence parallelism splits them.
+double replicated_divisor(const ParallelLayout& l) { return l.sp ? l.tp : 1.0; }
+}  // namespace
+
+double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, bool moe_layer,
+                              bool drop_attention_core) {
+  const double T = tokens_per_gpu(m, l);
+  const double h = static_cast<double>(m.hidden_size);
+  const double t = l.tp;
+  const double rep = replicated_divisor(l);
+  const double q = static_cast<double>(m.query_width());
+  const double kv = static_cast<double>(m.kv_width());
+  const double heads = m.num_attention_heads;
+  const double s = static_cast<double>(m.seq_length);
+  const double hidden_mask = m.hidden_dropout > 0 ? kMaskBytes * T * h / rep : 0.0;
+
+  // Attention block (paper: 11·sbh + 5·as²b, plus the norm's input 2·sbh).
+  double attention = kBf16Bytes * T * h / rep        // norm input
+                     + kBf16Bytes * T * h / rep      // QKV GEMM input (norm output)
+                     + kBf16Bytes * T * (q + 2 * kv) / t  // Q, K, V
+                     + kBf16Bytes * T * q / t        // projection input (attention output)
+                     + hidden_mask;                  // dropout mask after the projection
+  if (l.attention == AttentionKernel::kFlash) {
+    attention += kFp32Bytes * T * heads / t;  // softmax log-sum-exp per query row
+  } else if (!drop_attention_core) {
+    // Softmax output (2), its dropout mask (1) and dropout output (2) per score.
+    const double per_score = m.attention_dropout > 0 ? 2 * kBf16Bytes + kMaskBytes : kBf16Bytes;
+    attention += per_score * T * s * heads / t;
+  }
+
+  // MLP block (paper: 19·sbh for GeLU with f = 4h, plus the norm's input 2·sbh).
+  double mlp = kBf16Bytes * T * h / rep + hidden_mask;  // norm input, dropout mask
+  // fc1 input (h wide, split by `input_divisor`), activation input (one or two
+  // ffn-wide GEMM outputs) and fc2 input, the ffn width split by `width_divisor`.
+  auto mlp_tensors = [&](double ffn, double tokens, double width_divisor, double input_divisor) {
+    if (ffn <= 0) return 0.0;
+    return kBf16Bytes * tokens * h / input_divisor +
+           kBf16Bytes * tokens * ffn * m.mlp_input_projections() / width_divisor +
+           kBf16Bytes * tokens * ffn / width_divisor;
+  };
+  if (moe_layer && m.moe) {
+    const MoeConfig& e = *m.moe;
+    // Tokens this GPU's experts see: T·topk·etp/tp with balanced routing (each
+    // of the tp·cp·dp ranks' tokens visits topk experts spread over ep groups).
+    const double expert_tokens = T * e.router_topk * l.etp / t;
+    mlp += kBf16Bytes * T * h / rep;  // router input
+    mlp += mlp_tensors(static_cast<double>(e.ffn_hidden_size), expert_tokens, l.etp, 1.0);
+    mlp += mlp_tensors(static_cast<double>(e.shared_expert_ffn_hidden_size), T, t, rep);
+  } else {
+    mlp += mlp_tensors(static_cast<double>(m.ffn_hidden_size), T, t, rep);
+  }
+  return attention + mlp;
+}
+
+double stored_layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l,
+                                     bool moe_layer) {
+  switch (l.recompute) {
+    case Recompute::kFull:
+      // Only the layer's input (Korthikanti et al. 2022, Sec. 4.3: 2·sbh).
+      return kBf16Bytes * tokens_per_gpu(m, l) * static_cast<double>(m.hidden_size) /
+             replicated_divisor(l);
+    case Recompute::kSelective:
+      return layer_activation_bytes(m, l, moe_layer, true);
+    case Recompute::kNone:
+      break;
+  }
+  return layer_activation_bytes(m, l, moe_layer, false);
+}
+
+double first_stage_inflight_microbatches(const ParallelLayout& l) {
+  const double m = l.num_microbatches();
+  const double p = l.pp;
+  switch (l.schedule) {
+    case Schedule::kGpipe:
+      return m;
+    case Schedule::kOneFOneB:
+      return std::min(p, m);
+    case Schedule::kInterleaved:
+      return std::min(p * (1.0 + (p - 1.0) / (p * l.vpp)), m);
+  }
+  return p;
+}
+
+double stage_activation_bytes(const ModelConfig& m, const ParallelLayout& l, int stage) {
+  const int per_stage = m.num_layers / l.pp;
+  const int first = stage * per_stage;
+  const int dense_here = std::clamp(m.dense_layers() - first, 0, per_stage);
+  const int moe_here = per_stage - dense_here;
+  const double per_microbatch = dense_here * stored_layer_activation_bytes(m, l, false) +
+                                moe_here * stored_layer_activation_bytes(m, l, true);
+  // Stage k of 1F1B holds (p − k) micro-batches at its peak (Narayanan et al. 2021, Fig. 4).
+  const double first_stage = first_stage_inflight_microbatches(l);
+  const double inflight = l.schedule == Schedule::kGpipe
+                              ? first_stage
+                              : std::max(1.0, first_stage * (l.pp - stage) / l.pp);
+  double bytes = per_microbatch * inflight;
+
+  const double T = tokens_per_gpu(m, l);
+  const double h = static_cast<double>(m.hidden_size);
+  if (l.recompute == Recompute::kFull) {
+    // The layer being recomputed holds all its activations during its backward.
+    bytes += layer_activation_bytes(m, l, moe_here > 0, false);
+  }
+  if (stage == 0 && m.hidden_dropout > 0) {
+    bytes += kMaskBytes * T * h / replicated_divisor(l) * inflight;  // embedding dropout mask
+  }
+  if (stage == l.pp - 1) {
+    // Final norm input and output-layer input, and the fp32 softmax of the
+    // vocabulary-parallel cross entropy kept for its backward (one micro-batch:
+    // the last stage runs each backward right after its forward).
+    bytes += 2 * kBf16Bytes * T * h / replicated_divisor(l);
+    bytes += kFp32Bytes * T * static_cast<double>(m.vocab_size) / l.tp;
+  }
+  return bytes;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,37 @@
+// Memory per GPU: model states plus activations, for the pipeline stage that needs most.
+#pragma once
+
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+struct MemoryBreakdown {
+  double parameters = 0;        // bf16 weights
+  double gradients = 0;         // fp32 main gradients
+  double optimizer_states = 0;  // fp32 master weights, Adam m and v
+  double activations = 0;
+  double other = 0;             // transient buffers: gathered parameters (ZeRO-3)
+  double total() const { return parameters + gradients + optimizer_states + activations + other; }
+};
+
+/// Model-state bytes per parameter under Megatron's mixed precision with Adam:
+/// 2 (bf16 weight) + 4 (fp32 gradient) + 12 (fp32 master, m, v) = 18, and the
+/// ZeRO stages (Rajbhandari et al. 2020, Sec. 5, with Megatron's fp32
+/// gradients): stage 1 (Megatron's distributed optimizer) shards the 12
+/// optimizer bytes over the data-parallel group, stage 2 the gradients too,
+/// stage 3 the weights too.
+struct StateBytesPerParam {
+  double parameters, gradients, optimizer_states;
+};
+StateBytesPerParam state_bytes_per_param(int zero_stage, double shards);
+
+/// The breakdown of pipeline stage `stage`.
+MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout, int stage);
+
+/// The breakdown of whichever of the first and last stage needs more memory
+/// (they bound every stage: the first holds the most micro-batches and the
+/// embedding, the last the output layer and logits).
+MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout);
+
+}  // namespace sextant::sim

@@ -1,0 +1,86 @@
+#include "sim/memory/parameter_count.h"
+
+namespace sextant::sim {
+
+namespace {
+double norm_params(const ModelConfig& m) {
+  // LayerNorm has a scale and a bias, RMSNorm a scale (Zhang & Sennrich 2019).
+  return (m.normalization == Normalization::kLayerNorm ? 2.0 : 1.0) *
+         static_cast<double>(m.hidden_size);
+}
+
+double mlp_params(const ModelConfig& m, double ffn) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double weights = h * ffn * (m.mlp_input_projections() + 1);
+  const double biases = m.add_bias_linear ? ffn * m.mlp_input_projections() + h : 0.0;
+  return ffn > 0 ? weights + biases : 0.0;
+}
+}  // namespace
+
+LayerParams layer_params(const ModelConfig& m, bool moe_layer) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double q = static_cast<double>(m.query_width());
+  const double kv = static_cast<double>(m.kv_width());
+  LayerParams p;
+  p.attention = h * (q + 2 * kv) + q * h + (m.add_bias_linear ? q + 2 * kv + h : 0.0);
+  p.norms = 2 * norm_params(m);
+  if (moe_layer && m.moe) {
+    const MoeConfig& e = *m.moe;
+    p.experts = e.num_experts * mlp_params(m, static_cast<double>(e.ffn_hidden_size));
+    p.dense_mlp = mlp_params(m, static_cast<double>(e.shared_expert_ffn_hidden_size));
+    p.router = h * e.num_experts;
+  } else {
+    p.dense_mlp = mlp_params(m, static_cast<double>(m.ffn_hidden_size));
+  }
+  return p;
+}
+
+double embedding_params(const ModelConfig& m) {
+  const double h = static_cast<double>(m.hidden_size);
+  const double positions = m.position_embedding == PositionEmbedding::kLearnedAbsolute
+                               ? static_cast<double>(m.seq_length) * h
+                               : 0.0;
+  return static_cast<double>(m.vocab_size) * h + positions;
+}
+
+double output_layer_params(const ModelConfig& m) {
+  return m.tie_embeddings ? 0.0 : static_cast<double>(m.vocab_size) * m.hidden_size;
+}
+
+double total_params(const ModelConfig& m) {
+  return m.dense_layers() * layer_params(m, false).total() +
+         m.moe_layers() * layer_params(m, true).total() + embedding_params(m) +
+         output_layer_params(m) + norm_params(m);
+}
+
+StageParams stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l, int stage) {
+  // Layers are split evenly over pp stages (layout_check requires it); within a
+  // stage, the leading first_dense_layers of the model are dense.
+  const int per_stage = m.num_layers / l.pp;
+  const int first = stage * per_stage;
+  const int dense_before = m.dense_layers();  // dense layers come first
+  int dense_here = 0;
+  if (first < dense_before) dense_here = std::min(per_stage, dense_before - first);
+  const int moe_here = per_stage - dense_here;
+  const LayerParams dense = layer_params(m, false);
+  const LayerParams moe = layer_params(m, true);
+  auto sharded = [&](const LayerParams& p) {
+    return (p.attention + p.dense_mlp) / l.tp + p.norms + p.router;
+  };
+  StageParams out;
+  out.dense = dense_here * sharded(dense) + moe_here * sharded(moe);
+  out.expert = moe_here * moe.experts / (static_cast<double>(l.ep) * l.etp);
+  const double h = static_cast<double>(m.hidden_size);
+  const double vocab_shard = static_cast<double>(m.vocab_size) * h / l.tp;
+  if (stage == 0) out.dense += embedding_params(m) - static_cast<double>(m.vocab_size) * h +
+                               vocab_shard;
+  if (stage == l.pp - 1) {
+    out.dense += norm_params(m);  // final norm
+    // Untied: the output layer. Tied with pp > 1: the last stage keeps its own copy
+    // of the word embedding, kept in sync by an all-reduce (Megatron-LM).
+    if (!m.tie_embeddings || l.pp > 1) out.dense += vocab_shard;
+  }
+  return out;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,42 @@
+// Parameter counts of the model and of what one GPU holds.
+//
+// Layer weights are split by tp (attention, dense MLP) or by ep·etp (experts);
+// the word embedding and output layer are split by tp (vocab-parallel) and live
+// on the first and last pipeline stage (Shoeybi et al. 2019; Narayanan et al. 2021).
+#pragma once
+
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+/// Parameters of one layer, split by how they are sharded.
+struct LayerParams {
+  double attention = 0;  // QKV, projection (+ biases); sharded by tp
+  double norms = 0;      // the layer's two norms; replicated across tp
+  double dense_mlp = 0;  // dense MLP or shared expert; sharded by tp
+  double experts = 0;    // all routed experts; sharded by ep·etp
+  double router = 0;     // replicated
+  double total() const { return attention + norms + dense_mlp + experts + router; }
+};
+
+LayerParams layer_params(const ModelConfig& model, bool moe_layer);
+
+/// Word embedding (V·h), learned positions (s·h) when used; output layer V·h when untied.
+double embedding_params(const ModelConfig& model);
+double output_layer_params(const ModelConfig& model);  // 0 when tied
+/// Whole model (what "175B" counts).
+double total_params(const ModelConfig& model);
+
+/// What one GPU of a pipeline stage holds, split by which data-parallel group
+/// shards its optimizer state: dense parameters by dp·cp, expert ones by expert-dp.
+struct StageParams {
+  double dense = 0;
+  double expert = 0;
+  double total() const { return dense + expert; }
+};
+/// `stage` in [0, pp). The first stage holds the embedding, the last the output
+/// layer (or, when tied and pp > 1, a copy of the embedding) and final norm.
+StageParams stage_params_per_gpu(const ModelConfig& model, const ParallelLayout& layout, int stage);
+
+}  // namespace sextant::sim

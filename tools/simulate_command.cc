@@ -1,0 +1,145 @@
+// `sextant simulate`: one layout (or the best completion of a partial one).
+#include <memory>
+
+#include "search/complete_layout.h"
+#include "sim/analytic/analytic_model.h"
+#include "sim/core/config_error.h"
+#include "sim/core/layout_check.h"
+#include "sim/core/preset_catalog.h"
+#include "tools/commands.h"
+#include "tools/simulation_output.h"
+
+namespace sextant::tools {
+
+namespace {
+struct SimulateOptions {
+  std::string model = "gpt3-175b";
+  std::string cluster = "dgx-a100";
+  long gpus = 0;
+  std::string layout;
+  int global_batch = 0;
+  std::string profile;
+  std::string format = "table";
+  std::string engine = "analytic";
+  double memory_headroom = 0.05;
+};
+
+int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ostream& out) {
+  const sim::PresetCatalog catalog(common.configs_dir);
+  const sim::ModelConfig model = catalog.model(o.model);
+  const sim::ClusterConfig cluster = catalog.cluster(o.cluster);
+  const sim::CostProfile profile = catalog.profile(o.profile, cluster.gpu.name);
+  sim::PartialLayout partial = sim::parse_layout(o.layout);
+
+  if (o.global_batch > 0) {
+    if (partial.gbs && *partial.gbs != o.global_batch) {
+      throw sim::ConfigError({{"--global-batch", 0, 0, "",
+                               "is " + std::to_string(o.global_batch) + " but --layout says gbs=" +
+                                   std::to_string(*partial.gbs)}});
+    }
+    partial.gbs = o.global_batch;
+  }
+  if (!partial.gbs) {
+    throw sim::ConfigError({{"--global-batch", 0, 0, "",
+                             "the global batch is needed: give --global-batch N or gbs=N in --layout"}});
+  }
+  long gpus = o.gpus;
+  if (gpus == 0) {
+    if (partial.tp && partial.pp && partial.dp) {
+      gpus = static_cast<long>(*partial.tp) * *partial.pp * *partial.dp * partial.cp.value_or(1);
+    } else {
+      throw sim::ConfigError({{"--gpus", 0, 0, "",
+                               "the GPU count is needed: give --gpus N, or tp, pp and dp in --layout"}});
+    }
+  }
+  if (gpus > cluster.total_gpus()) {
+    throw sim::ConfigError({{"--gpus", 0, 0, "",
+                             std::to_string(gpus) + " GPUs asked for; cluster '" + cluster.name +
+                                 "' has " + std::to_string(cluster.total_gpus())}});
+  }
+
+  search::CompletionOptions completion_options;
+  completion_options.memory_headroom = o.memory_headroom;
+  const search::Completion completion =
+      search::complete_layout(model, cluster, profile, gpus, partial, completion_options);
+  sim::SimulationResult result;
+  if (completion.best) {
+    result = *completion.best;
+  } else {
+    // Nothing fits: if the layout was given in full and is valid, still show it
+    // (fits_memory says it does not fit); otherwise report why.
+    bool complete = partial.tp && partial.pp && partial.dp && partial.mbs;
+    if (!complete || completion.valid == 0) throw sim::ConfigError(completion.reasons);
+    search::CompletionOptions any_memory = completion_options;
+    any_memory.require_memory_fit = false;
+    const search::Completion any =
+        search::complete_layout(model, cluster, profile, gpus, partial, any_memory);
+    if (!any.best) throw sim::ConfigError(completion.reasons);
+    result = *any.best;
+  }
+
+  SimulationContext context{model.name, cluster.name, cluster.gpu.name, gpus,
+                            static_cast<double>(cluster.gpu.memory_bytes), o.engine};
+  if (o.format == "json") {
+    out << simulation_json(context, result).dump(2) << "\n";
+  } else if (o.format == "csv") {
+    out << simulation_csv_header() << simulation_csv_row(context, result);
+  } else {
+    out << simulation_table(context, result);
+    if (completion.evaluated > 1) {
+      out << "\nKnobs left out of --layout were chosen by trying " << completion.evaluated
+          << " completions (" << completion.valid << " valid, " << completion.fitting
+          << " fitting in memory with " << static_cast<int>(o.memory_headroom * 100)
+          << "% headroom) and keeping the fastest.\n";
+    }
+  }
+  return 0;
+}
+}  // namespace
+
+CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
+  auto options = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Predict step time, memory per GPU and MFU of one parallel layout.\n"
+      "Knobs left out of --layout are chosen by trying their options and keeping the\n"
+      "fastest layout that fits in memory.\n\n"
+      "Example:\n"
+      "  sextant simulate --model gpt3-175b --cluster dgx-a100 --gpus 1536 \\\n"
+      "      --layout tp=8,pp=16,dp=12,mbs=1,gbs=1536,recompute=selective,sp=1");
+  cmd->add_option("--model", options->model,
+                  "model preset name (configs/models) or path to a model YAML")
+      ->capture_default_str();
+  cmd->add_option("--cluster", options->cluster,
+                  "cluster preset name (configs/clusters) or path to a cluster YAML")
+      ->capture_default_str();
+  cmd->add_option("--gpus", options->gpus,
+                  "number of GPUs (default: tp*cp*pp*dp when all are in --layout)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--layout", options->layout,
+                  "comma-separated knob=value list: tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1),\n"
+                  "recompute (none|selective|full), dist_opt (0|1), zero (0-3),\n"
+                  "schedule (1f1b|1f1b-interleaved|gpipe), precision (bf16|fp8),\n"
+                  "attention (flash|unfused; default flash), overlap_grad_reduce (default 1),\n"
+                  "overlap_param_gather (default 1 with zero>=1), tp_comm_overlap (default 0)");
+  cmd->add_option("--global-batch", options->global_batch,
+                  "global batch in sequences (same as gbs= in --layout)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--profile", options->profile,
+                  "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
+  cmd->add_option("--format", options->format, "output format")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
+      ->capture_default_str();
+  cmd->add_option("--engine", options->engine,
+                  "cost engine: analytic (closed form). The event-driven engine is not built yet.")
+      ->check(CLI::IsMember({"analytic"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-headroom", options->memory_headroom,
+                  "fraction of GPU memory kept free when completing a layout (context, workspaces, "
+                  "fragmentation)")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  return [options, &common](std::ostream& out) { return run_simulate(*options, common, out); };
+}
+
+}  // namespace sextant::tools

@@ -1,0 +1,161 @@
+#include "tools/simulation_output.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace sextant::tools {
+
+namespace {
+std::string printf_string(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+std::string percent(double fraction) { return printf_string("%.1f %%", 100.0 * fraction); }
+std::int64_t whole_bytes(double bytes) { return static_cast<std::int64_t>(std::llround(bytes)); }
+}  // namespace
+
+std::string format_seconds(double s) {
+  if (s >= 1.0) return printf_string("%.3f s", s);
+  if (s >= 1e-3) return printf_string("%.2f ms", s * 1e3);
+  return printf_string("%.1f us", s * 1e6);
+}
+
+std::string format_gib(double bytes) {
+  return printf_string("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+nlohmann::json layout_json(const sim::ParallelLayout& l) {
+  return {{"tp", l.tp},
+          {"pp", l.pp},
+          {"vpp", l.vpp},
+          {"dp", l.dp},
+          {"cp", l.cp},
+          {"ep", l.ep},
+          {"etp", l.etp},
+          {"mbs", l.mbs},
+          {"gbs", l.gbs},
+          {"sp", l.sp},
+          {"recompute", sim::to_string(l.recompute)},
+          {"dist_opt", l.dist_opt()},
+          {"zero", l.zero},
+          {"schedule", sim::to_string(l.schedule)},
+          {"precision", sim::to_string(l.precision)},
+          {"attention", sim::to_string(l.attention)},
+          {"overlap_grad_reduce", l.overlap_grad_reduce},
+          {"overlap_param_gather", l.overlap_param_gather},
+          {"tp_comm_overlap", l.tp_comm_overlap}};
+}
+
+nlohmann::json simulation_json(const SimulationContext& c, const sim::SimulationResult& r) {
+  const sim::MemoryBreakdown& m = r.memory;
+  return {
+      {"model", c.model},
+      {"cluster", c.cluster},
+      {"gpus", c.gpus},
+      {"engine", c.engine},
+      {"layout", layout_json(r.layout)},
+      {"step_time_s", r.step_time_s},
+      {"tokens_per_s", r.tokens_per_s},
+      {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+      {"model_flops_per_step", r.model_flops_per_step},
+      {"hardware_flops_per_step", r.hardware_flops_per_step},
+      {"mfu", r.mfu},
+      {"hfu", r.hfu},
+      {"memory_bytes_per_gpu",
+       {{"total", whole_bytes(m.total())},
+        {"parameters", whole_bytes(m.parameters)},
+        {"gradients", whole_bytes(m.gradients)},
+        {"optimizer_states", whole_bytes(m.optimizer_states)},
+        {"activations", whole_bytes(m.activations)},
+        {"other", whole_bytes(m.other)}}},
+      {"fits_memory", r.fits_memory},
+      {"time_breakdown_s",
+       {{"compute", r.time.compute_s},
+        {"exposed_communication", r.time.exposed_communication_s},
+        {"pipeline_bubble", r.time.pipeline_bubble_s},
+        {"optimizer", r.time.optimizer_s}}},
+      {"exposed_communication_s",
+       {{"tp", r.exposed_tp_s},
+        {"cp", r.exposed_cp_s},
+        {"ep", r.exposed_ep_s},
+        {"pp", r.exposed_pp_s},
+        {"dp", r.exposed_dp_s}}},
+      {"limiter", sim::to_string(r.limiter)},
+  };
+}
+
+std::string simulation_table(const SimulationContext& c, const sim::SimulationResult& r) {
+  const sim::MemoryBreakdown& m = r.memory;
+  const auto line = [](const std::string& label, const std::string& value) {
+    char buffer[160];
+    std::snprintf(buffer, sizeof buffer, "  %-24s %s\n", label.c_str(), value.c_str());
+    return std::string(buffer);
+  };
+  const auto share = [&](double part) { return " (" + percent(part / r.step_time_s) + ")"; };
+  std::string out;
+  out += "sextant simulate: " + c.model + " on " + std::to_string(c.gpus) + " x " + c.gpu +
+         " (" + c.cluster + "), " + c.engine + " model\n";
+  out += "layout: " + r.layout.to_spec() + "\n\n";
+  out += "FLOPs per iteration\n";
+  out += line("model", printf_string("%.4g", r.model_flops_per_step));
+  out += line("hardware (+recompute)", printf_string("%.4g", r.hardware_flops_per_step));
+  out += "\nMemory per GPU (the pipeline stage that needs most)\n";
+  out += line("parameters", format_gib(m.parameters));
+  out += line("gradients", format_gib(m.gradients));
+  out += line("optimizer states", format_gib(m.optimizer_states));
+  out += line("activations", format_gib(m.activations));
+  out += line("other", format_gib(m.other));
+  out += line("total", format_gib(m.total()) + " of " + format_gib(c.gpu_memory_bytes) +
+                           (r.fits_memory ? " (fits)" : " (DOES NOT FIT)"));
+  out += "\nStep time\n";
+  out += line("compute", format_seconds(r.time.compute_s) + share(r.time.compute_s));
+  out += line("exposed communication",
+              format_seconds(r.time.exposed_communication_s) +
+                  share(r.time.exposed_communication_s));
+  out += line("  tp / cp / ep", format_seconds(r.exposed_tp_s) + " / " +
+                                    format_seconds(r.exposed_cp_s) + " / " +
+                                    format_seconds(r.exposed_ep_s));
+  out += line("  pp / dp", format_seconds(r.exposed_pp_s) + " / " + format_seconds(r.exposed_dp_s));
+  out += line("pipeline bubble",
+              format_seconds(r.time.pipeline_bubble_s) + share(r.time.pipeline_bubble_s));
+  out += line("optimizer", format_seconds(r.time.optimizer_s) + share(r.time.optimizer_s));
+  out += line("total", format_seconds(r.step_time_s));
+  out += "\nThroughput\n";
+  out += line("tokens/s", printf_string("%.0f", r.tokens_per_s));
+  out += line("tokens/s per GPU", printf_string("%.1f", r.tokens_per_s_per_gpu));
+  out += line("MFU", percent(r.mfu));
+  out += line("HFU", percent(r.hfu));
+  out += line("largest non-compute cost", std::string(sim::to_string(r.limiter)));
+  return out;
+}
+
+std::string simulation_csv_header() {
+  return "model,cluster,gpus,layout,step_time_s,tokens_per_s,tokens_per_s_per_gpu,"
+         "model_flops_per_step,hardware_flops_per_step,mfu,hfu,memory_total_bytes,"
+         "memory_parameters_bytes,memory_gradients_bytes,memory_optimizer_states_bytes,"
+         "memory_activations_bytes,memory_other_bytes,fits_memory,compute_s,"
+         "exposed_communication_s,pipeline_bubble_s,optimizer_s\n";
+}
+
+std::string simulation_csv_row(const SimulationContext& c, const sim::SimulationResult& r) {
+  const sim::MemoryBreakdown& m = r.memory;
+  std::string out = c.model + "," + c.cluster + "," + std::to_string(c.gpus) + ",\"" +
+                    r.layout.to_spec() + "\"";
+  for (double v : {r.step_time_s, r.tokens_per_s, r.tokens_per_s_per_gpu, r.model_flops_per_step,
+                   r.hardware_flops_per_step, r.mfu, r.hfu}) {
+    out += "," + printf_string("%.6g", v);
+  }
+  for (double v : {m.total(), m.parameters, m.gradients, m.optimizer_states, m.activations,
+                   m.other}) {
+    out += "," + std::to_string(whole_bytes(v));
+  }
+  out += r.fits_memory ? ",true" : ",false";
+  for (double v : {r.time.compute_s, r.time.exposed_communication_s, r.time.pipeline_bubble_s,
+                   r.time.optimizer_s}) {
+    out += "," + printf_string("%.6g", v);
+  }
+  return out + "\n";
+}
+
+}  // namespace sextant::tools

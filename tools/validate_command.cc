@@ -1,0 +1,112 @@
+// `sextant validate`: predicted against measured step time for published runs.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "reports/validation_report.h"
+#include "sim/core/preset_catalog.h"
+#include "tools/commands.h"
+#include "tools/simulation_output.h"
+
+namespace sextant::tools {
+
+namespace {
+struct ValidateOptions {
+  std::string cases;
+  std::string profile;
+  std::string format = "table";
+};
+
+std::string fixed(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
+void print_table(const reports::ValidationSummary& s, std::ostream& out) {
+  char row[512];
+  std::snprintf(row, sizeof row, "%-28s %5s %10s %10s %8s  %s\n", "case", "gpus", "measured",
+                "predicted", "error", "completed layout");
+  out << row;
+  for (const reports::CaseOutcome& o : s.outcomes) {
+    if (!o.predicted) {
+      std::snprintf(row, sizeof row, "%-28s %5ld %10.3f %10s %8s  %s\n", o.input.id.c_str(),
+                    o.input.num_gpus, o.input.measured_step_time_s, "-", "-", o.failure.c_str());
+    } else {
+      const sim::ParallelLayout& l = o.predicted->layout;
+      const std::string layout =
+          "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
+          " vpp=" + std::to_string(l.vpp) + " dp=" + std::to_string(l.dp) +
+          " mbs=" + std::to_string(l.mbs) + " sp=" + std::to_string(l.sp) + " rc=" +
+          std::string(sim::to_string(l.recompute)) + " zero=" + std::to_string(l.zero) + " " +
+          std::string(sim::to_string(l.attention));
+      std::snprintf(row, sizeof row, "%-28s %5ld %10.3f %10.3f %+7.1f%%  %s\n",
+                    o.input.id.c_str(), o.input.num_gpus, o.input.measured_step_time_s,
+                    o.predicted->step_time_s, 100.0 * o.relative_error, layout.c_str());
+    }
+    out << row;
+  }
+  out << "\n" << s.predicted << " of " << s.outcomes.size() << " cases predicted. |step-time error|: median "
+      << fixed("%.1f%%", 100 * s.median_abs_error) << ", p90 " << fixed("%.1f%%", 100 * s.p90_abs_error)
+      << ", worst " << fixed("%.1f%%", 100 * s.worst_abs_error) << " (" << s.worst_case_id << ")\n";
+}
+
+nlohmann::json summary_json(const reports::ValidationSummary& s) {
+  nlohmann::json cases = nlohmann::json::array();
+  for (const reports::CaseOutcome& o : s.outcomes) {
+    nlohmann::json c = {{"id", o.input.id},
+                        {"gpus", o.input.num_gpus},
+                        {"measured_step_time_s", o.input.measured_step_time_s}};
+    if (o.predicted) {
+      c["predicted_step_time_s"] = o.predicted->step_time_s;
+      c["relative_error"] = o.relative_error;
+      c["layout"] = layout_json(o.predicted->layout);
+      c["mfu"] = o.predicted->mfu;
+    } else {
+      c["failure"] = o.failure;
+    }
+    cases.push_back(c);
+  }
+  return {{"cases", cases},
+          {"predicted", s.predicted},
+          {"median_abs_error", s.median_abs_error},
+          {"p90_abs_error", s.p90_abs_error},
+          {"worst_abs_error", s.worst_abs_error},
+          {"worst_case", s.worst_case_id}};
+}
+
+int run_validate(const ValidateOptions& o, const CommonOptions& common, std::ostream& out) {
+  const sim::PresetCatalog catalog(common.configs_dir);
+  const std::vector<reports::ValidationCase> cases = reports::load_validation_cases(o.cases);
+  const reports::ValidationSummary summary = reports::run_validation(cases, catalog, o.profile);
+  if (o.format == "json") {
+    out << summary_json(summary).dump(2) << "\n";
+  } else {
+    print_table(summary, out);
+  }
+  return summary.predicted == static_cast<int>(summary.outcomes.size()) ? 0 : 1;
+}
+}  // namespace
+
+CommandRunner add_validate_command(CLI::App& app, const CommonOptions& common) {
+  auto options = std::make_shared<ValidateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "validate",
+      "Compare predicted with measured step times of published runs.\n"
+      "Knobs a case leaves null (micro-batch, virtual stages, recompute, ...) are chosen\n"
+      "as the fastest completion that fits in memory. Prints per case the error, then the\n"
+      "median, p90 and worst |error|. Exit code 1 if a case could not be predicted.\n\n"
+      "Example:\n"
+      "  sextant validate --cases validation/dev_cases.yaml");
+  cmd->add_option("--cases", options->cases,
+                  "cases file in the format of validation/dev_cases.yaml")
+      ->required();
+  cmd->add_option("--profile", options->profile,
+                  "cost profile YAML for every case (default: each GPU's own profile)");
+  cmd->add_option("--format", options->format, "output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  return [options, &common](std::ostream& out) { return run_validate(*options, common, out); };
+}
+
+}  // namespace sextant::tools
