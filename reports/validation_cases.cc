@@ -101,7 +101,8 @@ ValidationCase read_case(StrictMap& c) {
   }
   const std::string precision = c.optional_string("precision").value_or("bf16");
   if (starts_with(precision, "fp8")) l.precision = sim::Precision::kFp8;
-  else if (starts_with(precision, "bf16") || starts_with(precision, "fp16")) l.precision = sim::Precision::kBf16;
+  else if (starts_with(precision, "fp16")) l.precision = sim::Precision::kFp16;
+  else if (starts_with(precision, "bf16")) l.precision = sim::Precision::kBf16;
   else c.report("precision", "got '" + precision + "'; accepted: text starting with bf16, fp16 or fp8");
 
   l.overlap_grad_reduce = notes.find("--overlap-grad-reduce") != std::string::npos;

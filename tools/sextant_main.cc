@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       "Presets are names under the configs folder (models, clusters, gpus, profiles) or paths.",
       "sextant"};
   app.require_subcommand(1);
+  app.fallthrough();  // --configs may also follow the subcommand
   tools::CommonOptions common;
   common.configs_dir = SEXTANT_DEFAULT_CONFIG_DIR;
   app.add_option("--configs", common.configs_dir, "folder holding the presets")

@@ -97,6 +97,19 @@ StageTime stage_time(const ModelConfig& m, const ParallelLayout& l, int stage,
   return out;
 }
 
+// Communication of `total_s`, issued in v equal parts, part j as soon as chunk
+// j's compute for the last micro-batch ends. Each part overlaps with its own
+// chunk's compute (compute_s / v) and, before the last part, the chunks
+// finish p chunk-steps apart (gap p·compute_s/v). What is left when compute
+// ends is exposed: the last part's excess, or the backlog of all parts.
+double exposed_after_chunked_overlap(double total_s, double v, int pp, double compute_s) {
+  const double own_chunk_s = compute_s / v;
+  const double gap_s = (v > 1 ? pp : 1) * compute_s / v;
+  const double last_part = total_s / v - own_chunk_s;
+  const double backlog = total_s - (v - 1) * gap_s - own_chunk_s;
+  return std::max({0.0, last_part, backlog});
+}
+
 }  // namespace
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
@@ -153,19 +166,23 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
     const double per_microbatch = 2.0 * dp.param_gather_s + dp.grad_reduce_s;
     exposed_dp_s = microbatches * std::max(0.0, per_microbatch - slowest.total()) + dp.bucket_s;
   } else {
-    // Megatron overlaps the gradient reduction with the last micro-batch's
-    // backward, bucket by bucket, and the parameter all-gather with the next
-    // step's first forward; the last bucket always shows. ZeRO-2 reduces every
-    // micro-batch's gradients (it keeps only its shard).
+    // Megatron reduces gradients bucket by bucket during the last micro-batch's
+    // backward, and gathers the updated weights during the next step's first
+    // forward. With v model chunks per stage each chunk syncs on its own: on the
+    // first stage, chunk j finishes its backward p chunk-steps after chunk j+1
+    // (micro-batches go round in groups of p; Narayanan et al. 2021, Fig. 4), so
+    // earlier chunks' reductions hide behind later chunks' compute. ZeRO-2
+    // reduces every micro-batch's gradients (it keeps only its shard).
     const double reductions = l.zero == 2 ? microbatches : 1.0;
     const double grad_s =
         l.overlap_grad_reduce
             ? std::min(dp.grad_reduce_s,
-                       std::max(0.0, dp.grad_reduce_s - slowest.backward_s) + dp.bucket_s)
+                       exposed_after_chunked_overlap(dp.grad_reduce_s, v, l.pp,
+                                                     slowest.backward_s) + dp.bucket_s)
             : dp.grad_reduce_s;
     const double gather_s =
         l.overlap_param_gather
-            ? std::min(dp.param_gather_s, std::max(0.0, dp.param_gather_s - slowest.forward_s))
+            ? exposed_after_chunked_overlap(dp.param_gather_s, v, l.pp, slowest.forward_s)
             : dp.param_gather_s;
     exposed_dp_s = reductions * grad_s + gather_s;
   }

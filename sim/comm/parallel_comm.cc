@@ -6,9 +6,9 @@ namespace sextant::sim {
 
 namespace {
 constexpr double kBf16Bytes = 2.0;
-// Megatron reduces gradients in fp32 when training in bf16
-// (arguments.py: bf16 sets accumulate_allreduce_grads_in_fp32).
-constexpr double kGradientBytes = 4.0;
+// Megatron reduces gradients in fp32 when training in bf16 (arguments.py: --bf16
+// sets accumulate_allreduce_grads_in_fp32), in fp16 under --fp16 unless asked.
+double gradient_bytes(Precision precision) { return precision == Precision::kFp16 ? 2.0 : 4.0; }
 // Megatron-Core DDP default bucket: 40M parameters (--ddp-bucket-size, 2024).
 constexpr double kBucketParams = 40e6;
 }  // namespace
@@ -74,14 +74,14 @@ DataParallelComm data_parallel_comm(double dense_params, double expert_params,
   const int n = c.gpus_per_node;
   auto sync = [&](double params, const GroupPlacement& group) {
     if (group.size <= 1 || params <= 0) return;
-    const double grads = kGradientBytes * params;
+    const double grads = gradient_bytes(l.precision) * params;
     if (l.zero == 0) {
       out.grad_reduce_s += all_reduce_time_s(grads, group, r);
     } else {
       out.grad_reduce_s += reduce_scatter_time_s(grads, group, r);
       out.param_gather_s += all_gather_time_s(kBf16Bytes * params, group, r);
     }
-    const double bucket_grads = kGradientBytes * std::min(params, kBucketParams);
+    const double bucket_grads = gradient_bytes(l.precision) * std::min(params, kBucketParams);
     out.bucket_s = std::max(out.bucket_s, l.zero == 0 ? all_reduce_time_s(bucket_grads, group, r)
                                                       : reduce_scatter_time_s(bucket_grads, group, r));
   };

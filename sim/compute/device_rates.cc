@@ -5,12 +5,14 @@ namespace sextant::sim {
 DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision precision) {
   DeviceRates r;
   r.fp8 = precision == Precision::kFp8;
-  r.bf16_gemm_flops_per_s = gpu.peak_bf16_flops_per_s * p.gemm_efficiency;
-  r.gemm_flops_per_s =
-      r.fp8 ? gpu.peak_fp8_flops_per_s * p.fp8_gemm_efficiency : r.bf16_gemm_flops_per_s;
-  r.attention_forward_flops_per_s = gpu.peak_bf16_flops_per_s * p.flash_attention_forward_efficiency;
+  const double sustained = p.sustained_compute_fraction;
+  r.bf16_gemm_flops_per_s = gpu.peak_bf16_flops_per_s * p.gemm_efficiency * sustained;
+  r.gemm_flops_per_s = r.fp8 ? gpu.peak_fp8_flops_per_s * p.fp8_gemm_efficiency * sustained
+                             : r.bf16_gemm_flops_per_s;
+  r.attention_forward_flops_per_s =
+      gpu.peak_bf16_flops_per_s * p.flash_attention_forward_efficiency * sustained;
   r.attention_backward_flops_per_s =
-      gpu.peak_bf16_flops_per_s * p.flash_attention_backward_efficiency;
+      gpu.peak_bf16_flops_per_s * p.flash_attention_backward_efficiency * sustained;
   r.memory_bytes_per_s = gpu.memory_bandwidth_bytes_per_s * p.memory_efficiency;
   r.kernel_overhead_s = p.kernel_overhead_s;
   r.sm_count = gpu.sm_count;

@@ -224,6 +224,7 @@ CostProfile load_profile_text(const std::string& text, const std::string& file) 
         map.required_double("flash_attention_half_efficiency_tiles");
     map.require_in_range("flash_attention_half_efficiency_tiles",
                          p.flash_attention_half_efficiency_tiles, 0, 1e7);
+    p.sustained_compute_fraction = fraction(map, "sustained_compute_fraction");
     p.memory_efficiency = fraction(map, "memory_efficiency");
     p.kernel_overhead_s = map.required_double("kernel_overhead_s");
     map.require_in_range("kernel_overhead_s", p.kernel_overhead_s, 0, 1e-3);
@@ -232,7 +233,7 @@ CostProfile load_profile_text(const std::string& text, const std::string& file) 
     p.source = map.required_string("source");
     map.finish({"name", "gpu", "gemm_efficiency", "fp8_gemm_efficiency", "gemm_tile_m",
                 "gemm_tile_n", "gemm_k_half", "flash_attention_forward_efficiency",
-                "flash_attention_backward_efficiency", "flash_attention_half_efficiency_tiles", "memory_efficiency", "kernel_overhead_s",
+                "flash_attention_backward_efficiency", "flash_attention_half_efficiency_tiles", "sustained_compute_fraction", "memory_efficiency", "kernel_overhead_s",
                 "nvlink_efficiency", "network_efficiency", "source"});
     return p;
   });

@@ -29,6 +29,11 @@ struct CostProfile {
   /// Query tiles (batch·heads·s/128) at which flash attention reaches half its
   /// efficiency: scaled by u/(u + this), too few tiles leave SMs idle.
   double flash_attention_half_efficiency_tiles = 0;
+  /// Compute rate sustained over whole training steps on many GPUs, as a
+  /// fraction of the single-kernel rates above: clocks lowered by the power cap
+  /// under sustained load, SMs shared with overlapped communication kernels,
+  /// gaps between kernels. Scales GEMM and attention rates; fitted end to end.
+  double sustained_compute_fraction = 1;
   /// Fraction of the HBM bandwidth memory-bound kernels reach.
   double memory_efficiency = 0;
   /// Fixed cost of one kernel launch on the critical path.

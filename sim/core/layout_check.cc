@@ -110,8 +110,9 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
       });
     }
   }
-  if (l.tp_comm_overlap && (!l.sp || l.tp < 2)) {
-    report("tp_comm_overlap", [&] { return std::string("needs sp=1 and tp >= 2"); });
+  // With tp=1 there is no TP communication: the overlap is a no-op, as in Megatron.
+  if (l.tp_comm_overlap && l.tp > 1 && !l.sp) {
+    report("tp_comm_overlap", [&] { return std::string("needs sp=1 (Megatron overlaps the sequence-parallel all-gather and reduce-scatter)"); });
   }
   if (l.overlap_param_gather && l.zero < 1) {
     report("overlap_param_gather",

@@ -27,7 +27,12 @@ std::string_view to_string(Schedule value) {
 }
 
 std::string_view to_string(Precision value) {
-  return value == Precision::kBf16 ? "bf16" : "fp8";
+  switch (value) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    case Precision::kFp8: return "fp8";
+  }
+  return "?";
 }
 
 std::string_view to_string(AttentionKernel value) {
@@ -153,7 +158,9 @@ class LayoutParser {
                                              {"gpipe", Schedule::kGpipe}});
     } else if (k == "precision") {
       out.precision =
-          choice<Precision>(item, {{"bf16", Precision::kBf16}, {"fp8", Precision::kFp8}});
+          choice<Precision>(item, {{"bf16", Precision::kBf16},
+                                  {"fp16", Precision::kFp16},
+                                  {"fp8", Precision::kFp8}});
     } else if (k == "attention") {
       out.attention = choice<AttentionKernel>(
           item, {{"flash", AttentionKernel::kFlash}, {"unfused", AttentionKernel::kUnfused}});

@@ -13,7 +13,9 @@ namespace sextant::sim {
 
 enum class Recompute { kNone, kSelective, kFull };
 enum class Schedule { kGpipe, kOneFOneB, kInterleaved };
-enum class Precision { kBf16, kFp8 };
+/// GEMM precision. fp16 computes like bf16 but, as Megatron's --fp16, reduces
+/// gradients in fp16 (bf16 forces fp32 reduction); fp8 runs the GEMMs in FP8.
+enum class Precision { kBf16, kFp16, kFp8 };
 /// Attention kernel: fused flash attention (Dao et al. 2022) or Megatron's
 /// unfused path that materialises the s×s scores (the only one before 2022).
 enum class AttentionKernel { kFlash, kUnfused };
