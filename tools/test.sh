@@ -62,6 +62,7 @@ run_ctest() {
 # the DESIGN.md fields, with a positive step time and an MFU in (0, 1].
 check_simulate_json() {
   local sextant=$1 json
+  # shellcheck disable=SC2054  # the commas are inside the --layout value
   local args=(simulate --model gpt3-175b --cluster dgx-a100 --gpus 1536
               --layout tp=8,pp=16,dp=12,mbs=1,gbs=1536,recompute=selective,sp=1 --format json)
   echo "+ $sextant ${args[*]}"

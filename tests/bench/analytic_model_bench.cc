@@ -1,0 +1,63 @@
+// Time of one analytical evaluation (issue 2 target: <= 5 µs on the 2-core
+// development machine; Calculon takes about 1.6 ms).
+//
+//   build/tests/analytic_model_bench
+//
+// Presets are loaded once before the loop; each iteration is what the search
+// does per layout: simulate_analytic on a complete layout.
+#include <benchmark/benchmark.h>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/core/layout_check.h"
+#include "sim/core/preset_catalog.h"
+
+namespace {
+
+using namespace sextant::sim;
+
+struct Setup {
+  ModelConfig model;
+  ClusterConfig cluster;
+  CostProfile profile;
+  ParallelLayout layout;
+};
+
+Setup gpt3_on_1536_a100() {
+  const PresetCatalog catalog(SEXTANT_BENCH_CONFIG_DIR);
+  Setup s{catalog.model("gpt3-175b"), catalog.cluster("dgx-a100"), {}, {}};
+  s.profile = catalog.profile("", s.cluster.gpu.name);
+  s.layout = ParallelLayout{};
+  s.layout.tp = 8;
+  s.layout.pp = 16;
+  s.layout.dp = 12;
+  s.layout.mbs = 1;
+  s.layout.gbs = 1536;
+  s.layout.sp = true;
+  s.layout.recompute = Recompute::kSelective;
+  s.layout.zero = 1;
+  return s;
+}
+
+void BM_AnalyticGpt3On1536A100(benchmark::State& state) {
+  const Setup s = gpt3_on_1536_a100();
+  for (auto _ : state) {
+    SimulationResult r = simulate_analytic(s.model, s.cluster, s.profile, s.layout);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["evaluations_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AnalyticGpt3On1536A100);
+
+void BM_ValidityCheckGpt3(benchmark::State& state) {
+  const Setup s = gpt3_on_1536_a100();
+  for (auto _ : state) {
+    bool valid = is_valid_layout(s.model, s.cluster, 1536, s.layout);
+    benchmark::DoNotOptimize(valid);
+  }
+}
+BENCHMARK(BM_ValidityCheckGpt3);
+
+}  // namespace
+
+BENCHMARK_MAIN();

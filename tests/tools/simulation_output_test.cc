@@ -1,0 +1,58 @@
+#include "tools/simulation_output.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace sextant::tools {
+namespace {
+
+std::set<std::string> keys(const nlohmann::json& object) {
+  std::set<std::string> out;
+  for (auto it = object.begin(); it != object.end(); ++it) out.insert(it.key());
+  return out;
+}
+
+// DESIGN.md, "JSON of simulate --format json": these fields may not be renamed.
+TEST(SimulationJson, HasEveryContractField) {
+  sim::SimulationResult r;
+  r.layout.tp = 8;
+  r.layout.pp = 16;
+  r.layout.dp = 12;
+  r.layout.gbs = 1536;
+  r.layout.zero = 1;
+  r.step_time_s = 10;
+  const nlohmann::json j = simulation_json({"gpt3-175b", "dgx-a100", "a100", 1536, 80e9}, r);
+  const std::set<std::string> top = keys(j);
+  for (const char* key : {"model", "cluster", "gpus", "layout", "step_time_s", "tokens_per_s",
+                          "tokens_per_s_per_gpu", "model_flops_per_step",
+                          "hardware_flops_per_step", "mfu", "hfu", "memory_bytes_per_gpu",
+                          "fits_memory", "time_breakdown_s"}) {
+    EXPECT_TRUE(top.count(key)) << key;
+  }
+  const std::set<std::string> layout = keys(j["layout"]);
+  for (const char* key : {"tp", "pp", "vpp", "dp", "cp", "ep", "etp", "mbs", "gbs", "sp",
+                          "recompute", "dist_opt", "zero", "schedule", "precision"}) {
+    EXPECT_TRUE(layout.count(key)) << key;
+  }
+  EXPECT_EQ(keys(j["memory_bytes_per_gpu"]),
+            (std::set<std::string>{"total", "parameters", "gradients", "optimizer_states",
+                                   "activations", "other"}));
+  EXPECT_EQ(keys(j["time_breakdown_s"]),
+            (std::set<std::string>{"compute", "exposed_communication", "pipeline_bubble",
+                                   "optimizer"}));
+  EXPECT_EQ(j["layout"]["sp"], false);
+  EXPECT_EQ(j["layout"]["dist_opt"], true);
+  EXPECT_EQ(j["layout"]["schedule"], "1f1b");
+  EXPECT_EQ(j["gpus"], 1536);
+}
+
+TEST(SimulationOutput, FormatsUnits) {
+  EXPECT_EQ(format_seconds(1.5), "1.500 s");
+  EXPECT_EQ(format_seconds(0.0123), "12.30 ms");
+  EXPECT_EQ(format_seconds(4.5e-5), "45.0 us");
+  EXPECT_EQ(format_gib(1024.0 * 1024 * 1024 * 80), "80.00 GiB");
+}
+
+}  // namespace
+}  // namespace sextant::tools
