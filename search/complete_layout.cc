@@ -1,6 +1,7 @@
 #include "search/complete_layout.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "sim/analytic/analytic_model.h"
@@ -57,7 +58,6 @@ Completion complete_layout(const ModelConfig& m, const ClusterConfig& cluster,
   const std::vector<int> eps = given_or(p.ep, divisors(experts, experts));
   const std::vector<Recompute> recomputes = given_or(
       p.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
-  const std::vector<int> zeros = given_or(p.zero, {0, 1});
 
   for (int tp : tps) {
     for (int cp : cps) {
@@ -74,6 +74,9 @@ Completion complete_layout(const ModelConfig& m, const ClusterConfig& cluster,
         const std::vector<int> mbss = given_or(p.mbs, divisors(per_replica, 16));
         const std::vector<int> etps = given_or(p.etp, tp > 1 ? std::vector<int>{1, tp}
                                                              : std::vector<int>{1});
+        // ZeRO-2/3 need pp = 1 (layout_check); try them only there.
+        const std::vector<int> zeros =
+            given_or(p.zero, pp == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1});
         const std::vector<bool> sps = given_or(p.sp, tp > 1 ? std::vector<bool>{true, false}
                                                             : std::vector<bool>{false});
         for (int vpp : vpps)
@@ -114,17 +117,35 @@ Completion complete_layout(const ModelConfig& m, const ClusterConfig& cluster,
   }
   if (!out.best) {
     if (smallest_unfit) {
-      const auto gib = [](double b) { return std::to_string(b / (1024.0 * 1024 * 1024)); };
+      const auto gib = [](double bytes) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.1f", bytes / (1024.0 * 1024 * 1024));
+        return std::string(text);
+      };
       out.reasons.push_back(
           {"--layout", 0, 0, "",
            "no completion fits in memory: the smallest, " + smallest_unfit->layout.to_spec() +
                ", needs " + gib(smallest_unfit->memory.total()) + " GiB per GPU; " +
                gib(memory_limit) + " GiB available after the " +
                std::to_string(static_cast<int>(options.memory_headroom * 100)) + "% headroom"});
-    } else if (first_invalid) {
-      out.reasons = check_layout(m, cluster, gpus, *first_invalid);
     } else {
-      out.reasons.push_back({"--layout", 0, 0, "", "no candidate layout (is --gpus set?)"});
+      // Explain with the first candidate tried or, when the given knobs left no
+      // candidate at all (tp·cp not dividing the GPUs, say), with the given
+      // knobs and 1 for the rest.
+      ParallelLayout example = first_invalid.value_or(ParallelLayout{});
+      if (!first_invalid) {
+        example.tp = p.tp.value_or(1);
+        example.cp = p.cp.value_or(1);
+        example.pp = p.pp.value_or(1);
+        example.dp = p.dp.value_or(static_cast<int>(
+            std::max(1L, gpus / (static_cast<long>(example.tp) * example.cp * example.pp))));
+        example.mbs = p.mbs.value_or(1);
+        example.gbs = p.gbs.value_or(example.mbs * example.dp);
+      }
+      out.reasons = check_layout(m, cluster, gpus, example);
+      if (out.reasons.empty()) {
+        out.reasons.push_back({"--layout", 0, 0, "", "no valid completion of this layout exists"});
+      }
     }
   }
   return out;

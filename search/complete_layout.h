@@ -34,7 +34,7 @@ struct Completion {
 /// Candidates for each knob left out of `partial`: tp and cp powers of two that
 /// divide the heads (and the sequence), pp dividing the layers, dp filling the
 /// GPUs, vpp dividing the layers per stage, mbs dividing the batch per replica,
-/// every recompute mode, zero 0 and 1, sp on and off. Precision (bf16), the
+/// every recompute mode, zero 0 and 1 (and 2, 3 when pp = 1), sp on and off. Precision (bf16), the
 /// attention kernel (flash) and tp_comm_overlap (off) are not searched: they
 /// change numerics or need special set-up, so the user opts in. The data-parallel
 /// overlaps default on (Megatron's recommended recipes use them).

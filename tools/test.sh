@@ -45,7 +45,7 @@ phase() {
 skip() {
   echo
   echo "==> test: $1: SKIP ($2)"
-  summary+=("$(printf '%-44s %-14s %7s  (%s)' "$1" SKIP - "$2")")
+  summary+=("$(printf '%-44s %-14s %5s    (%s)' "$1" SKIP - "$2")")
 }
 
 # Prints a command and runs it.

@@ -43,7 +43,7 @@ struct ParallelLayout {
   Precision precision = Precision::kBf16;
   AttentionKernel attention = AttentionKernel::kFlash;
   bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
-  bool overlap_param_gather = true;  // Megatron --overlap-param-gather (needs zero >= 1)
+  bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
 
   int model_parallel_size() const { return tp * cp * pp; }
