@@ -58,10 +58,10 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
                                  "' has " + std::to_string(cluster.total_gpus())}});
   }
 
-  search::CompletionOptions completion_options;
-  completion_options.memory_headroom = o.memory_headroom;
+  search::SearchConstraints constraints;
+  constraints.memory_headroom = o.memory_headroom;
   const search::Completion completion =
-      search::complete_layout(model, cluster, profile, gpus, partial, completion_options);
+      search::complete_layout(model, cluster, profile, gpus, partial, constraints);
   sim::SimulationResult result;
   if (completion.best) {
     result = *completion.best;
@@ -70,10 +70,8 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
     // (fits_memory says it does not fit); otherwise report why.
     bool complete = partial.tp && partial.pp && partial.dp && partial.mbs;
     if (!complete || completion.valid == 0) throw sim::ConfigError(completion.reasons);
-    search::CompletionOptions any_memory = completion_options;
-    any_memory.require_memory_fit = false;
     const search::Completion any =
-        search::complete_layout(model, cluster, profile, gpus, partial, any_memory);
+        search::complete_layout(model, cluster, profile, gpus, partial, constraints, false);
     if (!any.best) throw sim::ConfigError(completion.reasons);
     result = *any.best;
   }

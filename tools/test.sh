@@ -48,10 +48,12 @@ skip() {
   summary+=("$(printf '%-44s %-14s %5s    (%s)' "$1" SKIP - "$2")")
 }
 
-# Prints a command and runs it.
+# Prints a command, runs it, and prints how long it took.
 run() {
   echo "+ $*"
+  local start=$SECONDS
   "$@"
+  echo "  ($((SECONDS - start)) s)"
 }
 
 run_ctest() {

@@ -5,6 +5,7 @@
 
 #include "sim/core/config_error.h"
 #include "sim/core/config_loader.h"
+#include "sim/core/hf_config.h"
 
 namespace sextant::sim {
 
@@ -46,6 +47,12 @@ std::string PresetCatalog::resolve(const std::string& kind, const std::string& n
 }
 
 ModelConfig PresetCatalog::model(const std::string& name_or_path) const {
+  // A Hugging Face config.json; its seq_length is max_position_embeddings.
+  const std::string json = ".json";
+  if (name_or_path.size() > json.size() &&
+      name_or_path.compare(name_or_path.size() - json.size(), json.size(), json) == 0) {
+    return load_hf_config_file(name_or_path, 0);
+  }
   return load_model_file(resolve("models", name_or_path, "--model"));
 }
 

@@ -1,0 +1,134 @@
+#include "search/candidate_space.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace sextant::search {
+
+using namespace sim;
+
+namespace {
+
+template <typename T>
+std::vector<T> given_or(const std::optional<T>& given, std::vector<T> options) {
+  if (given) return {*given};
+  return options;
+}
+
+std::vector<int> powers_of_two_dividing(long n, long limit) {
+  std::vector<int> out;
+  for (long v = 1; v <= limit; v *= 2) {
+    if (n % v == 0) out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+std::vector<int> divisors(long n, long limit) {
+  std::vector<int> out;
+  for (long v = 1; v <= std::min(n, limit); ++v) {
+    if (n % v == 0) out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<GridPoint> grid_points(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
+                                   const PartialLayout& p, const SearchConstraints& c) {
+  long tp_limit = std::min(gpus, 64L);
+  if (c.max_tp) tp_limit = std::min<long>(tp_limit, *c.max_tp);
+  if (c.tp_within_node) tp_limit = std::min<long>(tp_limit, cluster.gpus_per_node);
+  const long heads_and_groups = std::gcd(m.num_attention_heads, m.num_query_groups);
+  std::vector<GridPoint> out;
+  for (int tp : given_or(p.tp, powers_of_two_dividing(heads_and_groups, tp_limit))) {
+    for (int cp : given_or(p.cp, powers_of_two_dividing(m.seq_length / 2, 16))) {
+      const long tp_cp = static_cast<long>(tp) * cp;
+      if (gpus % tp_cp != 0) continue;
+      for (int pp : given_or(p.pp, divisors(m.num_layers, gpus / tp_cp))) {
+        if ((gpus / tp_cp) % pp != 0) continue;
+        const int dp = static_cast<int>(gpus / tp_cp / pp);
+        if (p.dp && *p.dp != dp) continue;
+        out.push_back({tp, cp, pp, dp});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout& p,
+                                       const GridPoint& g, const SearchConstraints& c) {
+  const int gbs = p.gbs.value_or(0);
+  const int layers_per_stage = m.num_layers / g.pp;
+  const std::vector<int> vpps =
+      given_or(p.vpp, g.pp > 1 ? divisors(layers_per_stage, layers_per_stage) : std::vector<int>{1});
+  const long per_replica = gbs % g.dp == 0 ? gbs / g.dp : 0;
+  const std::vector<int> mbss = given_or(p.mbs, divisors(per_replica, 16));
+  const int experts = m.moe ? m.moe->num_experts : 1;
+  const std::vector<int> eps = given_or(p.ep, m.moe ? divisors(experts, experts) : std::vector<int>{1});
+  const std::vector<int> etps =
+      given_or(p.etp, m.moe && g.tp > 1 ? std::vector<int>{1, g.tp} : std::vector<int>{1});
+  const std::vector<bool> sps =
+      given_or(p.sp, g.tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false});
+  const std::vector<Recompute> recomputes =
+      given_or(p.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  // ZeRO-2/3 need pp = 1 (layout_check): try them only there.
+  const std::vector<int> zeros =
+      given_or(p.zero, g.pp == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1});
+  const std::vector<Precision> precisions = given_or(
+      p.precision, c.allow_fp8 ? std::vector<Precision>{Precision::kBf16, Precision::kFp8}
+                               : std::vector<Precision>{Precision::kBf16});
+  const std::vector<bool> both{true, false};
+  const bool data_parallel = static_cast<long>(g.dp) * g.cp > 1 || m.moe;
+
+  std::vector<ParallelLayout> out;
+  for (int vpp : vpps) {
+    // With one model chunk per stage, 1F1B holds fewer micro-batches than GPipe
+    // and is never slower; GPipe is tried only when asked for.
+    const std::vector<Schedule> schedules = given_or(
+        p.schedule, vpp > 1 ? std::vector<Schedule>{Schedule::kInterleaved}
+                            : std::vector<Schedule>{Schedule::kOneFOneB});
+    for (Schedule schedule : schedules)
+      for (int mbs : mbss)
+        for (int ep : eps)
+          for (int etp : etps)
+            for (bool sp : sps)
+              for (Recompute recompute : recomputes)
+                for (int zero : zeros)
+                  for (Precision precision : precisions)
+                    // Overlap flags only where they change something: a data-parallel
+                    // group to sync, and not ZeRO-3 (which always prefetches).
+                    for (bool grad_overlap : given_or(
+                             p.overlap_grad_reduce, data_parallel && zero < 3
+                                                        ? both : std::vector<bool>{false}))
+                      for (bool gather_overlap : given_or(
+                               p.overlap_param_gather, data_parallel && (zero == 1 || zero == 2)
+                                                           ? both : std::vector<bool>{false}))
+                        for (bool tp_overlap : given_or(
+                                 p.tp_comm_overlap,
+                                 g.tp > 1 && sp ? both : std::vector<bool>{false})) {
+                          ParallelLayout l;
+                          l.tp = g.tp;
+                          l.cp = g.cp;
+                          l.pp = g.pp;
+                          l.dp = g.dp;
+                          l.vpp = vpp;
+                          l.ep = ep;
+                          l.etp = etp;
+                          l.mbs = mbs;
+                          l.gbs = gbs;
+                          l.sp = sp;
+                          l.recompute = recompute;
+                          l.zero = zero;
+                          l.schedule = schedule;
+                          l.precision = precision;
+                          l.attention = p.attention.value_or(AttentionKernel::kFlash);
+                          l.overlap_grad_reduce = grad_overlap;
+                          l.overlap_param_gather = gather_overlap;
+                          l.tp_comm_overlap = tp_overlap;
+                          out.push_back(l);
+                        }
+  }
+  return out;
+}
+
+}  // namespace sextant::search

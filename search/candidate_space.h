@@ -1,0 +1,36 @@
+// The space of complete layouts a search enumerates.
+//
+// Outer grid: (tp, cp, pp, dp) with tp·cp·pp·dp = GPUs; tp and cp powers of two
+// dividing the heads (and the sequence), pp dividing the layers. Inner knobs per
+// grid point: vpp dividing the layers per stage, micro-batch dividing the batch
+// per replica (up to 16), ep dividing the experts and etp in {1, tp} for MoE,
+// sp, recompute, ZeRO stage (2 and 3 only with pp = 1), schedule, and the three
+// overlaps. Knobs fixed in the partial layout take only their given value.
+// Candidates that break a rule are still produced (the caller counts them);
+// layout_check decides.
+#pragma once
+
+#include <vector>
+
+#include "search/search_constraints.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::search {
+
+struct GridPoint {
+  int tp = 1, cp = 1, pp = 1, dp = 1;
+};
+
+/// The outer grid, in a fixed order (tp, then cp, then pp ascending).
+std::vector<GridPoint> grid_points(const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
+                                   long gpus, const sim::PartialLayout& partial,
+                                   const SearchConstraints& constraints);
+
+/// Every complete layout at `point`, in a fixed order.
+std::vector<sim::ParallelLayout> layouts_at(const sim::ModelConfig& model,
+                                            const sim::PartialLayout& partial, const GridPoint& point,
+                                            const SearchConstraints& constraints);
+
+}  // namespace sextant::search

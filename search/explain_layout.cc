@@ -1,0 +1,184 @@
+#include "search/explain_layout.h"
+
+#include <cstdio>
+
+#include "search/complete_layout.h"
+#include "sim/core/layout_check.h"
+#include "sim/memory/memory_model.h"
+
+namespace sextant::search {
+
+using namespace sim;
+
+namespace {
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f %%", 100.0 * fraction);
+  return text;
+}
+
+struct Component {
+  const char* name;
+  double bytes;
+};
+
+// The largest part of a breakdown, named for a sentence ("activations need").
+Component largest(const MemoryBreakdown& m) {
+  Component parts[] = {{"parameters", m.parameters},
+                       {"gradients", m.gradients},
+                       {"optimizer states", m.optimizer_states},
+                       {"activations", m.activations},
+                       {"gathered parameters", m.other}};
+  Component best = parts[0];
+  for (const Component& c : parts) {
+    if (c.bytes > best.bytes) best = c;
+  }
+  return best;
+}
+
+// Single-knob changes that could cut memory, in the order users reach for them.
+std::vector<std::pair<std::string, ParallelLayout>> memory_remedies(const ModelConfig& m,
+                                                                    const ParallelLayout& l) {
+  std::vector<std::pair<std::string, ParallelLayout>> out;
+  auto add = [&](std::string label, ParallelLayout changed) { out.emplace_back(label, changed); };
+  if (l.recompute == Recompute::kNone) {
+    ParallelLayout c = l;
+    c.recompute = Recompute::kSelective;
+    add("recompute=selective", c);
+  }
+  if (l.recompute != Recompute::kFull) {
+    ParallelLayout c = l;
+    c.recompute = Recompute::kFull;
+    add("recompute=full", c);
+  }
+  if (l.tp > 1 && !l.sp) {
+    ParallelLayout c = l;
+    c.sp = true;
+    add("sp=1", c);
+  }
+  if (l.zero == 0) {
+    ParallelLayout c = l;
+    c.zero = 1;
+    add("dist_opt=1", c);
+  }
+  if (l.mbs > 1) {
+    ParallelLayout c = l;
+    c.mbs = 1;
+    add("mbs=1", c);
+  }
+  if (l.dp % 2 == 0) {
+    ParallelLayout c = l;
+    c.pp *= 2;
+    c.dp /= 2;
+    c.vpp = 1;
+    c.schedule = Schedule::kOneFOneB;
+    c.overlap_param_gather = c.overlap_param_gather && c.zero >= 1;
+    if (c.zero >= 2) c.zero = 1;
+    if (m.num_layers % c.pp == 0) add("pp=" + std::to_string(c.pp), c);
+    ParallelLayout t = l;
+    t.tp *= 2;
+    t.dp /= 2;
+    add("tp=" + std::to_string(t.tp), t);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe_limiter(const SimulationResult& r, const ClusterConfig& cluster,
+                             double memory_limit_bytes) {
+  const double headroom = 1.0 - r.memory.total() / memory_limit_bytes;
+  std::string out;
+  const double share_of_step = [&] {
+    switch (r.limiter) {
+      case Limiter::kTensorParallelComm: return r.exposed_tp_s;
+      case Limiter::kContextParallelComm: return r.exposed_cp_s;
+      case Limiter::kExpertParallelComm: return r.exposed_ep_s;
+      case Limiter::kPipelineComm: return r.exposed_pp_s;
+      case Limiter::kDataParallelComm: return r.exposed_dp_s;
+      case Limiter::kPipelineBubble: return r.time.pipeline_bubble_s;
+      case Limiter::kOptimizer: return r.time.optimizer_s;
+      case Limiter::kCompute: return r.time.compute_s;
+    }
+    return 0.0;
+  }() / r.step_time_s;
+  if (r.limiter == Limiter::kTensorParallelComm && r.layout.tp > cluster.gpus_per_node) {
+    out = "exposed TP communication across nodes";
+  } else if (r.limiter == Limiter::kCompute) {
+    out = "compute";
+  } else {
+    out = "exposed " + std::string(to_string(r.limiter));
+    if (r.limiter == Limiter::kPipelineBubble) out = "pipeline bubble";
+  }
+  out += " (" + percent(share_of_step) + " of the step)";
+  if (headroom < 0.05) out += "; memory within " + percent(headroom) + " of the limit";
+  return out;
+}
+
+Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
+                           const CostProfile& profile, long gpus, const PartialLayout& partial,
+                           const SearchConstraints& constraints) {
+  Explanation out;
+  const Completion any = complete_layout(m, cluster, profile, gpus, partial, constraints, false);
+  if (!any.best) {
+    for (const Diagnostic& d : any.reasons) {
+      out.lines.push_back((d.key.empty() ? "" : d.key + ": ") + d.message);
+    }
+    return out;
+  }
+  out.valid = true;
+  // Prefer a completion that fits, if the free knobs allow one.
+  const Completion fitting = complete_layout(m, cluster, profile, gpus, partial, constraints, true);
+  const SimulationResult& r = fitting.best ? *fitting.best : *any.best;
+  out.layout = r.layout.to_spec();
+  const double capacity =
+      constraints.memory_limit_bytes.value_or(static_cast<double>(cluster.gpu.memory_bytes));
+  const double limit = (1.0 - constraints.memory_headroom) * capacity;
+  const std::string available =
+      gib(limit) + " available (" + gib(capacity) + " less " +
+      std::to_string(static_cast<int>(constraints.memory_headroom * 100 + 0.5)) + " % headroom)";
+
+  // The stage that needs most memory.
+  int stage = 0;
+  MemoryBreakdown worst = stage_memory(m, r.layout, 0);
+  if (r.layout.pp > 1) {
+    const MemoryBreakdown last = stage_memory(m, r.layout, r.layout.pp - 1);
+    if (last.total() > worst.total()) {
+      worst = last;
+      stage = r.layout.pp - 1;
+    }
+  }
+  out.fits = worst.total() <= limit;
+  if (out.fits) {
+    char line[256];
+    std::snprintf(line, sizeof line, "fits: stage %d needs %s per GPU of %s", stage,
+                  gib(worst.total()).c_str(), available.c_str());
+    out.lines.push_back(line);
+    std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %%", r.step_time_s, 100 * r.mfu);
+    out.lines.push_back(line);
+    out.lines.push_back("limited by " + describe_limiter(r, cluster, limit));
+    return out;
+  }
+  const Component big = largest(worst);
+  out.lines.push_back(std::string(big.name) + " need " + gib(big.bytes) + " on stage " +
+                      std::to_string(stage) + " (" + gib(worst.total()) + " in all); " + available);
+  std::string tries;
+  for (const auto& [label, changed] : memory_remedies(m, r.layout)) {
+    if (!is_valid_layout(m, cluster, gpus, changed)) continue;
+    if (peak_memory_per_gpu(m, changed).total() > limit) continue;
+    tries += (tries.empty() ? "" : " or ") + label;
+  }
+  out.lines.push_back(tries.empty() ? "no single change of recompute, sp, dist_opt, mbs, pp or tp "
+                                      "makes it fit; use more GPUs or a smaller micro-batch"
+                                    : "try " + tries);
+  return out;
+}
+
+}  // namespace sextant::search

@@ -1,0 +1,145 @@
+#include "search/layout_search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <tuple>
+
+#include "search/candidate_space.h"
+#include "sim/analytic/analytic_model.h"
+#include "sim/core/layout_check.h"
+#include "sim/memory/memory_model.h"
+
+namespace sextant::search {
+
+using namespace sim;
+
+namespace {
+
+auto knobs(const ParallelLayout& l) {
+  return std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.vpp, l.ep, l.etp, l.mbs, l.sp,
+                         static_cast<int>(l.recompute), l.zero, static_cast<int>(l.schedule),
+                         static_cast<int>(l.precision), static_cast<int>(l.attention),
+                         l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap);
+}
+
+// What one worker found.
+struct Partial {
+  std::vector<SimulationResult> best;
+  std::vector<SimulationResult> all;
+  long evaluated = 0, valid = 0, feasible = 0;
+  std::optional<ParallelLayout> first_invalid;
+  std::size_t first_invalid_point = SIZE_MAX;
+  std::optional<ParallelLayout> smallest_unfit;
+  double smallest_unfit_bytes = 0;
+};
+
+void keep_best(std::vector<SimulationResult>& best, const SimulationResult& r, int top) {
+  if (static_cast<int>(best.size()) == top && !ranks_before(r, best.back())) return;
+  best.insert(std::upper_bound(best.begin(), best.end(), r, ranks_before), r);
+  if (static_cast<int>(best.size()) > top) best.pop_back();
+}
+
+}  // namespace
+
+bool ranks_before(const SimulationResult& a, const SimulationResult& b) {
+  if (a.step_time_s != b.step_time_s) return a.step_time_s < b.step_time_s;
+  const double ma = a.memory.total(), mb = b.memory.total();
+  if (ma != mb) return ma < mb;
+  return knobs(a.layout) < knobs(b.layout);
+}
+
+SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
+                            const CostProfile& profile, long gpus, const PartialLayout& partial,
+                            const SearchOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  SearchResult out;
+  const double capacity = options.constraints.memory_limit_bytes.value_or(
+      static_cast<double>(cluster.gpu.memory_bytes));
+  out.memory_limit_bytes = (1.0 - options.constraints.memory_headroom) * capacity;
+  const std::vector<GridPoint> grid =
+      grid_points(m, cluster, gpus, partial, options.constraints);
+
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = std::max(1, std::min<int>(options.threads > 0 ? options.threads : hardware,
+                                                static_cast<int>(grid.size())));
+  std::vector<Partial> partials(workers);
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> done{0};
+
+  auto work = [&](Partial& mine) {
+    for (std::size_t i = next++; i < grid.size(); i = next++) {
+      for (const ParallelLayout& l : layouts_at(m, partial, grid[i], options.constraints)) {
+        ++mine.evaluated;
+        if (!is_valid_layout(m, cluster, gpus, l)) {
+          if (i < mine.first_invalid_point) {
+            mine.first_invalid = l;
+            mine.first_invalid_point = i;
+          }
+          continue;
+        }
+        ++mine.valid;
+        // Memory is cheap: prune before timing the step.
+        const double bytes = peak_memory_per_gpu(m, l).total();
+        if (bytes > out.memory_limit_bytes) {
+          if (!mine.smallest_unfit || bytes < mine.smallest_unfit_bytes) {
+            mine.smallest_unfit = l;
+            mine.smallest_unfit_bytes = bytes;
+          }
+          if (options.require_memory_fit) continue;
+        } else {
+          ++mine.feasible;
+        }
+        const SimulationResult r = simulate_analytic(m, cluster, profile, l);
+        keep_best(mine.best, r, options.top);
+        if (options.keep_all) mine.all.push_back(r);
+      }
+      ++done;
+    }
+  };
+
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work, std::ref(partials[w]));
+  if (options.progress) {
+    // The calling thread reports progress while the others work, then joins in.
+    std::thread reporter_work(work, std::ref(partials[0]));
+    while (done.load() < grid.size()) {
+      options.progress(grid.empty() ? 1.0 : static_cast<double>(done.load()) / grid.size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    reporter_work.join();
+    options.progress(1.0);
+  } else {
+    work(partials[0]);
+  }
+  for (std::thread& t : threads) t.join();
+
+  for (Partial& p : partials) {
+    out.evaluated += p.evaluated;
+    out.valid += p.valid;
+    out.feasible += p.feasible;
+    for (const SimulationResult& r : p.best) keep_best(out.best, r, options.top);
+    out.all.insert(out.all.end(), p.all.begin(), p.all.end());
+    if (p.smallest_unfit && (!out.smallest_unfit || p.smallest_unfit_bytes < out.smallest_unfit_bytes ||
+                             (p.smallest_unfit_bytes == out.smallest_unfit_bytes &&
+                              knobs(*p.smallest_unfit) < knobs(*out.smallest_unfit)))) {
+      out.smallest_unfit = p.smallest_unfit;
+      out.smallest_unfit_bytes = p.smallest_unfit_bytes;
+    }
+  }
+  // The first invalid candidate in grid order, whichever worker saw it.
+  std::size_t first_point = SIZE_MAX;
+  for (Partial& p : partials) {
+    if (p.first_invalid && p.first_invalid_point < first_point) {
+      first_point = p.first_invalid_point;
+      out.first_invalid = p.first_invalid;
+    }
+  }
+  std::sort(out.all.begin(), out.all.end(), ranks_before);
+  out.search_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace sextant::search

@@ -1,0 +1,53 @@
+// Search of every valid layout: enumerate, prune by memory, score with the
+// analytical model, rank by step time (ties: less memory, then the layout's
+// knobs, so the order never depends on threads).
+//
+// Thread-safety: search_layouts runs its own worker threads over the outer grid
+// (candidate_space.h); each keeps its own best list, merged at the end.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "search/search_constraints.h"
+#include "sim/analytic/simulation_result.h"
+#include "sim/core/cost_profile.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::search {
+
+struct SearchOptions {
+  SearchConstraints constraints;
+  int top = 5;             // how many of the best to keep
+  bool keep_all = false;   // keep every feasible result (for CSV)
+  bool require_memory_fit = true;  // false: rank layouts that do not fit too
+  int threads = 0;         // 0: all hardware threads
+  /// Called from the calling thread about every 100 ms with the fraction done.
+  std::function<void(double fraction_done)> progress;
+};
+
+struct SearchResult {
+  std::vector<sim::SimulationResult> best;  // best first, at most `top`
+  std::vector<sim::SimulationResult> all;   // every feasible one, best first, if keep_all
+  long evaluated = 0;  // complete layouts considered
+  long valid = 0;      // of those, valid for the model and GPU count
+  long feasible = 0;   // of those, fitting in memory
+  double search_time_s = 0;
+  double memory_limit_bytes = 0;  // what "fits" meant
+  /// For explanations when nothing fits or nothing is valid.
+  std::optional<sim::ParallelLayout> first_invalid;
+  std::optional<sim::ParallelLayout> smallest_unfit;
+  double smallest_unfit_bytes = 0;
+};
+
+SearchResult search_layouts(const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
+                            const sim::CostProfile& profile, long gpus,
+                            const sim::PartialLayout& partial, const SearchOptions& options);
+
+/// Total order used for ranking: step time, then memory, then the knobs.
+bool ranks_before(const sim::SimulationResult& a, const sim::SimulationResult& b);
+
+}  // namespace sextant::search

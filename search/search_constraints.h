@@ -1,0 +1,21 @@
+// Limits a user puts on the search besides the knobs fixed in --layout.
+#pragma once
+
+#include <optional>
+
+namespace sextant::search {
+
+struct SearchConstraints {
+  std::optional<int> max_tp;  // largest tensor-parallel size to try
+  bool tp_within_node = false;  // keep every TP group on one node (tp <= gpus_per_node)
+  /// Memory one GPU may use, in bytes; default the GPU's memory. The layout
+  /// fits when it needs at most (1 − memory_headroom) of this.
+  std::optional<double> memory_limit_bytes;
+  /// Fraction kept free for the CUDA context, library workspaces and allocator
+  /// fragmentation (PyTorch's caching allocator typically loses a few percent).
+  double memory_headroom = 0.05;
+  /// Search fp8 GEMMs too (off: precision changes numerics, so users opt in).
+  bool allow_fp8 = false;
+};
+
+}  // namespace sextant::search

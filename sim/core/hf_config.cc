@@ -1,0 +1,434 @@
+#include "sim/core/hf_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/config_error.h"
+#include "sim/core/strict_yaml.h"
+
+namespace sextant::sim {
+
+namespace {
+
+// How an architecture builds its layers; config.json does not say this,
+// transformers' modelling code does (see the table in hf_config.h).
+enum class Family {
+  kLlama,    // RMSNorm, RoPE, SiLU-gated MLP, no biases (Llama, Mistral, Mixtral, Qwen)
+  kGpt2,     // LayerNorm, learned positions, GeLU MLP, biases; n_layer/n_embd/... keys
+  kGptNeox,  // LayerNorm, RoPE, GeLU MLP, biases
+};
+
+enum class MoeKind {
+  kNone,
+  kMixtral,   // every layer routed; num_local_experts, experts as wide as intermediate_size
+  kQwen2Moe,  // num_experts, moe_intermediate_size, one shared expert, layer pattern
+  kQwen3Moe,  // as Qwen2-MoE without the shared expert
+};
+
+struct Architecture {
+  std::string_view name;        // architectures[0]
+  std::string_view model_type;  // used when the file has no architectures list
+  Family family;
+  MoeKind moe;
+  bool tie_default;  // transformers' default tie_word_embeddings for this config class
+};
+
+constexpr std::array<Architecture, 9> kArchitectures = {{
+    {"LlamaForCausalLM", "llama", Family::kLlama, MoeKind::kNone, false},
+    {"MistralForCausalLM", "mistral", Family::kLlama, MoeKind::kNone, false},
+    {"MixtralForCausalLM", "mixtral", Family::kLlama, MoeKind::kMixtral, false},
+    {"Qwen2ForCausalLM", "qwen2", Family::kLlama, MoeKind::kNone, false},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", Family::kLlama, MoeKind::kQwen2Moe, false},
+    {"Qwen3ForCausalLM", "qwen3", Family::kLlama, MoeKind::kNone, false},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Family::kLlama, MoeKind::kQwen3Moe, false},
+    // GPT2Config leaves tie_word_embeddings at PretrainedConfig's default, true.
+    {"GPT2LMHeadModel", "gpt2", Family::kGpt2, MoeKind::kNone, true},
+    {"GPTNeoXForCausalLM", "gpt_neox", Family::kGptNeox, MoeKind::kNone, false},
+}};
+
+// transformers' ACT2FN names of GeLU and its approximations; they cost the same here.
+constexpr std::array<std::string_view, 6> kGeluNames = {
+    "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "gelu_python"};
+
+constexpr std::int64_t kImplausible = std::int64_t{1} << 30;
+
+template <typename Names>
+std::string join(const Names& names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+int one_based(int zero_based) { return zero_based < 0 ? 0 : zero_based + 1; }
+
+// Typed reads of the top-level object. StrictMap does the reading and the
+// messages; this adds what JSON needs: "32" (a string) or null where a number
+// belongs is a type error, though yaml-cpp would happily read "32" as 32.
+class Reader {
+ public:
+  Reader(const YAML::Node& root, const std::string& file, std::vector<Diagnostic>& diags)
+      : root_(root), file_(file), diags_(diags), map_(root, file, diags) {}
+
+  StrictMap& map() { return map_; }
+  const std::string& file() const { return file_; }
+  std::vector<Diagnostic>& diags() { return diags_; }
+
+  /// The raw value at `key`; undefined when absent (never inserts).
+  YAML::Node value(std::string_view key) const { return root_[std::string(key)]; }
+
+  /// `primary` unless only `alias` is present (n_layer for num_hidden_layers, ...).
+  std::string_view pick(std::string_view primary, std::string_view alias) const {
+    return !map_.has(primary) && map_.has(alias) ? alias : primary;
+  }
+
+  std::optional<std::int64_t> optional_int(std::string_view key) {
+    if (!is_typed(key, "an integer")) return std::nullopt;
+    return map_.optional_int(key);
+  }
+  std::optional<double> optional_double(std::string_view key) {
+    if (!is_typed(key, "a number")) return std::nullopt;
+    return map_.optional_double(key);
+  }
+  std::optional<bool> optional_bool(std::string_view key) {
+    if (!is_typed(key, "true or false")) return std::nullopt;
+    return map_.optional_bool(key);
+  }
+  std::optional<std::string> optional_string(std::string_view key) {
+    return map_.optional_string(key);
+  }
+
+  /// Missing, null or mistyped: a diagnostic and std::nullopt.
+  std::optional<std::int64_t> required_int(std::string_view key) {
+    if (!map_.has(key)) {
+      map_.required_int(key);  // reports it missing
+      return std::nullopt;
+    }
+    if (value(key).IsNull()) {  // StrictMap::report would point at the object, not the null
+      diags_.push_back(
+          diagnostic_at(value(key), file_, std::string(key), "expected an integer, got null"));
+      return std::nullopt;
+    }
+    return optional_int(key);
+  }
+
+  /// A required size: positive and at most 2^30, as the YAML loader checks;
+  /// 0 after a diagnostic.
+  std::int64_t positive_int(std::string_view key) {
+    const std::optional<std::int64_t> v = required_int(key);
+    if (v) check_positive(key, *v);
+    return v.value_or(0);
+  }
+
+  void check_positive(std::string_view key, std::int64_t v) {
+    map_.require_positive(key, static_cast<double>(v));
+    if (v > kImplausible) map_.report(key, "is implausibly large (" + std::to_string(v) + ")");
+  }
+
+ private:
+  // False (and a diagnostic) when the value is a JSON string.
+  bool is_typed(std::string_view key, const char* expected) {
+    const YAML::Node v = value(key);
+    // yaml-cpp tags quoted scalars "!" and plain ones "?".
+    if (v.IsDefined() && v.IsScalar() && v.Tag() == "!") {
+      diags_.push_back(diagnostic_at(v, file_, std::string(key),
+                                     std::string("expected ") + expected + ", got the string \"" +
+                                         v.Scalar() + "\""));
+      return false;
+    }
+    return true;
+  }
+
+  const YAML::Node root_;
+  const std::string& file_;
+  std::vector<Diagnostic>& diags_;
+  StrictMap map_;
+};
+
+// Finds the architecture by architectures[0], else model_type; nullptr after
+// reporting when it is missing or not one we know.
+const Architecture* find_architecture(Reader& r) {
+  const YAML::Node list = r.value("architectures");
+  if (list.IsDefined() && !list.IsNull()) {
+    if (!list.IsSequence() || list.size() == 0 || !list[0].IsScalar()) {
+      r.diags().push_back(diagnostic_at(list, r.file(), "architectures",
+                                        "expected a list of architecture names such as "
+                                        "[\"LlamaForCausalLM\"]"));
+      return nullptr;
+    }
+    const std::string name = list[0].Scalar();
+    for (const Architecture& a : kArchitectures) {
+      if (a.name == name) return &a;
+    }
+    r.diags().push_back(diagnostic_at(list[0], r.file(), "architectures",
+                                      "unsupported architecture '" + name + "'; accepted: " +
+                                          join(hf_supported_architectures())));
+    return nullptr;
+  }
+  if (auto type = r.optional_string("model_type")) {
+    std::vector<std::string_view> types;
+    for (const Architecture& a : kArchitectures) {
+      if (a.model_type == *type) return &a;
+      types.push_back(a.model_type);
+    }
+    r.map().report("model_type", "unsupported model_type '" + *type + "'; accepted: " +
+                                     join(types));
+    return nullptr;
+  }
+  r.map().report("architectures", "required key is missing (and there is no model_type); "
+                                  "accepted: " + join(hf_supported_architectures()));
+  return nullptr;
+}
+
+std::string model_name(Reader& r) {
+  if (auto name = r.optional_string("_name_or_path"); name && !name->empty()) return *name;
+  const std::filesystem::path path(r.file());
+  // Hub checkouts are <model>/config.json: the folder names the model.
+  if (path.stem() == "config") {
+    const std::string folder = path.parent_path().filename().string();
+    if (!folder.empty() && folder != "." && folder != "..") return folder;
+  }
+  return path.stem().string();
+}
+
+double dropout(Reader& r, std::string_view key, double fallback) {
+  const double p = r.optional_double(key).value_or(fallback);
+  r.map().require_in_range(key, p, 0.0, 0.99);
+  return p;
+}
+
+// Qwen MoE: which layers are routed. Layer i has a dense MLP when it is listed
+// in mlp_only_layers or (i+1) % decoder_sparse_step != 0 (Qwen2MoeDecoderLayer).
+// Sets e.first_dense_layers; returns false when no layer is routed.
+bool qwen_layer_pattern(Reader& r, int num_layers, MoeConfig& e) {
+  const std::int64_t step = r.optional_int("decoder_sparse_step").value_or(1);
+  if (r.map().has("decoder_sparse_step")) r.check_positive("decoder_sparse_step", step);
+  if (num_layers <= 0 || num_layers > 1'000'000 || step <= 0) return true;  // reported already
+
+  std::vector<bool> dense(static_cast<std::size_t>(num_layers), false);
+  const YAML::Node only = r.value("mlp_only_layers");
+  if (only.IsDefined() && !only.IsNull()) {
+    if (!only.IsSequence()) {
+      r.diags().push_back(diagnostic_at(only, r.file(), "mlp_only_layers",
+                                        "expected a list of layer indices"));
+    } else {
+      for (const YAML::Node& item : only) {
+        std::int64_t i = -1;
+        if (!item.IsScalar() || item.Tag() == "!" ||
+            !YAML::convert<std::int64_t>::decode(item, i) || i < 0 || i >= num_layers) {
+          r.diags().push_back(diagnostic_at(
+              item, r.file(), "mlp_only_layers",
+              "expected a layer index in [0, " + std::to_string(num_layers - 1) + "], got " +
+                  (item.IsScalar() ? "'" + item.Scalar() + "'" : std::string("a non-number"))));
+          continue;
+        }
+        dense[static_cast<std::size_t>(i)] = true;
+      }
+    }
+  }
+  for (int i = 0; i < num_layers; ++i) {
+    if ((i + 1) % step != 0) dense[static_cast<std::size_t>(i)] = true;
+  }
+
+  int leading = 0;
+  while (leading < num_layers && dense[static_cast<std::size_t>(leading)]) ++leading;
+  std::vector<int> interleaved;
+  for (int i = leading; i < num_layers; ++i) {
+    if (dense[static_cast<std::size_t>(i)]) interleaved.push_back(i);
+  }
+  if (!interleaved.empty()) {
+    std::string layers;
+    for (int i : interleaved) layers += (layers.empty() ? "" : ", ") + std::to_string(i);
+    const char* key = step > 1 ? "decoder_sparse_step" : "mlp_only_layers";
+    r.map().report(key, "dense layers " + layers + " come after MoE layer " +
+                            std::to_string(leading) +
+                            "; sextant represents only leading dense layers followed by MoE "
+                            "layers (moe.first_dense_layers)");
+  }
+  e.first_dense_layers = leading;
+  return leading < num_layers;
+}
+
+void read_moe(Reader& r, const Architecture& a, ModelConfig& m) {
+  if (a.moe == MoeKind::kNone) return;
+  MoeConfig e;
+  const bool mixtral = a.moe == MoeKind::kMixtral;
+  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  e.num_experts = static_cast<int>(r.positive_int(experts_key));
+  e.router_topk = static_cast<int>(r.positive_int("num_experts_per_tok"));
+  if (e.num_experts > 0 && e.router_topk > e.num_experts) {
+    r.map().report("num_experts_per_tok", "must be at most " + std::string(experts_key) + " (" +
+                                              std::to_string(e.num_experts) + "), got " +
+                                              std::to_string(e.router_topk));
+  }
+  if (mixtral) {
+    e.ffn_hidden_size = m.ffn_hidden_size;  // MixtralBlockSparseTop2MLP uses intermediate_size
+    m.moe = e;
+    return;
+  }
+  e.ffn_hidden_size = r.positive_int("moe_intermediate_size");
+  if (a.moe == MoeKind::kQwen2Moe) {
+    e.shared_expert_ffn_hidden_size =
+        r.required_int("shared_expert_intermediate_size").value_or(0);
+    r.map().require_in_range("shared_expert_intermediate_size",
+                             static_cast<double>(e.shared_expert_ffn_hidden_size), 0,
+                             static_cast<double>(kImplausible));
+  }
+  if (qwen_layer_pattern(r, m.num_layers, e)) m.moe = e;
+}
+
+void read_activation(Reader& r, const Architecture& a, ModelConfig& m) {
+  if (a.family == Family::kLlama) {
+    // The MLP is gated by construction; only a SiLU gate is SwiGLU.
+    m.activation = Activation::kSwiglu;
+    const std::string act = r.optional_string("hidden_act").value_or("silu");
+    if (act != "silu" && act != "swish") {
+      r.map().report("hidden_act", "got '" + act + "'; " + std::string(a.name) +
+                                       " has a gated MLP and sextant models only the SiLU gate "
+                                       "(SwiGLU); accepted: silu, swish");
+    }
+    return;
+  }
+  m.activation = Activation::kGelu;
+  const char* key = a.family == Family::kGpt2 ? "activation_function" : "hidden_act";
+  const std::string act =
+      r.optional_string(key).value_or(a.family == Family::kGpt2 ? "gelu_new" : "gelu");
+  bool known = false;
+  for (std::string_view g : kGeluNames) known = known || act == g;
+  if (!known) r.map().report(key, "got '" + act + "'; accepted: " + join(kGeluNames));
+}
+
+ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length_override) {
+  const bool llama = a.family == Family::kLlama;
+  const bool gpt2 = a.family == Family::kGpt2;
+  auto key = [&](std::string_view standard, std::string_view gpt2_name) {
+    return gpt2 ? r.pick(gpt2_name, standard) : r.pick(standard, gpt2_name);
+  };
+  ModelConfig m;
+  m.name = model_name(r);
+  m.num_layers = static_cast<int>(r.positive_int(key("num_hidden_layers", "n_layer")));
+  m.hidden_size = r.positive_int(key("hidden_size", "n_embd"));
+  const std::string_view heads_key = key("num_attention_heads", "n_head");
+  m.num_attention_heads = static_cast<int>(r.positive_int(heads_key));
+
+  m.num_query_groups = m.num_attention_heads;
+  if (auto groups = llama ? r.optional_int("num_key_value_heads") : std::nullopt) {
+    r.check_positive("num_key_value_heads", *groups);
+    m.num_query_groups = static_cast<int>(*groups);
+    if (*groups > 0 && m.num_attention_heads % *groups != 0) {
+      r.map().report("num_key_value_heads",
+                     "must divide " + std::string(heads_key) + " (" +
+                         std::to_string(m.num_attention_heads) + "), got " +
+                         std::to_string(*groups));
+    }
+  }
+  if (auto head_dim = llama ? r.optional_int("head_dim") : std::nullopt) {
+    r.check_positive("head_dim", *head_dim);
+    m.kv_channels = static_cast<int>(*head_dim);
+  } else if (m.num_attention_heads > 0) {
+    if (m.hidden_size % m.num_attention_heads != 0) {
+      r.map().report(heads_key, "must divide " + std::string(key("hidden_size", "n_embd")) +
+                                    " (" + std::to_string(m.hidden_size) + ")" +
+                                    (llama ? " unless head_dim is given" : "") + ", got " +
+                                    std::to_string(m.num_attention_heads));
+    }
+    m.kv_channels = static_cast<int>(m.hidden_size / m.num_attention_heads);
+  }
+
+  const std::string_view ffn_key = key("intermediate_size", "n_inner");
+  if (gpt2) {
+    // GPT2MLP: n_inner null or absent means 4 * n_embd.
+    const auto inner = r.optional_int(ffn_key);
+    if (inner) r.check_positive(ffn_key, *inner);
+    m.ffn_hidden_size = inner.value_or(4 * m.hidden_size);
+  } else {
+    m.ffn_hidden_size = r.positive_int(ffn_key);
+  }
+  m.vocab_size = r.positive_int("vocab_size");
+  m.seq_length = seq_length_override > 0
+                     ? seq_length_override
+                     : r.positive_int(key("max_position_embeddings", "n_positions"));
+
+  read_activation(r, a, m);
+  m.normalization = llama ? Normalization::kRmsNorm : Normalization::kLayerNorm;
+  m.position_embedding = gpt2 ? PositionEmbedding::kLearnedAbsolute : PositionEmbedding::kRope;
+  m.tie_embeddings = r.optional_bool("tie_word_embeddings").value_or(a.tie_default);
+  if (llama) {
+    const bool attention_bias = r.optional_bool("attention_bias").value_or(false);
+    const bool mlp_bias = r.optional_bool("mlp_bias").value_or(false);
+    m.add_bias_linear = attention_bias && mlp_bias;
+  } else {
+    m.add_bias_linear = true;
+  }
+  switch (a.family) {
+    case Family::kLlama:  // no residual dropout in these blocks
+      m.hidden_dropout = 0.0;
+      m.attention_dropout = dropout(r, "attention_dropout", 0.0);
+      break;
+    case Family::kGpt2:
+      m.hidden_dropout = dropout(r, "resid_pdrop", 0.1);
+      m.attention_dropout = dropout(r, "attn_pdrop", 0.1);
+      break;
+    case Family::kGptNeox:
+      m.hidden_dropout = dropout(r, "hidden_dropout", 0.0);
+      m.attention_dropout = dropout(r, "attention_dropout", 0.0);
+      break;
+  }
+  read_moe(r, a, m);
+  return m;
+}
+
+}  // namespace
+
+std::vector<std::string> hf_supported_architectures() {
+  std::vector<std::string> out;
+  for (const Architecture& a : kArchitectures) out.emplace_back(a.name);
+  return out;
+}
+
+ModelConfig load_hf_config_text(const std::string& text, const std::string& file,
+                                std::int64_t seq_length_override) {
+  std::vector<Diagnostic> diags;
+  if (seq_length_override < 0) {
+    diags.push_back({"--seq-length", 0, 0, "",
+                     "must be positive, got " + std::to_string(seq_length_override)});
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    diags.push_back(
+        {file, one_based(e.mark.line), one_based(e.mark.column), "", "invalid JSON: " + e.msg});
+    throw_if_any(std::move(diags));
+  }
+  if (!root.IsMap()) {
+    diags.push_back(diagnostic_at(root, file, "", "expected a JSON object (a config.json)"));
+    throw_if_any(std::move(diags));
+  }
+  Reader reader(root, file, diags);
+  ModelConfig m;
+  if (const Architecture* a = find_architecture(reader)) {
+    m = read_model(reader, *a, seq_length_override);
+  }
+  throw_if_any(std::move(diags));
+  return m;
+}
+
+ModelConfig load_hf_config_file(const std::string& path, std::int64_t seq_length_override) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError(
+        {{path, 0, 0, "", "cannot open file (does it exist and is it readable?)"}});
+  }
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return load_hf_config_text(buffer.str(), path, seq_length_override);
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,95 @@
+// Import of a Hugging Face transformers config.json as a ModelConfig, so that
+// `--model ./config.json` simulates a published model without writing a preset.
+//
+// A config.json lists sizes only; how the layers are built (gated MLP, norm,
+// positions, biases) lives in transformers' modelling code, so the importer
+// keys that on `architectures[0]` (or `model_type` when there is no list):
+//
+//   architecture          model_type  MLP     norm       positions  biases  MoE
+//   LlamaForCausalLM      llama       swiglu  rmsnorm    rope       no (1)  -
+//   MistralForCausalLM    mistral     swiglu  rmsnorm    rope       no      -
+//   MixtralForCausalLM    mixtral     swiglu  rmsnorm    rope       no      every layer
+//   Qwen2ForCausalLM      qwen2       swiglu  rmsnorm    rope       no (2)  -
+//   Qwen2MoeForCausalLM   qwen2_moe   swiglu  rmsnorm    rope       no (2)  routed + shared
+//   Qwen3ForCausalLM      qwen3       swiglu  rmsnorm    rope       no      -
+//   Qwen3MoeForCausalLM   qwen3_moe   swiglu  rmsnorm    rope       no      routed
+//   GPT2LMHeadModel       gpt2        gelu    layernorm  learned    yes     -
+//   GPTNeoXForCausalLM    gpt_neox    gelu    layernorm  rope (3)   yes     -
+//
+// Keys read (the first name is the one the family writes; the second is
+// accepted as an alias, as transformers' attribute_map does):
+//
+//   ModelConfig field         config.json key                         when absent
+//   num_layers                num_hidden_layers | n_layer             error
+//   hidden_size               hidden_size | n_embd                    error
+//   ffn_hidden_size           intermediate_size | n_inner             error; GPT-2: 4·hidden
+//   num_attention_heads       num_attention_heads | n_head            error
+//   num_query_groups          num_key_value_heads (Llama family)      = heads
+//   kv_channels               head_dim (Llama family)                 hidden / heads
+//   vocab_size                vocab_size                              error
+//   seq_length                max_position_embeddings | n_positions   error (unless overridden)
+//   tie_embeddings            tie_word_embeddings                     transformers' class default
+//                                                                     (GPT-2 true, others false)
+//   add_bias_linear           attention_bias && mlp_bias (Llama fam.) false; GPT-2, NeoX true
+//   hidden_dropout            resid_pdrop (GPT-2), hidden_dropout     0.1 (GPT-2), 0
+//                             (NeoX); 0 for the Llama family
+//   attention_dropout         attn_pdrop (GPT-2), attention_dropout   0.1 (GPT-2), 0
+//   activation                hidden_act | activation_function        must be silu (gated
+//                                                                     families) or a gelu variant
+//   name                      _name_or_path                           file stem; for
+//                                                                     ".../<dir>/config.json" <dir>
+//   moe.num_experts           num_local_experts (Mixtral), num_experts (Qwen MoE)
+//   moe.router_topk           num_experts_per_tok
+//   moe.ffn_hidden_size       intermediate_size (Mixtral), moe_intermediate_size (Qwen MoE)
+//   moe.shared_expert_...     shared_expert_intermediate_size (Qwen2-MoE, required); 0 otherwise
+//   moe.first_dense_layers    from decoder_sparse_step and mlp_only_layers (Qwen MoE; defaults
+//                             1 and []): layer i is MoE unless i is in mlp_only_layers or
+//                             (i+1) % decoder_sparse_step != 0, as in transformers
+//
+// seq_length is the model's *maximum* context (131072 for Llama 3.1), not the
+// length it was trained at; callers pass `seq_length_override` (the CLI's
+// --seq-length) to simulate a training length.
+//
+// What a ModelConfig cannot represent, and what is done instead:
+//  (1) a Llama with only one of attention_bias / mlp_bias: add_bias_linear is
+//      true only when both are (biases are < 0.01% of the parameters).
+//  (2) Qwen2's bias on the q/k/v projections only: treated as no bias.
+//  (3) GPT-NeoX's partial rotary (rotary_pct) and parallel residual
+//      (use_parallel_residual): modelled as full RoPE and sequential blocks
+//      (same GEMMs; a little less element-wise work).
+//  - sliding-window attention (sliding_window, use_sliding_window): attention
+//    is modelled as full causal attention.
+//  - Qwen3's q/k RMSNorm, Qwen2-MoE's sigmoid gate on the shared expert,
+//    rope_scaling and GPT-2's embedding dropout (embd_pdrop): not modelled.
+//  - MoE layers interleaved with dense ones (decoder_sparse_step > 1, or
+//    mlp_only_layers other than a leading run) are a ConfigError: sextant
+//    models leading dense layers followed by MoE layers only.
+//  - vocab_size is taken as written; Megatron would pad it to a multiple of
+//    128·tp.
+//
+// Strictness (STYLE.md #5): the JSON is read with yaml-cpp (JSON is YAML 1.2
+// flow syntax). Unknown keys are ignored — a config.json carries many that do
+// not matter here — but an unsupported architecture, a missing or mistyped
+// key (a JSON string or null where a number belongs) and impossible values
+// are all reported at once as a ConfigError, each as file:line:col: key: message.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/core/model_config.h"
+
+namespace sextant::sim {
+
+/// The `architectures[0]` values the importer accepts, in the order messages list them.
+std::vector<std::string> hf_supported_architectures();
+
+/// `file` names the text in messages and gives the default name.
+/// `seq_length_override`: 0 takes max_position_embeddings (n_positions for
+/// GPT-2); > 0 replaces it; < 0 is a ConfigError about --seq-length.
+ModelConfig load_hf_config_text(const std::string& text, const std::string& file,
+                                std::int64_t seq_length_override);
+ModelConfig load_hf_config_file(const std::string& path, std::int64_t seq_length_override);
+
+}  // namespace sextant::sim

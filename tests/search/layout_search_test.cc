@@ -1,0 +1,166 @@
+#include "search/layout_search.h"
+
+#include <gtest/gtest.h>
+
+#include "reports/validation_cases.h"
+#include "search/complete_layout.h"
+#include "sim/analytic/analytic_model.h"
+#include "sim/core/layout_check.h"
+#include "sim/core/preset_catalog.h"
+#include "sim/memory/memory_model.h"
+
+namespace sextant::search {
+namespace {
+
+class LayoutSearch : public ::testing::Test {
+ protected:
+  LayoutSearch() : catalog(SEXTANT_TEST_CONFIG_DIR) {
+    model = catalog.model("gpt3-175b");
+    cluster = catalog.cluster("dgx-a100");
+    profile = catalog.profile("", cluster.gpu.name);
+    partial.gbs = 1536;
+  }
+  SearchResult run(const SearchOptions& options = {}) {
+    return search_layouts(model, cluster, profile, 1024, partial, options);
+  }
+  sim::PresetCatalog catalog;
+  sim::ModelConfig model;
+  sim::ClusterConfig cluster;
+  sim::CostProfile profile;
+  sim::PartialLayout partial;
+};
+
+TEST_F(LayoutSearch, BestFirstAndEveryResultValidAndFitting) {
+  SearchOptions options;
+  options.top = 20;
+  const SearchResult r = run(options);
+  ASSERT_EQ(r.best.size(), 20u);
+  EXPECT_GT(r.evaluated, r.valid);
+  EXPECT_GT(r.valid, r.feasible);
+  for (std::size_t i = 0; i < r.best.size(); ++i) {
+    EXPECT_TRUE(sim::is_valid_layout(model, cluster, 1024, r.best[i].layout));
+    EXPECT_LE(r.best[i].memory.total(), r.memory_limit_bytes);
+    if (i > 0) EXPECT_FALSE(ranks_before(r.best[i], r.best[i - 1]));
+  }
+  // 5 % headroom on an 80 GiB GPU.
+  EXPECT_DOUBLE_EQ(r.memory_limit_bytes, 0.95 * 85899345920.0);
+}
+
+TEST_F(LayoutSearch, SameAnswerWithOneOrManyThreads) {
+  SearchOptions one;
+  one.threads = 1;
+  one.top = 10;
+  SearchOptions many = one;
+  many.threads = 4;
+  const SearchResult a = run(one), b = run(many);
+  ASSERT_EQ(a.best.size(), b.best.size());
+  for (std::size_t i = 0; i < a.best.size(); ++i) {
+    EXPECT_EQ(a.best[i].layout.to_spec(), b.best[i].layout.to_spec());
+  }
+  EXPECT_EQ(a.evaluated, b.evaluated);
+  EXPECT_EQ(a.feasible, b.feasible);
+}
+
+TEST_F(LayoutSearch, FixedKnobsAreKept) {
+  partial.tp = 8;
+  partial.recompute = sim::Recompute::kSelective;
+  const SearchResult r = run();
+  ASSERT_FALSE(r.best.empty());
+  for (const sim::SimulationResult& s : r.best) {
+    EXPECT_EQ(s.layout.tp, 8);
+    EXPECT_EQ(s.layout.recompute, sim::Recompute::kSelective);
+  }
+}
+
+TEST_F(LayoutSearch, MaxTpConstraint) {
+  SearchOptions options;
+  options.constraints.max_tp = 2;
+  options.keep_all = true;
+  const SearchResult r = run(options);
+  ASSERT_FALSE(r.all.empty());
+  for (const sim::SimulationResult& s : r.all) EXPECT_LE(s.layout.tp, 2);
+}
+
+TEST_F(LayoutSearch, TpWithinNodeConstraint) {
+  SearchOptions options;
+  options.constraints.tp_within_node = true;
+  options.keep_all = true;
+  const SearchResult r = run(options);
+  ASSERT_FALSE(r.all.empty());
+  for (const sim::SimulationResult& s : r.all) EXPECT_LE(s.layout.tp, 8);
+  SearchOptions open;
+  open.keep_all = true;
+  bool wider = false;
+  for (const sim::SimulationResult& s : run(open).all) wider = wider || s.layout.tp > 8;
+  EXPECT_TRUE(wider);  // without the constraint, tp 16 and 32 are searched
+}
+
+TEST_F(LayoutSearch, MemoryLimitPrunes) {
+  SearchOptions options;
+  options.constraints.memory_limit_bytes = 40.0 * (1 << 30);
+  options.constraints.memory_headroom = 0;
+  options.keep_all = true;
+  const SearchResult r = run(options);
+  ASSERT_FALSE(r.all.empty());
+  for (const sim::SimulationResult& s : r.all) EXPECT_LE(s.memory.total(), 40.0 * (1 << 30));
+  EXPECT_LT(r.feasible, run().feasible);
+}
+
+TEST_F(LayoutSearch, NothingFitsExplainsTheSmallest) {
+  // 175B parameters at 18 bytes each on every GPU (no sharding): 3 TB.
+  partial.tp = 1;
+  partial.pp = 1;
+  partial.cp = 1;
+  partial.zero = 0;
+  partial.gbs = 2048;  // a multiple of dp = 1024
+  const SearchResult r = run();
+  EXPECT_TRUE(r.best.empty());
+  ASSERT_TRUE(r.smallest_unfit.has_value());
+  const std::vector<sim::Diagnostic> why =
+      explain_empty_search(model, cluster, 1024, partial, r, SearchConstraints{});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(why[0].message.rfind("no layout fits in memory: the smallest, tp=1,pp=1,", 0), 0u)
+      << why[0].message;
+}
+
+TEST_F(LayoutSearch, InvalidFixedKnobsAreExplainedWithTheRuleBroken) {
+  partial.tp = 7;
+  const SearchResult r = run();
+  EXPECT_EQ(r.evaluated, 0);
+  const std::vector<sim::Diagnostic> why =
+      explain_empty_search(model, cluster, 1024, partial, r, SearchConstraints{});
+  ASSERT_FALSE(why.empty());
+  EXPECT_EQ(why[0].to_string(),
+            "--layout: dp: tp·cp·pp·dp = 7·1·1·146 = 1022 must equal the GPU count (1024)");
+}
+
+// Issue 5: for every development case, the searched best layout is predicted
+// at least as fast as the published one (which is in the space). The case's
+// software (attention kernel, precision) is kept: the search may not assume a
+// kernel the run did not have.
+TEST(SearchQuality, NeverWorseThanThePublishedLayout) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const auto cases = reports::load_validation_cases(std::string(SEXTANT_TEST_SOURCE_DIR) +
+                                                    "/validation/dev_cases.yaml");
+  ASSERT_EQ(cases.size(), 19u);
+  for (const reports::ValidationCase& c : cases) {
+    const sim::ClusterConfig cluster = catalog.cluster(c.cluster_preset);
+    const sim::CostProfile profile = catalog.profile("", cluster.gpu.name);
+    const Completion published =
+        complete_layout(c.model, cluster, profile, c.num_gpus, c.layout);
+    ASSERT_TRUE(published.best.has_value()) << c.id;
+    sim::PartialLayout open;
+    open.gbs = c.layout.gbs;
+    open.attention = c.layout.attention;
+    open.precision = c.layout.precision;
+    SearchOptions options;
+    options.top = 1;
+    const SearchResult searched =
+        search_layouts(c.model, cluster, profile, c.num_gpus, open, options);
+    ASSERT_FALSE(searched.best.empty()) << c.id;
+    EXPECT_LE(searched.best.front().step_time_s, published.best->step_time_s) << c.id;
+  }
+}
+
+}  // namespace
+}  // namespace sextant::search

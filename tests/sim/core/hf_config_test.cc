@@ -1,0 +1,388 @@
+// Import of Hugging Face config.json files (sim/core/hf_config.h).
+//
+// tests/data/hf/*.json are the public config.json values of the models they
+// are named for, as published on the Hugging Face Hub (meta-llama/Llama-3.1-8B,
+// mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen1.5-MoE-A2.7B, Qwen/Qwen3-30B-A3B,
+// openai-community/gpt2, EleutherAI/pythia-160m), irrelevant keys included,
+// so the importer is shown to ignore them. Error cases use small inline JSON
+// and assert the exact text the user reads, "file:line:col: key: message".
+#include "sim/core/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/core/config_error.h"
+#include "sim/core/config_loader.h"
+#include "sim/core/preset_catalog.h"
+
+namespace sextant::sim {
+namespace {
+
+const std::string kHf = std::string(SEXTANT_TEST_DATA_DIR) + "/hf/";
+const std::string kConfigs = SEXTANT_TEST_CONFIG_DIR;
+
+// The diagnostics of what `load` throws, as the user reads them; empty when it loads.
+template <typename Load>
+std::vector<std::string> errors(Load&& load) {
+  try {
+    load();
+  } catch (const ConfigError& e) {
+    std::vector<std::string> out;
+    for (const Diagnostic& d : e.diagnostics()) out.push_back(d.to_string());
+    return out;
+  }
+  return {};
+}
+
+std::vector<std::string> text_errors(const std::string& text) {
+  return errors([&] { load_hf_config_text(text, "config.json", 0); });
+}
+
+using Lines = std::vector<std::string>;
+
+// Every field but the name, so an import can be compared with a YAML preset.
+void expect_same_model(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.hidden_size, b.hidden_size);
+  EXPECT_EQ(a.ffn_hidden_size, b.ffn_hidden_size);
+  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
+  EXPECT_EQ(a.num_query_groups, b.num_query_groups);
+  EXPECT_EQ(a.kv_channels, b.kv_channels);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.seq_length, b.seq_length);
+  EXPECT_EQ(a.activation, b.activation);
+  EXPECT_EQ(a.normalization, b.normalization);
+  EXPECT_EQ(a.tie_embeddings, b.tie_embeddings);
+  EXPECT_EQ(a.position_embedding, b.position_embedding);
+  EXPECT_EQ(a.add_bias_linear, b.add_bias_linear);
+  EXPECT_EQ(a.hidden_dropout, b.hidden_dropout);
+  EXPECT_EQ(a.attention_dropout, b.attention_dropout);
+  ASSERT_EQ(a.moe.has_value(), b.moe.has_value());
+  if (a.moe) {
+    EXPECT_EQ(a.moe->num_experts, b.moe->num_experts);
+    EXPECT_EQ(a.moe->router_topk, b.moe->router_topk);
+    EXPECT_EQ(a.moe->ffn_hidden_size, b.moe->ffn_hidden_size);
+    EXPECT_EQ(a.moe->shared_expert_ffn_hidden_size, b.moe->shared_expert_ffn_hidden_size);
+    EXPECT_EQ(a.moe->first_dense_layers, b.moe->first_dense_layers);
+  }
+}
+
+TEST(HfConfig, Llama31_8B) {
+  const ModelConfig m = load_hf_config_file(kHf + "llama3.1-8b.json", 0);
+  EXPECT_EQ(m.name, "llama3.1-8b");  // no _name_or_path: the file's stem
+  EXPECT_EQ(m.num_layers, 32);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.ffn_hidden_size, 14336);
+  EXPECT_EQ(m.num_attention_heads, 32);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.kv_channels, 128);  // 4096 / 32
+  EXPECT_EQ(m.vocab_size, 128256);
+  EXPECT_EQ(m.seq_length, 131072);  // max_position_embeddings when not overridden
+  EXPECT_EQ(m.activation, Activation::kSwiglu);
+  EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
+  EXPECT_FALSE(m.tie_embeddings);
+  EXPECT_EQ(m.position_embedding, PositionEmbedding::kRope);
+  EXPECT_FALSE(m.add_bias_linear);
+  EXPECT_EQ(m.hidden_dropout, 0.0);
+  EXPECT_EQ(m.attention_dropout, 0.0);
+  EXPECT_FALSE(m.moe.has_value());
+}
+
+TEST(HfConfig, Llama31_8BAtItsPretrainingLengthIsTheLlama3_8BPreset) {
+  // configs/models/llama3-8b.yaml was written from the same config.json, at 8192 tokens.
+  const ModelConfig m = load_hf_config_file(kHf + "llama3.1-8b.json", 8192);
+  EXPECT_EQ(m.seq_length, 8192);
+  expect_same_model(m, load_model_file(kConfigs + "/models/llama3-8b.yaml"));
+}
+
+TEST(HfConfig, Mixtral8x7B) {
+  const ModelConfig m = load_hf_config_file(kHf + "mixtral-8x7b.json", 0);
+  EXPECT_EQ(m.name, "mixtral-8x7b");
+  EXPECT_EQ(m.num_layers, 32);
+  EXPECT_EQ(m.hidden_size, 4096);
+  EXPECT_EQ(m.ffn_hidden_size, 14336);
+  EXPECT_EQ(m.num_attention_heads, 32);
+  EXPECT_EQ(m.num_query_groups, 8);
+  EXPECT_EQ(m.vocab_size, 32000);
+  EXPECT_EQ(m.seq_length, 32768);
+  EXPECT_EQ(m.activation, Activation::kSwiglu);
+  EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
+  EXPECT_FALSE(m.add_bias_linear);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 8);
+  EXPECT_EQ(m.moe->router_topk, 2);
+  EXPECT_EQ(m.moe->ffn_hidden_size, 14336);  // each expert is intermediate_size wide
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 0);
+  EXPECT_EQ(m.moe->first_dense_layers, 0);
+  EXPECT_EQ(m.moe_layers(), 32);
+  // configs/models/mixtral-8x7b.yaml trains at 4096 tokens; otherwise identical.
+  expect_same_model(load_hf_config_file(kHf + "mixtral-8x7b.json", 4096),
+                    load_model_file(kConfigs + "/models/mixtral-8x7b.yaml"));
+}
+
+TEST(HfConfig, Qwen2MoeA27B) {
+  const ModelConfig m = load_hf_config_file(kHf + "qwen2-moe-a2.7b.json", 0);
+  EXPECT_EQ(m.name, "qwen2-moe-a2.7b");
+  EXPECT_EQ(m.num_layers, 24);
+  EXPECT_EQ(m.hidden_size, 2048);
+  EXPECT_EQ(m.ffn_hidden_size, 5632);  // dense MLP width (unused: every layer is MoE)
+  EXPECT_EQ(m.num_attention_heads, 16);
+  EXPECT_EQ(m.num_query_groups, 16);
+  EXPECT_EQ(m.kv_channels, 128);  // 2048 / 16
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.seq_length, 8192);
+  EXPECT_EQ(m.activation, Activation::kSwiglu);
+  EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
+  EXPECT_EQ(m.position_embedding, PositionEmbedding::kRope);
+  EXPECT_FALSE(m.tie_embeddings);
+  EXPECT_FALSE(m.add_bias_linear);  // Qwen2's q/k/v bias is not representable
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 60);
+  EXPECT_EQ(m.moe->router_topk, 4);
+  EXPECT_EQ(m.moe->ffn_hidden_size, 1408);
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 5632);
+  EXPECT_EQ(m.moe->first_dense_layers, 0);  // decoder_sparse_step 1, no mlp_only_layers
+}
+
+TEST(HfConfig, Qwen3Moe30BA3BHasWiderHeadsThanHiddenOverHeads) {
+  const ModelConfig m = load_hf_config_file(kHf + "qwen3-30b-a3b.json", 0);
+  EXPECT_EQ(m.num_layers, 48);
+  EXPECT_EQ(m.hidden_size, 2048);
+  EXPECT_EQ(m.ffn_hidden_size, 6144);
+  EXPECT_EQ(m.num_attention_heads, 32);
+  EXPECT_EQ(m.num_query_groups, 4);
+  EXPECT_EQ(m.kv_channels, 128);     // head_dim, not 2048 / 32 = 64
+  EXPECT_EQ(m.query_width(), 4096);  // 32 · 128
+  EXPECT_EQ(m.kv_width(), 512);      // 4 · 128
+  EXPECT_EQ(m.vocab_size, 151936);
+  EXPECT_EQ(m.seq_length, 40960);
+  EXPECT_FALSE(m.add_bias_linear);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 128);
+  EXPECT_EQ(m.moe->router_topk, 8);
+  EXPECT_EQ(m.moe->ffn_hidden_size, 768);
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 0);  // Qwen3-MoE has no shared expert
+  EXPECT_EQ(m.moe->first_dense_layers, 0);             // mlp_only_layers: []
+}
+
+TEST(HfConfig, Gpt2) {
+  const ModelConfig m = load_hf_config_file(kHf + "gpt2.json", 0);
+  EXPECT_EQ(m.name, "gpt2");
+  EXPECT_EQ(m.num_layers, 12);            // n_layer
+  EXPECT_EQ(m.hidden_size, 768);          // n_embd
+  EXPECT_EQ(m.ffn_hidden_size, 3072);     // n_inner absent: 4 · 768
+  EXPECT_EQ(m.num_attention_heads, 12);   // n_head
+  EXPECT_EQ(m.num_query_groups, 12);
+  EXPECT_EQ(m.kv_channels, 64);           // 768 / 12
+  EXPECT_EQ(m.vocab_size, 50257);
+  EXPECT_EQ(m.seq_length, 1024);          // n_positions
+  EXPECT_EQ(m.activation, Activation::kGelu);  // gelu_new
+  EXPECT_EQ(m.normalization, Normalization::kLayerNorm);
+  EXPECT_TRUE(m.tie_embeddings);          // absent: GPT-2's default
+  EXPECT_EQ(m.position_embedding, PositionEmbedding::kLearnedAbsolute);
+  EXPECT_TRUE(m.add_bias_linear);
+  EXPECT_EQ(m.hidden_dropout, 0.1);       // resid_pdrop
+  EXPECT_EQ(m.attention_dropout, 0.1);    // attn_pdrop
+  EXPECT_FALSE(m.moe.has_value());
+}
+
+TEST(HfConfig, GptNeoXPythia160M) {
+  const ModelConfig m = load_hf_config_file(kHf + "pythia-160m.json", 0);
+  EXPECT_EQ(m.num_layers, 12);
+  EXPECT_EQ(m.hidden_size, 768);
+  EXPECT_EQ(m.ffn_hidden_size, 3072);
+  EXPECT_EQ(m.num_attention_heads, 12);
+  EXPECT_EQ(m.num_query_groups, 12);
+  EXPECT_EQ(m.vocab_size, 50304);
+  EXPECT_EQ(m.seq_length, 2048);
+  EXPECT_EQ(m.activation, Activation::kGelu);
+  EXPECT_EQ(m.normalization, Normalization::kLayerNorm);
+  EXPECT_FALSE(m.tie_embeddings);
+  EXPECT_EQ(m.position_embedding, PositionEmbedding::kRope);  // rotary_pct 0.25: modelled as full
+  EXPECT_TRUE(m.add_bias_linear);
+  EXPECT_EQ(m.hidden_dropout, 0.0);
+  EXPECT_EQ(m.attention_dropout, 0.0);
+}
+
+TEST(HfConfig, PresetCatalogLoadsJsonPathsThroughTheImporter) {
+  const PresetCatalog catalog(kConfigs);
+  const ModelConfig m = catalog.model(kHf + "mixtral-8x7b.json");
+  EXPECT_EQ(m.name, "mixtral-8x7b");
+  EXPECT_EQ(m.seq_length, 32768);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 8);
+}
+
+// A small Llama; line numbers below count from here.
+const char* const kLlama =
+    "{\n"                                         // 1
+    "  \"architectures\": [\"LlamaForCausalLM\"],\n"  // 2
+    "  \"hidden_size\": 256,\n"                   // 3
+    "  \"intermediate_size\": 1024,\n"            // 4
+    "  \"num_attention_heads\": 8,\n"             // 5
+    "  \"num_hidden_layers\": 4,\n"               // 6
+    "  \"num_key_value_heads\": 2,\n"             // 7
+    "  \"max_position_embeddings\": 2048,\n"      // 8
+    "  \"vocab_size\": 1000\n"                    // 9
+    "}\n";                                        // 10
+
+std::string with(std::string text, const std::string& from, const std::string& to) {
+  const std::size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+TEST(HfConfig, SmallLlamaLoads) {
+  EXPECT_EQ(text_errors(kLlama), Lines{});
+  const ModelConfig m = load_hf_config_text(kLlama, "tiny.json", 0);
+  EXPECT_EQ(m.name, "tiny");
+  EXPECT_EQ(m.num_query_groups, 2);
+  EXPECT_EQ(m.kv_channels, 32);  // 256 / 8
+}
+
+TEST(HfConfig, SeqLengthOverrideReplacesMaxPositionEmbeddings) {
+  EXPECT_EQ(load_hf_config_text(kLlama, "c.json", 0).seq_length, 2048);
+  EXPECT_EQ(load_hf_config_text(kLlama, "c.json", 512).seq_length, 512);
+  // With an override, max_position_embeddings is not needed.
+  const std::string none = with(kLlama, "  \"max_position_embeddings\": 2048,\n", "");
+  EXPECT_EQ(load_hf_config_text(none, "c.json", 4096).seq_length, 4096);
+  EXPECT_EQ(errors([&] { load_hf_config_text(kLlama, "c.json", -1); }),
+            Lines{"--seq-length: must be positive, got -1"});
+}
+
+TEST(HfConfig, NameComesFromNameOrPathThenTheFolderOfConfigJsonThenTheStem) {
+  const std::string named = with(kLlama, "{\n", "{\n  \"_name_or_path\": \"meta-llama/Tiny\",");
+  EXPECT_EQ(load_hf_config_text(named, "x/config.json", 0).name, "meta-llama/Tiny");
+  EXPECT_EQ(load_hf_config_text(kLlama, "models/Tiny-Llama/config.json", 0).name, "Tiny-Llama");
+  EXPECT_EQ(load_hf_config_text(kLlama, "./config.json", 0).name, "config");
+  EXPECT_EQ(load_hf_config_text(kLlama, "tiny-llama.json", 0).name, "tiny-llama");
+}
+
+TEST(HfConfig, ModelTypeIsUsedWhenThereIsNoArchitecturesList) {
+  const std::string typed = with(kLlama, "\"architectures\": [\"LlamaForCausalLM\"]",
+                                 "\"model_type\": \"qwen3\"");
+  EXPECT_EQ(load_hf_config_text(typed, "c.json", 0).normalization, Normalization::kRmsNorm);
+  EXPECT_EQ(text_errors(with(typed, "\"qwen3\"", "\"gemma\"")),
+            Lines{"config.json:2:17: model_type: unsupported model_type 'gemma'; accepted: "
+                  "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gpt2, gpt_neox"});
+}
+
+TEST(HfConfig, UnknownArchitectureListsTheSupportedOnes) {
+  EXPECT_EQ(text_errors(with(kLlama, "LlamaForCausalLM", "GemmaForCausalLM")),
+            Lines{"config.json:2:21: architectures: unsupported architecture "
+                  "'GemmaForCausalLM'; accepted: LlamaForCausalLM, MistralForCausalLM, "
+                  "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
+  EXPECT_EQ(text_errors(with(kLlama, "[\"LlamaForCausalLM\"]", "\"LlamaForCausalLM\"")),
+            Lines{"config.json:2:20: architectures: expected a list of architecture names such "
+                  "as [\"LlamaForCausalLM\"]"});
+}
+
+TEST(HfConfig, MissingArchitecturesAndModelType) {
+  EXPECT_EQ(text_errors(with(kLlama, "  \"architectures\": [\"LlamaForCausalLM\"],\n", "")),
+            Lines{"config.json:1:1: architectures: required key is missing (and there is no "
+                  "model_type); accepted: LlamaForCausalLM, MistralForCausalLM, "
+                  "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
+}
+
+TEST(HfConfig, MissingNumHiddenLayersPointsAtTheObject) {
+  EXPECT_EQ(text_errors(with(kLlama, "  \"num_hidden_layers\": 4,\n", "")),
+            Lines{"config.json:1:1: num_hidden_layers: required key is missing"});
+}
+
+TEST(HfConfig, WrongTypesAreReportedAtTheValue) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"num_hidden_layers\": 4", "\"num_hidden_layers\": \"4\"")),
+            Lines{"config.json:6:24: num_hidden_layers: expected an integer, got the string "
+                  "\"4\""});
+  EXPECT_EQ(text_errors(with(kLlama, "\"num_hidden_layers\": 4", "\"num_hidden_layers\": null")),
+            Lines{"config.json:6:24: num_hidden_layers: expected an integer, got null"});
+  EXPECT_EQ(text_errors(with(kLlama, "\"hidden_size\": 256", "\"hidden_size\": 25.6")),
+            Lines{"config.json:3:18: hidden_size: expected an integer, got '25.6'"});
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"tie_word_embeddings\": \"no\"")),
+            Lines{"config.json:9:46: tie_word_embeddings: expected true or false, got the "
+                  "string \"no\""});
+}
+
+TEST(HfConfig, AllProblemsAreReportedAtOnce) {
+  std::string bad = with(kLlama, "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3");
+  bad = with(bad, "\"vocab_size\": 1000", "\"vocab_size\": 0");
+  bad = with(bad, "\"hidden_size\": 256", "\"hidden_size\": 250");
+  EXPECT_EQ(text_errors(bad),
+            (Lines{"config.json:7:26: num_key_value_heads: must divide num_attention_heads (8), "
+                   "got 3",
+                   "config.json:5:26: num_attention_heads: must divide hidden_size (250) unless "
+                   "head_dim is given, got 8",
+                   "config.json:9:17: vocab_size: must be positive, got 0"}));
+}
+
+TEST(HfConfig, GatedMlpWithAnotherActivationIsRefused) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000,\n  \"hidden_act\": \"gelu\"")),
+            Lines{"config.json:10:17: hidden_act: got 'gelu'; LlamaForCausalLM has a gated MLP "
+                  "and sextant models only the SiLU gate (SwiGLU); accepted: silu, swish"});
+}
+
+// A small Qwen2-MoE (4 layers, 8 experts); `extra` continues line 12.
+std::string qwen_moe(const std::string& extra) {
+  const std::string moe = with(kLlama, "\"vocab_size\": 1000",
+                               "\"vocab_size\": 1000,\n"                            // 9
+                               "  \"num_experts\": 8, \"num_experts_per_tok\": 2,\n"  // 10
+                               "  \"moe_intermediate_size\": 128,\n"                   // 11
+                               "  \"shared_expert_intermediate_size\": 512" +           // 12
+                                   extra);
+  return with(moe, "LlamaForCausalLM", "Qwen2MoeForCausalLM");
+}
+
+TEST(HfConfig, QwenMoeLeadingMlpOnlyLayersAreFirstDenseLayers) {
+  const ModelConfig m = load_hf_config_text(qwen_moe(", \"mlp_only_layers\": [1, 0]"), "c.json", 0);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->first_dense_layers, 2);
+  EXPECT_EQ(m.moe->num_experts, 8);
+  EXPECT_EQ(m.moe->router_topk, 2);
+  EXPECT_EQ(m.moe->ffn_hidden_size, 128);
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 512);
+  EXPECT_EQ(m.ffn_hidden_size, 1024);  // the dense layers' MLP: intermediate_size
+  // Every layer MLP-only: a dense model.
+  EXPECT_FALSE(load_hf_config_text(qwen_moe(", \"mlp_only_layers\": [0, 1, 2, 3]"), "c.json", 0)
+                   .moe.has_value());
+}
+
+TEST(HfConfig, QwenMoeInterleavedDenseLayersCannotBeRepresented) {
+  // decoder_sparse_step 2: layers 1 and 3 are MoE, 0 and 2 dense.
+  EXPECT_EQ(text_errors(qwen_moe(", \"decoder_sparse_step\": 2")),
+            Lines{"config.json:12:66: decoder_sparse_step: dense layers 2 come after MoE layer 1; "
+                  "sextant represents only leading dense layers followed by MoE layers "
+                  "(moe.first_dense_layers)"});
+  EXPECT_EQ(text_errors(qwen_moe(", \"mlp_only_layers\": [3, 9]")),
+            (Lines{"config.json:12:66: mlp_only_layers: expected a layer index in [0, 3], got '9'",
+                   "config.json:12:62: mlp_only_layers: dense layers 3 come after MoE layer 0; "
+                   "sextant represents only leading dense layers followed by MoE layers "
+                   "(moe.first_dense_layers)"}));
+}
+
+TEST(HfConfig, MoeChecks) {
+  EXPECT_EQ(text_errors(with(qwen_moe(""), "\"num_experts_per_tok\": 2",
+                             "\"num_experts_per_tok\": 9")),
+            Lines{"config.json:10:44: num_experts_per_tok: must be at most num_experts (8), "
+                  "got 9"});
+  EXPECT_EQ(text_errors(with(qwen_moe(""), "  \"moe_intermediate_size\": 128,\n", "")),
+            Lines{"config.json:1:1: moe_intermediate_size: required key is missing"});
+}
+
+TEST(HfConfig, FileAndSyntaxErrors) {
+  EXPECT_EQ(errors([] { load_hf_config_file("/nonexistent/config.json", 0); }),
+            Lines{"/nonexistent/config.json: cannot open file (does it exist and is it "
+                  "readable?)"});
+  EXPECT_EQ(text_errors("{\"a\": 1"),
+            Lines{"config.json:1:1: invalid JSON: end of map flow not found"});
+  EXPECT_EQ(text_errors("[1, 2]"),
+            Lines{"config.json:1:1: expected a JSON object (a config.json)"});
+}
+
+}  // namespace
+}  // namespace sextant::sim
