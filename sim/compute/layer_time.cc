@@ -28,12 +28,14 @@ struct LayerShapes {
 // one linear layer m×k · k×n.
 void add_linear(PassTime& t, double m, double n, double k, double batch, const DeviceRates& r) {
   const double forward = gemm_time_s({m, n, k, batch, false}, r.gemm_flops_per_s, r);
-  const double backward = gemm_time_s({m, k, n, batch, false}, r.gemm_flops_per_s, r) +
-                          gemm_time_s({k, n, m, batch, true}, r.gemm_flops_per_s, r);
+  const double weight_gradient = gemm_time_s({k, n, m, batch, true}, r.gemm_flops_per_s, r);
+  const double backward =
+      gemm_time_s({m, k, n, batch, false}, r.gemm_flops_per_s, r) + weight_gradient;
   t.forward_s += forward;
   t.backward_s += backward;
   t.gemm_forward_s += forward;
   t.gemm_backward_s += backward;
+  t.weight_gradient_s += weight_gradient;
 }
 
 void add_elementwise(PassTime& t, double forward_bytes, int forward_kernels,
@@ -61,6 +63,7 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
   const double d = m.kv_channels;
   const double heads = static_cast<double>(m.num_attention_heads) / l.tp;
   const double before = t.forward_s;
+  const double before_backward = t.backward_s;
   if (l.attention == AttentionKernel::kFlash) {
     // Causal flash attention does half of the 4·s²·d FLOPs per head and sequence;
     // its backward recomputes the scores: 5 GEMMs to the forward's 2, so 2.5×
@@ -91,6 +94,7 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
     add_elementwise(t, per_score * scores, m.attention_dropout > 0 ? 2 : 1, r);
   }
   t.attention_core_forward_s += t.forward_s - before;
+  t.attention_core_backward_s += t.backward_s - before_backward;
 }
 
 }  // namespace
@@ -116,6 +120,9 @@ PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceR
   add_attention_core(t, m, l, r);
   add_linear(t, T, h, q / tp, 1, r);
   add_elementwise(t, dropout_add_bytes * W, 1, r);
+  t.attention_forward_s = t.forward_s;
+  t.attention_backward_s = t.backward_s;
+  t.attention_weight_gradient_s = t.weight_gradient_s;
 
   // MLP block: norm, MLP (dense, or router + routed experts + shared expert), dropout-add.
   add_elementwise(t, 4.0 * W, 1, r);
@@ -140,6 +147,11 @@ PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceR
     // activation: QKV, projection, fc1, fc2 (Micikevicius et al. 2022, Sec. 4).
     const double ffn = static_cast<double>(m.ffn_hidden_size);
     add_elementwise(t, 3.0 * T * (2 * h + q / tp + ffn / tp), 4, r);
+    // The attention block's share: the QKV and projection inputs, two kernels.
+    PassTime attention_casts;
+    add_elementwise(attention_casts, 3.0 * T * (h + q / tp), 2, r);
+    t.attention_forward_s += attention_casts.forward_s;
+    t.attention_backward_s += attention_casts.backward_s;
   }
   return t;
 }

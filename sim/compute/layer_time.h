@@ -16,6 +16,18 @@ struct PassTime {
   double attention_core_forward_s = 0;  // what selective recomputation runs again
   double gemm_forward_s = 0;            // tensor-parallel GEMMs (hide TP comm)
   double gemm_backward_s = 0;
+  /// Parts of backward_s: the ring-attention core (what CP ring steps hide behind)
+  /// and the GEMMs producing weight gradients (a zero-bubble schedule's W pass;
+  /// the rest of backward_s is its B pass; Qi et al. 2023, Sec. 2).
+  double attention_core_backward_s = 0;
+  double weight_gradient_s = 0;
+  /// The attention block's share (norm, QKV, core, projection, dropout-add) of
+  /// forward_s, backward_s and weight_gradient_s; the MLP block (and, in FP8,
+  /// its input casts) is the rest. The event simulator runs the blocks as two
+  /// tasks; forward_s and backward_s are summed as before, not from the parts.
+  double attention_forward_s = 0;
+  double attention_backward_s = 0;
+  double attention_weight_gradient_s = 0;
 };
 
 /// One transformer layer (dense or MoE) for one micro-batch, no recomputation.

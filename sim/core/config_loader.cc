@@ -159,12 +159,15 @@ GpuConfig load_gpu_text(const std::string& text, const std::string& file) {
     GpuConfig g;
     g.name = map.required_string("name");
     StrictMap peak = map.child("peak_flops_per_s");
-    if (!map.has("peak_flops_per_s")) map.report("peak_flops_per_s", "required key is missing");
-    g.peak_bf16_flops_per_s = positive_double(peak, "bf16");
-    g.peak_fp32_flops_per_s = positive_double(peak, "fp32");
-    g.peak_fp8_flops_per_s = peak.optional_double("fp8").value_or(0.0);
-    peak.require_positive("fp8", g.peak_fp8_flops_per_s);
-    peak.finish({"bf16", "fp8", "fp32"});
+    if (!map.has("peak_flops_per_s")) {
+      map.check_required("peak_flops_per_s", "a mapping of bf16, fp8, fp32");
+    } else if (peak.is_map()) {
+      g.peak_bf16_flops_per_s = positive_double(peak, "bf16");
+      g.peak_fp32_flops_per_s = positive_double(peak, "fp32");
+      g.peak_fp8_flops_per_s = peak.optional_double("fp8").value_or(0.0);
+      peak.require_positive("fp8", g.peak_fp8_flops_per_s);
+      peak.finish({"bf16", "fp8", "fp32"});
+    }
     const std::int64_t memory = map.required_int("memory_bytes");
     map.require_positive("memory_bytes", static_cast<double>(memory));
     g.memory_bytes = memory;

@@ -346,7 +346,8 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
     // GPT2MLP: n_inner null or absent means 4 * n_embd.
     const auto inner = r.optional_int(ffn_key);
     if (inner) r.check_positive(ffn_key, *inner);
-    m.ffn_hidden_size = inner.value_or(4 * m.hidden_size);
+    // (An implausible n_embd was reported already; do not overflow on it.)
+    m.ffn_hidden_size = inner.value_or(m.hidden_size <= kImplausible ? 4 * m.hidden_size : 0);
   } else {
     m.ffn_hidden_size = r.positive_int(ffn_key);
   }

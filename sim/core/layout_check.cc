@@ -12,7 +12,12 @@ template <typename Report>
 void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
                const ParallelLayout& l, Report&& report) {
   using std::to_string;
-  const long product = static_cast<long>(l.tp) * l.cp * l.pp * l.dp;
+  // Products in 64 bits: knobs come from users and may be large.
+  const long long product = l.total_gpus();
+  const long long mbs_dp = 1LL * l.mbs * l.dp;
+  const long long pp_vpp = 1LL * l.pp * l.vpp;
+  const long long ep_etp = 1LL * l.ep * l.etp;
+  const long long tp_cp_dp = 1LL * l.tp * l.cp * l.dp;
   if (product != gpus) {
     report("dp", [&] {
       return "tp·cp·pp·dp = " + to_string(l.tp) + "·" + to_string(l.cp) + "·" + to_string(l.pp) +
@@ -43,13 +48,13 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
              to_string(l.tp) + ")";
     });
   }
-  if (m.num_layers % (l.pp * l.vpp) != 0) {
+  if (m.num_layers % pp_vpp != 0) {
     report("pp", [&] {
       return "num_layers (" + to_string(m.num_layers) + ") must be a multiple of pp·vpp (" +
              to_string(l.pp) + "·" + to_string(l.vpp) + ")";
     });
   }
-  if (l.gbs % (l.mbs * l.dp) != 0) {
+  if (l.gbs % mbs_dp != 0) {
     report("gbs", [&] {
       return "gbs (" + to_string(l.gbs) + ") must be a multiple of mbs·dp (" + to_string(l.mbs) +
              "·" + to_string(l.dp) + ")";
@@ -67,7 +72,7 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
         return "1f1b-interleaved needs pp >= 2 and vpp >= 2, got pp=" + to_string(l.pp) +
                ", vpp=" + to_string(l.vpp);
       });
-    } else if (l.gbs % (l.mbs * l.dp) == 0 && l.num_microbatches() % l.pp != 0) {
+    } else if (l.gbs % mbs_dp == 0 && l.num_microbatches() % l.pp != 0) {
       // Narayanan et al. 2021, Sec. 2.2.2: micro-batches go round the stages in groups of pp.
       report("schedule", [&] {
         return "1f1b-interleaved needs the micro-batch count (gbs/(mbs·dp) = " +
@@ -76,7 +81,7 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
       });
     }
   }
-  if (m.seq_length % (2L * l.cp) != 0 && l.cp > 1) {
+  if (l.cp > 1 && m.seq_length % (2LL * l.cp) != 0) {
     // Causal load balancing gives each CP rank two chunks (Megatron-Core context parallel).
     report("cp", [&] {
       return "seq_length (" + to_string(m.seq_length) + ") must be a multiple of 2·cp (2·" +
@@ -97,10 +102,10 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
                to_string(l.ep) + ")";
       });
     }
-    if ((l.tp * l.cp * l.dp) % (l.ep * l.etp) != 0) {
+    if (tp_cp_dp % ep_etp != 0) {
       report("ep", [&] {
         return "ep·etp (" + to_string(l.ep) + "·" + to_string(l.etp) +
-               ") must divide tp·cp·dp (" + to_string(l.tp * l.cp * l.dp) + ")";
+               ") must divide tp·cp·dp (" + to_string(tp_cp_dp) + ")";
       });
     }
     if (m.moe->ffn_hidden_size % l.etp != 0) {

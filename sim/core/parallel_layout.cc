@@ -185,9 +185,12 @@ class LayoutParser {
 
   std::optional<int> positive(const Item& item) {
     auto value = integer(item);
-    if (value && *value < 1) {
+    // Knob products must stay far inside 64 bits; no real layout comes near this.
+    constexpr int kLargest = 1 << 20;
+    if (value && (*value < 1 || *value > kLargest)) {
       error(item.column, std::string(item.key),
-            "must be a positive integer, got " + std::string(item.value));
+            "must be an integer in [1, " + std::to_string(kLargest) + "], got " +
+                std::string(item.value));
       return std::nullopt;
     }
     return value;

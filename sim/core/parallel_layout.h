@@ -46,10 +46,9 @@ struct ParallelLayout {
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
 
-  int model_parallel_size() const { return tp * cp * pp; }
-  int total_gpus() const { return tp * cp * pp * dp; }
+  long long total_gpus() const { return 1LL * tp * cp * pp * dp; }
   /// Micro-batches each pipeline processes per step: gbs / (mbs · dp).
-  int num_microbatches() const { return gbs / (mbs * dp); }
+  long long num_microbatches() const { return gbs / (1LL * mbs * dp); }
   /// Data-parallel size of expert weights: tp·cp·dp / (ep·etp).
   int expert_dp() const { return tp * cp * dp / (ep * etp); }
   bool dist_opt() const { return zero >= 1; }

@@ -47,7 +47,20 @@ StrictMap::StrictMap(YAML::Node node, std::string file, std::vector<Diagnostic>&
       file_(std::move(file)),
       diagnostics_(diagnostics),
       prefix_(std::move(prefix)),
-      is_map_(node_.IsDefined() && node_.IsMap()) {}
+      is_map_(node_.IsDefined() && node_.IsMap()) {
+  if (!is_map_) return;
+  // YAML forbids a key twice; yaml-cpp keeps both, so say so rather than read one.
+  std::set<std::string, std::less<>> seen;
+  for (const auto& entry : node_) {
+    if (!entry.first.IsScalar()) continue;
+    const std::string& key = entry.first.Scalar();
+    if (!seen.insert(key).second) {
+      diagnostics_.push_back(diagnostic_at(entry.first, file_, full_key(key),
+                                           "given twice; each key may appear once"));
+      error_keys_.insert(key);
+    }
+  }
+}
 
 bool StrictMap::has(std::string_view key) const {
   if (!is_map_) return false;
@@ -67,6 +80,7 @@ YAML::Node StrictMap::find(std::string_view key) {
 }
 
 void StrictMap::type_error(std::string_view key, const YAML::Node& value, const char* expected) {
+  error_keys_.insert(std::string(key));
   diagnostics_.push_back(
       diagnostic_at(value, file_, full_key(key), std::string("expected ") + expected + ", got " +
                                                      describe(value)));
@@ -124,24 +138,36 @@ std::optional<bool> StrictMap::optional_bool(std::string_view key) {
   return out;
 }
 
-void StrictMap::report_missing(std::string_view key) {
-  diagnostics_.push_back(diagnostic_at(node_, file_, full_key(key), "required key is missing"));
+bool StrictMap::check_required(std::string_view key, const char* expected) {
+  if (!has(key)) {
+    diagnostics_.push_back(diagnostic_at(node_, file_, full_key(key), "required key is missing"));
+    error_keys_.insert(std::string(key));
+    return false;
+  }
+  const YAML::Node value = find(key);
+  if (value.IsNull()) {
+    diagnostics_.push_back(diagnostic_at(value, file_, full_key(key),
+                                         std::string("has no value; expected ") + expected));
+    error_keys_.insert(std::string(key));
+    return false;
+  }
+  return true;
 }
 
 std::string StrictMap::required_string(std::string_view key) {
-  if (!has(key)) report_missing(key);
+  if (!check_required(key, "a string")) return "";
   return optional_string(key).value_or("");
 }
 std::int64_t StrictMap::required_int(std::string_view key) {
-  if (!has(key)) report_missing(key);
+  if (!check_required(key, "an integer")) return 0;
   return optional_int(key).value_or(0);
 }
 double StrictMap::required_double(std::string_view key) {
-  if (!has(key)) report_missing(key);
+  if (!check_required(key, "a finite number")) return 0.0;
   return optional_double(key).value_or(0.0);
 }
 bool StrictMap::required_bool(std::string_view key) {
-  if (!has(key)) report_missing(key);
+  if (!check_required(key, "true or false")) return false;
   return optional_bool(key).value_or(false);
 }
 
@@ -154,12 +180,12 @@ StrictMap StrictMap::child(std::string_view key) {
 }
 
 void StrictMap::require_positive(std::string_view key, double value) {
-  if (!has(key)) return;  // a missing key was reported already
+  if (!has(key) || has_error(key)) return;  // reported already
   if (!(value > 0)) report(key, "must be positive, got " + format_number(value));
 }
 
 void StrictMap::require_in_range(std::string_view key, double value, double low, double high) {
-  if (!has(key)) return;
+  if (!has(key) || has_error(key)) return;
   if (value < low || value > high) {
     report(key, "must be in [" + format_number(low) + ", " + format_number(high) + "], got " +
                     format_number(value));

@@ -64,10 +64,14 @@ class StrictMap {
 
   const std::string& file() const { return file_; }
 
+  /// False (with a diagnostic) when a required key is absent or has no value.
+  bool check_required(std::string_view key, const char* expected);
+  /// Whether `key` was already reported (so value checks stay quiet about it).
+  bool has_error(std::string_view key) const { return error_keys_.count(key) > 0; }
+
  private:
   YAML::Node find(std::string_view key);
   std::string full_key(std::string_view key) const { return prefix_ + std::string(key); }
-  void report_missing(std::string_view key);
   void type_error(std::string_view key, const YAML::Node& value, const char* expected);
 
   YAML::Node node_;
@@ -76,6 +80,7 @@ class StrictMap {
   std::string prefix_;
   bool is_map_ = false;
   std::set<std::string, std::less<>> read_keys_;
+  std::set<std::string, std::less<>> error_keys_;  // keys already reported: no range checks
 };
 
 }  // namespace sextant::sim

@@ -165,10 +165,10 @@ TEST(LoadModel, WrongTypeOfRequiredSize) {
   EXPECT_EQ(got[0], "model.yaml:2:13: num_layers: expected an integer, got 'abc'");
 }
 
-// BUG (sim/core/config_loader.cc, positive_int): the placeholder 0 that
+// FIXED (was a bug in sim/core/config_loader.cc, positive_int): the placeholder 0 that
 // required_int returns after a type error is range-checked too, so the user
 // also reads "must be positive, got 0" about a value they never wrote.
-TEST(LoadModel, DISABLED_WrongTypeOfRequiredSizeIsReportedOnce) {
+TEST(LoadModel, WrongTypeOfRequiredSizeIsReportedOnce) {
   EXPECT_EQ(model_errors(replaced(kModel, "num_layers: 4", "num_layers: abc")),
             Lines{"model.yaml:2:13: num_layers: expected an integer, got 'abc'"});
 }
@@ -283,19 +283,19 @@ TEST(LoadModel, FileErrorsNameThePath) {
   std::remove(path.c_str());
 }
 
-// BUG (sim/core/config_loader.cc + strict_yaml.cc): YAML allows a key twice
+// FIXED (was a bug in sim/core/config_loader.cc + strict_yaml.cc): YAML allows a key twice
 // only as an error; yaml-cpp keeps both pairs and StrictMap reads the first,
 // so the second value is silently ignored (STYLE.md #5: nothing silent).
-TEST(LoadModel, DISABLED_DuplicateKeyIsAnError) {
+TEST(LoadModel, DuplicateKeyIsAnError) {
   const Lines got = model_errors(kModel + "num_layers: 7\n");
   ASSERT_EQ(got.size(), 1u);
   EXPECT_NE(got[0].find("model.yaml:10:1: num_layers: "), std::string::npos) << got[0];
 }
 
-// BUG (sim/core/strict_yaml.cc, required_*): a required key present with an
+// FIXED (was a bug in sim/core/strict_yaml.cc, required_*): a required key present with an
 // empty (null) value is neither "missing" nor a type error; strings load as ""
 // and doubles as 0 (cluster latencies then pass their [0, 1e-3] range check).
-TEST(LoadModel, DISABLED_RequiredKeyWithEmptyValueIsAnError) {
+TEST(LoadModel, RequiredKeyWithEmptyValueIsAnError) {
   EXPECT_EQ(model_errors(replaced(kModel, "name: tiny", "name:")).size(), 1u);
 }
 
@@ -406,10 +406,10 @@ TEST(LoadGpu, MissingPeakIsReported) {
   EXPECT_EQ(got[0], "gpu.yaml:1:1: peak_flops_per_s: required key is missing");
 }
 
-// BUG (sim/core/config_loader.cc, load_gpu_text): a missing peak_flops_per_s
+// FIXED (was a bug in sim/core/config_loader.cc, load_gpu_text): a missing peak_flops_per_s
 // also reports its children bf16 and fp32 as missing, with no line at all:
 // "gpu.yaml: peak_flops_per_s.bf16: required key is missing".
-TEST(LoadGpu, DISABLED_MissingPeakIsReportedOnce) {
+TEST(LoadGpu, MissingPeakIsReportedOnce) {
   EXPECT_EQ(gpu_errors(replaced(kGpu, "peak_flops_per_s: {bf16: 312.0e+12, fp32: 19.5e+12}\n", "")),
             Lines{"gpu.yaml:1:1: peak_flops_per_s: required key is missing"});
 }

@@ -310,12 +310,12 @@ TEST(CheckLayout, EveryBrokenRuleIsReported) {
                    "bf16"}));
 }
 
-// BUG (sim/core/layout_check.cc, run_rules): products of knobs are computed in
+// FIXED (was a bug in sim/core/layout_check.cc, run_rules): products of knobs are computed in
 // int, so parse_layout's largest values overflow them. mbs=65536,dp=65536 gives
 // mbs·dp = 2^32, which wraps to 0 and `gbs % (mbs·dp)` divides by zero (SIGFPE;
 // `sextant simulate --gpus 8 --layout tp=1,pp=1,dp=65536,mbs=65536,gbs=8` dies
 // with exit 136). Expected: diagnostics, as for any other impossible layout.
-TEST(CheckLayout, DISABLED_HugeKnobsAreReportedNotDividedByZero) {
+TEST(CheckLayout, HugeKnobsAreReportedNotDividedByZero) {
   ParallelLayout l = valid_layout();
   l.tp = 1;
   l.pp = 1;

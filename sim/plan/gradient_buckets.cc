@@ -1,0 +1,101 @@
+#include "sim/plan/gradient_buckets.h"
+
+#include "sim/memory/parameter_count.h"
+
+namespace sextant::sim {
+
+namespace {
+
+struct LayerShare {
+  double dense = 0, expert = 0;
+};
+
+// One layer's parameters on one GPU, sharded as stage_params_per_gpu shards them.
+LayerShare layer_share(const ModelConfig& m, const ParallelLayout& l, bool moe_layer) {
+  const LayerParams p = layer_params(m, moe_layer);
+  return {(p.attention + p.dense_mlp) / l.tp + p.norms + p.router,
+          p.experts / (static_cast<double>(l.ep) * l.etp)};
+}
+
+bool is_moe_layer(const ModelConfig& m, int layer) { return layer >= m.dense_layers(); }
+
+}  // namespace
+
+std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const ParallelLayout& l,
+                                                   const PlanShape& shape, int stage,
+                                                   double bucket_params) {
+  const LayerShare dense_layer = layer_share(m, l, false);
+  const LayerShare moe_layer = layer_share(m, l, true);
+  auto share_of = [&](int layer) { return is_moe_layer(m, layer) ? moe_layer : dense_layer; };
+
+  // What the stage holds beyond its layers (embedding on the first stage,
+  // final norm and output layer on the last) is stage_params_per_gpu's total
+  // less the layers. On a single stage the output layer's share is its
+  // vocabulary shard (the final norm's 2h parameters go with the embedding).
+  const StageParams stage_total = stage_params_per_gpu(m, l, stage);
+  double layers_dense = 0;
+  for (int c = 0; c < shape.vpp; ++c) {
+    for (int j = 0; j < shape.layers_per_chunk; ++j) {
+      layers_dense += share_of(global_layer(shape, stage, c, j)).dense;
+    }
+  }
+  const double extra = stage_total.dense - layers_dense;
+  const bool first = stage == 0, last = stage == shape.pp - 1;
+  double output_params = 0, embedding_params = 0;
+  if (first && last) {
+    output_params = m.tie_embeddings ? 0.0
+                                     : static_cast<double>(m.vocab_size) *
+                                           static_cast<double>(m.hidden_size) / l.tp;
+    embedding_params = extra - output_params;
+  } else if (last) {
+    output_params = extra;
+  } else if (first) {
+    embedding_params = extra;
+  }
+
+  std::vector<GradientBucket> out;
+  for (int c = shape.vpp - 1; c >= 0; --c) {
+    const bool bucketed = c == 0;  // later chunks: one bucket each
+    GradientBucket open;
+    bool has_open = false;
+    auto start = [&] {
+      open = GradientBucket{};
+      open.stage = stage;
+      open.chunk = c;
+      open.first_layer = 0;
+      open.last_layer = -1;
+      has_open = true;
+    };
+    auto close = [&] {
+      open.index_in_stage = static_cast<int>(out.size());
+      out.push_back(open);
+      has_open = false;
+    };
+    auto full = [&] { return bucketed && open.dense_params + open.expert_params >= bucket_params; };
+    start();
+    if (last && c == shape.vpp - 1 && output_params > 0) {
+      open.output_layer = true;
+      open.dense_params += output_params;
+      if (full()) close();
+    }
+    for (int j = shape.layers_per_chunk - 1; j >= 0; --j) {
+      if (!has_open) start();
+      const int layer = global_layer(shape, stage, c, j);
+      const LayerShare share = share_of(layer);
+      if (open.last_layer < open.first_layer) open.last_layer = layer;
+      open.first_layer = layer;
+      open.dense_params += share.dense;
+      open.expert_params += share.expert;
+      if (full()) close();
+    }
+    if (first && c == 0 && embedding_params > 0) {
+      if (!has_open) start();
+      open.embedding = true;
+      open.dense_params += embedding_params;
+    }
+    if (has_open && (open.dense_params + open.expert_params) > 0) close();
+  }
+  return out;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,75 @@
+// The Plan: for every pipeline stage, the ordered tasks of one training
+// iteration with their streams and dependencies (DESIGN.md, "a plan is a
+// program"). The event simulator plays it with durations from the cost model;
+// the engine executes it with real kernels. Nothing here knows a duration.
+//
+// Invariants: tasks of one stage are contiguous and in that stage's issue
+// order, so the order of the tasks of one (stage, stream) in `tasks` is the
+// order that stream runs them. Dependencies point at any task (other stages'
+// sends included); the graph of dependencies plus stream order is acyclic.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/plan/pipeline_schedule.h"
+#include "sim/plan/task.h"
+
+namespace sextant::sim {
+
+/// Gradients reduced (and, with a distributed optimizer, weights gathered) in
+/// one data-parallel collective: consecutive layers of one model chunk.
+struct GradientBucket {
+  int stage = 0;
+  int index_in_stage = 0;  // the stage's buckets are numbered in reduction order
+  int chunk = 0;
+  int first_layer = 0;  // global layer indices, inclusive; last < first when none
+  int last_layer = -1;
+  bool embedding = false;     // holds the word (and position) embedding
+  bool output_layer = false;  // holds the final norm and output layer
+  /// Parameters one GPU holds in this bucket: dense ones are reduced over the
+  /// dp·cp group, expert ones over the expert-data-parallel group.
+  double dense_params = 0;
+  double expert_params = 0;
+};
+
+struct PlanShape {
+  PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
+  int pp = 1;
+  int vpp = 1;
+  int microbatches = 1;
+  int num_layers = 0;
+  int layers_per_chunk = 0;
+  /// Sends block the sender's next compute until the receiver took them
+  /// (Megatron's batched send/recv outside the interleaved schedule).
+  bool blocking_p2p = true;
+  /// What the collectives are, for their names: SP's all-gather +
+  /// reduce-scatter or an all-reduce; ZeRO-0's all-reduce or a reduce-scatter.
+  bool sequence_parallel = false;
+  int zero = 0;
+};
+
+struct Plan {
+  PlanShape shape;
+  std::vector<Task> tasks;
+  std::vector<std::uint32_t> deps;  // Task::first_dep/dep_count index this
+  std::vector<GradientBucket> buckets;
+  /// Tasks of stage s are [stage_begin[s], stage_begin[s + 1]).
+  std::vector<std::uint32_t> stage_begin;
+
+  std::span<const std::uint32_t> deps_of(std::uint32_t task) const {
+    const Task& t = tasks[task];
+    return {deps.data() + t.first_dep, t.dep_count};
+  }
+  int num_stages() const { return static_cast<int>(stage_begin.size()) - 1; }
+};
+
+/// Global index of local layer `local` of chunk `chunk` on stage `stage`: chunk
+/// c of stage s holds layers [(c·p + s)·L/(p·v), ...) (Megatron-Core's
+/// interleaved layer assignment; with v = 1, stage s holds s·L/p onwards).
+inline int global_layer(const PlanShape& shape, int stage, int chunk, int local) {
+  return (chunk * shape.pp + stage) * shape.layers_per_chunk + local;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,455 @@
+#include "sim/plan/plan_builder.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace sextant::sim {
+
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+// A dependency known now (a task), or one on another stage resolved when every
+// stage is built: the send a receiver waits for, or the point at which a
+// receiver posts its receive (what a blocking send waits for).
+enum class DepKind : std::uint8_t { kTask, kSend, kReceivePosted };
+struct DepRef {
+  DepKind kind;
+  std::uint32_t value;  // task id, or index into the p2p tables
+};
+
+struct Fixup {
+  std::uint32_t position;  // in Plan::deps
+  DepKind kind;
+  std::uint32_t key;
+  std::uint32_t fallback;  // kReceivePosted before the receiver's first task: the producer
+};
+
+enum Direction { kForwardDir = 0, kBackwardDir = 1 };
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const ModelConfig& model, const ParallelLayout& layout, const PlanOptions& options)
+      : m_(model), l_(layout), options_(options) {}
+
+  Plan build() {
+    PlanShape& s = plan_.shape;
+    s.schedule = options_.schedule.value_or(pipeline_schedule_of(l_));
+    s.pp = l_.pp;
+    s.vpp = s.schedule == PipelineSchedule::kInterleaved ? l_.vpp : 1;
+    if (l_.vpp > 1 && s.schedule != PipelineSchedule::kInterleaved) {
+      throw std::invalid_argument("schedule " + std::string(to_string(s.schedule)) +
+                                  " runs one model chunk per stage; the layout has vpp=" +
+                                  std::to_string(l_.vpp));
+    }
+    s.microbatches = l_.num_microbatches();
+    s.num_layers = m_.num_layers;
+    s.layers_per_chunk = m_.num_layers / (s.pp * s.vpp);
+    s.blocking_p2p = s.schedule != PipelineSchedule::kInterleaved;
+    s.sequence_parallel = l_.sp;
+    s.zero = l_.zero;
+    has_dp_ = l_.dp * l_.cp > 1 || (m_.moe && l_.expert_dp() > 1);
+
+    const std::size_t p2p_entries = 2u * s.pp * s.vpp * s.microbatches;
+    send_table_.assign(p2p_entries, kNone);
+    posted_table_.assign(p2p_entries, kNone);
+    bucket_of_layer_.assign(static_cast<std::size_t>(m_.num_layers), -1);
+
+    for (int stage = 0; stage < s.pp; ++stage) {
+      plan_.stage_begin.push_back(static_cast<std::uint32_t>(plan_.tasks.size()));
+      build_stage(stage);
+    }
+    plan_.stage_begin.push_back(static_cast<std::uint32_t>(plan_.tasks.size()));
+    resolve_fixups();
+    return std::move(plan_);
+  }
+
+ private:
+  // ---- tasks and dependencies ----
+
+  Task make(TaskKind kind, Block block, Pass pass, StreamKind stream, int chunk, int microbatch,
+            int layer, int bucket = kNoIndex) const {
+    Task t;
+    t.kind = kind;
+    t.block = block;
+    t.pass = pass;
+    t.stream = stream;
+    t.stage = static_cast<std::uint16_t>(stage_);
+    t.chunk = static_cast<std::uint16_t>(chunk);
+    t.microbatch = microbatch;
+    t.layer = layer;
+    t.bucket = bucket;
+    return t;
+  }
+
+  std::uint32_t add(Task t, const std::vector<DepRef>& deps, std::uint32_t fallback = kNone) {
+    t.first_dep = static_cast<std::uint32_t>(plan_.deps.size());
+    t.dep_count = static_cast<std::uint32_t>(deps.size());
+    for (const DepRef& d : deps) {
+      if (d.kind != DepKind::kTask) {
+        fixups_.push_back({static_cast<std::uint32_t>(plan_.deps.size()), d.kind, d.value, fallback});
+      }
+      plan_.deps.push_back(d.kind == DepKind::kTask ? d.value : 0);
+    }
+    const auto id = static_cast<std::uint32_t>(plan_.tasks.size());
+    plan_.tasks.push_back(t);
+    if (t.kind == TaskKind::kCompute) last_compute_ = id;
+    return id;
+  }
+
+  // What the next task on the compute chain waits for.
+  std::vector<DepRef> chain_deps() {
+    std::vector<DepRef> deps;
+    deps.reserve(frontier_.size() + pending_.size());
+    for (std::uint32_t id : frontier_) deps.push_back({DepKind::kTask, id});
+    deps.insert(deps.end(), pending_.begin(), pending_.end());
+    pending_.clear();
+    return deps;
+  }
+
+  std::uint32_t chain(const Task& t) {
+    const std::uint32_t id = add(t, chain_deps());
+    frontier_.assign(1, id);
+    chain_tail_ = id;
+    return id;
+  }
+
+  // ---- one stage ----
+
+  void build_stage(int stage) {
+    stage_ = stage;
+    frontier_.clear();
+    pending_.clear();
+    chain_tail_ = kNone;
+    last_compute_ = kNone;
+    last_dp_ = kNone;
+    const PlanShape& s = plan_.shape;
+
+    first_bucket_ = static_cast<int>(plan_.buckets.size());
+    const std::vector<GradientBucket> buckets =
+        stage_gradient_buckets(m_, l_, s, stage, options_.bucket_params);
+    embedding_bucket_ = output_bucket_ = -1;
+    for (const GradientBucket& b : buckets) {
+      const int index = static_cast<int>(plan_.buckets.size());
+      plan_.buckets.push_back(b);
+      for (int layer = b.first_layer; layer <= b.last_layer; ++layer) {
+        bucket_of_layer_[static_cast<std::size_t>(layer)] = index;
+      }
+      if (b.embedding) embedding_bucket_ = index;
+      if (b.output_layer) output_bucket_ = index;
+    }
+    gather_.assign(buckets.size(), kNone);
+
+    // Weights updated by the last step, gathered before their first forward.
+    if (has_dp_ && overlapped_param_gather()) {
+      for (int b = static_cast<int>(plan_.buckets.size()) - 1; b >= first_bucket_; --b) {
+        gather_[static_cast<std::size_t>(b - first_bucket_)] = add_dp(TaskKind::kParameterGather, b, kNoIndex, Pass::kNone, {});
+      }
+    }
+
+    for (const PipelineOp& op : stage_program(s.schedule, s.pp, s.vpp, s.microbatches, stage)) {
+      switch (op.kind) {
+        case PassKind::kForward: forward(op.chunk, op.microbatch); break;
+        case PassKind::kBackward: backward(op.chunk, op.microbatch, Pass::kBackward); break;
+        case PassKind::kBackwardInput: backward(op.chunk, op.microbatch, Pass::kBackwardInput); break;
+        case PassKind::kBackwardWeight: weight_gradients(op.chunk, op.microbatch); break;
+      }
+    }
+
+    if (has_dp_ && !l_.overlap_grad_reduce && l_.zero < 2) {
+      for (int b = first_bucket_; b < static_cast<int>(plan_.buckets.size()); ++b) {
+        add_dp(TaskKind::kGradientReduce, b, kNoIndex, Pass::kNone, {{DepKind::kTask, last_compute_}});
+      }
+    }
+    std::vector<DepRef> deps = chain_deps();
+    if (last_dp_ != kNone) deps.push_back({DepKind::kTask, last_dp_});
+    const std::uint32_t step =
+        add(make(TaskKind::kOptimizerStep, Block::kNone, Pass::kNone, StreamKind::kCompute, 0,
+                 kNoIndex, kNoIndex),
+            deps);
+    frontier_.assign(1, step);
+    chain_tail_ = step;
+    if (has_dp_ && (l_.zero == 1 || l_.zero == 2) && !overlapped_param_gather()) {
+      for (int b = static_cast<int>(plan_.buckets.size()) - 1; b >= first_bucket_; --b) {
+        add_dp(TaskKind::kParameterGather, b, kNoIndex, Pass::kNone, {{DepKind::kTask, step}});
+      }
+    }
+  }
+
+  bool overlapped_param_gather() const {
+    return (l_.zero == 1 || l_.zero == 2) && l_.overlap_param_gather;
+  }
+
+  std::uint32_t add_dp(TaskKind kind, int bucket, int microbatch, Pass pass,
+                       const std::vector<DepRef>& deps) {
+    Task t = make(kind, Block::kNone, pass, StreamKind::kDataParallel,
+                  plan_.buckets[static_cast<std::size_t>(bucket)].chunk, microbatch, kNoIndex, bucket);
+    last_dp_ = add(t, deps);
+    return last_dp_;
+  }
+
+  // ---- virtual stages and sends ----
+
+  bool first_virtual(int chunk) const { return stage_ == 0 && chunk == 0; }
+  bool last_virtual(int chunk) const {
+    return stage_ == plan_.shape.pp - 1 && chunk == plan_.shape.vpp - 1;
+  }
+  std::uint32_t key(int dir, int stage, int chunk, int mb) const {
+    const PlanShape& s = plan_.shape;
+    return static_cast<std::uint32_t>(((dir * s.pp + stage) * s.vpp + chunk) * s.microbatches + mb);
+  }
+  // The virtual stage after (s, c): (s+1, c), or the first stage's next chunk.
+  std::pair<int, int> next_virtual(int stage, int chunk) const {
+    return stage + 1 < plan_.shape.pp ? std::pair{stage + 1, chunk} : std::pair{0, chunk + 1};
+  }
+  std::pair<int, int> previous_virtual(int stage, int chunk) const {
+    return stage > 0 ? std::pair{stage - 1, chunk} : std::pair{plan_.shape.pp - 1, chunk - 1};
+  }
+
+  // A receiving op: it waits for the send, and the receive is posted once the
+  // stage's compute chain before the op is done.
+  void receive(int dir, int chunk, int mb) {
+    const auto [from_stage, from_chunk] =
+        dir == kForwardDir ? previous_virtual(stage_, chunk) : next_virtual(stage_, chunk);
+    pending_.push_back({DepKind::kSend, key(dir, from_stage, from_chunk, mb)});
+    posted_table_[key(dir, stage_, chunk, mb)] = chain_tail_;
+  }
+
+  void send(int dir, int chunk, int mb) {
+    const auto [to_stage, to_chunk] =
+        dir == kForwardDir ? next_virtual(stage_, chunk) : previous_virtual(stage_, chunk);
+    std::vector<DepRef> deps;
+    for (std::uint32_t id : frontier_) deps.push_back({DepKind::kTask, id});
+    if (plan_.shape.blocking_p2p) {
+      deps.push_back({DepKind::kReceivePosted, key(dir, to_stage, to_chunk, mb)});
+    }
+    const StreamKind stream =
+        dir == kForwardDir ? StreamKind::kPipelineForward : StreamKind::kPipelineBackward;
+    const std::uint32_t id =
+        add(make(TaskKind::kPipelineSend, Block::kNone,
+                 dir == kForwardDir ? Pass::kForward : Pass::kBackward, stream, chunk, mb, kNoIndex),
+            deps, frontier_.front());
+    send_table_[key(dir, stage_, chunk, mb)] = id;
+    if (plan_.shape.blocking_p2p) frontier_.push_back(id);
+  }
+
+  // ---- data-parallel buckets ----
+
+  const GradientBucket& bucket(int index) const {
+    return plan_.buckets[static_cast<std::size_t>(index)];
+  }
+  bool has_layers(const GradientBucket& b) const { return b.last_layer >= b.first_layer; }
+
+  // Before the first forward use of bucket `b` in micro-batch `mb`.
+  void use_for_forward(int b, int mb) {
+    if (!has_dp_ || b < 0) return;
+    if (l_.zero >= 3) {
+      pending_.push_back({DepKind::kTask, add_dp(TaskKind::kParameterGather, b, mb, Pass::kForward, {})});
+      return;
+    }
+    std::uint32_t& gather = gather_[static_cast<std::size_t>(b - first_bucket_)];
+    if (gather != kNone) {
+      pending_.push_back({DepKind::kTask, gather});
+      gather = kNone;  // later micro-batches find the weights in place
+    }
+  }
+
+  void use_for_backward(int b, int mb) {
+    if (!has_dp_ || b < 0 || l_.zero < 3) return;
+    pending_.push_back({DepKind::kTask, add_dp(TaskKind::kParameterGather, b, mb, Pass::kBackward, {})});
+  }
+
+  // Micro-batch `mb`'s gradients of bucket `b` are complete.
+  void gradients_ready(int b, int mb) {
+    if (!has_dp_ || b < 0) return;
+    const bool every_microbatch = l_.zero >= 2;
+    if (!every_microbatch && mb != plan_.shape.microbatches - 1) return;
+    if (!every_microbatch && !l_.overlap_grad_reduce) return;  // reduced after the backward
+    add_dp(TaskKind::kGradientReduce, b, every_microbatch ? mb : kNoIndex, Pass::kNone,
+           {{DepKind::kTask, last_compute_}});
+  }
+
+  // ---- blocks ----
+
+  void attention(int chunk, int mb, int layer, Pass pass) {
+    const bool communicates = pass != Pass::kBackwardWeight;
+    const bool core_apart = communicates && l_.cp > 1;
+    const bool tp = communicates && l_.tp > 1;
+    std::vector<DepRef> start;
+    if (tp && l_.tp_comm_overlap) {
+      for (std::uint32_t id : frontier_) start.push_back({DepKind::kTask, id});
+      start.insert(start.end(), pending_.begin(), pending_.end());
+    }
+    const std::uint32_t block = chain(
+        make(TaskKind::kCompute, Block::kAttention, pass, StreamKind::kCompute, chunk, mb, layer));
+    if (tp && l_.tp_comm_overlap) {
+      frontier_.push_back(add(make(TaskKind::kTensorParallel, Block::kAttention, pass,
+                                   StreamKind::kTensorParallel, chunk, mb, layer),
+                              start));
+    }
+    if (core_apart) {
+      const std::uint32_t core = chain(make(TaskKind::kCompute, Block::kAttentionCore, pass,
+                                            StreamKind::kCompute, chunk, mb, layer));
+      const std::uint32_t ring = add(make(TaskKind::kContextRing, Block::kAttentionCore, pass,
+                                          StreamKind::kContextParallel, chunk, mb, layer),
+                                     {{DepKind::kTask, block}});
+      frontier_ = {core, ring};
+    }
+    if (tp) tensor_parallel(Block::kAttention, chunk, mb, layer, pass);
+  }
+
+  void mlp(int chunk, int mb, int layer, Pass pass) {
+    const bool communicates = pass != Pass::kBackwardWeight;
+    const bool experts = communicates && m_.moe && l_.ep > 1 && layer >= m_.dense_layers();
+    const bool tp = communicates && l_.tp > 1;
+    if (experts) {
+      chain(make(TaskKind::kExpertDispatch, Block::kMlp, pass, StreamKind::kExpertParallel, chunk,
+                 mb, layer));
+    }
+    std::vector<DepRef> start;
+    if (tp && l_.tp_comm_overlap) {
+      for (std::uint32_t id : frontier_) start.push_back({DepKind::kTask, id});
+      start.insert(start.end(), pending_.begin(), pending_.end());
+    }
+    chain(make(TaskKind::kCompute, Block::kMlp, pass, StreamKind::kCompute, chunk, mb, layer));
+    if (tp && l_.tp_comm_overlap) {
+      frontier_.push_back(add(make(TaskKind::kTensorParallel, Block::kMlp, pass,
+                                   StreamKind::kTensorParallel, chunk, mb, layer),
+                              start));
+    }
+    if (experts) {
+      chain(make(TaskKind::kExpertCombine, Block::kMlp, pass, StreamKind::kExpertParallel, chunk,
+                 mb, layer));
+    }
+    if (tp) tensor_parallel(Block::kMlp, chunk, mb, layer, pass);
+  }
+
+  void tensor_parallel(Block block, int chunk, int mb, int layer, Pass pass) {
+    const TaskKind kind =
+        l_.tp_comm_overlap ? TaskKind::kTensorParallelTail : TaskKind::kTensorParallel;
+    chain(make(kind, block, pass, StreamKind::kTensorParallel, chunk, mb, layer));
+  }
+
+  // ---- passes ----
+
+  void forward(int chunk, int mb) {
+    if (!first_virtual(chunk)) receive(kForwardDir, chunk, mb);
+    if (first_virtual(chunk)) {
+      use_for_forward(embedding_bucket_, mb);
+      chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kForward, StreamKind::kCompute,
+                 chunk, mb, kNoIndex));
+    }
+    for (int j = 0; j < plan_.shape.layers_per_chunk; ++j) {
+      const int layer = global_layer(plan_.shape, stage_, chunk, j);
+      const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
+      if (b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) use_for_forward(b, mb);
+      attention(chunk, mb, layer, Pass::kForward);
+      mlp(chunk, mb, layer, Pass::kForward);
+    }
+    if (last_virtual(chunk)) {
+      if (output_bucket_ >= 0 && !has_layers(bucket(output_bucket_)) &&
+          !bucket(output_bucket_).embedding) {
+        use_for_forward(output_bucket_, mb);
+      }
+      chain(make(TaskKind::kCompute, Block::kOutput, Pass::kForward, StreamKind::kCompute, chunk,
+                 mb, kNoIndex));
+    } else {
+      send(kForwardDir, chunk, mb);
+    }
+  }
+
+  void backward(int chunk, int mb, Pass pass) {
+    const bool weights = pass == Pass::kBackward;
+    if (!last_virtual(chunk)) receive(kBackwardDir, chunk, mb);
+    if (last_virtual(chunk)) {
+      use_for_backward(output_bucket_, mb);
+      chain(make(TaskKind::kCompute, Block::kOutput, Pass::kBackward, StreamKind::kCompute, chunk,
+                 mb, kNoIndex));
+      if (output_bucket_ >= 0 && !has_layers(bucket(output_bucket_)) &&
+          !bucket(output_bucket_).embedding) {
+        gradients_ready(output_bucket_, mb);
+      }
+    }
+    for (int j = plan_.shape.layers_per_chunk - 1; j >= 0; --j) {
+      const int layer = global_layer(plan_.shape, stage_, chunk, j);
+      const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
+      if (b >= 0 && layer == bucket(b).last_layer && !bucket(b).output_layer) {
+        use_for_backward(b, mb);
+      }
+      if (l_.recompute == Recompute::kFull) {
+        attention(chunk, mb, layer, Pass::kRecompute);
+        mlp(chunk, mb, layer, Pass::kRecompute);
+      }
+      mlp(chunk, mb, layer, pass);
+      attention(chunk, mb, layer, pass);
+      if (weights && b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) {
+        gradients_ready(b, mb);
+      }
+    }
+    if (first_virtual(chunk)) {
+      chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kBackward, StreamKind::kCompute,
+                 chunk, mb, kNoIndex));
+      gradients_ready(embedding_bucket_, mb);
+    } else {
+      send(kBackwardDir, chunk, mb);
+    }
+  }
+
+  void weight_gradients(int chunk, int mb) {
+    for (int j = plan_.shape.layers_per_chunk - 1; j >= 0; --j) {
+      const int layer = global_layer(plan_.shape, stage_, chunk, j);
+      mlp(chunk, mb, layer, Pass::kBackwardWeight);
+      attention(chunk, mb, layer, Pass::kBackwardWeight);
+      const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
+      if (b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) gradients_ready(b, mb);
+    }
+  }
+
+  void resolve_fixups() {
+    for (const Fixup& f : fixups_) {
+      std::uint32_t target = kNone;
+      if (f.kind == DepKind::kSend) {
+        target = send_table_[f.key];
+        if (target == kNone) throw std::logic_error("plan: a receive has no matching send");
+      } else {
+        target = posted_table_[f.key] != kNone ? posted_table_[f.key] : f.fallback;
+      }
+      plan_.deps[f.position] = target;
+    }
+  }
+
+  const ModelConfig& m_;
+  const ParallelLayout& l_;
+  const PlanOptions& options_;
+  Plan plan_;
+  bool has_dp_ = false;
+
+  // p2p tables, indexed by key(direction, stage, chunk, micro-batch)
+  std::vector<std::uint32_t> send_table_;    // the sending task of that virtual stage
+  std::vector<std::uint32_t> posted_table_;  // the receiver's chain before its receiving op
+  std::vector<Fixup> fixups_;
+
+  // the stage being built
+  int stage_ = 0;
+  std::vector<std::uint32_t> frontier_;  // what the next chained task waits for
+  std::vector<DepRef> pending_;          // and these (receives, gathers)
+  std::uint32_t chain_tail_ = kNone;     // the last chained task (blocking sends excluded)
+  std::uint32_t last_compute_ = kNone;
+  std::uint32_t last_dp_ = kNone;
+  int first_bucket_ = 0;
+  int embedding_bucket_ = -1;
+  int output_bucket_ = -1;
+  std::vector<int> bucket_of_layer_;
+  std::vector<std::uint32_t> gather_;  // overlapped gathers not yet waited for, by bucket
+};
+
+}  // namespace
+
+Plan build_plan(const ModelConfig& model, const ParallelLayout& layout, const PlanOptions& options) {
+  return PlanBuilder(model, layout, options).build();
+}
+
+}  // namespace sextant::sim
