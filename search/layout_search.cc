@@ -82,17 +82,18 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         ++mine.valid;
         // Memory is cheap: prune before timing the step.
         const double bytes = peak_memory_per_gpu(m, l).total();
-        if (bytes > out.memory_limit_bytes) {
-          if (!mine.smallest_unfit || bytes < mine.smallest_unfit_bytes) {
-            mine.smallest_unfit = l;
-            mine.smallest_unfit_bytes = bytes;
-          }
-          if (options.require_memory_fit) continue;
-        } else {
+        const bool fits = bytes <= out.memory_limit_bytes;
+        if (fits) {
           ++mine.feasible;
+        } else if (!mine.smallest_unfit || bytes < mine.smallest_unfit_bytes) {
+          mine.smallest_unfit = l;
+          mine.smallest_unfit_bytes = bytes;
         }
-        const SimulationResult r = simulate_analytic(m, cluster, profile, l);
-        keep_best(mine.best, r, options.top);
+        const bool rank = fits || !options.require_memory_fit;
+        if (!rank && !options.keep_all) continue;
+        SimulationResult r = simulate_analytic(m, cluster, profile, l);
+        r.fits_memory = fits;  // against the search's limit, headroom included
+        if (rank) keep_best(mine.best, r, options.top);
         if (options.keep_all) mine.all.push_back(r);
       }
       ++done;

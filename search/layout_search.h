@@ -22,7 +22,7 @@ namespace sextant::search {
 struct SearchOptions {
   SearchConstraints constraints;
   int top = 5;             // how many of the best to keep
-  bool keep_all = false;   // keep every feasible result (for CSV)
+  bool keep_all = false;   // keep every valid result, fitting or not (for CSV)
   bool require_memory_fit = true;  // false: rank layouts that do not fit too
   int threads = 0;         // 0: all hardware threads
   /// Called from the calling thread about every 100 ms with the fraction done.
@@ -31,7 +31,7 @@ struct SearchOptions {
 
 struct SearchResult {
   std::vector<sim::SimulationResult> best;  // best first, at most `top`
-  std::vector<sim::SimulationResult> all;   // every feasible one, best first, if keep_all
+  std::vector<sim::SimulationResult> all;   // every valid one, best first, if keep_all
   long evaluated = 0;  // complete layouts considered
   long valid = 0;      // of those, valid for the model and GPU count
   long feasible = 0;   // of those, fitting in memory

@@ -238,7 +238,7 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--format", o->format,
-                  "table (the best --top), json (DESIGN.md shape), csv (every feasible layout)")
+                  "table (the best --top), json (DESIGN.md shape), csv (every valid layout, with fits_memory)")
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
   return [o, &common](std::ostream& out) { return run_search(*o, common, out); };

@@ -22,11 +22,13 @@ struct SimulateOptions {
   std::string format = "table";
   std::string engine = "analytic";
   double memory_headroom = 0.05;
+  long seq_length = 0;
 };
 
 int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ostream& out) {
   const sim::PresetCatalog catalog(common.configs_dir);
-  const sim::ModelConfig model = catalog.model(o.model);
+  sim::ModelConfig model = catalog.model(o.model);
+  if (o.seq_length > 0) model.seq_length = o.seq_length;
   const sim::ClusterConfig cluster = catalog.cluster(o.cluster);
   const sim::CostProfile profile = catalog.profile(o.profile, cluster.gpu.name);
   sim::PartialLayout partial = sim::parse_layout(o.layout);
@@ -122,6 +124,9 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
                   "overlap_param_gather (default 1 with zero>=1), tp_comm_overlap (default 0)");
   cmd->add_option("--global-batch", options->global_batch,
                   "global batch in sequences (same as gbs= in --layout)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-length", options->seq_length,
+                  "training sequence length (overrides the model's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--profile", options->profile,
                   "cost profile YAML (default: configs/profiles/<gpu>.yaml)");

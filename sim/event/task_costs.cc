@@ -1,0 +1,198 @@
+#include "sim/event/task_costs.h"
+
+#include <algorithm>
+#include <array>
+
+#include "sim/comm/parallel_comm.h"
+#include "sim/compute/device_rates.h"
+#include "sim/compute/layer_time.h"
+#include "sim/memory/activation_memory.h"
+
+namespace sextant::sim {
+
+namespace {
+
+constexpr int kPasses = 6;  // Pass values
+int index(Pass pass) { return static_cast<int>(pass); }
+
+// Per pass, the duration of each task kind of one layer.
+struct LayerCosts {
+  std::array<double, kPasses> attention{}, attention_core{}, mlp{};
+  std::array<double, kPasses> tp_block{};  // one block's TP collectives
+  std::array<double, kPasses> cp_ring{}, ep_all_to_all{};
+  double stored_bytes = 0;     // kept from the forward to the backward
+  double recomputed_bytes = 0; // rebuilt by full recomputation for the backward
+};
+
+LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& rates,
+                       const ClusterConfig& cluster, const LinkRates& links, bool moe_layer) {
+  const PassTime t = layer_time(m, l, rates, moe_layer);
+  const LayerComm c = layer_comm(m, l, cluster, links, moe_layer);
+  const bool core_apart = l.cp > 1;  // the plan gives the core its own task
+  const double selective = l.recompute == Recompute::kSelective ? t.attention_core_forward_s : 0.0;
+  const double core_f = core_apart ? t.attention_core_forward_s : 0.0;
+  const double core_b = core_apart ? t.attention_core_backward_s : 0.0;
+
+  LayerCosts out;
+  auto set = [](std::array<double, kPasses>& a, double forward, double backward,
+                double backward_input, double backward_weight) {
+    a[index(Pass::kForward)] = forward;
+    a[index(Pass::kRecompute)] = forward;
+    a[index(Pass::kBackward)] = backward;
+    a[index(Pass::kBackwardInput)] = backward_input;
+    a[index(Pass::kBackwardWeight)] = backward_weight;
+  };
+  const double attention_b = t.attention_backward_s - core_b + (core_apart ? 0.0 : selective);
+  set(out.attention, t.attention_forward_s - core_f, attention_b,
+      attention_b - t.attention_weight_gradient_s, t.attention_weight_gradient_s);
+  if (core_apart) {
+    set(out.attention_core, core_f, core_b + selective, core_b + selective, 0.0);
+  }
+  const double mlp_b = t.backward_s - t.attention_backward_s;
+  const double mlp_w = t.weight_gradient_s - t.attention_weight_gradient_s;
+  set(out.mlp, t.forward_s - t.attention_forward_s, mlp_b, mlp_b - mlp_w, mlp_w);
+  set(out.tp_block, c.tp_forward_s / 2, c.tp_backward_s / 2, c.tp_backward_s / 2, 0.0);
+  set(out.cp_ring, c.cp_forward_s, c.cp_backward_s, c.cp_backward_s, 0.0);
+  set(out.ep_all_to_all, c.ep_forward_s / 2, c.ep_backward_s / 2, c.ep_backward_s / 2, 0.0);
+  out.stored_bytes = stored_layer_activation_bytes(m, l, moe_layer);
+  if (l.recompute == Recompute::kFull) {
+    out.recomputed_bytes = layer_activation_bytes(m, l, moe_layer, false);
+  }
+  return out;
+}
+
+// Activation bytes a stage holds per micro-batch beyond its layers: the
+// embedding's dropout mask (first stage) and the output layer's buffers (last
+// stage). They are stage_activation_bytes of a one-micro-batch 1F1B layout
+// less its layers, so the formulas stay in activation_memory.cc.
+double stage_extra_bytes(const ModelConfig& m, const ParallelLayout& l, int stage) {
+  ParallelLayout one = l;
+  one.schedule = Schedule::kOneFOneB;
+  one.vpp = 1;
+  one.gbs = l.mbs * l.dp;  // one micro-batch: one in flight on every stage
+  const int per_stage = m.num_layers / l.pp;
+  const int dense_here = std::clamp(m.dense_layers() - stage * per_stage, 0, per_stage);
+  const int moe_here = per_stage - dense_here;
+  double layers = dense_here * stored_layer_activation_bytes(m, one, false) +
+                  moe_here * stored_layer_activation_bytes(m, one, true);
+  if (l.recompute == Recompute::kFull) layers += layer_activation_bytes(m, one, moe_here > 0, false);
+  return stage_activation_bytes(m, one, stage) - layers;
+}
+
+LinkKind link_of(const GroupPlacement& group) {
+  if (group.size <= 1) return LinkKind::kNone;
+  return group.crosses_nodes() ? LinkKind::kNetwork : LinkKind::kNvlink;
+}
+
+}  // namespace
+
+std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
+                                 const ClusterConfig& cluster, const CostProfile& profile,
+                                 const ParallelLayout& l, double optimizer_step_s) {
+  const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
+  const LinkRates links = link_rates(cluster, profile);
+  const LayerCosts dense = layer_costs(m, l, rates, cluster, links, false);
+  const LayerCosts moe = m.moe ? layer_costs(m, l, rates, cluster, links, true) : dense;
+  const PassTime embedding = embedding_time(m, l, rates);
+  const PassTime output = output_layer_time(m, l, rates);
+  const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
+  const int n = cluster.gpus_per_node;
+
+  const LinkKind tp_link = link_of(place_group(l.tp, 1, n));
+  const LinkKind cp_link = link_of(place_group(l.cp, l.tp, n));
+  const LinkKind ep_link = link_of(place_group(l.ep, l.etp, n));
+  const LinkKind pp_link =
+      l.pp <= 1 ? LinkKind::kNone
+                : (l.tp * l.cp * l.dp >= n ? LinkKind::kNetwork : LinkKind::kNvlink);
+  const LinkKind dense_dp_link = link_of(place_group(l.dp * l.cp, l.tp, n));
+  const LinkKind expert_dp_link = link_of(place_group(l.expert_dp(), l.etp * l.ep, n));
+  const double tp_overlapped = l.tp_comm_overlap ? (l.tp - 1.0) / l.tp : 1.0;
+
+  std::vector<DataParallelComm> bucket_comm;
+  std::vector<LinkKind> bucket_link;
+  bucket_comm.reserve(plan.buckets.size());
+  for (const GradientBucket& b : plan.buckets) {
+    bucket_comm.push_back(data_parallel_comm(b.dense_params, b.expert_params, l, cluster, links));
+    const bool network = (b.dense_params > 0 && dense_dp_link == LinkKind::kNetwork) ||
+                         (b.expert_params > 0 && expert_dp_link == LinkKind::kNetwork);
+    bucket_link.push_back(network ? LinkKind::kNetwork : LinkKind::kNvlink);
+  }
+  const double extra_first = stage_extra_bytes(m, l, 0);
+  const double extra_last = l.pp > 1 ? stage_extra_bytes(m, l, l.pp - 1) : 0.0;
+
+  std::vector<TaskCost> out(plan.tasks.size());
+  for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+    const Task& t = plan.tasks[i];
+    TaskCost& c = out[i];
+    const LayerCosts& layer =
+        t.layer != kNoIndex && t.layer >= m.dense_layers() ? moe : dense;
+    const int p = index(t.pass);
+    switch (t.kind) {
+      case TaskKind::kCompute:
+        switch (t.block) {
+          case Block::kAttention:
+            c.duration_s = layer.attention[p];
+            // A layer's activations are freed when its gradients are done.
+            if (t.pass == Pass::kBackward || t.pass == Pass::kBackwardWeight) {
+              c.activation_bytes -= layer.stored_bytes;
+            }
+            if (t.pass == Pass::kBackward || t.pass == Pass::kBackwardInput) {
+              c.activation_bytes -= layer.recomputed_bytes;
+            }
+            break;
+          case Block::kAttentionCore: c.duration_s = layer.attention_core[p]; break;
+          case Block::kMlp:
+            c.duration_s = layer.mlp[p];
+            if (t.pass == Pass::kForward) c.activation_bytes = layer.stored_bytes;
+            if (t.pass == Pass::kRecompute) c.activation_bytes = layer.recomputed_bytes;
+            break;
+          case Block::kEmbedding:
+            c.duration_s = t.pass == Pass::kForward ? embedding.forward_s : embedding.backward_s;
+            // On a single stage the output layer's buffers live as long as the embedding's.
+            c.activation_bytes = (t.pass == Pass::kForward ? 1.0 : -1.0) * extra_first;
+            break;
+          case Block::kOutput:
+            c.duration_s = t.pass == Pass::kForward ? output.forward_s : output.backward_s;
+            c.activation_bytes = (t.pass == Pass::kForward ? 1.0 : -1.0) * extra_last;
+            break;
+          case Block::kNone: break;
+        }
+        break;
+      case TaskKind::kTensorParallel:
+        c.duration_s = layer.tp_block[p] * tp_overlapped;
+        c.link = tp_link;
+        break;
+      case TaskKind::kTensorParallelTail:
+        c.duration_s = layer.tp_block[p] / l.tp;
+        c.link = tp_link;
+        break;
+      case TaskKind::kContextRing:
+        c.duration_s = layer.cp_ring[p];
+        c.link = cp_link;
+        break;
+      case TaskKind::kExpertDispatch:
+      case TaskKind::kExpertCombine:
+        c.duration_s = layer.ep_all_to_all[p];
+        c.link = ep_link;
+        break;
+      case TaskKind::kPipelineSend:
+        c.duration_s = p2p_s;
+        c.link = pp_link;
+        break;
+      case TaskKind::kGradientReduce:
+        c.duration_s = bucket_comm[static_cast<std::size_t>(t.bucket)].grad_reduce_s;
+        c.link = bucket_link[static_cast<std::size_t>(t.bucket)];
+        break;
+      case TaskKind::kParameterGather:
+        c.duration_s = bucket_comm[static_cast<std::size_t>(t.bucket)].param_gather_s;
+        c.link = bucket_link[static_cast<std::size_t>(t.bucket)];
+        break;
+      case TaskKind::kOptimizerStep:
+        c.duration_s = optimizer_step_s;
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace sextant::sim
