@@ -4,17 +4,14 @@
 #include <cstdio>
 
 #include "sim/core/layout_check.h"
+#include "sim/core/text_format.h"
 
 namespace sextant::search {
 
 using namespace sim;
 
 namespace {
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
-  return text;
-}
+std::string gib(double bytes) { return format_gib(bytes); }
 }  // namespace
 
 std::vector<Diagnostic> explain_empty_search(const ModelConfig& m, const ClusterConfig& cluster,

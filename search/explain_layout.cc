@@ -4,6 +4,7 @@
 
 #include "search/complete_layout.h"
 #include "sim/core/layout_check.h"
+#include "sim/core/text_format.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::search {
@@ -12,17 +13,8 @@ using namespace sim;
 
 namespace {
 
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1024.0 * 1024 * 1024));
-  return text;
-}
-
-std::string percent(double fraction) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f %%", 100.0 * fraction);
-  return text;
-}
+std::string gib(double bytes) { return format_gib(bytes); }
+std::string percent(double fraction) { return format_percent(fraction); }
 
 struct Component {
   const char* name;

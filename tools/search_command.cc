@@ -12,6 +12,7 @@
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
+#include "tools/planning_inputs.h"
 #include "tools/simulation_output.h"
 
 namespace sextant::tools {
@@ -75,29 +76,13 @@ std::function<void(double)> progress_bar() {
 }
 
 int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::ostream& out) {
-  const sim::PresetCatalog catalog(common.configs_dir);
-  sim::ModelConfig model = catalog.model(o.model);
-  if (o.seq_length > 0) model.seq_length = o.seq_length;
-  const sim::ClusterConfig cluster = catalog.cluster(o.cluster);
-  const sim::CostProfile profile = catalog.profile(o.profile, cluster.gpu.name);
-  sim::PartialLayout partial = sim::parse_layout(o.layout);
-  if (o.global_batch > 0) {
-    if (partial.gbs && *partial.gbs != o.global_batch) {
-      throw sim::ConfigError({{"--global-batch", 0, 0, "",
-                               "is " + std::to_string(o.global_batch) + " but --layout says gbs=" +
-                                   std::to_string(*partial.gbs)}});
-    }
-    partial.gbs = o.global_batch;
-  }
-  if (!partial.gbs) {
-    throw sim::ConfigError({{"--global-batch", 0, 0, "",
-                             "the global batch is needed: give --global-batch N or gbs=N in --layout"}});
-  }
-  if (o.gpus > cluster.total_gpus()) {
-    throw sim::ConfigError({{"--gpus", 0, 0, "",
-                             std::to_string(o.gpus) + " GPUs asked for; cluster '" + cluster.name +
-                                 "' has " + std::to_string(cluster.total_gpus())}});
-  }
+  const PlanningInputs in = load_planning_inputs(
+      {common.configs_dir, o.model, o.cluster, o.profile, o.layout, o.global_batch, o.seq_length});
+  const sim::ModelConfig& model = in.model;
+  const sim::ClusterConfig& cluster = in.cluster;
+  const sim::CostProfile& profile = in.profile;
+  const sim::PartialLayout& partial = in.layout;
+  check_gpu_count(o.gpus, cluster);
   search::SearchConstraints constraints;
   if (o.max_tp > 0) constraints.max_tp = o.max_tp;
   constraints.tp_within_node = o.tp_within_node;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "sim/core/text_format.h"
+
 namespace sextant::tools {
 
 namespace {
@@ -11,7 +13,7 @@ std::string printf_string(const char* format, double value) {
   std::snprintf(buffer, sizeof buffer, format, value);
   return buffer;
 }
-std::string percent(double fraction) { return printf_string("%.1f %%", 100.0 * fraction); }
+std::string percent(double fraction) { return sim::format_percent(fraction); }
 std::int64_t whole_bytes(double bytes) { return static_cast<std::int64_t>(std::llround(bytes)); }
 }  // namespace
 
@@ -21,9 +23,7 @@ std::string format_seconds(double s) {
   return printf_string("%.1f us", s * 1e6);
 }
 
-std::string format_gib(double bytes) {
-  return printf_string("%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-}
+std::string format_gib(double bytes) { return sim::format_gib(bytes, 2); }
 
 nlohmann::json layout_json(const sim::ParallelLayout& l) {
   return {{"tp", l.tp},

@@ -2,22 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_models.h"
+
 namespace sextant::sim {
 namespace {
 
-ModelConfig gpt3_175b() {
-  ModelConfig m;
-  m.name = "gpt3-175b";
-  m.num_layers = 96;
-  m.hidden_size = 12288;
-  m.ffn_hidden_size = 4 * 12288;
-  m.num_attention_heads = 96;
-  m.num_query_groups = 96;
-  m.kv_channels = 128;
-  m.vocab_size = 51200;
-  m.seq_length = 2048;
-  return m;
-}
+ModelConfig gpt3_175b() { return testing::gpt3_175b(); }
 
 // Narayanan et al. 2021, eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) with full recompute.
 TEST(ModelFlops, Gpt3FullRecomputeMatchesNarayananEquation3) {

@@ -1,0 +1,38 @@
+// What simulate and search both read from the command line: the model,
+// cluster, cost profile and partial layout, checked against each other.
+#pragma once
+
+#include <string>
+
+#include "sim/core/cost_profile.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::tools {
+
+struct PlanningArguments {
+  std::string configs_dir;
+  std::string model;
+  std::string cluster;
+  std::string profile;     // empty: the GPU's default profile
+  std::string layout;      // --layout spec
+  int global_batch = 0;    // 0: take gbs from the layout
+  long seq_length = 0;     // 0: the model's
+};
+
+struct PlanningInputs {
+  sim::ModelConfig model;
+  sim::ClusterConfig cluster;
+  sim::CostProfile profile;
+  sim::PartialLayout layout;  // gbs is always set
+};
+
+/// Loads and cross-checks; throws sim::ConfigError (exit code 2) naming the
+/// option at fault: a --global-batch that contradicts gbs=, no global batch at all.
+PlanningInputs load_planning_inputs(const PlanningArguments& arguments);
+
+/// Throws unless the cluster has `gpus` GPUs.
+void check_gpu_count(long gpus, const sim::ClusterConfig& cluster);
+
+}  // namespace sextant::tools
