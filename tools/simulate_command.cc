@@ -1,11 +1,15 @@
 // `sextant simulate`: one layout (or the best completion of a partial one).
+#include <fstream>
 #include <memory>
+#include <optional>
 
 #include "search/complete_layout.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/config_error.h"
 #include "sim/core/layout_check.h"
 #include "sim/core/preset_catalog.h"
+#include "sim/event/chrome_trace.h"
+#include "sim/event/event_simulation.h"
 #include "tools/commands.h"
 #include "tools/planning_inputs.h"
 #include "tools/simulation_output.h"
@@ -22,6 +26,7 @@ struct SimulateOptions {
   std::string profile;
   std::string format = "table";
   std::string engine = "analytic";
+  std::string trace;  // Chrome trace file (event engine)
   double memory_headroom = 0.05;
   long seq_length = 0;
 };
@@ -43,6 +48,9 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
     }
   }
   check_gpu_count(gpus, cluster);
+  if (!o.trace.empty() && o.engine != "event") {
+    throw sim::ConfigError({{"--trace", 0, 0, "", "needs --engine event (the analytic engine has no timeline)"}});
+  }
 
   search::SearchConstraints constraints;
   constraints.memory_headroom = o.memory_headroom;
@@ -62,14 +70,33 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
     result = *any.best;
   }
 
+  // The event engine plays the layout the (analytical) search chose.
+  std::optional<sim::EventSimulation> event;
+  if (o.engine == "event") {
+    event = sim::simulate_event(model, cluster, profile, result.layout);
+    result = event->result;
+    if (!o.trace.empty()) {
+      std::ofstream file(o.trace);
+      if (!file) throw sim::ConfigError({{"--trace", 0, 0, "", "cannot write '" + o.trace + "'"}});
+      sim::write_chrome_trace(file, event->plan, event->timeline, event->costs,
+                              event->critical_path,
+                              model.name + " on " + std::to_string(gpus) + " x " +
+                                  cluster.gpu.name + ", " + result.layout.to_spec());
+      if (!file) throw sim::ConfigError({{"--trace", 0, 0, "", "writing '" + o.trace + "' failed"}});
+    }
+  }
+
   SimulationContext context{model.name, cluster.name, cluster.gpu.name, gpus,
                             static_cast<double>(cluster.gpu.memory_bytes), o.engine};
   if (o.format == "json") {
-    out << simulation_json(context, result).dump(2) << "\n";
+    nlohmann::json j = simulation_json(context, result);
+    if (event) j["event"] = event_json(*event, o.trace);
+    out << j.dump(2) << "\n";
   } else if (o.format == "csv") {
     out << simulation_csv_header() << simulation_csv_row(context, result);
   } else {
     out << simulation_table(context, result);
+    if (event) out << event_table(*event, o.trace);
     if (completion.evaluated > 1) {
       out << "\nKnobs left out of --layout were chosen by trying " << completion.evaluated
           << " completions (" << completion.valid << " valid, " << completion.fitting
@@ -118,9 +145,14 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
   cmd->add_option("--engine", options->engine,
-                  "cost engine: analytic (closed form). The event-driven engine is not built yet.")
-      ->check(CLI::IsMember({"analytic"}))
+                  "analytic (closed form, microseconds) or event (plays the whole iteration's\n"
+                  "tasks on a discrete-event engine: schedule, overlap, timeline). Knobs left out\n"
+                  "of --layout are chosen by the analytic search either way.")
+      ->check(CLI::IsMember({"analytic", "event"}))
       ->capture_default_str();
+  cmd->add_option("--trace", options->trace,
+                  "with --engine event: write the timeline as a Chrome/Perfetto trace to FILE\n"
+                  "(one process per pipeline stage, one track per stream)");
   cmd->add_option("--memory-headroom", options->memory_headroom,
                   "fraction of GPU memory kept free when completing a layout (context, workspaces, "
                   "fragmentation)")

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/analytic/simulation_result.h"
+#include "sim/event/event_simulation.h"
 
 namespace sextant::tools {
 
@@ -23,6 +24,13 @@ nlohmann::json simulation_json(const SimulationContext& context, const sim::Simu
 std::string simulation_table(const SimulationContext& context, const sim::SimulationResult& r);
 std::string simulation_csv_header();
 std::string simulation_csv_row(const SimulationContext& context, const sim::SimulationResult& r);
+
+/// What only the event engine knows (`simulate --engine event`): the schedule,
+/// each stage's stream busy times, breakdown and activation peak, and the
+/// critical path by stream. Goes under the key "event" of simulation_json;
+/// `trace_path` is named there when a trace was written.
+nlohmann::json event_json(const sim::EventSimulation& e, const std::string& trace_path);
+std::string event_table(const sim::EventSimulation& e, const std::string& trace_path);
 
 /// "1.234 s", "12.3 ms", "45 µs".
 std::string format_seconds(double seconds);

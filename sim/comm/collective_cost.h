@@ -6,7 +6,8 @@
 // ring per NIC, so a group with r ranks on each of N > 1 nodes pushes its data
 // through r NICs per node at once: the bottleneck bandwidth is the smaller of
 // NVLink and r·(NIC bandwidth) (a flat ring across nodes crosses each node
-// boundary once per ring). Rates passed in are already the achieved ones.
+// boundary once per ring). Rates passed in are already the achieved ones; each
+// call also pays a fixed launch cost (measured: reports/measurements/2026-11-22-h200x2-nccl).
 #pragma once
 
 #include "sim/comm/group_placement.h"
@@ -19,6 +20,7 @@ struct LinkRates {
   double inter_node_bytes_per_s = 0;
   double intra_node_latency_s = 0;
   double inter_node_latency_s = 0;
+  double collective_launch_s = 0;  // fixed cost per collective or send call
 };
 
 /// `bytes` is the full buffer each rank holds before an all-reduce or

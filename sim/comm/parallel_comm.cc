@@ -16,7 +16,7 @@ constexpr double kBucketParams = 40e6;
 LinkRates link_rates(const ClusterConfig& c, const CostProfile& p) {
   return {c.intra_node_bandwidth_bytes_per_s * p.nvlink_efficiency,
           c.inter_node_bandwidth_bytes_per_s * p.network_efficiency, c.intra_node_latency_s,
-          c.inter_node_latency_s};
+          c.inter_node_latency_s, p.collective_launch_s};
 }
 
 LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const ClusterConfig& c,

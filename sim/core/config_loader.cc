@@ -232,12 +232,14 @@ CostProfile load_profile_text(const std::string& text, const std::string& file) 
     p.kernel_overhead_s = map.required_double("kernel_overhead_s");
     map.require_in_range("kernel_overhead_s", p.kernel_overhead_s, 0, 1e-3);
     p.nvlink_efficiency = fraction(map, "nvlink_efficiency");
+    p.collective_launch_s = map.required_double("collective_launch_s");
+    map.require_in_range("collective_launch_s", p.collective_launch_s, 0, 1e-2);
     p.network_efficiency = fraction(map, "network_efficiency");
     p.source = map.required_string("source");
     map.finish({"name", "gpu", "gemm_efficiency", "fp8_gemm_efficiency", "gemm_tile_m",
                 "gemm_tile_n", "gemm_k_half", "flash_attention_forward_efficiency",
                 "flash_attention_backward_efficiency", "flash_attention_half_efficiency_tiles", "sustained_compute_fraction", "memory_efficiency", "kernel_overhead_s",
-                "nvlink_efficiency", "network_efficiency", "source"});
+                "nvlink_efficiency", "collective_launch_s", "network_efficiency", "source"});
     return p;
   });
 }

@@ -40,6 +40,9 @@ struct CostProfile {
   double kernel_overhead_s = 0;
   /// Fraction of the per-direction link bandwidth a large NCCL collective reaches.
   double nvlink_efficiency = 0;
+  /// Fixed cost of one collective or send as Megatron issues it (torch.distributed
+  /// call, NCCL kernel launch and handshake), paid once per call.
+  double collective_launch_s = 0;
   double network_efficiency = 0;
   std::string source;
 };

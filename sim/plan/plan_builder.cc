@@ -57,6 +57,10 @@ class PlanBuilder {
     send_table_.assign(p2p_entries, kNone);
     posted_table_.assign(p2p_entries, kNone);
     bucket_of_layer_.assign(static_cast<std::size_t>(m_.num_layers), -1);
+    // About 8 tasks per layer and micro-batch on each stage, each with 1 or 2 dependencies.
+    const std::size_t estimate = static_cast<std::size_t>(s.microbatches) * m_.num_layers * 9 + 64;
+    plan_.tasks.reserve(estimate);
+    plan_.deps.reserve(estimate * 5 / 4);
 
     for (int stage = 0; stage < s.pp; ++stage) {
       plan_.stage_begin.push_back(static_cast<std::uint32_t>(plan_.tasks.size()));
@@ -100,14 +104,14 @@ class PlanBuilder {
     return id;
   }
 
-  // What the next task on the compute chain waits for.
-  std::vector<DepRef> chain_deps() {
-    std::vector<DepRef> deps;
-    deps.reserve(frontier_.size() + pending_.size());
-    for (std::uint32_t id : frontier_) deps.push_back({DepKind::kTask, id});
-    deps.insert(deps.end(), pending_.begin(), pending_.end());
+  // What the next task on the compute chain waits for (in a buffer reused
+  // from task to task: plans have hundreds of thousands).
+  const std::vector<DepRef>& chain_deps() {
+    chain_deps_.clear();
+    for (std::uint32_t id : frontier_) chain_deps_.push_back({DepKind::kTask, id});
+    chain_deps_.insert(chain_deps_.end(), pending_.begin(), pending_.end());
     pending_.clear();
-    return deps;
+    return chain_deps_;
   }
 
   std::uint32_t chain(const Task& t) {
@@ -436,6 +440,7 @@ class PlanBuilder {
   int stage_ = 0;
   std::vector<std::uint32_t> frontier_;  // what the next chained task waits for
   std::vector<DepRef> pending_;          // and these (receives, gathers)
+  std::vector<DepRef> chain_deps_;
   std::uint32_t chain_tail_ = kNone;     // the last chained task (blocking sends excluded)
   std::uint32_t last_compute_ = kNone;
   std::uint32_t last_dp_ = kNone;

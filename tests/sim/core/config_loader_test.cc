@@ -187,8 +187,9 @@ TEST(LoadModel, ImplausiblyLargeSize) {
 }
 
 TEST(LoadModel, HeadsNotDivisibleByQueryGroups) {
-  EXPECT_EQ(model_errors(kModel + "num_query_groups: 3\n"),
-            Lines{"model.yaml:10:19: num_query_groups: must divide num_attention_heads (8), got 3"});
+  EXPECT_EQ(
+      model_errors(kModel + "num_query_groups: 3\n"),
+      Lines{"model.yaml:10:19: num_query_groups: must divide num_attention_heads (8), got 3"});
 }
 
 TEST(LoadModel, HiddenSizeNotDivisibleByHeadsNeedsKvChannels) {
@@ -317,12 +318,12 @@ TEST(LoadModel, DISABLED_SecondDocumentIsAnError) {
 // ---------------------------------------------------------------- model: MoE
 
 const std::string kMoe =
-    "moe:\n"                                 // 10
-    "  num_experts: 8\n"                     // 11
-    "  router_topk: 2\n"                     // 12
-    "  ffn_hidden_size: 512\n"               // 13
-    "  shared_expert_ffn_hidden_size: 256\n" // 14
-    "  first_dense_layers: 1\n";             // 15
+    "moe:\n"                                  // 10
+    "  num_experts: 8\n"                      // 11
+    "  router_topk: 2\n"                      // 12
+    "  ffn_hidden_size: 512\n"                // 13
+    "  shared_expert_ffn_hidden_size: 256\n"  // 14
+    "  first_dense_layers: 1\n";              // 15
 
 const std::string kMoeKeys =
     "num_experts, router_topk, ffn_hidden_size, shared_expert_ffn_hidden_size, "
@@ -376,8 +377,8 @@ TEST(LoadModelMoe, ValueErrors) {
 // BUG (sim/core/config_loader.cc, load_model_text): first_dense_layers is
 // read as 64 bits and cast to int before its range check, so 2^32 loads as 0.
 TEST(LoadModelMoe, DISABLED_HugeFirstDenseLayersIsRejected) {
-  EXPECT_EQ(model_errors(kModel + replaced(kMoe, "first_dense_layers: 1",
-                                           "first_dense_layers: 4294967296")),
+  EXPECT_EQ(model_errors(kModel +
+                         replaced(kMoe, "first_dense_layers: 1", "first_dense_layers: 4294967296")),
             Lines{"model.yaml:15:23: moe.first_dense_layers: must be in [0, 3], got 4294967296"});
 }
 
@@ -400,12 +401,12 @@ TEST(LoadModelMoe, MoeMustBeAMapping) {
 // ---------------------------------------------------------------- GPU
 
 const std::string kGpu =
-    "name: test-gpu\n"                                      // 1
-    "peak_flops_per_s: {bf16: 312.0e+12, fp32: 19.5e+12}\n" // 2
-    "memory_bytes: 85899345920\n"                           // 3
-    "memory_bandwidth_bytes_per_s: 2.039e+12\n"             // 4
-    "sm_count: 108\n"                                       // 5
-    "source: A100 datasheet\n";                             // 6
+    "name: test-gpu\n"                                       // 1
+    "peak_flops_per_s: {bf16: 312.0e+12, fp32: 19.5e+12}\n"  // 2
+    "memory_bytes: 85899345920\n"                            // 3
+    "memory_bandwidth_bytes_per_s: 2.039e+12\n"              // 4
+    "sm_count: 108\n"                                        // 5
+    "source: A100 datasheet\n";                              // 6
 
 TEST(LoadGpu, GpuWithoutFp8Loads) {
   const GpuConfig g = load_gpu_text(kGpu, "gpu.yaml");
@@ -413,15 +414,15 @@ TEST(LoadGpu, GpuWithoutFp8Loads) {
   EXPECT_DOUBLE_EQ(g.peak_bf16_flops_per_s, 312e12);
   EXPECT_DOUBLE_EQ(g.peak_fp32_flops_per_s, 19.5e12);
   EXPECT_DOUBLE_EQ(g.peak_fp8_flops_per_s, 0);  // no key: no FP8 tensor cores
-  EXPECT_EQ(g.memory_bytes, 85899345920);        // 80 GiB = 80·2^30
+  EXPECT_EQ(g.memory_bytes, 85899345920);       // 80 GiB = 80·2^30
   EXPECT_DOUBLE_EQ(g.memory_bandwidth_bytes_per_s, 2.039e12);
   EXPECT_EQ(g.sm_count, 108);
   EXPECT_EQ(g.source, "A100 datasheet");
 }
 
 TEST(LoadGpu, Fp8PeakIsRead) {
-  const GpuConfig g =
-      load_gpu_text(replaced(kGpu, "fp32: 19.5e+12", "fp32: 19.5e+12, fp8: 1978.9e+12"), "gpu.yaml");
+  const GpuConfig g = load_gpu_text(
+      replaced(kGpu, "fp32: 19.5e+12", "fp32: 19.5e+12, fp8: 1978.9e+12"), "gpu.yaml");
   EXPECT_DOUBLE_EQ(g.peak_fp8_flops_per_s, 1978.9e12);
 }
 
@@ -462,15 +463,15 @@ TEST(LoadGpu, DISABLED_PeakWithoutValueIsAnError) {
 // ---------------------------------------------------------------- cluster
 
 const std::string kCluster =
-    "name: test-cluster\n"                         // 1
-    "gpu: test-gpu\n"                              // 2
-    "gpus_per_node: 8\n"                           // 3
-    "num_nodes: 4\n"                               // 4
-    "intra_node_bandwidth_bytes_per_s: 300e9\n"    // 5
-    "inter_node_bandwidth_bytes_per_s: 25e9\n"     // 6
-    "intra_node_latency_s: 3e-6\n"                 // 7
-    "inter_node_latency_s: 6e-6\n"                 // 8
-    "source: DGX A100 datasheet\n";                // 9
+    "name: test-cluster\n"                       // 1
+    "gpu: test-gpu\n"                            // 2
+    "gpus_per_node: 8\n"                         // 3
+    "num_nodes: 4\n"                             // 4
+    "intra_node_bandwidth_bytes_per_s: 300e9\n"  // 5
+    "inter_node_bandwidth_bytes_per_s: 25e9\n"   // 6
+    "intra_node_latency_s: 3e-6\n"               // 7
+    "inter_node_latency_s: 6e-6\n"               // 8
+    "source: DGX A100 datasheet\n";              // 9
 
 TEST(LoadCluster, ClusterLoadsAndNamesItsGpu) {
   const ClusterFile f = load_cluster_text(kCluster, "cluster.yaml");
@@ -509,29 +510,31 @@ TEST(LoadCluster, BandwidthWithUnitTextIsNotANumber) {
 }
 
 TEST(LoadCluster, LatencyWithoutValueIsAnError) {
-  EXPECT_EQ(cluster_errors(replaced(kCluster, "intra_node_latency_s: 3e-6", "intra_node_latency_s:")),
-            Lines{"cluster.yaml:8:1: intra_node_latency_s: has no value; expected a finite number"});
+  EXPECT_EQ(
+      cluster_errors(replaced(kCluster, "intra_node_latency_s: 3e-6", "intra_node_latency_s:")),
+      Lines{"cluster.yaml:8:1: intra_node_latency_s: has no value; expected a finite number"});
 }
 
 // ---------------------------------------------------------------- cost profile
 
 const std::string kProfile =
-    "name: test-profile\n"                             // 1
-    "gpu: test-gpu\n"                                  // 2
-    "gemm_efficiency: 0.77\n"                          // 3
-    "fp8_gemm_efficiency: 0.6\n"                       // 4
-    "gemm_tile_m: 128\n"                               // 5
-    "gemm_tile_n: 256\n"                               // 6
-    "gemm_k_half: 256\n"                               // 7
-    "flash_attention_forward_efficiency: 0.7\n"        // 8
-    "flash_attention_backward_efficiency: 0.6\n"       // 9
-    "flash_attention_half_efficiency_tiles: 190\n"     // 10
-    "sustained_compute_fraction: 0.9\n"                // 11
-    "memory_efficiency: 0.9\n"                         // 12
-    "kernel_overhead_s: 2.0e-6\n"                      // 13
-    "nvlink_efficiency: 0.73\n"                        // 14
-    "network_efficiency: 0.9\n"                        // 15
-    "source: made up for a test\n";                    // 16
+    "name: test-profile\n"                          // 1
+    "gpu: test-gpu\n"                               // 2
+    "gemm_efficiency: 0.77\n"                       // 3
+    "fp8_gemm_efficiency: 0.6\n"                    // 4
+    "gemm_tile_m: 128\n"                            // 5
+    "gemm_tile_n: 256\n"                            // 6
+    "gemm_k_half: 256\n"                            // 7
+    "flash_attention_forward_efficiency: 0.7\n"     // 8
+    "flash_attention_backward_efficiency: 0.6\n"    // 9
+    "flash_attention_half_efficiency_tiles: 190\n"  // 10
+    "sustained_compute_fraction: 0.9\n"             // 11
+    "memory_efficiency: 0.9\n"                      // 12
+    "kernel_overhead_s: 2.0e-6\n"                   // 13
+    "nvlink_efficiency: 0.73\n"                     // 14
+    "collective_launch_s: 26.0e-6\n"                // 15
+    "network_efficiency: 0.9\n"                     // 16
+    "source: made up for a test\n";                 // 17
 
 TEST(LoadProfile, ProfileLoads) {
   const CostProfile p = load_profile_text(kProfile, "profile.yaml");
@@ -549,6 +552,7 @@ TEST(LoadProfile, ProfileLoads) {
   EXPECT_DOUBLE_EQ(p.memory_efficiency, 0.9);
   EXPECT_DOUBLE_EQ(p.kernel_overhead_s, 2e-6);
   EXPECT_DOUBLE_EQ(p.nvlink_efficiency, 0.73);
+  EXPECT_DOUBLE_EQ(p.collective_launch_s, 26e-6);
   EXPECT_DOUBLE_EQ(p.network_efficiency, 0.9);
   EXPECT_EQ(p.source, "made up for a test");
 }
@@ -570,7 +574,7 @@ TEST(LoadProfile, RangeAndMissingKeyErrors) {
 TEST(LoadProfile, UnknownKey) {
   const Lines got = profile_errors(kProfile + "gemm_efficency: 0.8\n");
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].rfind("profile.yaml:17:1: gemm_efficency: unknown key; accepted keys: name, "
+  EXPECT_EQ(got[0].rfind("profile.yaml:18:1: gemm_efficency: unknown key; accepted keys: name, "
                          "gpu, gemm_efficiency, ",
                          0),
             0u)

@@ -75,11 +75,11 @@ TEST(FuzzRegression, SeedCorporaAreNotEmpty) {
 
 TEST(FuzzRegression, YamlSeedCorpus) { run_yaml_inputs(kFuzzDir / "corpus" / "model", false); }
 
-TEST(FuzzRegression, LayoutSeedCorpus) {
-  run_layout_inputs(kFuzzDir / "corpus" / "layout", false);
-}
+TEST(FuzzRegression, LayoutSeedCorpus) { run_layout_inputs(kFuzzDir / "corpus" / "layout", false); }
 
-TEST(FuzzRegression, YamlRegressions) { run_yaml_inputs(kFuzzDir / "regressions" / "model", false); }
+TEST(FuzzRegression, YamlRegressions) {
+  run_yaml_inputs(kFuzzDir / "regressions" / "model", false);
+}
 
 TEST(FuzzRegression, LayoutRegressions) {
   run_layout_inputs(kFuzzDir / "regressions" / "layout", false);

@@ -256,6 +256,16 @@ TEST(CheckLayout, Fp8NeedsFp8TensorCores) {
   EXPECT_EQ(broken(dense_model(), l, 8, cluster(gpu("h100-sxm-80gb", 1978.9e12))), Lines{});
 }
 
+// BUG (sim/core/layout_check.cc, the precision rule): since fp16 was added the
+// accepted list is incomplete; an A100 runs both bf16 and fp16.
+TEST(CheckLayout, DISABLED_Fp8MessageListsEveryAcceptedPrecision) {
+  ParallelLayout l = valid_layout();
+  l.precision = Precision::kFp8;
+  EXPECT_EQ(broken(dense_model(), l, 8),
+            Lines{"--layout: precision: GPU 'a100-sxm-80gb' has no FP8 tensor cores; accepted: "
+                  "bf16, fp16"});
+}
+
 TEST(CheckLayout, ZeroTwoAndThreeNeedNoPipeline) {
   ParallelLayout l = valid_layout();
   l.zero = 2;
@@ -295,7 +305,7 @@ TEST(CheckLayout, EveryBrokenRuleIsReported) {
   l.tp = 3;   // heads and ffn
   l.vpp = 3;  // layers, and the schedule is not interleaved
   l.gbs = 15;
-  l.ep = 2;   // dense model
+  l.ep = 2;  // dense model
   l.precision = Precision::kFp8;
   EXPECT_EQ(broken(dense_model(), l, 8),
             (Lines{"--layout: dp: tp·cp·pp·dp = 3·1·2·2 = 12 must equal the GPU count (8)",

@@ -92,8 +92,10 @@ TEST(ParseLayout, EveryChoiceParses) {
   EXPECT_EQ(parse_layout("schedule=interleaved").schedule, Schedule::kInterleaved);
   EXPECT_EQ(parse_layout("precision=fp16").precision, Precision::kFp16);
   EXPECT_EQ(parse_layout("attention=flash").attention, AttentionKernel::kFlash);
-  for (const char* yes : {"1", "true", "on"}) EXPECT_EQ(parse_layout(std::string("sp=") + yes).sp, true);
-  for (const char* no : {"0", "false", "off"}) EXPECT_EQ(parse_layout(std::string("sp=") + no).sp, false);
+  for (const char* yes : {"1", "true", "on"})
+    EXPECT_EQ(parse_layout(std::string("sp=") + yes).sp, true);
+  for (const char* no : {"0", "false", "off"})
+    EXPECT_EQ(parse_layout(std::string("sp=") + no).sp, false);
   for (int stage = 0; stage <= 3; ++stage) {
     EXPECT_EQ(parse_layout("zero=" + std::to_string(stage)).zero, stage);
   }
@@ -170,7 +172,7 @@ TEST(ParseLayout, EmptyItems) {
   EXPECT_EQ(errors("tp=8,"),
             Lines{"--layout:1:6: empty item; write knob=value separated by commas"});
   EXPECT_EQ(errors(","), (Lines{"--layout:1:1: empty item; write knob=value separated by commas",
-                               "--layout:1:2: empty item; write knob=value separated by commas"}));
+                                "--layout:1:2: empty item; write knob=value separated by commas"}));
 }
 
 TEST(ParseLayout, ItemWithoutValue) {
@@ -189,11 +191,24 @@ TEST(ParseLayout, SeveralProblemsAreReportedAtOnce) {
 
 TEST(ParallelLayout, ToSpecRoundTrips) {
   ParallelLayout l;
-  l.tp = 8; l.pp = 4; l.vpp = 2; l.dp = 16; l.cp = 2; l.ep = 4; l.etp = 2; l.mbs = 2;
-  l.gbs = 1024; l.sp = true; l.recompute = Recompute::kSelective; l.zero = 2;
-  l.schedule = Schedule::kInterleaved; l.precision = Precision::kFp16;
-  l.attention = AttentionKernel::kUnfused; l.overlap_grad_reduce = false;
-  l.overlap_param_gather = true; l.tp_comm_overlap = true;
+  l.tp = 8;
+  l.pp = 4;
+  l.vpp = 2;
+  l.dp = 16;
+  l.cp = 2;
+  l.ep = 4;
+  l.etp = 2;
+  l.mbs = 2;
+  l.gbs = 1024;
+  l.sp = true;
+  l.recompute = Recompute::kSelective;
+  l.zero = 2;
+  l.schedule = Schedule::kInterleaved;
+  l.precision = Precision::kFp16;
+  l.attention = AttentionKernel::kUnfused;
+  l.overlap_grad_reduce = false;
+  l.overlap_param_gather = true;
+  l.tp_comm_overlap = true;
   const std::string spec = l.to_spec();
   EXPECT_EQ(spec,
             "tp=8,pp=4,vpp=2,dp=16,cp=2,ep=4,etp=2,mbs=2,gbs=1024,sp=1,recompute=selective,"
@@ -222,10 +237,17 @@ TEST(ParallelLayout, ToSpecRoundTrips) {
 
 TEST(ParallelLayout, DerivedSizes) {
   ParallelLayout l;
-  l.tp = 8; l.cp = 2; l.pp = 4; l.dp = 16; l.ep = 4; l.etp = 2; l.mbs = 2; l.gbs = 1024;
-  EXPECT_EQ(l.total_gpus(), 1024);           // 8·2·4·16
-  EXPECT_EQ(l.num_microbatches(), 32);       // 1024 / (2·16)
-  EXPECT_EQ(l.expert_dp(), 32);              // 8·2·16 / (4·2)
+  l.tp = 8;
+  l.cp = 2;
+  l.pp = 4;
+  l.dp = 16;
+  l.ep = 4;
+  l.etp = 2;
+  l.mbs = 2;
+  l.gbs = 1024;
+  EXPECT_EQ(l.total_gpus(), 1024);      // 8·2·4·16
+  EXPECT_EQ(l.num_microbatches(), 32);  // 1024 / (2·16)
+  EXPECT_EQ(l.expert_dp(), 32);         // 8·2·16 / (4·2)
   EXPECT_FALSE(l.dist_opt());
   l.zero = 1;
   EXPECT_TRUE(l.dist_opt());

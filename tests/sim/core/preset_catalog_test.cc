@@ -98,10 +98,9 @@ TEST(PresetCatalog, NamesAreSortedStems) {
 TEST(PresetCatalog, UnknownModelNameListsTheAcceptedNames) {
   const PresetCatalog catalog(kConfigs);
   EXPECT_EQ(errors([&] { catalog.model("gpt5"); }),
-            std::vector<std::string>{
-                "--model: no model preset named 'gpt5' in " + kConfigs +
-                "/models; accepted: a path to a .yaml file or one of: " +
-                joined(catalog.names("models"))});
+            std::vector<std::string>{"--model: no model preset named 'gpt5' in " + kConfigs +
+                                     "/models; accepted: a path to a .yaml file or one of: " +
+                                     joined(catalog.names("models"))});
 }
 
 TEST(PresetCatalog, UnknownGpuClusterAndProfileNames) {
@@ -111,9 +110,10 @@ TEST(PresetCatalog, UnknownGpuClusterAndProfileNames) {
                                      "/gpus; accepted: a path to a .yaml file or one of: " +
                                      joined(catalog.names("gpus"))});
   EXPECT_EQ(errors([&] { catalog.cluster("selene"); }),
-            std::vector<std::string>{"--cluster: no cluster preset named 'selene' in " +
-                                     kConfigs + "/clusters; accepted: a path to a .yaml file or "
-                                     "one of: " + joined(catalog.names("clusters"))});
+            std::vector<std::string>{"--cluster: no cluster preset named 'selene' in " + kConfigs +
+                                     "/clusters; accepted: a path to a .yaml file or "
+                                     "one of: " +
+                                     joined(catalog.names("clusters"))});
   EXPECT_EQ(errors([&] { catalog.profile("", "b200"); }),
             std::vector<std::string>{"--profile: no profile preset named 'b200' in " + kConfigs +
                                      "/profiles; accepted: a path to a .yaml file or one of: " +
@@ -166,9 +166,10 @@ TEST(PresetCatalog, ProfileForAnotherGpuIsRejected) {
   const std::vector<std::string> gpus = catalog.names("gpus");
   ASSERT_GE(gpus.size(), 2u);
   EXPECT_EQ(errors([&] { catalog.profile(gpus[0], gpus[1]); }),
-            std::vector<std::string>{kConfigs + "/profiles/" + gpus[0] + ".yaml: gpu: profile is "
-                                     "for '" + gpus[0] + "' but the cluster's GPU is '" + gpus[1] +
-                                     "'"});
+            std::vector<std::string>{kConfigs + "/profiles/" + gpus[0] +
+                                     ".yaml: gpu: profile is "
+                                     "for '" +
+                                     gpus[0] + "' but the cluster's GPU is '" + gpus[1] + "'"});
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ YAML::Node parse(const std::string& text) {
 TEST(ParseYamlText, ErrorCarriesTheParsersPosition) {
   std::vector<Diagnostic> diagnostics;
   EXPECT_FALSE(parse_yaml_text("a: [1, 2\n", "t.yaml", diagnostics));
-  EXPECT_EQ(text_of(diagnostics), Lines{"t.yaml:2:1: invalid YAML: end of sequence flow not found"});
+  EXPECT_EQ(text_of(diagnostics),
+            Lines{"t.yaml:2:1: invalid YAML: end of sequence flow not found"});
 }
 
 TEST(StrictMap, ReadsEveryType) {
@@ -51,10 +52,9 @@ TEST(StrictMap, MissingAndMistypedValuesGivePlaceholders) {
   EXPECT_EQ(map.required_string("s"), "");
   EXPECT_EQ(map.required_int("b"), 0);
   EXPECT_FALSE(map.required_bool("a"));  // 1 is not a YAML boolean
-  EXPECT_EQ(text_of(diagnostics),
-            (Lines{"t.yaml:1:1: s: required key is missing",
-                   "t.yaml:2:4: b: expected an integer, got a list",
-                   "t.yaml:1:4: a: expected true or false, got '1'"}));
+  EXPECT_EQ(text_of(diagnostics), (Lines{"t.yaml:1:1: s: required key is missing",
+                                         "t.yaml:2:4: b: expected an integer, got a list",
+                                         "t.yaml:1:4: a: expected true or false, got '1'"}));
 }
 
 TEST(StrictMap, NestedKeysCarryTheirParentsName) {
@@ -93,9 +93,8 @@ TEST(StrictMap, FinishListsEveryUnreadKey) {
   StrictMap map(parse("a: 1\nb: 2\nc: 3\n"), "t.yaml", diagnostics);
   map.optional_int("b");
   map.finish({"b", "d"});
-  EXPECT_EQ(text_of(diagnostics),
-            (Lines{"t.yaml:1:1: a: unknown key; accepted keys: b, d",
-                   "t.yaml:3:1: c: unknown key; accepted keys: b, d"}));
+  EXPECT_EQ(text_of(diagnostics), (Lines{"t.yaml:1:1: a: unknown key; accepted keys: b, d",
+                                         "t.yaml:3:1: c: unknown key; accepted keys: b, d"}));
 }
 
 }  // namespace

@@ -1,0 +1,88 @@
+#include "sim/event/event_simulation.h"
+
+#include <algorithm>
+#include <array>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/event/critical_path.h"
+#include "sim/memory/memory_model.h"
+
+namespace sextant::sim {
+
+namespace {
+
+// The same rule as the analytical model: the largest cost beyond compute,
+// if it is more than 5 % of the step.
+Limiter limiter_of(const SimulationResult& r) {
+  const std::array<std::pair<double, Limiter>, 7> costs{{
+      {r.exposed_tp_s, Limiter::kTensorParallelComm},
+      {r.exposed_cp_s, Limiter::kContextParallelComm},
+      {r.exposed_ep_s, Limiter::kExpertParallelComm},
+      {r.exposed_pp_s, Limiter::kPipelineComm},
+      {r.exposed_dp_s, Limiter::kDataParallelComm},
+      {r.time.pipeline_bubble_s, Limiter::kPipelineBubble},
+      {r.time.optimizer_s, Limiter::kOptimizer},
+  }};
+  const auto worst = std::max_element(costs.begin(), costs.end());
+  return worst->first > 0.05 * r.step_time_s ? worst->second : Limiter::kCompute;
+}
+
+}  // namespace
+
+EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
+                               const CostProfile& profile, const ParallelLayout& layout,
+                               const EventOptions& options) {
+  EventSimulation out;
+  const SimulationResult analytic = simulate_analytic(model, cluster, profile, layout);
+  PlanOptions plan_options;
+  plan_options.schedule = options.schedule;
+  out.plan = build_plan(model, layout, plan_options);
+  out.costs = task_costs(out.plan, model, cluster, profile, layout, analytic.time.optimizer_s);
+  out.timeline = play(out.plan, out.costs, options.engine);
+  if (options.critical_path) out.critical_path = critical_path(out.plan, out.timeline);
+
+  const int stages = out.plan.num_stages();
+  for (int s = 0; s < stages; ++s) out.stages.push_back(stage_breakdown(out.plan, out.timeline, s));
+  for (int s = 1; s < stages; ++s) {
+    if (out.stages[static_cast<std::size_t>(s)].compute_s >
+        out.stages[static_cast<std::size_t>(out.reported_stage)].compute_s) {
+      out.reported_stage = s;
+    }
+  }
+  const StageBreakdown& b = out.stages[static_cast<std::size_t>(out.reported_stage)];
+
+  SimulationResult& r = out.result;
+  r = analytic;
+  r.step_time_s = out.timeline.step_time_s;
+  r.time.compute_s = b.compute_s;
+  r.time.optimizer_s = b.optimizer_s;
+  r.time.pipeline_bubble_s = b.bubble_s;
+  auto exposed = [&](StreamKind k) { return b.exposed_s[static_cast<std::size_t>(k)]; };
+  r.exposed_tp_s = exposed(StreamKind::kTensorParallel);
+  r.exposed_cp_s = exposed(StreamKind::kContextParallel);
+  r.exposed_ep_s = exposed(StreamKind::kExpertParallel);
+  r.exposed_pp_s = exposed(StreamKind::kPipelineForward) + exposed(StreamKind::kPipelineBackward);
+  r.exposed_dp_s = exposed(StreamKind::kDataParallel);
+  r.time.exposed_communication_s = b.exposed_communication_s();
+
+  const double gpus = layout.total_gpus();
+  r.tokens_per_s = static_cast<double>(layout.gbs) * static_cast<double>(model.seq_length) /
+                   r.step_time_s;
+  r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
+  const double peak = gpus * cluster.gpu.peak_bf16_flops_per_s * r.step_time_s;
+  r.mfu = r.model_flops_per_step / peak;
+  r.hfu = r.hardware_flops_per_step / peak;
+
+  // Memory: each stage's model states with its simulated activation peak; the
+  // stage that needs most.
+  for (int s = 0; s < stages; ++s) {
+    MemoryBreakdown m = stage_memory(model, layout, s);
+    m.activations = out.timeline.stages[static_cast<std::size_t>(s)].peak_activation_bytes;
+    if (s == 0 || m.total() > r.memory.total()) r.memory = m;
+  }
+  r.fits_memory = r.memory.total() <= static_cast<double>(cluster.gpu.memory_bytes);
+  r.limiter = limiter_of(r);
+  return out;
+}
+
+}  // namespace sextant::sim
