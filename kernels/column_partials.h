@@ -17,6 +17,9 @@ namespace sextant::kernels::detail {
 
 inline constexpr int kRowsPerChunk = 64;
 
+/// Chunks index gridDim.y, which is at most 65535.
+inline constexpr int kMaxColumnPartialRows = 65535 * kRowsPerChunk;
+
 inline int row_chunks(int rows) { return (rows + kRowsPerChunk - 1) / kRowsPerChunk; }
 
 /// Bytes of one (chunks, cols) fp32 partial array.

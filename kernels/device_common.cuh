@@ -22,9 +22,8 @@ inline const __nv_bfloat16* cuda_bf16(const Bf16* p) {
 }
 inline __nv_bfloat16* cuda_bf16(Bf16* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
-/// Loads 8 consecutive bf16 (16-byte aligned) as floats.
-__device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* p, float (&out)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+/// Unpacks 8 bf16 held in one 16-byte register quad.
+__device__ __forceinline__ void unpack_bf16x8(const uint4& raw, float (&out)[8]) {
   const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -32,6 +31,11 @@ __device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* p, float (&out)
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
+}
+
+/// Loads 8 consecutive bf16 (16-byte aligned) as floats.
+__device__ __forceinline__ void load_bf16x8(const __nv_bfloat16* p, float (&out)[8]) {
+  unpack_bf16x8(*reinterpret_cast<const uint4*>(p), out);
 }
 
 /// Rounds 8 floats to bf16 (nearest even) and stores them (16-byte aligned).

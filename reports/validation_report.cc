@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "search/complete_layout.h"
+#include "search/layout_search.h"
 #include "sim/core/config_error.h"
 
 namespace sextant::reports {
@@ -18,9 +20,28 @@ double percentile(std::vector<double> values, double q) {
   return values[below] + fraction * (values[above] - values[below]);
 }
 
+std::optional<sim::EventSimulation> complete_with_event(
+    const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
+    const sim::CostProfile& profile, long gpus, const sim::PartialLayout& partial,
+    const search::SearchConstraints& constraints, int candidates,
+    const sim::EventOptions& options) {
+  search::SearchOptions search;
+  search.constraints = constraints;
+  search.top = candidates;
+  search.threads = 1;
+  std::optional<sim::EventSimulation> best;
+  for (const sim::SimulationResult& candidate :
+       search::search_layouts(model, cluster, profile, gpus, partial, search).best) {
+    sim::EventSimulation e = sim::simulate_event(model, cluster, profile, candidate.layout, options);
+    if (!best || e.result.step_time_s < best->result.step_time_s) best = std::move(e);
+  }
+  return best;
+}
+
 ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
                                  const sim::PresetCatalog& catalog,
-                                 const std::string& profile_path) {
+                                 const std::string& profile_path, PredictionEngine engine,
+                                 const sim::EventOptions& event_options) {
   ValidationSummary summary;
   std::vector<double> errors;
   for (const ValidationCase& c : cases) {
@@ -30,10 +51,17 @@ ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
       const sim::CostProfile profile = catalog.profile(profile_path, cluster.gpu.name);
       const search::Completion completion =
           search::complete_layout(c.model, cluster, profile, c.num_gpus, c.layout);
-      if (completion.best) {
+      if (completion.best && engine == PredictionEngine::kEvent) {
+        outcome.predicted = complete_with_event(c.model, cluster, profile, c.num_gpus, c.layout,
+                                                {}, kEventCandidates, event_options)
+                                ->result;
+      } else {
         outcome.predicted = completion.best;
+      }
+      if (outcome.predicted) {
+        const sim::SimulationResult& predicted = *outcome.predicted;
         outcome.relative_error =
-            (completion.best->step_time_s - c.measured_step_time_s) / c.measured_step_time_s;
+            (predicted.step_time_s - c.measured_step_time_s) / c.measured_step_time_s;
         errors.push_back(std::abs(outcome.relative_error));
         ++summary.predicted;
         if (std::abs(outcome.relative_error) >= summary.worst_abs_error) {
@@ -46,6 +74,8 @@ ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
         }
       }
     } catch (const sim::ConfigError& e) {
+      outcome.failure = e.what();
+    } catch (const std::invalid_argument& e) {  // the event engine's schedule cannot run it
       outcome.failure = e.what();
     }
     summary.outcomes.push_back(std::move(outcome));

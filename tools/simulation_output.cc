@@ -154,7 +154,7 @@ nlohmann::json event_json(const sim::EventSimulation& e, const std::string& trac
   nlohmann::json stages = nlohmann::json::array();
   for (int s = 0; s < e.plan.num_stages(); ++s) {
     const sim::StageTimeline& t = e.timeline.stages[static_cast<std::size_t>(s)];
-    const sim::StageBreakdown& b = e.stages[static_cast<std::size_t>(s)];
+    const sim::StageBreakdown b = sim::stage_breakdown(e.plan, e.timeline, s);
     nlohmann::json busy = nlohmann::json::object();
     nlohmann::json exposed = nlohmann::json::object();
     for (int k = 0; k < sim::kStreamKinds; ++k) {

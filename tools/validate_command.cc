@@ -15,6 +15,7 @@ struct ValidateOptions {
   std::string cases;
   std::string profile;
   std::string format = "table";
+  std::string engine = "analytic";
 };
 
 std::string fixed(const char* format, double value) {
@@ -78,7 +79,12 @@ nlohmann::json summary_json(const reports::ValidationSummary& s) {
 int run_validate(const ValidateOptions& o, const CommonOptions& common, std::ostream& out) {
   const sim::PresetCatalog catalog(common.configs_dir);
   const std::vector<reports::ValidationCase> cases = reports::load_validation_cases(o.cases);
-  const reports::ValidationSummary summary = reports::run_validation(cases, catalog, o.profile);
+  sim::EventOptions event_options;
+  event_options.critical_path = false;  // only the step time is compared
+  const reports::ValidationSummary summary = reports::run_validation(
+      cases, catalog, o.profile,
+      o.engine == "event" ? reports::PredictionEngine::kEvent : reports::PredictionEngine::kAnalytic,
+      event_options);
   if (o.format == "json") {
     out << summary_json(summary).dump(2) << "\n";
   } else {
@@ -105,6 +111,12 @@ CommandRunner add_validate_command(CLI::App& app, const CommonOptions& common) {
                   "cost profile YAML for every case (default: each GPU's own profile)");
   cmd->add_option("--format", options->format, "output format")
       ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--engine", options->engine,
+                  "engine predicting each completed layout: analytic (closed form) or event\n"
+                  "(the iteration played on the discrete-event simulator); the layouts are\n"
+                  "completed by the analytic search either way")
+      ->check(CLI::IsMember({"analytic", "event"}))
       ->capture_default_str();
   return [options, &common](std::ostream& out) { return run_validate(*options, common, out); };
 }

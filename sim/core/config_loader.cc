@@ -48,11 +48,31 @@ Result load_file(const std::string& path, Result (*from_text)(const std::string&
   return from_text(*text, path);
 }
 
+// Sizes are stored as int; anything above 2^30 is a typo, not a model.
+constexpr std::int64_t kLargestSize = std::int64_t{1} << 30;
+
+// An optional size, checked before it is narrowed to int (0 when bad).
+int bounded_positive_int(StrictMap& map, std::string_view key, std::int64_t value) {
+  if (value < 1) {
+    map.report(key, "must be positive, got " + std::to_string(value));
+    return 0;
+  }
+  if (value > kLargestSize) {
+    map.report(key, "is implausibly large (" + std::to_string(value) + ")");
+    return 0;
+  }
+  return static_cast<int>(value);
+}
+
 int positive_int(StrictMap& map, std::string_view key) {
   const std::int64_t value = map.required_int(key);
+  if (!map.has(key) || map.has_error(key)) return 0;
   map.require_positive(key, static_cast<double>(value));
-  if (value > (1 << 30)) map.report(key, "is implausibly large (" + std::to_string(value) + ")");
-  return static_cast<int>(value);
+  if (value > kLargestSize) {
+    map.report(key, "is implausibly large (" + std::to_string(value) + ")");
+    return 0;
+  }
+  return value > 0 ? static_cast<int>(value) : 0;
 }
 
 double positive_double(StrictMap& map, std::string_view key) {
@@ -79,17 +99,15 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
     m.num_attention_heads = positive_int(map, "num_attention_heads");
     m.num_query_groups = m.num_attention_heads;
     if (auto groups = map.optional_int("num_query_groups")) {
-      m.num_query_groups = static_cast<int>(*groups);
-      map.require_positive("num_query_groups", static_cast<double>(*groups));
-      if (*groups > 0 && m.num_attention_heads % *groups != 0) {
+      m.num_query_groups = bounded_positive_int(map, "num_query_groups", *groups);
+      if (m.num_query_groups > 0 && m.num_attention_heads % m.num_query_groups != 0) {
         map.report("num_query_groups", "must divide num_attention_heads (" +
                                            std::to_string(m.num_attention_heads) + "), got " +
                                            std::to_string(*groups));
       }
     }
     if (auto channels = map.optional_int("kv_channels")) {
-      map.require_positive("kv_channels", static_cast<double>(*channels));
-      m.kv_channels = static_cast<int>(*channels);
+      m.kv_channels = bounded_positive_int(map, "kv_channels", *channels);
     } else if (m.num_attention_heads > 0) {
       if (m.hidden_size % m.num_attention_heads != 0) {
         map.report("num_attention_heads",
@@ -136,8 +154,13 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
           moe.optional_int("shared_expert_ffn_hidden_size").value_or(0);
       moe.require_in_range("shared_expert_ffn_hidden_size",
                            static_cast<double>(e.shared_expert_ffn_hidden_size), 0, 1e9);
-      e.first_dense_layers = static_cast<int>(moe.optional_int("first_dense_layers").value_or(0));
-      moe.require_in_range("first_dense_layers", e.first_dense_layers, 0, m.num_layers - 1);
+      const std::int64_t first_dense = moe.optional_int("first_dense_layers").value_or(0);
+      if (m.num_layers > 0) {
+        moe.require_in_range("first_dense_layers", static_cast<double>(first_dense), 0,
+                             m.num_layers - 1);
+      }
+      e.first_dense_layers =
+          first_dense >= 0 && first_dense < m.num_layers ? static_cast<int>(first_dense) : 0;
       moe.finish({"num_experts", "router_topk", "ffn_hidden_size",
                   "shared_expert_ffn_hidden_size", "first_dense_layers"});
       m.moe = e;
@@ -159,9 +182,7 @@ GpuConfig load_gpu_text(const std::string& text, const std::string& file) {
     GpuConfig g;
     g.name = map.required_string("name");
     StrictMap peak = map.child("peak_flops_per_s");
-    if (!map.has("peak_flops_per_s")) {
-      map.check_required("peak_flops_per_s", "a mapping of bf16, fp8, fp32");
-    } else if (peak.is_map()) {
+    if (map.check_required("peak_flops_per_s", "a mapping of bf16, fp8, fp32") && peak.is_map()) {
       g.peak_bf16_flops_per_s = positive_double(peak, "bf16");
       g.peak_fp32_flops_per_s = positive_double(peak, "fp32");
       g.peak_fp8_flops_per_s = peak.optional_double("fp8").value_or(0.0);

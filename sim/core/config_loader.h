@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "sim/core/config_error.h"
+
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"

@@ -132,7 +132,7 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
   }
   if (l.precision == Precision::kFp8 && cluster.gpu.peak_fp8_flops_per_s <= 0) {
     report("precision", [&] {
-      return "GPU '" + cluster.gpu.name + "' has no FP8 tensor cores; accepted: bf16";
+      return "GPU '" + cluster.gpu.name + "' has no FP8 tensor cores; accepted: bf16, fp16";
     });
   }
 }

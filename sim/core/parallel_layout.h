@@ -50,7 +50,7 @@ struct ParallelLayout {
   /// Micro-batches each pipeline processes per step: gbs / (mbs · dp).
   long long num_microbatches() const { return gbs / (1LL * mbs * dp); }
   /// Data-parallel size of expert weights: tp·cp·dp / (ep·etp).
-  int expert_dp() const { return tp * cp * dp / (ep * etp); }
+  int expert_dp() const { return static_cast<int>(1LL * tp * cp * dp / (1LL * ep * etp)); }
   bool dist_opt() const { return zero >= 1; }
 
   /// "tp=8,pp=16,..." with every knob, parseable by parse_layout.

@@ -1,6 +1,7 @@
 #include "sim/core/strict_yaml.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace sextant::sim {
@@ -16,10 +17,15 @@ std::string describe(const YAML::Node& value) {
   return "nothing";
 }
 
+// Integers print whole (4294967296, not 4.29497e+09); other values with 6 digits.
 std::string format_number(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
+  char text[64];
+  if (value == static_cast<double>(static_cast<long long>(value)) && std::abs(value) < 1e15) {
+    std::snprintf(text, sizeof text, "%lld", static_cast<long long>(value));
+  } else {
+    std::snprintf(text, sizeof text, "%g", value);
+  }
+  return text;
 }
 
 }  // namespace
@@ -27,7 +33,13 @@ std::string format_number(double value) {
 std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& file,
                                           std::vector<Diagnostic>& diagnostics) {
   try {
-    return YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1) {
+      diagnostics.push_back(diagnostic_at(documents[1], file, "",
+                                          "a second YAML document ('---'); each file holds one"));
+      return std::nullopt;
+    }
+    return documents.empty() ? YAML::Node() : documents.front();
   } catch (const YAML::Exception& e) {
     diagnostics.push_back({file, one_based(e.mark.line), one_based(e.mark.column), "",
                            "invalid YAML: " + e.msg});
@@ -146,8 +158,15 @@ bool StrictMap::check_required(std::string_view key, const char* expected) {
   }
   const YAML::Node value = find(key);
   if (value.IsNull()) {
-    diagnostics_.push_back(diagnostic_at(value, file_, full_key(key),
-                                         std::string("has no value; expected ") + expected));
+    // yaml-cpp places an empty value at the next token: point at the key instead.
+    // (Never assign YAML::Node to YAML::Node here: operator= overwrites the
+    // referenced node's content rather than rebinding.)
+    YAML::Mark mark = node_.Mark();
+    for (const auto& entry : node_) {
+      if (entry.first.IsScalar() && entry.first.Scalar() == key) mark = entry.first.Mark();
+    }
+    diagnostics_.push_back({file_, mark.line + 1, mark.column + 1, full_key(key),
+                            std::string("has no value; expected ") + expected});
     error_keys_.insert(std::string(key));
     return false;
   }

@@ -26,8 +26,17 @@ struct Later {
 
 struct RankState {
   std::array<std::uint32_t, kStreamKinds> running;  // task on each stream, or kNone
+  int comm_running = 0;                             // communication tasks running
+  std::array<int, 3> on_link{};                     // of those, on each LinkKind
   double activation_bytes = 0;
-  bool dirty = false;  // its running set changed at this instant
+};
+
+// Where a running task stands: work left at `since_s`, done at `rate` since.
+struct Progress {
+  double remaining_s = 0;
+  double rate = 0;
+  double since_s = 0;
+  std::uint32_t version = 0;  // bumped when its end is rescheduled
 };
 
 class Engine {
@@ -41,30 +50,25 @@ class Engine {
     timeline_.stages.assign(static_cast<std::size_t>(plan.num_stages()), {});
     ranks_.assign(static_cast<std::size_t>(plan.num_stages()), RankState{});
     for (RankState& r : ranks_) r.running.fill(kNone);
-    remaining_s_.assign(n, 0.0);
-    rate_.assign(n, 0.0);
-    since_s_.assign(n, 0.0);
-    version_.assign(n, 0);
+    progress_.assign(n, Progress{});
+    slowed_rate_ = 1.0 / (1.0 + options.compute_slowdown_under_comm);
     build_edges();
   }
 
   Timeline run() {
-    const std::size_t n = plan_.tasks.size();
-    heap_.reserve(n + 64);
+    const auto n = static_cast<std::uint32_t>(plan_.tasks.size());
+    heap_.reserve(256);
     for (std::uint32_t t = 0; t < n; ++t) {
       if (pending_[t] == 0) start(t, 0.0);
     }
-    refresh_dirty(0.0);
-    std::size_t finished = 0;
+    std::uint32_t finished = 0;
     while (!heap_.empty()) {
       std::pop_heap(heap_.begin(), heap_.end(), Later{});
       const Event e = heap_.back();
       heap_.pop_back();
-      if (e.version != version_[e.task]) continue;  // rescheduled since
+      if (e.version != progress_[e.task].version) continue;  // rescheduled since
       finish(e.task, e.time_s);
       ++finished;
-      // Settle every task ending at this instant before recomputing rates.
-      if (heap_.empty() || heap_.front().time_s != e.time_s) refresh_dirty(e.time_s);
     }
     if (finished != n) {
       for (std::uint32_t t = 0; t < n; ++t) {
@@ -81,7 +85,7 @@ class Engine {
   // Successors through dependencies (CSR), and the next task on each task's stream.
   void build_edges() {
     const std::size_t n = plan_.tasks.size();
-    pending_.assign(n, 0);
+    pending_.resize(n);
     next_on_stream_.assign(n, kNone);
     succ_begin_.assign(n + 1, 0);
     for (std::uint32_t t = 0; t < n; ++t) {
@@ -110,30 +114,86 @@ class Engine {
     }
   }
 
+  double compute_rate(const RankState& rank) const {
+    return rank.comm_running > 0 ? slowed_rate_ : 1.0;
+  }
+  double link_rate(const RankState& rank, LinkKind link) const {
+    if (!options_.share_links || link == LinkKind::kNone) return 1.0;
+    return 1.0 / rank.on_link[static_cast<std::size_t>(link)];
+  }
+
+  // (Re)schedules the end of running task `t` for a new rate from `now` on.
+  void set_rate(std::uint32_t t, double rate, double now) {
+    Progress& p = progress_[t];
+    if (rate == p.rate) return;
+    // Work done so far at the old rate, the rest at the new one.
+    p.remaining_s = std::max(0.0, p.remaining_s - (now - p.since_s) * p.rate);
+    p.since_s = now;
+    p.rate = rate;
+    heap_.push_back({now + p.remaining_s / rate, t, ++p.version});
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+
+  // After a communication task on `link` started or ended on `rank`: the
+  // others on that link get their new share, and compute slows down or
+  // speeds up when the first communication starts or the last ends.
+  void communication_changed(RankState& rank, LinkKind link, bool first_or_last, double now) {
+    if (options_.share_links && link != LinkKind::kNone) {
+      const double share = link_rate(rank, link);
+      for (std::size_t s = 1; s < kStreamKinds; ++s) {
+        const std::uint32_t other = rank.running[s];
+        if (other != kNone && costs_[other].link == link) set_rate(other, share, now);
+      }
+    }
+    if (first_or_last && rank.running[0] != kNone) {
+      set_rate(rank.running[0], compute_rate(rank), now);
+    }
+  }
+
   void start(std::uint32_t t, double now) {
     const Task& task = plan_.tasks[t];
     RankState& rank = ranks_[task.stage];
-    rank.running[static_cast<std::size_t>(task.stream)] = t;
-    mark_dirty(task.stage);
     timeline_.start_s[t] = now;
-    remaining_s_[t] = costs_[t].duration_s;
-    since_s_[t] = now;
-    rate_[t] = 0;  // set by refresh
+    Progress& p = progress_[t];
+    p.remaining_s = costs_[t].duration_s;
+    p.since_s = now;
+    p.rate = 0;
+    const auto stream = static_cast<std::size_t>(task.stream);
+    rank.running[stream] = t;
+    if (stream == 0) {
+      set_rate(t, compute_rate(rank), now);
+      return;
+    }
+    const LinkKind link = costs_[t].link;
+    ++rank.comm_running;
+    ++rank.on_link[static_cast<std::size_t>(link)];
+    set_rate(t, link_rate(rank, link), now);
+    const bool shared = rank.on_link[static_cast<std::size_t>(link)] > 1;
+    const bool first = rank.comm_running == 1 && options_.compute_slowdown_under_comm != 0;
+    if (shared || first) communication_changed(rank, link, first, now);
   }
 
   void finish(std::uint32_t t, double now) {
     const Task& task = plan_.tasks[t];
     RankState& rank = ranks_[task.stage];
     StageTimeline& stage = timeline_.stages[task.stage];
-    rank.running[static_cast<std::size_t>(task.stream)] = kNone;
-    mark_dirty(task.stage);
+    const auto stream = static_cast<std::size_t>(task.stream);
+    rank.running[stream] = kNone;
     timeline_.end_s[t] = now;
-    stage.busy_s[static_cast<std::size_t>(task.stream)] += now - timeline_.start_s[t];
+    stage.busy_s[stream] += now - timeline_.start_s[t];
     stage.end_s = std::max(stage.end_s, now);
     timeline_.step_time_s = std::max(timeline_.step_time_s, now);
     if (costs_[t].activation_bytes != 0) {
       rank.activation_bytes += costs_[t].activation_bytes;
       stage.peak_activation_bytes = std::max(stage.peak_activation_bytes, rank.activation_bytes);
+    }
+    if (stream != 0) {
+      const LinkKind link = costs_[t].link;
+      --rank.comm_running;
+      --rank.on_link[static_cast<std::size_t>(link)];
+      const bool shared = rank.on_link[static_cast<std::size_t>(link)] > 0;
+      const bool last = rank.comm_running == 0 && options_.compute_slowdown_under_comm != 0;
+      if (shared || last) communication_changed(rank, link, last, now);
     }
     for (std::uint32_t i = succ_begin_[t]; i < succ_begin_[t + 1]; ++i) {
       const std::uint32_t s = succ_[i];
@@ -143,60 +203,17 @@ class Engine {
     if (next != kNone && --pending_[next] == 0) start(next, now);
   }
 
-  void mark_dirty(std::uint16_t stage) {
-    RankState& rank = ranks_[stage];
-    if (!rank.dirty) {
-      rank.dirty = true;
-      dirty_.push_back(stage);
-    }
-  }
-
-  // Rates of the running tasks of every rank whose running set changed.
-  void refresh_dirty(double now) {
-    for (std::uint16_t stage : dirty_) {
-      RankState& rank = ranks_[stage];
-      rank.dirty = false;
-      int comm_running = 0;
-      std::array<int, 3> on_link{};
-      for (std::size_t s = 1; s < kStreamKinds; ++s) {
-        const std::uint32_t t = rank.running[s];
-        if (t == kNone) continue;
-        ++comm_running;
-        ++on_link[static_cast<std::size_t>(costs_[t].link)];
-      }
-      for (std::size_t s = 0; s < kStreamKinds; ++s) {
-        const std::uint32_t t = rank.running[s];
-        if (t == kNone) continue;
-        double rate = 1.0;
-        if (s == 0) {
-          if (comm_running > 0) rate = 1.0 / (1.0 + options_.compute_slowdown_under_comm);
-        } else if (options_.share_links && costs_[t].link != LinkKind::kNone) {
-          rate = 1.0 / on_link[static_cast<std::size_t>(costs_[t].link)];
-        }
-        if (rate == rate_[t]) continue;
-        // Work done so far at the old rate, the rest at the new one.
-        remaining_s_[t] = std::max(0.0, remaining_s_[t] - (now - since_s_[t]) * rate_[t]);
-        since_s_[t] = now;
-        rate_[t] = rate;
-        heap_.push_back({now + remaining_s_[t] / rate, t, ++version_[t]});
-        std::push_heap(heap_.begin(), heap_.end(), Later{});
-      }
-    }
-    dirty_.clear();
-  }
-
   const Plan& plan_;
   std::span<const TaskCost> costs_;
   const EngineOptions& options_;
+  double slowed_rate_ = 1.0;
   Timeline timeline_;
   std::vector<RankState> ranks_;
   std::vector<std::uint32_t> pending_;  // unfinished dependencies (and stream predecessor)
   std::vector<std::uint32_t> next_on_stream_;
   std::vector<std::uint32_t> succ_begin_, succ_;
-  std::vector<double> remaining_s_, rate_, since_s_;
-  std::vector<std::uint32_t> version_;
-  std::vector<Event> heap_;
-  std::vector<std::uint16_t> dirty_;  // ranks to refresh
+  std::vector<Progress> progress_;
+  std::vector<Event> heap_;  // ends of running tasks; a few per rank
 };
 
 }  // namespace

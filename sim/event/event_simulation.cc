@@ -41,15 +41,16 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   out.timeline = play(out.plan, out.costs, options.engine);
   if (options.critical_path) out.critical_path = critical_path(out.plan, out.timeline);
 
+  // The stage with the most compute (its stream's busy time) stands for the step.
   const int stages = out.plan.num_stages();
-  for (int s = 0; s < stages; ++s) out.stages.push_back(stage_breakdown(out.plan, out.timeline, s));
+  auto compute_busy = [&](int s) {
+    return out.timeline.stages[static_cast<std::size_t>(s)].busy_s[0];
+  };
   for (int s = 1; s < stages; ++s) {
-    if (out.stages[static_cast<std::size_t>(s)].compute_s >
-        out.stages[static_cast<std::size_t>(out.reported_stage)].compute_s) {
-      out.reported_stage = s;
-    }
+    if (compute_busy(s) > compute_busy(out.reported_stage)) out.reported_stage = s;
   }
-  const StageBreakdown& b = out.stages[static_cast<std::size_t>(out.reported_stage)];
+  out.breakdown = stage_breakdown(out.plan, out.timeline, out.reported_stage);
+  const StageBreakdown& b = out.breakdown;
 
   SimulationResult& r = out.result;
   r = analytic;

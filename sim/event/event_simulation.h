@@ -50,8 +50,8 @@ struct EventSimulation {
   std::vector<TaskCost> costs;
   Timeline timeline;
   std::vector<std::uint32_t> critical_path;  // task ids, first to last; empty when not asked
-  std::vector<StageBreakdown> stages;        // one per pipeline stage
-  int reported_stage = 0;                    // whose breakdown fills result.time
+  int reported_stage = 0;    // the stage with the most compute
+  StageBreakdown breakdown;  // its breakdown, which fills result.time
 };
 
 /// `layout` must be valid (check_layout) for `model` on layout.total_gpus() GPUs.

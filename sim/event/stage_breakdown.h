@@ -2,13 +2,16 @@
 // as the analytical model's breakdown (SimulationResult::time), so the two
 // engines can be compared line by line.
 //
-// Each instant of [0, step time) on the stage's representative rank counts as
-//  - compute, when its compute stream runs a layer, embedding or output task;
-//  - optimizer, when it runs the optimizer step;
-//  - exposed communication of a dimension, when compute is idle and that
-//    dimension's stream runs (several at once: the first of TP, CP, EP, PP, DP);
-//  - pipeline bubble otherwise: the rank waits for another stage (fill and
-//    drain, or a slower stage) with nothing of its own running.
+// While the stage's compute stream runs, the time is compute (or the optimizer
+// step). Each gap in it is split by what the next compute task waited for:
+// its binding predecessor (the one that ended last), that task's binding
+// predecessor, and so on back to the start of the gap. Time spent in a
+// communication task on that chain, on this stage or another, is exposed
+// communication of its dimension (a TP collective, a pipeline send, a DP
+// bucket); time spent in another stage's compute is the pipeline bubble
+// (waiting for the pipeline to fill or drain, or for a slower stage). After the
+// stage's last task, communication of its own still running is exposed, the
+// rest is bubble (waiting for the slowest stage to finish).
 #pragma once
 
 #include <array>

@@ -1,5 +1,7 @@
 #include "sim/plan/gradient_buckets.h"
 
+#include <algorithm>
+
 #include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
@@ -20,6 +22,10 @@ LayerShare layer_share(const ModelConfig& m, const ParallelLayout& l, bool moe_l
 bool is_moe_layer(const ModelConfig& m, int layer) { return layer >= m.dense_layers(); }
 
 }  // namespace
+
+double default_bucket_params(const ParallelLayout& l) {
+  return std::max(40e6, 1e6 * l.dp * l.cp);
+}
 
 std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const ParallelLayout& l,
                                                    const PlanShape& shape, int stage,
@@ -55,7 +61,7 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
 
   std::vector<GradientBucket> out;
   for (int c = shape.vpp - 1; c >= 0; --c) {
-    const bool bucketed = c == 0;  // later chunks: one bucket each
+    const bool bucketed = c == 0 && stage == 0 && l.overlap_grad_reduce;
     GradientBucket open;
     bool has_open = false;
     auto start = [&] {

@@ -42,7 +42,7 @@ struct PlanShape {
   int num_layers = 0;
   int layers_per_chunk = 0;
   /// Sends block the sender's next compute until the receiver took them
-  /// (Megatron's batched send/recv outside the interleaved schedule).
+  /// (Megatron's batched send/recv under GPipe and 1F1B).
   bool blocking_p2p = true;
   /// What the collectives are, for their names: SP's all-gather +
   /// reduce-scatter or an all-reduce; ZeRO-0's all-reduce or a reduce-scatter.

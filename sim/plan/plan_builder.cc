@@ -48,7 +48,14 @@ class PlanBuilder {
     s.microbatches = l_.num_microbatches();
     s.num_layers = m_.num_layers;
     s.layers_per_chunk = m_.num_layers / (s.pp * s.vpp);
-    s.blocking_p2p = s.schedule != PipelineSchedule::kInterleaved;
+    // Megatron's non-interleaved schedule exchanges activations and gradients
+    // with blocking batched send/recv. The interleaved schedule overlaps them,
+    // and ZB-H1 needs that too: Qi et al.'s schedule assumes that only data
+    // dependencies delay a pass; with blocking exchanges the stages lock step
+    // and the deferred W's fill nothing (4 stages, 8 micro-batches, all passes
+    // 1: 33 with blocking sends, as 1F1B, and 27 without).
+    s.blocking_p2p = s.schedule == PipelineSchedule::kGpipe ||
+                     s.schedule == PipelineSchedule::kOneFOneB;
     s.sequence_parallel = l_.sp;
     s.zero = l_.zero;
     has_dp_ = l_.dp * l_.cp > 1 || (m_.moe && l_.expert_dp() > 1);
@@ -134,7 +141,8 @@ class PlanBuilder {
 
     first_bucket_ = static_cast<int>(plan_.buckets.size());
     const std::vector<GradientBucket> buckets =
-        stage_gradient_buckets(m_, l_, s, stage, options_.bucket_params);
+        stage_gradient_buckets(m_, l_, s, stage,
+                               options_.bucket_params.value_or(default_bucket_params(l_)));
     embedding_bucket_ = output_bucket_ = -1;
     for (const GradientBucket& b : buckets) {
       const int index = static_cast<int>(plan_.buckets.size());

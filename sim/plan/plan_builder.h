@@ -16,12 +16,12 @@
 //  - in MoE layers with ep > 1, the dispatch all-to-all before the MLP block
 //    and the combine after it (Lepikhin et al. 2020); nothing hides them;
 //  - pipeline sends of activations and gradients between adjacent virtual
-//    stages. Outside the interleaved schedule they are Megatron's blocking
-//    batched send/recv: the transfer starts when the receiver has finished its
+//    stages. Under GPipe and 1F1B they are Megatron's blocking batched
+//    send/recv: the transfer starts when the receiver has finished its
 //    previous compute (it posts the receive then) and the sender's next
 //    compute waits for it. The interleaved schedule overlaps them
-//    (--overlap-p2p-communication): a send starts when its data is ready and
-//    only the receiver waits;
+//    (--overlap-p2p-communication), and so does ZB-H1: a send starts when its
+//    data is ready and only the receiver waits;
 //  - data-parallel gradient buckets (gradient_buckets.h), each reduced as soon
 //    as the last micro-batch's gradients in it are ready (--overlap-grad-reduce;
 //    without it, after the whole backward); with ZeRO-2 after every
@@ -48,8 +48,9 @@ namespace sextant::sim {
 struct PlanOptions {
   /// The pipeline schedule; default: the layout's (pipeline_schedule_of).
   std::optional<PipelineSchedule> schedule;
-  /// Parameters per data-parallel gradient bucket.
-  double bucket_params = kDefaultBucketParams;
+  /// Parameters per data-parallel gradient bucket (--ddp-bucket-size);
+  /// default: Megatron's (default_bucket_params).
+  std::optional<double> bucket_params;
 };
 
 /// `layout` must be valid for `model` (check_layout). Throws

@@ -25,9 +25,6 @@ const fs::path kFuzzDir = fs::path(SEXTANT_TEST_SOURCE_DIR) / "tests" / "fuzz";
 // is not fixed yet; DISABLED_KnownCrashesNoLongerCrash runs them. Remove a name
 // here when its bug is fixed.
 const std::set<std::string> kKnownCrashes = {
-    "gpu-peak-without-value",  // loads with every peak 0 (config_loader.cc, load_gpu_text)
-    "kv-channels-int-min",     // kv_channels 2^31 loads as INT_MIN (no 2^30 bound)
-    "moe-int-min-layers",      // num_layers - 1 overflows int (UBSan; plain builds pass)
 };
 
 // The files of `folder` (sorted, so failures are reproducible), `known` ones apart.

@@ -1,0 +1,77 @@
+#include "kernels/layernorm.h"
+
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/norm_kernels.cuh"
+
+namespace sextant::kernels {
+namespace {
+
+void check_shape(const char* launcher, int rows, int cols) {
+  require_argument(rows >= 0 && rows <= detail::kMaxColumnPartialRows, launcher,
+                   "rows (" + std::to_string(rows) + ") must be in [0, " +
+                       std::to_string(detail::kMaxColumnPartialRows) + "]");
+  require_argument(cols > 0 && cols % detail::kBf16PerVector == 0, launcher,
+                   "cols (" + std::to_string(cols) +
+                       ") must be a positive multiple of 8 (16-byte vector accesses)");
+}
+
+}  // namespace
+
+void layernorm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, const Bf16* gamma,
+                       const Bf16* beta, int rows, int cols, float eps, cudaStream_t stream) {
+  constexpr const char* kName = "layernorm_forward";
+  check_shape(kName, rows, cols);
+  require_argument(is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(gamma, 16) &&
+                       is_aligned(beta, 16),
+                   kName, "out, inp, gamma and beta must be 16-byte aligned");
+  require_argument(gamma != nullptr, kName, "gamma must not be null");
+  if (rows == 0) return;
+  detail::launch_norm_forward<true>(detail::cuda_bf16(out), mean, rstd, detail::cuda_bf16(inp),
+                                    detail::cuda_bf16(gamma), detail::cuda_bf16(beta), rows, cols,
+                                    eps, stream);
+  SEXTANT_CHECK_LAUNCH("norm_forward_kernel<layernorm>");
+}
+
+std::size_t layernorm_backward_workspace_bytes(int rows, int cols) {
+  return 2 * detail::column_partials_bytes(rows, cols);
+}
+
+void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dout, const Bf16* inp,
+                        const Bf16* gamma, const float* mean, const float* rstd, int rows, int cols,
+                        void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+  constexpr const char* kName = "layernorm_backward";
+  check_shape(kName, rows, cols);
+  require_argument(is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
+                       is_aligned(gamma, 16) && is_aligned(workspace, 16),
+                   kName, "dinp, dout, inp, gamma and workspace must be 16-byte aligned");
+  require_argument(dgamma != nullptr && mean != nullptr && rstd != nullptr, kName,
+                   "dgamma, mean and rstd must not be null");
+  const std::size_t needed = layernorm_backward_workspace_bytes(rows, cols);
+  require_argument(workspace_bytes >= needed, kName,
+                   "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
+                       std::to_string(needed) + " bytes layernorm_backward_workspace_bytes asks for");
+  if (rows == 0) return;
+
+  // Parameter gradients first: they read dout, which dinp may overwrite.
+  const int chunks = detail::row_chunks(rows);
+  auto* dgamma_partials = static_cast<float*>(workspace);
+  float* dbeta_partials = dgamma_partials + static_cast<std::size_t>(chunks) * cols;
+  const dim3 grid((cols + detail::kParamGradColsPerBlock - 1) / detail::kParamGradColsPerBlock,
+                  chunks);
+  const dim3 block(detail::kWarpSize, detail::kParamGradRowsInFlight);
+  detail::norm_param_grad_partials_kernel<true><<<grid, block, 0, stream>>>(
+      dgamma_partials, dbeta_partials, detail::cuda_bf16(dout), detail::cuda_bf16(inp), mean,
+      rstd, rows, cols);
+  SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel<layernorm>");
+  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream);
+  if (dbeta != nullptr) detail::accumulate_column_partials(dbeta_partials, chunks, cols, dbeta, stream);
+
+  detail::launch_norm_backward_input<true>(detail::cuda_bf16(dinp), detail::cuda_bf16(dout),
+                                           detail::cuda_bf16(inp), detail::cuda_bf16(gamma), mean,
+                                           rstd, rows, cols, stream);
+  SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel<layernorm>");
+}
+
+}  // namespace sextant::kernels

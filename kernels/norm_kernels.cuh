@@ -1,0 +1,356 @@
+// The kernels behind layernorm.cu and rmsnorm.cu. RMSNorm is LayerNorm without
+// the centering and the bias (Zhang & Sennrich 2019), so one template serves
+// both: kCentered = true is LayerNorm.
+//
+// Layout: rows of `cols` bf16 values, row-major, cols % 8 == 0 and 16-byte
+// aligned rows (checked by the launchers). Statistics are fp32.
+//
+// Forward and the input gradient use one warp per row. Rows of up to 2048
+// columns (kMaxRegisterVectors x 256) are loaded once into registers, all of a
+// lane's 16-byte loads issued back to back, and every pass works from there;
+// wider rows loop over memory, re-reading the row (from L1 when it stays there).
+// Parameter gradients are column sums over all rows; they go through
+// column_partials.h to stay deterministic.
+#pragma once
+
+#include "kernels/column_partials.h"
+#include "kernels/device_common.cuh"
+#include "kernels/stream.h"
+
+namespace sextant::kernels::detail {
+
+inline constexpr int kNormThreads = 256;  // 8 warps = 8 rows per block
+inline constexpr int kNormRowsPerBlock = kNormThreads / kWarpSize;
+inline constexpr int kColsPerWarpStep = kWarpSize * kBf16PerVector;  // 256
+
+template <bool kCentered>
+__global__ void __launch_bounds__(kNormThreads)
+    norm_forward_kernel(__nv_bfloat16* out, float* mean_out, float* rstd_out,
+                        const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
+                        const __nv_bfloat16* beta, int rows, int cols, float eps) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;
+  const __nv_bfloat16* x = inp + row * cols;
+  __nv_bfloat16* y = out + row * cols;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  float mean = 0.0f;
+  if constexpr (kCentered) {
+    float sum = 0.0f;
+    for (int c = lane * kBf16PerVector; c < cols; c += kColsPerWarpStep) {
+      float v[8];
+      load_bf16x8(x + c, v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum += v[i];
+    }
+    mean = warp_sum(sum) * inv_cols;
+  }
+  // Two passes (mean, then squared deviations) rather than E[x^2]-E[x]^2,
+  // which cancels catastrophically when |mean| >> std.
+  float squares = 0.0f;
+  for (int c = lane * kBf16PerVector; c < cols; c += kColsPerWarpStep) {
+    float v[8];
+    load_bf16x8(x + c, v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float d = v[i] - mean;
+      squares += d * d;
+    }
+  }
+  const float rstd = rsqrtf(warp_sum(squares) * inv_cols + eps);
+
+  for (int c = lane * kBf16PerVector; c < cols; c += kColsPerWarpStep) {
+    float v[8], g[8], b[8] = {};
+    load_bf16x8(x + c, v);
+    load_bf16x8(gamma + c, g);
+    if (kCentered && beta != nullptr) load_bf16x8(beta + c, b);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = (v[i] - mean) * rstd * g[i] + b[i];
+    store_bf16x8(y + c, v);
+  }
+  if (lane == 0) {
+    if (kCentered && mean_out != nullptr) mean_out[row] = mean;
+    if (rstd_out != nullptr) rstd_out[row] = rstd;
+  }
+}
+
+// dinp = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * gamma;
+// RMSNorm drops the mean(dxhat) term. dinp may alias dout: each lane reads an
+// element before it writes it, and the parameter-gradient kernel runs first.
+template <bool kCentered>
+__global__ void __launch_bounds__(kNormThreads)
+    norm_backward_input_kernel(__nv_bfloat16* dinp, const __nv_bfloat16* dout,
+                               const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
+                               const float* mean, const float* rstd, int rows, int cols) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;
+  const std::int64_t offset = row * cols;
+  const float m = kCentered ? mean[row] : 0.0f;
+  const float r = rstd[row];
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+  for (int c = lane * kBf16PerVector; c < cols; c += kColsPerWarpStep) {
+    float dy[8], x[8], g[8];
+    load_bf16x8(dout + offset + c, dy);
+    load_bf16x8(inp + offset + c, x);
+    load_bf16x8(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float dxhat = dy[i] * g[i];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * (x[i] - m) * r;
+    }
+  }
+  const float mean_dxhat = kCentered ? warp_sum(sum_dxhat) * inv_cols : 0.0f;
+  const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) * inv_cols;
+
+  for (int c = lane * kBf16PerVector; c < cols; c += kColsPerWarpStep) {
+    float dy[8], x[8], g[8];
+    load_bf16x8(dout + offset + c, dy);
+    load_bf16x8(inp + offset + c, x);
+    load_bf16x8(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float xhat = (x[i] - m) * r;
+      dy[i] = r * (dy[i] * g[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+    store_bf16x8(dinp + offset + c, dy);
+  }
+}
+
+// Register-resident variants: a lane holds vectors lane, lane + 32, ... of its
+// row, kVectors of them (cols <= kVectors * 256); vectors past the row's end
+// are skipped by the `c < cols` guards, which unrolling turns into predicates.
+inline constexpr int kMaxRegisterVectors = 8;
+
+template <bool kCentered, int kVectors>
+__global__ void __launch_bounds__(kNormThreads)
+    norm_forward_registers_kernel(__nv_bfloat16* out, float* mean_out, float* rstd_out,
+                                  const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
+                                  const __nv_bfloat16* beta, int rows, int cols, float eps) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;
+  const __nv_bfloat16* x = inp + row * cols;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  uint4 raw[kVectors];
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = (lane + k * kWarpSize) * kBf16PerVector;
+    raw[k] = c < cols ? *reinterpret_cast<const uint4*>(x + c) : make_uint4(0, 0, 0, 0);
+  }
+  float mean = 0.0f;
+  if constexpr (kCentered) {
+    float sum = 0.0f;  // padding vectors hold zeros: they add nothing
+#pragma unroll
+    for (int k = 0; k < kVectors; ++k) {
+      float v[8];
+      unpack_bf16x8(raw[k], v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum += v[i];
+    }
+    mean = warp_sum(sum) * inv_cols;
+  }
+  float squares = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    if ((lane + k * kWarpSize) * kBf16PerVector >= cols) continue;
+    float v[8];
+    unpack_bf16x8(raw[k], v);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float d = v[i] - mean;
+      squares += d * d;
+    }
+  }
+  const float rstd = rsqrtf(warp_sum(squares) * inv_cols + eps);
+
+  __nv_bfloat16* y = out + row * cols;
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = (lane + k * kWarpSize) * kBf16PerVector;
+    if (c >= cols) continue;
+    float v[8], g[8], b[8] = {};
+    unpack_bf16x8(raw[k], v);
+    load_bf16x8(gamma + c, g);
+    if (kCentered && beta != nullptr) load_bf16x8(beta + c, b);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v[i] = (v[i] - mean) * rstd * g[i] + b[i];
+    store_bf16x8(y + c, v);
+  }
+  if (lane == 0) {
+    if (kCentered && mean_out != nullptr) mean_out[row] = mean;
+    if (rstd_out != nullptr) rstd_out[row] = rstd;
+  }
+}
+
+template <bool kCentered, int kVectors>
+__global__ void __launch_bounds__(kNormThreads)
+    norm_backward_input_registers_kernel(__nv_bfloat16* dinp, const __nv_bfloat16* dout,
+                                         const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
+                                         const float* mean, const float* rstd, int rows,
+                                         int cols) {
+  const int lane = threadIdx.x % kWarpSize;
+  const std::int64_t row =
+      static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpSize;
+  if (row >= rows) return;
+  const std::int64_t offset = row * cols;
+  const float m = kCentered ? mean[row] : 0.0f;
+  const float r = rstd[row];
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+
+  uint4 raw_dy[kVectors], raw_x[kVectors];
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = (lane + k * kWarpSize) * kBf16PerVector;
+    raw_dy[k] = c < cols ? *reinterpret_cast<const uint4*>(dout + offset + c) : make_uint4(0, 0, 0, 0);
+    raw_x[k] = c < cols ? *reinterpret_cast<const uint4*>(inp + offset + c) : make_uint4(0, 0, 0, 0);
+  }
+  float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = (lane + k * kWarpSize) * kBf16PerVector;
+    if (c >= cols) continue;
+    float dy[8], x[8], g[8];
+    unpack_bf16x8(raw_dy[k], dy);
+    unpack_bf16x8(raw_x[k], x);
+    load_bf16x8(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float dxhat = dy[i] * g[i];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * (x[i] - m) * r;
+    }
+  }
+  const float mean_dxhat = kCentered ? warp_sum(sum_dxhat) * inv_cols : 0.0f;
+  const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) * inv_cols;
+
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int c = (lane + k * kWarpSize) * kBf16PerVector;
+    if (c >= cols) continue;
+    float dy[8], x[8], g[8];
+    unpack_bf16x8(raw_dy[k], dy);
+    unpack_bf16x8(raw_x[k], x);
+    load_bf16x8(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float xhat = (x[i] - m) * r;
+      dy[i] = r * (dy[i] * g[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+    store_bf16x8(dinp + offset + c, dy);
+  }
+}
+
+// Launches the forward for rows of `cols`: the smallest register variant that
+// holds the row, or the looping kernel for wider rows.
+template <bool kCentered>
+void launch_norm_forward(__nv_bfloat16* out, float* mean, float* rstd, const __nv_bfloat16* inp,
+                         const __nv_bfloat16* gamma, const __nv_bfloat16* beta, int rows,
+                         int cols, float eps, cudaStream_t stream) {
+  const int blocks = (rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock;
+  const int vectors = (cols + kColsPerWarpStep - 1) / kColsPerWarpStep;
+  if (vectors <= 2)
+    norm_forward_registers_kernel<kCentered, 2><<<blocks, kNormThreads, 0, stream>>>(
+        out, mean, rstd, inp, gamma, beta, rows, cols, eps);
+  else if (vectors <= 4)
+    norm_forward_registers_kernel<kCentered, 4><<<blocks, kNormThreads, 0, stream>>>(
+        out, mean, rstd, inp, gamma, beta, rows, cols, eps);
+  else if (vectors <= kMaxRegisterVectors)
+    norm_forward_registers_kernel<kCentered, kMaxRegisterVectors>
+        <<<blocks, kNormThreads, 0, stream>>>(out, mean, rstd, inp, gamma, beta, rows, cols, eps);
+  else
+    norm_forward_kernel<kCentered><<<blocks, kNormThreads, 0, stream>>>(
+        out, mean, rstd, inp, gamma, beta, rows, cols, eps);
+}
+
+template <bool kCentered>
+void launch_norm_backward_input(__nv_bfloat16* dinp, const __nv_bfloat16* dout,
+                                const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
+                                const float* mean, const float* rstd, int rows, int cols,
+                                cudaStream_t stream) {
+  const int blocks = (rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock;
+  const int vectors = (cols + kColsPerWarpStep - 1) / kColsPerWarpStep;
+  if (vectors <= 2)
+    norm_backward_input_registers_kernel<kCentered, 2><<<blocks, kNormThreads, 0, stream>>>(
+        dinp, dout, inp, gamma, mean, rstd, rows, cols);
+  else if (vectors <= 4)
+    norm_backward_input_registers_kernel<kCentered, 4><<<blocks, kNormThreads, 0, stream>>>(
+        dinp, dout, inp, gamma, mean, rstd, rows, cols);
+  else if (vectors <= kMaxRegisterVectors)
+    norm_backward_input_registers_kernel<kCentered, kMaxRegisterVectors>
+        <<<blocks, kNormThreads, 0, stream>>>(dinp, dout, inp, gamma, mean, rstd, rows, cols);
+  else
+    norm_backward_input_kernel<kCentered><<<blocks, kNormThreads, 0, stream>>>(
+        dinp, dout, inp, gamma, mean, rstd, rows, cols);
+}
+
+// Partial column sums of dout * xhat (-> dgamma) and dout (-> dbeta) over one
+// chunk of kRowsPerChunk rows. Block (32, 8): x picks 8 columns (16 bytes, so a
+// warp reads 512 contiguous bytes of a row), y strides over the chunk's rows.
+inline constexpr int kParamGradColsPerBlock = kWarpSize * kBf16PerVector;  // 256
+inline constexpr int kParamGradRowsInFlight = 8;
+
+template <bool kCentered>
+__global__ void __launch_bounds__(kWarpSize * kParamGradRowsInFlight)
+    norm_param_grad_partials_kernel(float* dgamma_partials, float* dbeta_partials,
+                                    const __nv_bfloat16* dout, const __nv_bfloat16* inp,
+                                    const float* mean, const float* rstd, int rows, int cols) {
+  __shared__ float staged[kParamGradRowsInFlight][kParamGradColsPerBlock];
+  const int col = blockIdx.x * kParamGradColsPerBlock + threadIdx.x * kBf16PerVector;
+  const int chunk = blockIdx.y;
+  const int row_end = min(rows, (chunk + 1) * kRowsPerChunk);
+
+  float dg[8] = {}, db[8] = {};
+  if (col < cols) {
+    for (int row = chunk * kRowsPerChunk + threadIdx.y; row < row_end;
+         row += kParamGradRowsInFlight) {
+      const std::int64_t offset = static_cast<std::int64_t>(row) * cols + col;
+      const float m = kCentered ? mean[row] : 0.0f;
+      const float r = rstd[row];
+      float dy[8], x[8];
+      load_bf16x8(dout + offset, dy);
+      load_bf16x8(inp + offset, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        dg[i] += dy[i] * (x[i] - m) * r;
+        db[i] += dy[i];
+      }
+    }
+  }
+
+  // Sum the 8 row groups in a fixed order; thread t then owns column t of the tile.
+  const int t = threadIdx.y * kWarpSize + threadIdx.x;
+  const int out_col = blockIdx.x * kParamGradColsPerBlock + t;
+  const std::size_t out_index = static_cast<std::size_t>(chunk) * cols + out_col;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) staged[threadIdx.y][threadIdx.x * kBf16PerVector + i] = dg[i];
+  __syncthreads();
+  if (out_col < cols) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int y = 0; y < kParamGradRowsInFlight; ++y) sum += staged[y][t];
+    dgamma_partials[out_index] = sum;
+  }
+  if constexpr (kCentered) {
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 8; ++i) staged[threadIdx.y][threadIdx.x * kBf16PerVector + i] = db[i];
+    __syncthreads();
+    if (out_col < cols) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int y = 0; y < kParamGradRowsInFlight; ++y) sum += staged[y][t];
+      dbeta_partials[out_index] = sum;
+    }
+  }
+}
+
+}  // namespace sextant::kernels::detail

@@ -1,0 +1,71 @@
+#include "kernels/rmsnorm.h"
+
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/norm_kernels.cuh"
+
+namespace sextant::kernels {
+namespace {
+
+void check_shape(const char* launcher, int rows, int cols) {
+  require_argument(rows >= 0 && rows <= detail::kMaxColumnPartialRows, launcher,
+                   "rows (" + std::to_string(rows) + ") must be in [0, " +
+                       std::to_string(detail::kMaxColumnPartialRows) + "]");
+  require_argument(cols > 0 && cols % detail::kBf16PerVector == 0, launcher,
+                   "cols (" + std::to_string(cols) +
+                       ") must be a positive multiple of 8 (16-byte vector accesses)");
+}
+
+}  // namespace
+
+void rmsnorm_forward(Bf16* out, float* rstd, const Bf16* inp, const Bf16* gamma, int rows,
+                     int cols, float eps, cudaStream_t stream) {
+  constexpr const char* kName = "rmsnorm_forward";
+  check_shape(kName, rows, cols);
+  require_argument(is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(gamma, 16), kName,
+                   "out, inp and gamma must be 16-byte aligned");
+  require_argument(gamma != nullptr, kName, "gamma must not be null");
+  if (rows == 0) return;
+  detail::launch_norm_forward<false>(detail::cuda_bf16(out), nullptr, rstd, detail::cuda_bf16(inp),
+                                     detail::cuda_bf16(gamma), nullptr, rows, cols, eps, stream);
+  SEXTANT_CHECK_LAUNCH("norm_forward_kernel<rmsnorm>");
+}
+
+std::size_t rmsnorm_backward_workspace_bytes(int rows, int cols) {
+  return detail::column_partials_bytes(rows, cols);
+}
+
+void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* inp,
+                      const Bf16* gamma, const float* rstd, int rows, int cols, void* workspace,
+                      std::size_t workspace_bytes, cudaStream_t stream) {
+  constexpr const char* kName = "rmsnorm_backward";
+  check_shape(kName, rows, cols);
+  require_argument(is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
+                       is_aligned(gamma, 16) && is_aligned(workspace, 16),
+                   kName, "dinp, dout, inp, gamma and workspace must be 16-byte aligned");
+  require_argument(dgamma != nullptr && rstd != nullptr, kName, "dgamma and rstd must not be null");
+  const std::size_t needed = rmsnorm_backward_workspace_bytes(rows, cols);
+  require_argument(workspace_bytes >= needed, kName,
+                   "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
+                       std::to_string(needed) + " bytes rmsnorm_backward_workspace_bytes asks for");
+  if (rows == 0) return;
+
+  const int chunks = detail::row_chunks(rows);
+  auto* dgamma_partials = static_cast<float*>(workspace);
+  const dim3 grid((cols + detail::kParamGradColsPerBlock - 1) / detail::kParamGradColsPerBlock,
+                  chunks);
+  const dim3 block(detail::kWarpSize, detail::kParamGradRowsInFlight);
+  detail::norm_param_grad_partials_kernel<false><<<grid, block, 0, stream>>>(
+      dgamma_partials, nullptr, detail::cuda_bf16(dout), detail::cuda_bf16(inp), nullptr, rstd,
+      rows, cols);
+  SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel<rmsnorm>");
+  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream);
+
+  detail::launch_norm_backward_input<false>(detail::cuda_bf16(dinp), detail::cuda_bf16(dout),
+                                            detail::cuda_bf16(inp), detail::cuda_bf16(gamma),
+                                            nullptr, rstd, rows, cols, stream);
+  SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel<rmsnorm>");
+}
+
+}  // namespace sextant::kernels

@@ -1,0 +1,166 @@
+#include "sim/plan/plan_builder.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "sim/event/critical_path.h"
+#include "sim/memory/parameter_count.h"
+#include "sim/plan/task_name.h"
+#include "tests/support/test_models.h"
+
+namespace sextant::sim {
+namespace {
+
+ParallelLayout gpt3_layout() {
+  ParallelLayout l;
+  l.tp = 8;
+  l.sp = true;
+  l.pp = 8;
+  l.vpp = 3;
+  l.schedule = Schedule::kInterleaved;
+  l.dp = 16;
+  l.mbs = 1;
+  l.gbs = 1536;
+  l.zero = 1;
+  l.recompute = Recompute::kSelective;
+  l.overlap_param_gather = true;
+  return l;
+}
+
+std::map<std::string, int> count_by_kind(const Plan& plan, int stage) {
+  std::map<std::string, int> out;
+  for (std::uint32_t t = plan.stage_begin[stage]; t < plan.stage_begin[stage + 1]; ++t) {
+    out[std::string(to_string(plan.tasks[t].stream))]++;
+  }
+  return out;
+}
+
+// GPT-3 175B, pp=8, vpp=3, m = 1536/16 = 96: each middle stage holds 12
+// layers, 4 per chunk. Per layer and micro-batch: attention and MLP, forward
+// and backward (selective recomputation runs inside the attention backward),
+// each followed by its TP collectives: 4 compute + 4 TP tasks. Sends: one
+// forward and one backward per chunk and micro-batch (3·96 each).
+TEST(PlanBuilder, CountsTasksOfAnInterleavedStage) {
+  const Plan plan = build_plan(testing::gpt3_175b(), gpt3_layout());
+  EXPECT_EQ(plan.shape.layers_per_chunk, 4);
+  EXPECT_EQ(plan.shape.microbatches, 96);
+  EXPECT_FALSE(plan.shape.blocking_p2p);
+  const std::map<std::string, int> middle = count_by_kind(plan, 3);
+  EXPECT_EQ(middle.at("compute"), 12 * 96 * 4 + 1);  // + the optimizer step
+  EXPECT_EQ(middle.at("tp"), 12 * 96 * 4);
+  EXPECT_EQ(middle.at("pp_fwd"), 3 * 96);
+  EXPECT_EQ(middle.at("pp_bwd"), 3 * 96);
+  // DP: one reduce-scatter and one all-gather per bucket.
+  const int buckets = static_cast<int>(std::count_if(
+      plan.buckets.begin(), plan.buckets.end(), [](const GradientBucket& b) { return b.stage == 3; }));
+  EXPECT_EQ(middle.at("dp"), 2 * buckets);
+  // The first stage adds the embedding, the last the output layer, forward and backward.
+  EXPECT_EQ(count_by_kind(plan, 0).at("compute"), 12 * 96 * 4 + 1 + 2 * 96);
+  EXPECT_EQ(count_by_kind(plan, 7).at("compute"), 12 * 96 * 4 + 1 + 2 * 96);
+  EXPECT_EQ(count_by_kind(plan, 0).at("pp_bwd"), 2 * 96);  // chunk 0 sends no gradient back
+}
+
+TEST(PlanBuilder, NamesTasksAsTheEngineDoes) {
+  const Plan plan = build_plan(testing::gpt3_175b(), gpt3_layout());
+  std::set<std::string> names;
+  for (const Task& t : plan.tasks) names.insert(task_name(plan, t));
+  EXPECT_EQ(names.size(), plan.tasks.size());  // every name is unique
+  // Stage 2 holds layers 8-11 (chunk 0), 40-43 (chunk 1) and 72-75 (chunk 2).
+  for (const char* name :
+       {"stage2.mb5.layer41.attn.fwd", "stage2.mb5.layer41.attn.fwd.tp.all_gather+reduce_scatter",
+        "stage2.mb5.layer41.mlp.bwd", "stage2.mb5.chunk1.pp.send_fwd",
+        "stage2.mb5.chunk1.pp.send_bwd", "stage2.dp.reduce_scatter.bucket0",
+        "stage2.dp.all_gather.bucket0", "stage2.optimizer.step", "stage0.mb0.embedding.fwd",
+        "stage7.mb95.output.bwd"}) {
+    EXPECT_TRUE(names.count(name)) << name;
+  }
+}
+
+TEST(PlanBuilder, IsAcyclicForEverySchedule) {
+  ModelConfig m = testing::gpt3_175b();
+  for (const PipelineSchedule schedule :
+       {PipelineSchedule::kGpipe, PipelineSchedule::kOneFOneB, PipelineSchedule::kZeroBubbleH1}) {
+    ParallelLayout l = gpt3_layout();
+    l.vpp = 1;
+    l.schedule = Schedule::kOneFOneB;
+    l.gbs = 16 * 24;
+    const Plan plan = build_plan(m, l, {schedule});
+    EXPECT_EQ(topological_order(plan).size(), plan.tasks.size()) << to_string(schedule);
+  }
+  const Plan interleaved = build_plan(m, gpt3_layout());
+  EXPECT_EQ(topological_order(interleaved).size(), interleaved.tasks.size());
+}
+
+// Buckets hold what stage_params_per_gpu counts, none much above 40M
+// parameters: GPT-3's layer on one of tp=8 GPUs has 12h²/8 + 13h/8 + 4h
+// ≈ 226.5M parameters, so each layer is a bucket of its own.
+TEST(GradientBuckets, SplitTheStageParametersInReductionOrder) {
+  const ModelConfig m = testing::gpt3_175b();
+  ParallelLayout l = gpt3_layout();
+  const Plan plan = build_plan(m, l);
+  for (int stage : {0, 3, 7}) {
+    double total = 0;
+    int last_chunk = l.vpp;
+    for (const GradientBucket& b : plan.buckets) {
+      if (b.stage != stage) continue;
+      total += b.dense_params + b.expert_params;
+      EXPECT_LE(b.chunk, last_chunk);  // the last chunk's gradients first
+      last_chunk = b.chunk;
+    }
+    EXPECT_NEAR(total, stage_params_per_gpu(m, l, stage).total(), 1.0);
+  }
+  const GradientBucket& first = plan.buckets.front();  // stage 0, chunk 2, layers 64-67
+  EXPECT_EQ(first.chunk, 2);
+  EXPECT_EQ(first.first_layer, 64);  // later chunks are not split (Megatron)
+  EXPECT_EQ(first.last_layer, 67);
+  std::vector<GradientBucket> chunk0;
+  for (const GradientBucket& b : plan.buckets) {
+    if (b.stage == 0 && b.chunk == 0) chunk0.push_back(b);
+  }
+  // Layers 3, 2, 1, 0, then the embedding (V·h/tp + s·h = 78.6M + 25.2M) on its own.
+  ASSERT_EQ(chunk0.size(), 5u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(chunk0[i].first_layer, 3 - i);
+    EXPECT_EQ(chunk0[i].last_layer, 3 - i);
+  }
+  EXPECT_TRUE(chunk0[4].embedding);
+  EXPECT_NEAR(chunk0[4].dense_params, 51200.0 * 12288 / 8 + 2048.0 * 12288, 1.0);
+}
+
+// Outside the interleaved schedule a send waits for the receiver to post its
+// receive (its compute before the receiving op), and the sender's next
+// compute waits for the send.
+TEST(PlanBuilder, BlockingSendsRendezvousWithTheReceiver) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 2;
+  ParallelLayout l;
+  l.pp = 2;
+  l.gbs = 4;
+  const Plan plan = build_plan(m, l);
+  std::map<std::string, std::uint32_t> id;
+  for (std::uint32_t t = 0; t < plan.tasks.size(); ++t) id[task_name(plan, plan.tasks[t])] = t;
+  auto deps = [&](const std::string& name) {
+    std::set<std::string> out;
+    for (std::uint32_t d : plan.deps_of(id.at(name))) out.insert(task_name(plan, plan.tasks[d]));
+    return out;
+  };
+  // Stage 1 posts the receive of micro-batch 1 after its backward of micro-batch 0.
+  EXPECT_EQ(deps("stage0.mb1.chunk0.pp.send_fwd"),
+            (std::set<std::string>{"stage0.mb1.layer0.mlp.fwd", "stage1.mb0.layer1.attn.bwd"}));
+  // Stage 0's next compute (backward of micro-batch 0) waits for that send
+  // and for stage 1's gradient.
+  EXPECT_EQ(deps("stage0.mb0.layer0.mlp.bwd"),
+            (std::set<std::string>{"stage0.mb1.layer0.mlp.fwd", "stage0.mb1.chunk0.pp.send_fwd",
+                                   "stage1.mb0.chunk0.pp.send_bwd"}));
+}
+
+TEST(PlanBuilder, RejectsZeroBubbleWithVirtualStages) {
+  EXPECT_THROW(build_plan(testing::gpt3_175b(), gpt3_layout(),
+                          {PipelineSchedule::kZeroBubbleH1}),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sextant::sim
