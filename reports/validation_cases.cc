@@ -1,7 +1,8 @@
 #include "reports/validation_cases.h"
 
 #include <fstream>
-#include <regex>
+#include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include "sim/core/config_error.h"
@@ -16,13 +17,20 @@ namespace {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-// Latest year (2015..2039) the source text names: its publication or commit date.
+// Latest year (2010..2039) the source text names as a word of four digits:
+// its publication or commit date.
 int source_year(const std::string& source) {
-  static const std::regex year(R"(\b20[1-3][0-9]\b)");
+  auto digit = [&](std::size_t i) {
+    return i < source.size() && std::isdigit(static_cast<unsigned char>(source[i]));
+  };
   int latest = 0;
-  for (auto it = std::sregex_iterator(source.begin(), source.end(), year);
-       it != std::sregex_iterator(); ++it) {
-    latest = std::max(latest, std::stoi(it->str()));
+  for (std::size_t i = 0; i + 4 <= source.size(); ++i) {
+    if (digit(i - 1) || !digit(i) || !digit(i + 1) || !digit(i + 2) || !digit(i + 3) ||
+        digit(i + 4)) {
+      continue;  // not exactly four digits (i − 1 wraps to npos at the start: not a digit)
+    }
+    const int year = std::stoi(source.substr(i, 4));
+    if (year >= 2010 && year <= 2039) latest = std::max(latest, year);
   }
   return latest;
 }
