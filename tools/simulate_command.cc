@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 
+#include "reports/validation_report.h"
 #include "search/complete_layout.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/config_error.h"
@@ -70,10 +71,15 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
     result = *any.best;
   }
 
-  // The event engine plays the layout the (analytical) search chose.
+  // The event engine replays the analytical search's best candidates and keeps
+  // the fastest (or plays the given layout when nothing fits).
   std::optional<sim::EventSimulation> event;
   if (o.engine == "event") {
-    event = sim::simulate_event(model, cluster, profile, result.layout);
+    if (completion.best) {
+      event = reports::complete_with_event(model, cluster, profile, gpus, partial, constraints,
+                                           reports::kEventCandidates, {});
+    }
+    if (!event) event = sim::simulate_event(model, cluster, profile, result.layout);
     result = event->result;
     if (!o.trace.empty()) {
       std::ofstream file(o.trace);
@@ -101,7 +107,10 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
       out << "\nKnobs left out of --layout were chosen by trying " << completion.evaluated
           << " completions (" << completion.valid << " valid, " << completion.fitting
           << " fitting in memory with " << static_cast<int>(o.memory_headroom * 100)
-          << "% headroom) and keeping the fastest.\n";
+          << "% headroom) and keeping the fastest"
+          << (event ? "; the event engine replayed the best " +
+                          std::to_string(reports::kEventCandidates) + " of them.\n"
+                    : ".\n");
     }
   }
   return 0;

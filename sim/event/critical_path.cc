@@ -1,7 +1,5 @@
 #include "sim/event/critical_path.h"
 
-#include <boost/graph/compressed_sparse_row_graph.hpp>
-#include <boost/graph/topological_sort.hpp>
 #include <algorithm>
 #include <array>
 #include <iterator>
@@ -9,6 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include <boost/graph/compressed_sparse_row_graph.hpp>
+#include <boost/graph/topological_sort.hpp>
 
 namespace sextant::sim {
 

@@ -28,12 +28,16 @@
 namespace sextant::sim {
 
 /// Slowdown of compute overlapped by communication (EngineOptions), as used
-/// by default. Left at 0: the profile's sustained_compute_fraction, fitted end
-/// to end on the same development cases (configs/profiles), already absorbs the
-/// SMs that overlapped NCCL kernels take, and a second constant for the same
-/// effect is not identifiable from step times alone. A sweep of 0 to 0.3 on
-/// validation/dev_cases.yaml (the only data it may be fitted on) made the
-/// median error worse for every value above 0 (see tests/sim/event).
+/// by default: 0. Fitted on validation/dev_cases.yaml (the only data it may be
+/// fitted on), `sextant validate --engine event`, |step-time error| over the
+/// 19 cases:
+///     slowdown  0     0.02  0.05  0.10  0.20  0.30
+///     median    3.0%  3.9%  3.9%  3.9%  4.6%  5.1%
+///     worst     8.1%  8.6%  9.6%  11.1% 14.2% 18.7%
+/// Every value above 0 is worse: the profiles' sustained_compute_fraction,
+/// fitted end to end on the same cases, already absorbs the SMs that
+/// overlapped NCCL kernels take, and step times alone cannot tell the two
+/// apart. It stays a knob for profiles measured per kernel.
 inline constexpr double kComputeSlowdownUnderComm = 0.0;
 
 struct EventOptions {

@@ -30,16 +30,18 @@ class GapAttribution {
 
   // Splits [gap_start, start of `waiting`) along the chain of binding predecessors.
   void attribute(std::uint32_t waiting, double gap_start, StageBreakdown& out) const {
+    const std::uint16_t stage = plan_.tasks[waiting].stage;
     double until = tl_.start_s[waiting];
     std::uint32_t t = binding(waiting);
     while (t != kNone && until > gap_start) {
       const double from = std::max(tl_.start_s[t], gap_start);
       const double span = std::max(0.0, until - from);
       const Task& task = plan_.tasks[t];
-      if (task.stream == StreamKind::kCompute) {
-        out.bubble_s += span;
-      } else {
+      const bool send = task.kind == TaskKind::kPipelineSend;
+      if (task.stream != StreamKind::kCompute && (task.stage == stage || send)) {
         out.exposed_s[static_cast<std::size_t>(task.stream)] += span;
+      } else {
+        out.bubble_s += span;
       }
       until = from;
       t = binding(t);

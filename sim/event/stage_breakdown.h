@@ -5,13 +5,14 @@
 // While the stage's compute stream runs, the time is compute (or the optimizer
 // step). Each gap in it is split by what the next compute task waited for:
 // its binding predecessor (the one that ended last), that task's binding
-// predecessor, and so on back to the start of the gap. Time spent in a
-// communication task on that chain, on this stage or another, is exposed
-// communication of its dimension (a TP collective, a pipeline send, a DP
-// bucket); time spent in another stage's compute is the pipeline bubble
-// (waiting for the pipeline to fill or drain, or for a slower stage). After the
-// stage's last task, communication of its own still running is exposed, the
-// rest is bubble (waiting for the slowest stage to finish).
+// predecessor, and so on back to the start of the gap. Time in this stage's
+// own communication on that chain (a TP collective, a DP bucket, a blocking
+// send) and in pipeline sends anywhere is exposed communication of that
+// dimension; time in other stages' work is the pipeline bubble (waiting for
+// the pipeline to fill or drain, or for a slower stage), as in the analytical
+// model, whose bubble is other stages' whole time. After the stage's last
+// task, communication of its own still running is exposed, the rest is bubble
+// (waiting for the slowest stage to finish).
 #pragma once
 
 #include <array>

@@ -1,32 +1,13 @@
 #include "sim/plan/plan_builder.h"
 
-#include <algorithm>
-#include <cstdint>
-#include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "sim/plan/task_writer.h"
 
 namespace sextant::sim {
 
 namespace {
-
-constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
-
-// A dependency known now (a task), or one on another stage resolved when every
-// stage is built: the send a receiver waits for, or the point at which a
-// receiver posts its receive (what a blocking send waits for).
-enum class DepKind : std::uint8_t { kTask, kSend, kReceivePosted };
-struct DepRef {
-  DepKind kind;
-  std::uint32_t value;  // task id, or index into the p2p tables
-};
-
-struct Fixup {
-  std::uint32_t position;  // in Plan::deps
-  DepKind kind;
-  std::uint32_t key;
-  std::uint32_t fallback;  // kReceivePosted before the receiver's first task: the producer
-};
 
 enum Direction { kForwardDir = 0, kBackwardDir = 1 };
 
@@ -59,28 +40,24 @@ class PlanBuilder {
     s.sequence_parallel = l_.sp;
     s.zero = l_.zero;
     has_dp_ = l_.dp * l_.cp > 1 || (m_.moe && l_.expert_dp() > 1);
-
-    const std::size_t p2p_entries = 2u * s.pp * s.vpp * s.microbatches;
-    send_table_.assign(p2p_entries, kNone);
-    posted_table_.assign(p2p_entries, kNone);
     bucket_of_layer_.assign(static_cast<std::size_t>(m_.num_layers), -1);
-    // About 8 tasks per layer and micro-batch on each stage, each with 1 or 2 dependencies.
+    // About 8 tasks per layer and micro-batch, each with 1 or 2 dependencies.
     const std::size_t estimate = static_cast<std::size_t>(s.microbatches) * m_.num_layers * 9 + 64;
     plan_.tasks.reserve(estimate);
     plan_.deps.reserve(estimate * 5 / 4);
 
+    TaskWriter writer(plan_, 2u * s.pp * s.vpp * s.microbatches);
+    w_ = &writer;
     for (int stage = 0; stage < s.pp; ++stage) {
       plan_.stage_begin.push_back(static_cast<std::uint32_t>(plan_.tasks.size()));
       build_stage(stage);
     }
     plan_.stage_begin.push_back(static_cast<std::uint32_t>(plan_.tasks.size()));
-    resolve_fixups();
+    writer.resolve();
     return std::move(plan_);
   }
 
  private:
-  // ---- tasks and dependencies ----
-
   Task make(TaskKind kind, Block block, Pass pass, StreamKind stream, int chunk, int microbatch,
             int layer, int bucket = kNoIndex) const {
     Task t;
@@ -96,53 +73,17 @@ class PlanBuilder {
     return t;
   }
 
-  std::uint32_t add(Task t, const std::vector<DepRef>& deps, std::uint32_t fallback = kNone) {
-    t.first_dep = static_cast<std::uint32_t>(plan_.deps.size());
-    t.dep_count = static_cast<std::uint32_t>(deps.size());
-    for (const DepRef& d : deps) {
-      if (d.kind != DepKind::kTask) {
-        fixups_.push_back({static_cast<std::uint32_t>(plan_.deps.size()), d.kind, d.value, fallback});
-      }
-      plan_.deps.push_back(d.kind == DepKind::kTask ? d.value : 0);
-    }
-    const auto id = static_cast<std::uint32_t>(plan_.tasks.size());
-    plan_.tasks.push_back(t);
-    if (t.kind == TaskKind::kCompute) last_compute_ = id;
-    return id;
-  }
-
-  // What the next task on the compute chain waits for (in a buffer reused
-  // from task to task: plans have hundreds of thousands).
-  const std::vector<DepRef>& chain_deps() {
-    chain_deps_.clear();
-    for (std::uint32_t id : frontier_) chain_deps_.push_back({DepKind::kTask, id});
-    chain_deps_.insert(chain_deps_.end(), pending_.begin(), pending_.end());
-    pending_.clear();
-    return chain_deps_;
-  }
-
-  std::uint32_t chain(const Task& t) {
-    const std::uint32_t id = add(t, chain_deps());
-    frontier_.assign(1, id);
-    chain_tail_ = id;
-    return id;
-  }
-
   // ---- one stage ----
 
   void build_stage(int stage) {
     stage_ = stage;
-    frontier_.clear();
-    pending_.clear();
-    chain_tail_ = kNone;
-    last_compute_ = kNone;
-    last_dp_ = kNone;
+    w_->begin_stage();
+    last_dp_ = kNoTask;
     const PlanShape& s = plan_.shape;
 
     first_bucket_ = static_cast<int>(plan_.buckets.size());
-    const std::vector<GradientBucket> buckets =
-        stage_gradient_buckets(m_, l_, s, stage,
-                               options_.bucket_params.value_or(default_bucket_params(l_)));
+    const std::vector<GradientBucket> buckets = stage_gradient_buckets(
+        m_, l_, s, stage, options_.bucket_params.value_or(default_bucket_params(l_)));
     embedding_bucket_ = output_bucket_ = -1;
     for (const GradientBucket& b : buckets) {
       const int index = static_cast<int>(plan_.buckets.size());
@@ -153,12 +94,13 @@ class PlanBuilder {
       if (b.embedding) embedding_bucket_ = index;
       if (b.output_layer) output_bucket_ = index;
     }
-    gather_.assign(buckets.size(), kNone);
+    gather_.assign(buckets.size(), kNoTask);
 
     // Weights updated by the last step, gathered before their first forward.
     if (has_dp_ && overlapped_param_gather()) {
       for (int b = static_cast<int>(plan_.buckets.size()) - 1; b >= first_bucket_; --b) {
-        gather_[static_cast<std::size_t>(b - first_bucket_)] = add_dp(TaskKind::kParameterGather, b, kNoIndex, Pass::kNone, {});
+        gather_[static_cast<std::size_t>(b - first_bucket_)] =
+            add_dp(TaskKind::kParameterGather, b, kNoIndex, Pass::kNone, {});
       }
     }
 
@@ -173,20 +115,16 @@ class PlanBuilder {
 
     if (has_dp_ && !l_.overlap_grad_reduce && l_.zero < 2) {
       for (int b = first_bucket_; b < static_cast<int>(plan_.buckets.size()); ++b) {
-        add_dp(TaskKind::kGradientReduce, b, kNoIndex, Pass::kNone, {{DepKind::kTask, last_compute_}});
+        add_dp(TaskKind::kGradientReduce, b, kNoIndex, Pass::kNone,
+               {DepRef::task(w_->last_compute())});
       }
     }
-    std::vector<DepRef> deps = chain_deps();
-    if (last_dp_ != kNone) deps.push_back({DepKind::kTask, last_dp_});
-    const std::uint32_t step =
-        add(make(TaskKind::kOptimizerStep, Block::kNone, Pass::kNone, StreamKind::kCompute, 0,
-                 kNoIndex, kNoIndex),
-            deps);
-    frontier_.assign(1, step);
-    chain_tail_ = step;
+    if (last_dp_ != kNoTask) w_->also_wait_for(DepRef::task(last_dp_));
+    const std::uint32_t step = w_->chain(make(TaskKind::kOptimizerStep, Block::kNone, Pass::kNone,
+                                              StreamKind::kCompute, 0, kNoIndex, kNoIndex));
     if (has_dp_ && (l_.zero == 1 || l_.zero == 2) && !overlapped_param_gather()) {
       for (int b = static_cast<int>(plan_.buckets.size()) - 1; b >= first_bucket_; --b) {
-        add_dp(TaskKind::kParameterGather, b, kNoIndex, Pass::kNone, {{DepKind::kTask, step}});
+        add_dp(TaskKind::kParameterGather, b, kNoIndex, Pass::kNone, {DepRef::task(step)});
       }
     }
   }
@@ -196,10 +134,11 @@ class PlanBuilder {
   }
 
   std::uint32_t add_dp(TaskKind kind, int bucket, int microbatch, Pass pass,
-                       const std::vector<DepRef>& deps) {
-    Task t = make(kind, Block::kNone, pass, StreamKind::kDataParallel,
-                  plan_.buckets[static_cast<std::size_t>(bucket)].chunk, microbatch, kNoIndex, bucket);
-    last_dp_ = add(t, deps);
+                       std::initializer_list<DepRef> deps) {
+    const Task t = make(kind, Block::kNone, pass, StreamKind::kDataParallel,
+                        plan_.buckets[static_cast<std::size_t>(bucket)].chunk, microbatch,
+                        kNoIndex, bucket);
+    last_dp_ = w_->add(t, std::span<const DepRef>(deps.begin(), deps.size()));
     return last_dp_;
   }
 
@@ -221,31 +160,32 @@ class PlanBuilder {
     return stage > 0 ? std::pair{stage - 1, chunk} : std::pair{plan_.shape.pp - 1, chunk - 1};
   }
 
-  // A receiving op: it waits for the send, and the receive is posted once the
+  // A receiving op waits for the send; the receive is posted once the
   // stage's compute chain before the op is done.
   void receive(int dir, int chunk, int mb) {
     const auto [from_stage, from_chunk] =
         dir == kForwardDir ? previous_virtual(stage_, chunk) : next_virtual(stage_, chunk);
-    pending_.push_back({DepKind::kSend, key(dir, from_stage, from_chunk, mb)});
-    posted_table_[key(dir, stage_, chunk, mb)] = chain_tail_;
+    w_->also_wait_for({DepRef::Kind::kSend, key(dir, from_stage, from_chunk, mb)});
+    w_->record_receive_posted(key(dir, stage_, chunk, mb));
   }
 
   void send(int dir, int chunk, int mb) {
     const auto [to_stage, to_chunk] =
         dir == kForwardDir ? next_virtual(stage_, chunk) : previous_virtual(stage_, chunk);
     std::vector<DepRef> deps;
-    for (std::uint32_t id : frontier_) deps.push_back({DepKind::kTask, id});
+    for (std::uint32_t id : w_->chain_ends()) deps.push_back(DepRef::task(id));
     if (plan_.shape.blocking_p2p) {
-      deps.push_back({DepKind::kReceivePosted, key(dir, to_stage, to_chunk, mb)});
+      deps.push_back({DepRef::Kind::kReceivePosted, key(dir, to_stage, to_chunk, mb)});
     }
     const StreamKind stream =
         dir == kForwardDir ? StreamKind::kPipelineForward : StreamKind::kPipelineBackward;
     const std::uint32_t id =
-        add(make(TaskKind::kPipelineSend, Block::kNone,
-                 dir == kForwardDir ? Pass::kForward : Pass::kBackward, stream, chunk, mb, kNoIndex),
-            deps, frontier_.front());
-    send_table_[key(dir, stage_, chunk, mb)] = id;
-    if (plan_.shape.blocking_p2p) frontier_.push_back(id);
+        w_->add(make(TaskKind::kPipelineSend, Block::kNone,
+                     dir == kForwardDir ? Pass::kForward : Pass::kBackward, stream, chunk, mb,
+                     kNoIndex),
+                deps, w_->chain_ends().front());
+    w_->record_send(key(dir, stage_, chunk, mb), id);
+    if (plan_.shape.blocking_p2p) w_->join_chain(id);
   }
 
   // ---- data-parallel buckets ----
@@ -259,19 +199,20 @@ class PlanBuilder {
   void use_for_forward(int b, int mb) {
     if (!has_dp_ || b < 0) return;
     if (l_.zero >= 3) {
-      pending_.push_back({DepKind::kTask, add_dp(TaskKind::kParameterGather, b, mb, Pass::kForward, {})});
+      w_->also_wait_for(
+          DepRef::task(add_dp(TaskKind::kParameterGather, b, mb, Pass::kForward, {})));
       return;
     }
     std::uint32_t& gather = gather_[static_cast<std::size_t>(b - first_bucket_)];
-    if (gather != kNone) {
-      pending_.push_back({DepKind::kTask, gather});
-      gather = kNone;  // later micro-batches find the weights in place
+    if (gather != kNoTask) {
+      w_->also_wait_for(DepRef::task(gather));
+      gather = kNoTask;  // later micro-batches find the weights in place
     }
   }
 
   void use_for_backward(int b, int mb) {
     if (!has_dp_ || b < 0 || l_.zero < 3) return;
-    pending_.push_back({DepKind::kTask, add_dp(TaskKind::kParameterGather, b, mb, Pass::kBackward, {})});
+    w_->also_wait_for(DepRef::task(add_dp(TaskKind::kParameterGather, b, mb, Pass::kBackward, {})));
   }
 
   // Micro-batch `mb`'s gradients of bucket `b` are complete.
@@ -281,34 +222,30 @@ class PlanBuilder {
     if (!every_microbatch && mb != plan_.shape.microbatches - 1) return;
     if (!every_microbatch && !l_.overlap_grad_reduce) return;  // reduced after the backward
     add_dp(TaskKind::kGradientReduce, b, every_microbatch ? mb : kNoIndex, Pass::kNone,
-           {{DepKind::kTask, last_compute_}});
+           {DepRef::task(w_->last_compute())});
   }
 
   // ---- blocks ----
 
   void attention(int chunk, int mb, int layer, Pass pass) {
     const bool communicates = pass != Pass::kBackwardWeight;
-    const bool core_apart = communicates && l_.cp > 1;
     const bool tp = communicates && l_.tp > 1;
-    std::vector<DepRef> start;
-    if (tp && l_.tp_comm_overlap) {
-      for (std::uint32_t id : frontier_) start.push_back({DepKind::kTask, id});
-      start.insert(start.end(), pending_.begin(), pending_.end());
-    }
-    const std::uint32_t block = chain(
+    const std::vector<DepRef> start = tp && l_.tp_comm_overlap ? w_->chain_deps() : std::vector<DepRef>{};
+    const std::uint32_t block = w_->chain(
         make(TaskKind::kCompute, Block::kAttention, pass, StreamKind::kCompute, chunk, mb, layer));
     if (tp && l_.tp_comm_overlap) {
-      frontier_.push_back(add(make(TaskKind::kTensorParallel, Block::kAttention, pass,
-                                   StreamKind::kTensorParallel, chunk, mb, layer),
-                              start));
+      w_->join_chain(w_->add(make(TaskKind::kTensorParallel, Block::kAttention, pass,
+                                  StreamKind::kTensorParallel, chunk, mb, layer),
+                             start));
     }
-    if (core_apart) {
-      const std::uint32_t core = chain(make(TaskKind::kCompute, Block::kAttentionCore, pass,
-                                            StreamKind::kCompute, chunk, mb, layer));
-      const std::uint32_t ring = add(make(TaskKind::kContextRing, Block::kAttentionCore, pass,
-                                          StreamKind::kContextParallel, chunk, mb, layer),
-                                     {{DepKind::kTask, block}});
-      frontier_ = {core, ring};
+    if (communicates && l_.cp > 1) {
+      const std::uint32_t core = w_->chain(make(TaskKind::kCompute, Block::kAttentionCore, pass,
+                                                StreamKind::kCompute, chunk, mb, layer));
+      const DepRef after_block[] = {DepRef::task(block)};
+      const std::uint32_t ring = w_->add(make(TaskKind::kContextRing, Block::kAttentionCore, pass,
+                                              StreamKind::kContextParallel, chunk, mb, layer),
+                                         after_block);
+      w_->set_chain({core, ring});
     }
     if (tp) tensor_parallel(Block::kAttention, chunk, mb, layer, pass);
   }
@@ -318,41 +255,39 @@ class PlanBuilder {
     const bool experts = communicates && m_.moe && l_.ep > 1 && layer >= m_.dense_layers();
     const bool tp = communicates && l_.tp > 1;
     if (experts) {
-      chain(make(TaskKind::kExpertDispatch, Block::kMlp, pass, StreamKind::kExpertParallel, chunk,
-                 mb, layer));
+      w_->chain(make(TaskKind::kExpertDispatch, Block::kMlp, pass, StreamKind::kExpertParallel,
+                     chunk, mb, layer));
     }
-    std::vector<DepRef> start;
+    const std::vector<DepRef> start = tp && l_.tp_comm_overlap ? w_->chain_deps() : std::vector<DepRef>{};
+    w_->chain(make(TaskKind::kCompute, Block::kMlp, pass, StreamKind::kCompute, chunk, mb, layer));
     if (tp && l_.tp_comm_overlap) {
-      for (std::uint32_t id : frontier_) start.push_back({DepKind::kTask, id});
-      start.insert(start.end(), pending_.begin(), pending_.end());
-    }
-    chain(make(TaskKind::kCompute, Block::kMlp, pass, StreamKind::kCompute, chunk, mb, layer));
-    if (tp && l_.tp_comm_overlap) {
-      frontier_.push_back(add(make(TaskKind::kTensorParallel, Block::kMlp, pass,
-                                   StreamKind::kTensorParallel, chunk, mb, layer),
-                              start));
+      w_->join_chain(w_->add(make(TaskKind::kTensorParallel, Block::kMlp, pass,
+                                  StreamKind::kTensorParallel, chunk, mb, layer),
+                             start));
     }
     if (experts) {
-      chain(make(TaskKind::kExpertCombine, Block::kMlp, pass, StreamKind::kExpertParallel, chunk,
-                 mb, layer));
+      w_->chain(make(TaskKind::kExpertCombine, Block::kMlp, pass, StreamKind::kExpertParallel,
+                     chunk, mb, layer));
     }
     if (tp) tensor_parallel(Block::kMlp, chunk, mb, layer, pass);
   }
 
+  // After the block: all of its collectives, or with --tp-comm-overlap the tail.
   void tensor_parallel(Block block, int chunk, int mb, int layer, Pass pass) {
     const TaskKind kind =
         l_.tp_comm_overlap ? TaskKind::kTensorParallelTail : TaskKind::kTensorParallel;
-    chain(make(kind, block, pass, StreamKind::kTensorParallel, chunk, mb, layer));
+    w_->chain(make(kind, block, pass, StreamKind::kTensorParallel, chunk, mb, layer));
   }
 
   // ---- passes ----
 
   void forward(int chunk, int mb) {
-    if (!first_virtual(chunk)) receive(kForwardDir, chunk, mb);
     if (first_virtual(chunk)) {
       use_for_forward(embedding_bucket_, mb);
-      chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kForward, StreamKind::kCompute,
-                 chunk, mb, kNoIndex));
+      w_->chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kForward, StreamKind::kCompute,
+                     chunk, mb, kNoIndex));
+    } else {
+      receive(kForwardDir, chunk, mb);
     }
     for (int j = 0; j < plan_.shape.layers_per_chunk; ++j) {
       const int layer = global_layer(plan_.shape, stage_, chunk, j);
@@ -366,8 +301,8 @@ class PlanBuilder {
           !bucket(output_bucket_).embedding) {
         use_for_forward(output_bucket_, mb);
       }
-      chain(make(TaskKind::kCompute, Block::kOutput, Pass::kForward, StreamKind::kCompute, chunk,
-                 mb, kNoIndex));
+      w_->chain(make(TaskKind::kCompute, Block::kOutput, Pass::kForward, StreamKind::kCompute,
+                     chunk, mb, kNoIndex));
     } else {
       send(kForwardDir, chunk, mb);
     }
@@ -375,15 +310,16 @@ class PlanBuilder {
 
   void backward(int chunk, int mb, Pass pass) {
     const bool weights = pass == Pass::kBackward;
-    if (!last_virtual(chunk)) receive(kBackwardDir, chunk, mb);
     if (last_virtual(chunk)) {
       use_for_backward(output_bucket_, mb);
-      chain(make(TaskKind::kCompute, Block::kOutput, Pass::kBackward, StreamKind::kCompute, chunk,
-                 mb, kNoIndex));
+      w_->chain(make(TaskKind::kCompute, Block::kOutput, Pass::kBackward, StreamKind::kCompute,
+                     chunk, mb, kNoIndex));
       if (output_bucket_ >= 0 && !has_layers(bucket(output_bucket_)) &&
           !bucket(output_bucket_).embedding) {
         gradients_ready(output_bucket_, mb);
       }
+    } else {
+      receive(kBackwardDir, chunk, mb);
     }
     for (int j = plan_.shape.layers_per_chunk - 1; j >= 0; --j) {
       const int layer = global_layer(plan_.shape, stage_, chunk, j);
@@ -402,8 +338,8 @@ class PlanBuilder {
       }
     }
     if (first_virtual(chunk)) {
-      chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kBackward, StreamKind::kCompute,
-                 chunk, mb, kNoIndex));
+      w_->chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kBackward, StreamKind::kCompute,
+                     chunk, mb, kNoIndex));
       gradients_ready(embedding_bucket_, mb);
     } else {
       send(kBackwardDir, chunk, mb);
@@ -420,38 +356,16 @@ class PlanBuilder {
     }
   }
 
-  void resolve_fixups() {
-    for (const Fixup& f : fixups_) {
-      std::uint32_t target = kNone;
-      if (f.kind == DepKind::kSend) {
-        target = send_table_[f.key];
-        if (target == kNone) throw std::logic_error("plan: a receive has no matching send");
-      } else {
-        target = posted_table_[f.key] != kNone ? posted_table_[f.key] : f.fallback;
-      }
-      plan_.deps[f.position] = target;
-    }
-  }
-
   const ModelConfig& m_;
   const ParallelLayout& l_;
   const PlanOptions& options_;
   Plan plan_;
+  TaskWriter* w_ = nullptr;
   bool has_dp_ = false;
-
-  // p2p tables, indexed by key(direction, stage, chunk, micro-batch)
-  std::vector<std::uint32_t> send_table_;    // the sending task of that virtual stage
-  std::vector<std::uint32_t> posted_table_;  // the receiver's chain before its receiving op
-  std::vector<Fixup> fixups_;
 
   // the stage being built
   int stage_ = 0;
-  std::vector<std::uint32_t> frontier_;  // what the next chained task waits for
-  std::vector<DepRef> pending_;          // and these (receives, gathers)
-  std::vector<DepRef> chain_deps_;
-  std::uint32_t chain_tail_ = kNone;     // the last chained task (blocking sends excluded)
-  std::uint32_t last_compute_ = kNone;
-  std::uint32_t last_dp_ = kNone;
+  std::uint32_t last_dp_ = kNoTask;
   int first_bucket_ = 0;
   int embedding_bucket_ = -1;
   int output_bucket_ = -1;

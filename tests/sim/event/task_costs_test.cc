@@ -11,6 +11,12 @@
 namespace sextant::sim {
 namespace {
 
+PlanOptions with_schedule(PipelineSchedule schedule) {
+  PlanOptions options;
+  options.schedule = schedule;
+  return options;
+}
+
 struct LayerTotals {
   double forward = 0, backward = 0, weight = 0, tp_forward = 0, tp_backward = 0;
 };
@@ -51,7 +57,7 @@ TEST(TaskCosts, SplitTheAnalyticalLayerTimeIntoBlocks) {
   const LayerComm c = layer_comm(m, l, cluster, link_rates(cluster, profile), false);
 
   for (const PipelineSchedule schedule : {PipelineSchedule::kOneFOneB, PipelineSchedule::kZeroBubbleH1}) {
-    const Plan plan = build_plan(m, l, {schedule});
+    const Plan plan = build_plan(m, l, with_schedule(schedule));
     const std::vector<TaskCost> costs = task_costs(plan, m, cluster, profile, l, 0.0);
     const LayerTotals sum = layer_totals(plan, costs, 20);  // on stage 1
     EXPECT_NEAR(sum.forward, t.forward_s, 1e-15);

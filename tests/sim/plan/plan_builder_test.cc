@@ -13,6 +13,12 @@
 namespace sextant::sim {
 namespace {
 
+PlanOptions with_schedule(PipelineSchedule schedule) {
+  PlanOptions options;
+  options.schedule = schedule;
+  return options;
+}
+
 ParallelLayout gpt3_layout() {
   ParallelLayout l;
   l.tp = 8;
@@ -86,7 +92,7 @@ TEST(PlanBuilder, IsAcyclicForEverySchedule) {
     l.vpp = 1;
     l.schedule = Schedule::kOneFOneB;
     l.gbs = 16 * 24;
-    const Plan plan = build_plan(m, l, {schedule});
+    const Plan plan = build_plan(m, l, with_schedule(schedule));
     EXPECT_EQ(topological_order(plan).size(), plan.tasks.size()) << to_string(schedule);
   }
   const Plan interleaved = build_plan(m, gpt3_layout());
@@ -158,7 +164,7 @@ TEST(PlanBuilder, BlockingSendsRendezvousWithTheReceiver) {
 
 TEST(PlanBuilder, RejectsZeroBubbleWithVirtualStages) {
   EXPECT_THROW(build_plan(testing::gpt3_175b(), gpt3_layout(),
-                          {PipelineSchedule::kZeroBubbleH1}),
+                          with_schedule(PipelineSchedule::kZeroBubbleH1)),
                std::invalid_argument);
 }
 
