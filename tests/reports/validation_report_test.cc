@@ -44,6 +44,20 @@ TEST(ValidationReport, DevCasesWithinTargets) {
   EXPECT_LE(s.worst_abs_error, 0.10) << "worst case: " << s.worst_case_id;
 }
 
+// Issue 3: the event engine is at least as good as the analytical one on them.
+TEST(ValidationReport, EventEngineAtLeastAsGoodAsAnalytic) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const auto cases = load_validation_cases(kCases);
+  const ValidationSummary analytic = run_validation(cases, catalog, "");
+  const ValidationSummary event =
+      run_validation(cases, catalog, "", PredictionEngine::kEvent);
+  EXPECT_EQ(event.predicted, 19);
+  EXPECT_LE(event.median_abs_error, analytic.median_abs_error);
+  EXPECT_LE(event.p90_abs_error, analytic.p90_abs_error);
+  EXPECT_LE(event.worst_abs_error, analytic.worst_abs_error);
+  EXPECT_LE(event.worst_abs_error, 0.10) << "worst case: " << event.worst_case_id;
+}
+
 TEST(ValidationReport, Percentile) {
   EXPECT_DOUBLE_EQ(percentile({3, 1, 2}, 0.5), 2);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 0.5), 2.5);
