@@ -139,7 +139,7 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--layout", options->layout,
                   "comma-separated knob=value list: tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1),\n"
                   "recompute (none|selective|full), dist_opt (0|1), zero (0-3),\n"
-                  "schedule (1f1b|1f1b-interleaved|gpipe), precision (bf16|fp16|fp8),\n"
+                  "schedule (1f1b|1f1b-interleaved|gpipe|zb-h1), precision (bf16|fp16|fp8),\n"
                   "attention (flash|unfused; default flash), overlap_grad_reduce (default 1),\n"
                   "overlap_param_gather (default 1 with zero>=1), tp_comm_overlap (default 0)");
   cmd->add_option("--global-batch", options->global_batch,

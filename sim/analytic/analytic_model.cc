@@ -35,6 +35,7 @@ constexpr double kOptimizerBytesPerParam = 34.0;
 // One micro-batch through one stage: compute and the communication it exposes.
 struct StageTime {
   double forward_s = 0, backward_s = 0;  // compute, recomputation included in backward
+  double weight_gradient_s = 0;          // the part of backward_s a zero-bubble W pass runs
   double tp_s = 0, cp_s = 0, ep_s = 0;   // exposed communication
   double total() const { return forward_s + backward_s + tp_s + cp_s + ep_s; }
 };
@@ -73,6 +74,7 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
 
   stage.forward_s += count * t.forward_s;
   stage.backward_s += count * (t.backward_s + recompute_s);
+  stage.weight_gradient_s += count * t.weight_gradient_s;
   stage.tp_s += count * tp_exposed;
   stage.cp_s += count * cp_exposed;
   stage.ep_s += count * ep_exposed;
@@ -143,13 +145,22 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
 
   const double microbatches = l.num_microbatches();
   const double v = l.schedule == Schedule::kInterleaved ? l.vpp : 1.0;
-  const double bubble_s = (all_stages - slowest.total()) / v;
+  double bubble_s = (all_stages - slowest.total()) / v;
+  if (l.schedule == Schedule::kZeroBubbleH1) {
+    // Qi et al. 2023, Sec. 3.1: ZB-H1's bubble is (p−1)(T_F + T_B − T_W) against
+    // 1F1B's (p−1)(T_F + T_B + T_W), T_B the input-gradient and T_W the
+    // weight-gradient pass: scale by (t − 2·T_W)/t.
+    bubble_s *= std::max(0.0, 1.0 - 2.0 * slowest.weight_gradient_s / slowest.total());
+  }
 
   // Pipeline sends: blocking in 1F1B and GPipe, one activation forward and one
   // gradient backward per micro-batch along the critical path; the interleaved
   // schedule overlaps them with compute except while filling and draining.
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
-  const double exposed_pp_s = l.schedule == Schedule::kInterleaved
+  // ZB-H1 sends without blocking as well (Qi et al. 2023's schedule overlaps them).
+  const bool overlapped_sends =
+      l.schedule == Schedule::kInterleaved || l.schedule == Schedule::kZeroBubbleH1;
+  const double exposed_pp_s = overlapped_sends
                                   ? 2.0 * (l.pp - 1) * p2p_s
                                   : 2.0 * (microbatches + l.pp - 1) * p2p_s;
 

@@ -66,6 +66,9 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
              std::string(to_string(l.schedule));
     });
   }
+  if (l.schedule == Schedule::kZeroBubbleH1 && l.pp < 2) {
+    report("schedule", [&] { return std::string("zb-h1 needs pp >= 2 (it is a pipeline schedule)"); });
+  }
   if (l.schedule == Schedule::kInterleaved) {
     if (l.vpp < 2 || l.pp < 2) {
       report("schedule", [&] {

@@ -22,6 +22,7 @@ std::string_view to_string(Schedule value) {
     case Schedule::kGpipe: return "gpipe";
     case Schedule::kOneFOneB: return "1f1b";
     case Schedule::kInterleaved: return "1f1b-interleaved";
+    case Schedule::kZeroBubbleH1: return "zb-h1";
   }
   return "?";
 }
@@ -155,7 +156,8 @@ class LayoutParser {
       out.schedule = choice<Schedule>(item, {{"1f1b", Schedule::kOneFOneB},
                                              {"1f1b-interleaved", Schedule::kInterleaved},
                                              {"interleaved", Schedule::kInterleaved},
-                                             {"gpipe", Schedule::kGpipe}});
+                                             {"gpipe", Schedule::kGpipe},
+                                             {"zb-h1", Schedule::kZeroBubbleH1}});
     } else if (k == "precision") {
       out.precision =
           choice<Precision>(item, {{"bf16", Precision::kBf16},

@@ -12,7 +12,9 @@
 namespace sextant::sim {
 
 enum class Recompute { kNone, kSelective, kFull };
-enum class Schedule { kGpipe, kOneFOneB, kInterleaved };
+/// Pipeline schedule: GPipe, 1F1B, interleaved 1F1B (Narayanan et al. 2021), or
+/// ZB-H1 (Qi et al. 2023), 1F1B with backward split into input and weight gradients.
+enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1 };
 /// GEMM precision. fp16 computes like bf16 but, as Megatron's --fp16, reduces
 /// gradients in fp16 (bf16 forces fp32 reduction); fp8 runs the GEMMs in FP8.
 enum class Precision { kBf16, kFp16, kFp8 };

@@ -88,6 +88,7 @@ double first_stage_inflight_microbatches(const ParallelLayout& l) {
     case Schedule::kGpipe:
       return m;
     case Schedule::kOneFOneB:
+    case Schedule::kZeroBubbleH1:  // ZB-H1 keeps 1F1B's peak (Qi et al. 2023, Sec. 3.1)
       return std::min(p, m);
     case Schedule::kInterleaved:
       return std::min(p * (1.0 + (p - 1.0) / (p * l.vpp)), m);
@@ -104,7 +105,9 @@ double stage_activation_bytes(const ModelConfig& m, const ParallelLayout& l, int
                                 moe_here * stored_layer_activation_bytes(m, l, true);
   // Stage k of 1F1B holds (p − k) micro-batches at its peak (Narayanan et al. 2021, Fig. 4).
   const double first_stage = first_stage_inflight_microbatches(l);
-  const double inflight = l.schedule == Schedule::kGpipe
+  // GPipe holds every micro-batch on every stage; ZB-H1 holds p on every stage
+  // (deferred weight-gradient passes keep later stages' activations alive).
+  const double inflight = l.schedule == Schedule::kGpipe || l.schedule == Schedule::kZeroBubbleH1
                               ? first_stage
                               : std::max(1.0, first_stage * (l.pp - stage) / l.pp);
   double bytes = per_microbatch * inflight;

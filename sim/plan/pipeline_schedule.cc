@@ -22,6 +22,7 @@ PipelineSchedule pipeline_schedule_of(const ParallelLayout& layout) {
     case Schedule::kGpipe: return PipelineSchedule::kGpipe;
     case Schedule::kOneFOneB: return PipelineSchedule::kOneFOneB;
     case Schedule::kInterleaved: return PipelineSchedule::kInterleaved;
+    case Schedule::kZeroBubbleH1: return PipelineSchedule::kZeroBubbleH1;
   }
   return PipelineSchedule::kOneFOneB;
 }

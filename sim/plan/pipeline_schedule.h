@@ -29,7 +29,7 @@ namespace sextant::sim {
 enum class PipelineSchedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubbleH1 };
 std::string_view to_string(PipelineSchedule value);
 
-/// The schedule a layout asks for (layout.schedule; ZB-H1 is chosen explicitly).
+/// The schedule a layout asks for (layout.schedule).
 PipelineSchedule pipeline_schedule_of(const ParallelLayout& layout);
 
 enum class PassKind : unsigned char {

@@ -93,3 +93,34 @@ TEST(AnalyticModel, OverlappingGradientReductionNeverSlowsTheStep) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// Qi et al. 2023: ZB-H1 shrinks the 1F1B bubble from (p−1)(F + B + W) to
+// (p−1)(F + B − W); with W a third of a stage's time, to a third.
+TEST(AnalyticModel, ZeroBubbleH1ShrinksTheBubble) {
+  ModelConfig m = testing::gpt3_175b();
+  m.vocab_size = 1;
+  const ClusterConfig cluster = testing::dgx_a100();
+  const CostProfile profile = testing::ideal_profile(cluster.gpu.name);
+  ParallelLayout l;
+  l.tp = 8;
+  l.sp = true;
+  l.pp = 8;
+  l.dp = 1;
+  l.mbs = 1;
+  l.gbs = 64;
+  const SimulationResult one_f_one_b = simulate_analytic(m, cluster, profile, l);
+  l.schedule = Schedule::kZeroBubbleH1;
+  const SimulationResult zero_bubble = simulate_analytic(m, cluster, profile, l);
+  EXPECT_DOUBLE_EQ(zero_bubble.time.compute_s, one_f_one_b.time.compute_s);
+  const double ratio = zero_bubble.time.pipeline_bubble_s / one_f_one_b.time.pipeline_bubble_s;
+  // W is the weight-gradient GEMMs: about half the backward, a third of F + B + W.
+  EXPECT_GT(ratio, 0.2);
+  EXPECT_LT(ratio, 0.45);
+  EXPECT_DOUBLE_EQ(zero_bubble.memory.total(), one_f_one_b.memory.total());
+}
+
+}  // namespace
+}  // namespace sextant::sim

@@ -144,7 +144,7 @@ TEST(ParseLayout, BadValuesNameTheirColumn) {
             Lines{"--layout:1:1: recompute: got 'some'; accepted: none, selective, full"});
   EXPECT_EQ(errors("schedule=pipedream"),
             Lines{"--layout:1:1: schedule: got 'pipedream'; accepted: 1f1b, 1f1b-interleaved, "
-                  "interleaved, gpipe"});
+                  "interleaved, gpipe, zb-h1"});
   EXPECT_EQ(errors("precision=fp4"),
             Lines{"--layout:1:1: precision: got 'fp4'; accepted: bf16, fp16, fp8"});
   EXPECT_EQ(errors("attention=xformers"),
