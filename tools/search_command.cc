@@ -9,6 +9,7 @@
 #include "search/complete_layout.h"
 #include "search/explain_layout.h"
 #include "search/layout_search.h"
+#include "search/rescore_with_event.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
@@ -35,6 +36,7 @@ struct SearchCommandOptions {
   long seq_length = 0;
   bool fp8 = false;
   int threads = 0;
+  std::string engine = "analytic";
 };
 
 std::string short_layout(const sim::ParallelLayout& l) {
@@ -113,20 +115,24 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
     return 0;
   }
 
+  // The event engine re-scores the analytical search's best candidates (at least 8).
+  const bool event = o.engine == "event";
+  constexpr int kEventCandidates = 8;
   search::SearchOptions options;
   options.constraints = constraints;
-  options.top = o.top;
+  options.top = event ? std::max(o.top, kEventCandidates) : o.top;
   options.keep_all = o.format == "csv";
   options.threads = o.threads;
   if (o.format == "table") options.progress = progress_bar();
-  const search::SearchResult result =
+  search::SearchResult result =
       search::search_layouts(model, cluster, profile, o.gpus, partial, options);
+  if (event) search::rescore_with_event(result.best, model, cluster, profile, o.top);
   if (result.best.empty()) {
     throw sim::ConfigError(
         search::explain_empty_search(model, cluster, o.gpus, partial, result, constraints));
   }
   const SimulationContext context{model.name, cluster.name, cluster.gpu.name, o.gpus,
-                                  static_cast<double>(cluster.gpu.memory_bytes), "analytic"};
+                                  static_cast<double>(cluster.gpu.memory_bytes), o.engine};
   if (o.format == "json") {
     nlohmann::json results = nlohmann::json::array();
     for (const sim::SimulationResult& r : result.best) {
@@ -220,6 +226,10 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_flag("--fp8", o->fp8, "also consider FP8 GEMMs (Hopper)");
   cmd->add_option("--profile", o->profile,
                   "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
+  cmd->add_option("--engine", o->engine,
+                  "analytic, or event: re-score the best (at least 8) on the event-driven simulator")
+      ->check(CLI::IsMember({"analytic", "event"}))
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--format", o->format,

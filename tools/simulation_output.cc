@@ -207,7 +207,8 @@ std::string event_table(const sim::EventSimulation& e, const std::string& trace_
                   format_seconds(busy(sim::StreamKind::kExpertParallel)).c_str(),
                   format_seconds(busy(sim::StreamKind::kPipelineForward) +
                                  busy(sim::StreamKind::kPipelineBackward)).c_str(),
-                  format_seconds(busy(sim::StreamKind::kDataParallel)).c_str(),
+                  format_seconds(busy(sim::StreamKind::kDataParallel) +
+                                 busy(sim::StreamKind::kDataParallelGather)).c_str(),
                   format_gib(t.peak_activation_bytes).c_str());
     out += row;
   }

@@ -63,7 +63,7 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   r.exposed_cp_s = exposed(StreamKind::kContextParallel);
   r.exposed_ep_s = exposed(StreamKind::kExpertParallel);
   r.exposed_pp_s = exposed(StreamKind::kPipelineForward) + exposed(StreamKind::kPipelineBackward);
-  r.exposed_dp_s = exposed(StreamKind::kDataParallel);
+  r.exposed_dp_s = exposed(StreamKind::kDataParallel) + exposed(StreamKind::kDataParallelGather);
   r.time.exposed_communication_s = b.exposed_communication_s();
 
   const double gpus = layout.total_gpus();

@@ -135,7 +135,9 @@ class PlanBuilder {
 
   std::uint32_t add_dp(TaskKind kind, int bucket, int microbatch, Pass pass,
                        std::initializer_list<DepRef> deps) {
-    const Task t = make(kind, Block::kNone, pass, StreamKind::kDataParallel,
+    const StreamKind stream = kind == TaskKind::kParameterGather ? StreamKind::kDataParallelGather
+                                                                 : StreamKind::kDataParallel;
+    const Task t = make(kind, Block::kNone, pass, stream,
                         plan_.buckets[static_cast<std::size_t>(bucket)].chunk, microbatch,
                         kNoIndex, bucket);
     last_dp_ = w_->add(t, std::span<const DepRef>(deps.begin(), deps.size()));

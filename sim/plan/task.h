@@ -22,9 +22,12 @@ enum class StreamKind : std::uint8_t {
   kExpertParallel,
   kPipelineForward,   // sends of activations to the next stage
   kPipelineBackward,  // sends of gradients to the previous stage
-  kDataParallel,
+  kDataParallel,        // gradient reduce-scatter / all-reduce
+  kDataParallelGather,  // parameter all-gathers: their own NCCL stream, as FSDP and
+                        // Megatron's distributed optimizer issue them, so a gather
+                        // for the next layer never waits behind a reduce
 };
-inline constexpr int kStreamKinds = 7;
+inline constexpr int kStreamKinds = 8;
 std::string_view to_string(StreamKind value);  // "compute", "tp", ...
 /// For people: "TP comm", "PP send (forward)", ...
 std::string_view stream_title(StreamKind value);

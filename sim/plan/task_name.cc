@@ -13,6 +13,7 @@ std::string_view to_string(StreamKind value) {
     case StreamKind::kPipelineForward: return "pp_fwd";
     case StreamKind::kPipelineBackward: return "pp_bwd";
     case StreamKind::kDataParallel: return "dp";
+    case StreamKind::kDataParallelGather: return "dp_gather";
   }
   return "?";
 }
@@ -26,6 +27,7 @@ std::string_view stream_title(StreamKind value) {
     case StreamKind::kPipelineForward: return "PP send (forward)";
     case StreamKind::kPipelineBackward: return "PP send (backward)";
     case StreamKind::kDataParallel: return "DP comm";
+    case StreamKind::kDataParallelGather: return "DP param gather";
   }
   return "?";
 }

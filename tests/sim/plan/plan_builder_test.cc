@@ -58,10 +58,11 @@ TEST(PlanBuilder, CountsTasksOfAnInterleavedStage) {
   EXPECT_EQ(middle.at("tp"), 12 * 96 * 4);
   EXPECT_EQ(middle.at("pp_fwd"), 3 * 96);
   EXPECT_EQ(middle.at("pp_bwd"), 3 * 96);
-  // DP: one reduce-scatter and one all-gather per bucket.
+  // DP: one reduce-scatter per bucket, and one all-gather on its own stream.
   const int buckets = static_cast<int>(std::count_if(
       plan.buckets.begin(), plan.buckets.end(), [](const GradientBucket& b) { return b.stage == 3; }));
-  EXPECT_EQ(middle.at("dp"), 2 * buckets);
+  EXPECT_EQ(middle.at("dp"), buckets);
+  EXPECT_EQ(middle.at("dp_gather"), buckets);
   // The first stage adds the embedding, the last the output layer, forward and backward.
   EXPECT_EQ(count_by_kind(plan, 0).at("compute"), 12 * 96 * 4 + 1 + 2 * 96);
   EXPECT_EQ(count_by_kind(plan, 7).at("compute"), 12 * 96 * 4 + 1 + 2 * 96);
