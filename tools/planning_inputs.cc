@@ -5,8 +5,8 @@
 
 namespace sextant::tools {
 
-PlanningInputs load_planning_inputs(const PlanningArguments& a) {
-  const sim::PresetCatalog catalog(a.configs_dir);
+PlanningInputs load_planning_inputs(const std::string& configs_dir, const PlanningArguments& a) {
+  const sim::PresetCatalog catalog(configs_dir);
   PlanningInputs in;
   in.model = catalog.model(a.model);
   if (a.seq_length > 0) in.model.seq_length = a.seq_length;
@@ -27,6 +27,34 @@ PlanningInputs load_planning_inputs(const PlanningArguments& a) {
           "the global batch is needed: give --global-batch N or gbs=N in --layout"}});
   }
   return in;
+}
+
+void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_required) {
+  CLI::Option* model = cmd.add_option(
+      "--model", a.model,
+      "model preset name (configs/models), a model YAML, or a HuggingFace config.json");
+  CLI::Option* cluster = cmd.add_option(
+      "--cluster", a.cluster, "cluster preset name (configs/clusters) or a cluster YAML");
+  if (presets_required) {
+    model->required();
+    cluster->required();
+  } else {
+    model->capture_default_str();
+    cluster->capture_default_str();
+  }
+  cmd.add_option("--layout", a.layout,
+                 "comma-separated knob=value list; knobs left out are searched:\n"
+                 "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1), recompute (none|selective|full),\n"
+                 "dist_opt (0|1), zero (0-3), schedule (1f1b|1f1b-interleaved|gpipe|zb-h1),\n"
+                 "precision (bf16|fp16|fp8; default bf16), attention (flash|unfused; default flash),\n"
+                 "overlap_grad_reduce, overlap_param_gather, tp_comm_overlap (0|1)");
+  cmd.add_option("--global-batch", a.global_batch,
+                 "global batch in sequences (same as gbs= in --layout)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--seq-length", a.seq_length, "training sequence length (overrides the model's)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--profile", a.profile,
+                 "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
 }
 
 void check_gpu_count(long gpus, const sim::ClusterConfig& cluster) {

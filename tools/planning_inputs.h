@@ -2,6 +2,7 @@
 // cluster, cost profile and partial layout, checked against each other.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <string>
 
 #include "sim/core/cost_profile.h"
@@ -12,7 +13,6 @@
 namespace sextant::tools {
 
 struct PlanningArguments {
-  std::string configs_dir;
   std::string model;
   std::string cluster;
   std::string profile;     // empty: the GPU's default profile
@@ -30,7 +30,12 @@ struct PlanningInputs {
 
 /// Loads and cross-checks; throws sim::ConfigError (exit code 2) naming the
 /// option at fault: a --global-batch that contradicts gbs=, no global batch at all.
-PlanningInputs load_planning_inputs(const PlanningArguments& arguments);
+PlanningInputs load_planning_inputs(const std::string& configs_dir,
+                                    const PlanningArguments& arguments);
+
+/// Registers --model, --cluster, --layout, --global-batch, --seq-length and
+/// --profile on `command`; with `presets_required` --model and --cluster must be given.
+void add_planning_options(CLI::App& command, PlanningArguments& arguments, bool presets_required);
 
 /// Throws unless the cluster has `gpus` GPUs.
 void check_gpu_count(long gpus, const sim::ClusterConfig& cluster);

@@ -20,12 +20,8 @@ namespace sextant::tools {
 
 namespace {
 struct SearchCommandOptions {
-  std::string model;
-  std::string cluster;
+  PlanningArguments planning;
   long gpus = 0;
-  int global_batch = 0;
-  std::string layout;
-  std::string profile;
   std::string format = "table";
   int top = 5;
   bool explain = false;
@@ -33,7 +29,6 @@ struct SearchCommandOptions {
   bool tp_within_node = false;
   double memory_limit_gib = 0;
   double memory_headroom = 0.05;
-  long seq_length = 0;
   bool fp8 = false;
   int threads = 0;
   std::string engine = "analytic";
@@ -78,8 +73,7 @@ std::function<void(double)> progress_bar() {
 }
 
 int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::ostream& out) {
-  const PlanningInputs in = load_planning_inputs(
-      {common.configs_dir, o.model, o.cluster, o.profile, o.layout, o.global_batch, o.seq_length});
+  const PlanningInputs in = load_planning_inputs(common.configs_dir, o.planning);
   const sim::ModelConfig& model = in.model;
   const sim::ClusterConfig& cluster = in.cluster;
   const sim::CostProfile& profile = in.profile;
@@ -197,14 +191,8 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       "  sextant search --model gpt3-175b --cluster dgx-a100 --gpus 64 --global-batch 64 \\\n"
       "      --explain --layout tp=8,pp=1,mbs=1");
   cmd->alias("plan");
-  cmd->add_option("--model", o->model,
-                  "model preset name, model YAML, or a HuggingFace config.json")
-      ->required();
-  cmd->add_option("--cluster", o->cluster, "cluster preset name or cluster YAML")->required();
+  add_planning_options(*cmd, o->planning, true);
   cmd->add_option("--gpus", o->gpus, "number of GPUs")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--global-batch", o->global_batch, "global batch in sequences (or gbs= in --layout)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--layout", o->layout, "knobs to keep fixed, e.g. tp=8,recompute=selective");
   cmd->add_option("--top", o->top, "how many layouts to print")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
@@ -221,11 +209,7 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
                   "fraction of the memory kept free (context, workspaces, fragmentation)")
       ->check(CLI::Range(0.0, 0.9))
       ->capture_default_str();
-  cmd->add_option("--seq-length", o->seq_length, "training sequence length (overrides the model's)")
-      ->check(CLI::PositiveNumber);
   cmd->add_flag("--fp8", o->fp8, "also consider FP8 GEMMs (Hopper)");
-  cmd->add_option("--profile", o->profile,
-                  "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
   cmd->add_option("--engine", o->engine,
                   "analytic, or event: re-score the best (at least 8) on the event-driven simulator")
       ->check(CLI::IsMember({"analytic", "event"}))

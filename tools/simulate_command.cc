@@ -19,22 +19,16 @@ namespace sextant::tools {
 
 namespace {
 struct SimulateOptions {
-  std::string model = "gpt3-175b";
-  std::string cluster = "dgx-a100";
+  PlanningArguments planning{"gpt3-175b", "dgx-a100"};
   long gpus = 0;
-  std::string layout;
-  int global_batch = 0;
-  std::string profile;
   std::string format = "table";
   std::string engine = "analytic";
   std::string trace;  // Chrome trace file (event engine)
   double memory_headroom = 0.05;
-  long seq_length = 0;
 };
 
 int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ostream& out) {
-  const PlanningInputs in = load_planning_inputs(
-      {common.configs_dir, o.model, o.cluster, o.profile, o.layout, o.global_batch, o.seq_length});
+  const PlanningInputs in = load_planning_inputs(common.configs_dir, o.planning);
   const sim::ModelConfig& model = in.model;
   const sim::ClusterConfig& cluster = in.cluster;
   const sim::CostProfile& profile = in.profile;
@@ -127,29 +121,10 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
       "Example:\n"
       "  sextant simulate --model gpt3-175b --cluster dgx-a100 --gpus 1536 \\\n"
       "      --layout tp=8,pp=16,dp=12,mbs=1,gbs=1536,recompute=selective,sp=1");
-  cmd->add_option("--model", options->model,
-                  "model preset name (configs/models) or path to a model YAML")
-      ->capture_default_str();
-  cmd->add_option("--cluster", options->cluster,
-                  "cluster preset name (configs/clusters) or path to a cluster YAML")
-      ->capture_default_str();
+  add_planning_options(*cmd, options->planning, false);
   cmd->add_option("--gpus", options->gpus,
                   "number of GPUs (default: tp*cp*pp*dp when all are in --layout)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--layout", options->layout,
-                  "comma-separated knob=value list: tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1),\n"
-                  "recompute (none|selective|full), dist_opt (0|1), zero (0-3),\n"
-                  "schedule (1f1b|1f1b-interleaved|gpipe|zb-h1), precision (bf16|fp16|fp8),\n"
-                  "attention (flash|unfused; default flash), overlap_grad_reduce (default 1),\n"
-                  "overlap_param_gather (default 1 with zero>=1), tp_comm_overlap (default 0)");
-  cmd->add_option("--global-batch", options->global_batch,
-                  "global batch in sequences (same as gbs= in --layout)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seq-length", options->seq_length,
-                  "training sequence length (overrides the model's)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--profile", options->profile,
-                  "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
   cmd->add_option("--format", options->format, "output format")
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
