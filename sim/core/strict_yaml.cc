@@ -20,7 +20,8 @@ std::string describe(const YAML::Node& value) {
 // Integers print whole (4294967296, not 4.29497e+09); other values with 6 digits.
 std::string format_number(double value) {
   char text[64];
-  if (value == static_cast<double>(static_cast<long long>(value)) && std::abs(value) < 1e15) {
+  // Range first: converting a double outside long long's range is undefined.
+  if (std::abs(value) < 1e15 && value == std::trunc(value)) {
     std::snprintf(text, sizeof text, "%lld", static_cast<long long>(value));
   } else {
     std::snprintf(text, sizeof text, "%g", value);
