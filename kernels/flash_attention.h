@@ -1,0 +1,67 @@
+// Causal flash attention forward (Dao et al. 2022, "FlashAttention"; the loop
+// order of Dao 2023, "FlashAttention-2": each thread block owns a block of query
+// rows and walks the key blocks up to the diagonal with an online softmax), so
+// the (seq, seq) score matrix is never stored. Grouped-query attention (Ainslie
+// et al. 2023): query head h reads key/value head h / (heads / kv_heads).
+//
+// bf16 inputs and output, fp32 accumulation on the tensor cores, softmax scale
+// 1/sqrt(head_dim). The log-sum-exp of each query row's scaled scores is saved
+// in fp32 so the backward pass recomputes the probabilities without the
+// (seq, seq) matrix (FlashAttention-2, Algorithm 2).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+namespace sextant::kernels {
+
+/// The shape of one attention call. Q and O are (batch, seq, heads, head_dim);
+/// K and V are (batch, seq, kv_heads, head_dim); all contiguous, row-major.
+struct FlashAttentionShape {
+  int batch = 0;
+  int seq = 0;
+  int heads = 0;     // query heads
+  int kv_heads = 0;  // key/value heads; must divide heads (GQA, kv_heads == heads is MHA)
+  int head_dim = 0;  // 64 or 128
+};
+
+/// Empty when flash_attention_forward and _backward can run `shape`; otherwise every reason
+/// it cannot, with the values ("head_dim (96) must be 64 or 128; ...").
+std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape);
+
+/// out: (batch, seq, heads, head_dim) bf16, written.
+/// lse: (batch, heads, seq) fp32, written: log(sum_j exp(q_i . k_j / sqrt(head_dim)))
+///   over the keys j <= i, natural logarithm.
+/// q: (batch, seq, heads, head_dim); k, v: (batch, seq, kv_heads, head_dim) bf16.
+/// Throws KernelArgumentError (before launching anything) when the shape is
+/// unsupported, a pointer is null, or q, k, v, out are not 16-byte aligned.
+void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
+                             const FlashAttentionShape& shape, cudaStream_t stream);
+
+/// Device workspace flash_attention_backward needs: an fp32 dQ accumulator
+/// (batch, seq, heads, head_dim) and the fp32 row sums delta_i = dO_i . O_i
+/// (batch, heads, seq). 0 for a shape flash_attention_unsupported_reason rejects.
+std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape);
+
+/// The gradients of flash_attention_forward, all written (not accumulated):
+/// dq: (batch, seq, heads, head_dim) bf16;
+/// dk, dv: (batch, seq, kv_heads, head_dim) bf16, each summed over the query
+///   heads that share the key/value head.
+/// dout, out: (batch, seq, heads, head_dim) bf16, the output's gradient and the
+///   forward's output; lse: (batch, heads, seq) fp32, the forward's.
+/// q, k, v as for the forward. The probabilities are recomputed from lse.
+/// dQ is summed over key blocks with fp32 atomics, so its last bits may differ
+/// from run to run; dK and dV are deterministic.
+/// Throws KernelArgumentError (before launching anything) when the shape is
+/// unsupported, a pointer is null, a bf16 pointer or the workspace is not
+/// 16-byte aligned, or the workspace is smaller than
+/// flash_attention_backward_workspace_bytes(shape).
+void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16* q,
+                              const Bf16* k, const Bf16* v, const Bf16* out, const float* lse,
+                              const FlashAttentionShape& shape, void* workspace,
+                              std::size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace sextant::kernels

@@ -1,0 +1,285 @@
+// Causal flash attention forward and backward against a double-precision CPU
+// reference on N(0, 1) bf16 inputs (scores q.k/sqrt(d) then have standard
+// deviation 1).
+//
+// Forward tolerances:
+// - O: rtol 1e-2 and atol 2^-8 * max|V|. The kernel rounds the probabilities
+//   P to bf16 before the tensor-core product P V (relative error <= 2^-9 per
+//   element), so the numerator sum_j p_j v_j is off by at most
+//   2^-9 * sum_j p_j |v_j| <= 2^-9 * l * max|V|, i.e. O by 2^-9 * max|V|; the
+//   atol doubles that for the fp32 sums. The final bf16 rounding of O is
+//   relative (2^-9), inside the rtol.
+// - LSE: atol 1e-4. Everything is fp32 there: scores summed in fp32 over
+//   head_dim bf16 products, the running sum over <= 1000 terms (relative
+//   <= 1000 * 2^-24 = 6e-5 in the worst case), which the logarithm turns into
+//   an absolute error of the same size.
+//
+// Backward tolerances: the test feeds the kernel the reference's O (rounded
+// to bf16) and LSE (rounded to fp32), and the reference uses that same bf16 O
+// for delta_i = dO_i . O_i, so the backward is checked on its own. The kernel
+// rounds P and dS = P (dP - delta) to bf16 before the tensor-core products
+// (relative error <= 2^-9 each); everything else is fp32. dS also carries the
+// fp32 error of dP_ij - delta_i, two d-term dot products that may cancel
+// exactly (query 0 attends only key 0, where dP = delta and dS = 0): at most
+// d * 2^-24 * (sum_c |dO_ic V_jc| + sum_c |dO_ic O_ic|) times P_ij. So
+//   e_ij = 2^-9 |dS_ij| + P_ij d 2^-24 (sum_c |dO_ic V_jc| + |dO_ic O_ic|)
+//   dV_jc: 2^-9 sum_i P_ij |dO_ic|
+//   dK_jc: scale sum_i e_ij |Q_ic|,   dQ_ic: scale sum_j e_ij |K_jc|
+// The atol is twice that bound (the other fp32 sums) plus 1e-6; rtol 1e-2
+// covers the final bf16 rounding (2^-9 relative).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda_check.h"
+#include "kernels/flash_attention.h"
+#include "tests/kernels/gpu_test_support.h"
+
+namespace sextant::kernels {
+namespace {
+
+using testing::all_close;
+using testing::DeviceBuffer;
+using testing::to_double;
+
+std::string shape_name(const ::testing::TestParamInfo<FlashAttentionShape>& info) {
+  const auto& s = info.param;
+  std::string name = "b";  // appended piecewise: "b" + to_string trips GCC 12's -Wrestrict
+  name += std::to_string(s.batch);
+  name += "_s" + std::to_string(s.seq);
+  name += "_h" + std::to_string(s.heads);
+  name += "_kv" + std::to_string(s.kv_heads);
+  name += "_d" + std::to_string(s.head_dim);
+  return name;
+}
+
+struct Reference {
+  std::vector<double> out;  // (b, s, h, d)
+  std::vector<double> lse;  // (b, h, s)
+};
+
+/// Causal softmax(Q K^T / sqrt(d)) V in double, row by row.
+Reference reference_forward(const std::vector<double>& q, const std::vector<double>& k,
+                            const std::vector<double>& v, const FlashAttentionShape& s) {
+  const int d = s.head_dim;
+  const int group = s.heads / s.kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  Reference ref;
+  ref.out.assign(static_cast<std::size_t>(s.batch) * s.seq * s.heads * d, 0.0);
+  ref.lse.assign(static_cast<std::size_t>(s.batch) * s.heads * s.seq, 0.0);
+  std::vector<double> scores(s.seq);
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const int hk = h / group;
+      for (int i = 0; i < s.seq; ++i) {
+        const double* qi = &q[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
+        double max_score = -INFINITY;
+        for (int j = 0; j <= i; ++j) {
+          const double* kj = &k[((static_cast<std::size_t>(b) * s.seq + j) * s.kv_heads + hk) * d];
+          double dot = 0;
+          for (int c = 0; c < d; ++c) dot += qi[c] * kj[c];
+          scores[j] = dot * scale;
+          max_score = std::max(max_score, scores[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= i; ++j) sum += std::exp(scores[j] - max_score);
+        const double lse = max_score + std::log(sum);
+        ref.lse[(static_cast<std::size_t>(b) * s.heads + h) * s.seq + i] = lse;
+        double* oi = &ref.out[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
+        for (int j = 0; j <= i; ++j) {
+          const double p = std::exp(scores[j] - lse);
+          const double* vj = &v[((static_cast<std::size_t>(b) * s.seq + j) * s.kv_heads + hk) * d];
+          for (int c = 0; c < d; ++c) oi[c] += p * vj[c];
+        }
+      }
+    }
+  return ref;
+}
+
+struct Gradients {
+  std::vector<double> dq, dk, dv;              // as q, k, v
+  std::vector<double> dq_atol, dk_atol, dv_atol;
+};
+
+/// The causal attention gradients in double from the forward's O and LSE,
+/// with the per-element error bounds the header derives.
+Gradients reference_backward(const std::vector<double>& q, const std::vector<double>& k,
+                             const std::vector<double>& v, const std::vector<double>& out,
+                             const std::vector<double>& lse, const std::vector<double>& dout,
+                             const FlashAttentionShape& s) {
+  const int d = s.head_dim;
+  const int group = s.heads / s.kv_heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double unit = std::ldexp(1.0, -9);        // bf16 rounding, relative
+  const double fp32_unit = std::ldexp(1.0, -24);  // fp32 rounding, relative
+  Gradients g;
+  g.dq.assign(q.size(), 0.0);
+  g.dq_atol.assign(q.size(), 0.0);
+  g.dk.assign(k.size(), 0.0);
+  g.dk_atol.assign(k.size(), 0.0);
+  g.dv.assign(v.size(), 0.0);
+  g.dv_atol.assign(v.size(), 0.0);
+  auto at = [&](int b, int i, int h, int heads) {
+    return ((static_cast<std::size_t>(b) * s.seq + i) * heads + h) * d;
+  };
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const int hk = h / group;
+      for (int i = 0; i < s.seq; ++i) {
+        const std::size_t qi = at(b, i, h, s.heads);
+        double delta = 0, delta_magnitude = 0;
+        for (int c = 0; c < d; ++c) {
+          delta += dout[qi + c] * out[qi + c];
+          delta_magnitude += std::abs(dout[qi + c] * out[qi + c]);
+        }
+        const double lse_i = lse[(static_cast<std::size_t>(b) * s.heads + h) * s.seq + i];
+        for (int j = 0; j <= i; ++j) {
+          const std::size_t kj = at(b, j, hk, s.kv_heads);
+          double dot = 0, dp = 0, dp_magnitude = 0;
+          for (int c = 0; c < d; ++c) {
+            dot += q[qi + c] * k[kj + c];
+            dp += dout[qi + c] * v[kj + c];
+            dp_magnitude += std::abs(dout[qi + c] * v[kj + c]);
+          }
+          const double p = std::exp(dot * scale - lse_i);
+          const double ds = p * (dp - delta);
+          const double ds_error =
+              unit * std::abs(ds) + p * d * fp32_unit * (dp_magnitude + delta_magnitude);
+          for (int c = 0; c < d; ++c) {
+            g.dv[kj + c] += p * dout[qi + c];
+            g.dv_atol[kj + c] += unit * p * std::abs(dout[qi + c]);
+            g.dk[kj + c] += scale * ds * q[qi + c];
+            g.dk_atol[kj + c] += scale * ds_error * std::abs(q[qi + c]);
+            g.dq[qi + c] += scale * ds * k[kj + c];
+            g.dq_atol[qi + c] += scale * ds_error * std::abs(k[kj + c]);
+          }
+        }
+      }
+    }
+  for (auto* bounds : {&g.dq_atol, &g.dk_atol, &g.dv_atol})
+    for (double& x : *bounds) x = 2 * x + 1e-6;
+  return g;
+}
+
+std::vector<Bf16> to_bf16(const std::vector<double>& values) {
+  std::vector<Bf16> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = from_float(static_cast<float>(values[i]));
+  return out;
+}
+
+class FlashAttentionTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
+
+TEST_P(FlashAttentionTest, ForwardMatchesReference) {
+  const FlashAttentionShape s = GetParam();
+  const std::size_t q_elems = static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
+  const std::size_t kv_elems = static_cast<std::size_t>(s.batch) * s.seq * s.kv_heads * s.head_dim;
+  const std::size_t lse_elems = static_cast<std::size_t>(s.batch) * s.heads * s.seq;
+  const auto q = testing::random_bf16(rng(), q_elems, 0.0, 1.0);
+  const auto k = testing::random_bf16(rng(), kv_elems, 0.0, 1.0);
+  const auto v = testing::random_bf16(rng(), kv_elems, 0.0, 1.0);
+  DeviceBuffer<Bf16> d_q(q), d_k(k), d_v(v), d_out(q_elems);
+  DeviceBuffer<float> d_lse(lse_elems);
+
+  flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr);
+
+  const auto vd = to_double(v);
+  const Reference ref = reference_forward(to_double(q), to_double(k), vd, s);
+  double max_abs_v = 0;
+  for (double x : vd) max_abs_v = std::max(max_abs_v, std::abs(x));
+  EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, std::ldexp(max_abs_v, -8)))
+      << "out";
+  EXPECT_TRUE(all_close(to_double(d_lse.download()), ref.lse, 0.0, 1e-4)) << "lse";
+}
+
+TEST_P(FlashAttentionTest, BackwardMatchesReference) {
+  const FlashAttentionShape s = GetParam();
+  const std::size_t q_elems = static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
+  const std::size_t kv_elems = static_cast<std::size_t>(s.batch) * s.seq * s.kv_heads * s.head_dim;
+  const auto q = testing::random_bf16(rng(), q_elems, 0.0, 1.0);
+  const auto k = testing::random_bf16(rng(), kv_elems, 0.0, 1.0);
+  const auto v = testing::random_bf16(rng(), kv_elems, 0.0, 1.0);
+  const auto dout = testing::random_bf16(rng(), q_elems, 0.0, 1.0);
+  const auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
+  const Reference fwd = reference_forward(qd, kd, vd, s);
+  const std::vector<Bf16> out = to_bf16(fwd.out);
+  std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
+  DeviceBuffer<Bf16> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(out);
+  DeviceBuffer<Bf16> d_dq(q_elems), d_dk(kv_elems), d_dv(kv_elems);
+  DeviceBuffer<float> d_lse(lse);
+  const std::size_t ws_bytes = flash_attention_backward_workspace_bytes(s);
+  DeviceBuffer<char> d_ws(ws_bytes);
+
+  flash_attention_backward(d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(), d_q.get(), d_k.get(),
+                           d_v.get(), d_out.get(), d_lse.get(), s, d_ws.get(), ws_bytes, nullptr);
+
+  const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
+                                         to_double(dout), s);
+  EXPECT_TRUE(all_close(to_double(d_dv.download()), g.dv, 1e-2, g.dv_atol)) << "dv";
+  EXPECT_TRUE(all_close(to_double(d_dk.download()), g.dk, 1e-2, g.dk_atol)) << "dk";
+  EXPECT_TRUE(all_close(to_double(d_dq.download()), g.dq, 1e-2, g.dq_atol)) << "dq";
+}
+
+// Sequences 128 and 256 fill the 64-row blocks; 1000 and 65 end in a partial
+// block; 1 is a single padded block. kv_heads 1 and 2 are GQA, 4 is MHA.
+INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
+                         ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64},
+                                           FlashAttentionShape{2, 128, 4, 1, 128},
+                                           FlashAttentionShape{1, 256, 4, 4, 128},
+                                           FlashAttentionShape{1, 256, 4, 1, 64},
+                                           FlashAttentionShape{1, 1000, 4, 1, 128},
+                                           FlashAttentionShape{2, 1000, 4, 4, 64},
+                                           FlashAttentionShape{3, 65, 4, 2, 128},
+                                           FlashAttentionShape{1, 1, 4, 2, 64}),
+                         shape_name);
+
+// The argument checks run before any CUDA call, so these need no GPU.
+TEST(FlashAttentionArguments, UnsupportedShapeNamesEveryProblem) {
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 4, 64}), "");
+  EXPECT_EQ(flash_attention_unsupported_reason({0, 128, 6, 4, 96}),
+            "head_dim (96) must be 64 or 128; batch (0) must be in [1, 65535]; kv_heads (4) must "
+            "divide heads (6)");
+  EXPECT_EQ(flash_attention_unsupported_reason({1, 0, 4, 0, 128}),
+            "seq (0) must be positive; kv_heads (0) must be positive");
+}
+
+TEST(FlashAttentionArguments, BackwardChecksWorkspace) {
+  // (2, 128, 4, 64) fp32 dQ plus (2, 4, 128) fp32 delta: 4 * (65536 + 1024) bytes.
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 4, 1, 64}), 266240u);
+  alignas(16) Bf16 buffer[8];
+  float lse[1];
+  try {
+    flash_attention_backward(buffer, buffer, buffer, buffer, buffer, buffer, buffer, buffer, lse,
+                             {2, 128, 4, 1, 64}, buffer, 16, nullptr);
+    FAIL() << "expected KernelArgumentError";
+  } catch (const KernelArgumentError& e) {
+    EXPECT_STREQ(e.what(),
+                 "flash_attention_backward: workspace (16 bytes) is smaller than the 266240 bytes "
+                 "flash_attention_backward_workspace_bytes asks for");
+  }
+}
+
+TEST(FlashAttentionArguments, LauncherThrowsBeforeLaunching) {
+  alignas(16) Bf16 buffer[8];
+  float lse[1];
+  try {
+    flash_attention_forward(buffer, lse, buffer, buffer, buffer, {1, 1, 3, 2, 64}, nullptr);
+    FAIL() << "expected KernelArgumentError";
+  } catch (const KernelArgumentError& e) {
+    EXPECT_STREQ(e.what(), "flash_attention_forward: kv_heads (2) must divide heads (3)");
+  }
+  try {
+    flash_attention_forward(buffer + 1, lse, buffer, buffer, buffer, {1, 1, 2, 2, 64}, nullptr);
+    FAIL() << "expected KernelArgumentError";
+  } catch (const KernelArgumentError& e) {
+    EXPECT_STREQ(e.what(),
+                 "flash_attention_forward: out, q, k and v must be 16-byte aligned (16-byte row "
+                 "loads)");
+  }
+}
+
+}  // namespace
+}  // namespace sextant::kernels
