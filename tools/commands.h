@@ -20,5 +20,6 @@ using CommandRunner = std::function<int(std::ostream& out)>;
 CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_validate_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_search_command(CLI::App& app, const CommonOptions& common);
+CommandRunner add_preprocess_command(CLI::App& app, const CommonOptions& common);
 
 }  // namespace sextant::tools

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   tools::CommandRunner simulate = tools::add_simulate_command(app, common);
   tools::CommandRunner validate = tools::add_validate_command(app, common);
   tools::CommandRunner search = tools::add_search_command(app, common);
+  tools::CommandRunner preprocess = tools::add_preprocess_command(app, common);
 
   try {
     app.parse(argc, argv);
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("simulate")) code = simulate(out);
     else if (app.got_subcommand("validate")) code = validate(out);
     else if (app.got_subcommand("search")) code = search(out);
+    else if (app.got_subcommand("preprocess")) code = preprocess(out);
     std::cout << out.str();
     return code;
   } catch (const sim::ConfigError& e) {

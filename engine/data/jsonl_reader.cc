@@ -1,0 +1,63 @@
+#include "engine/data/jsonl_reader.h"
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "engine/data/data_error.h"
+
+namespace sextant::engine::data {
+
+namespace {
+bool blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
+std::string keys_of(const nlohmann::json& object) {
+  std::string out;
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    if (!out.empty()) out += ", ";
+    out += "\"" + it.key() + "\"";
+  }
+  return out.empty() ? "none" : out;
+}
+}  // namespace
+
+JsonlReader::JsonlReader(std::string path, std::string key)
+    : path_(std::move(path)), key_(std::move(key)), in_(path_, std::ios::binary) {
+  if (!in_) throw DataError(path_, std::string("cannot open: ") + std::strerror(errno));
+}
+
+bool JsonlReader::next(std::string& text) {
+  while (std::getline(in_, buffer_)) {
+    ++line_;
+    bytes_read_ += static_cast<int64_t>(buffer_.size()) + (in_.eof() ? 0 : 1);
+    if (blank(buffer_)) continue;
+    nlohmann::json value;
+    try {
+      value = nlohmann::json::parse(buffer_);
+    } catch (const nlohmann::json::parse_error& e) {
+      // e.byte is the 1-based byte where parsing failed; nlohmann's own message
+      // repeats the position and varies between versions, so it is left out.
+      throw DataError(path_, "not valid JSON", line_, static_cast<int64_t>(e.byte));
+    }
+    if (!value.is_object()) {
+      throw DataError(path_, std::string("expected a JSON object, got ") + value.type_name(),
+                      line_);
+    }
+    const auto it = value.find(key_);
+    if (it == value.end()) {
+      throw DataError(path_, "no key \"" + key_ + "\" (keys: " + keys_of(value) + ")", line_);
+    }
+    if (!it->is_string()) {
+      throw DataError(path_, "\"" + key_ + "\" is " + it->type_name() + ", expected a string",
+                      line_);
+    }
+    text = it->get<std::string>();
+    return true;
+  }
+  if (in_.bad()) throw DataError(path_, std::string("read failed: ") + std::strerror(errno), line_);
+  return false;
+}
+
+}  // namespace sextant::engine::data
