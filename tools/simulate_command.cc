@@ -19,7 +19,11 @@ namespace sextant::tools {
 
 namespace {
 struct SimulateOptions {
-  PlanningArguments planning{"gpt3-175b", "dgx-a100"};
+  SimulateOptions() {
+    planning.model = "gpt3-175b";  // the README's main job: GPT-3 175B on DGX A100
+    planning.cluster = "dgx-a100";
+  }
+  PlanningArguments planning;
   long gpus = 0;
   std::string format = "table";
   std::string engine = "analytic";
