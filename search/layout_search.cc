@@ -81,7 +81,8 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         }
         ++mine.valid;
         // Memory is cheap: prune before timing the step.
-        const double bytes = peak_memory_per_gpu(m, l).total();
+        const MemoryBreakdown memory = peak_memory_per_gpu(m, l);
+        const double bytes = memory.total();
         const bool fits = bytes <= out.memory_limit_bytes;
         if (fits) {
           ++mine.feasible;
@@ -91,7 +92,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         }
         const bool rank = fits || !options.require_memory_fit;
         if (!rank && !options.keep_all) continue;
-        SimulationResult r = simulate_analytic(m, cluster, profile, l);
+        SimulationResult r = simulate_analytic(m, cluster, profile, l, memory);
         r.fits_memory = fits;  // against the search's limit, headroom included
         if (rank) keep_best(mine.best, r, options.top);
         if (options.keep_all) mine.all.push_back(r);

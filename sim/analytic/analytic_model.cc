@@ -116,6 +116,12 @@ double exposed_after_chunked_overlap(double total_s, double v, int pp, double co
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l) {
+  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l));
+}
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const MemoryBreakdown& memory) {
   SimulationResult r;
   r.layout = l;
   const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
@@ -229,7 +235,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   r.mfu = flops.model_flops / peak;
   r.hfu = flops.hardware_flops / peak;
 
-  r.memory = peak_memory_per_gpu(m, l);
+  r.memory = memory;
   r.fits_memory = r.memory.total() <= static_cast<double>(cluster.gpu.memory_bytes);
 
   const std::array<std::pair<double, Limiter>, 7> costs{{

@@ -20,4 +20,10 @@ namespace sextant::sim {
 SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& layout);
 
+/// The same, with the memory breakdown (peak_memory_per_gpu) already computed:
+/// the search prunes by memory first and does not compute it twice.
+SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& layout,
+                                   const MemoryBreakdown& memory);
+
 }  // namespace sextant::sim
