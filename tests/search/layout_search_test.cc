@@ -40,7 +40,9 @@ TEST_F(LayoutSearch, BestFirstAndEveryResultValidAndFitting) {
   for (std::size_t i = 0; i < r.best.size(); ++i) {
     EXPECT_TRUE(sim::is_valid_layout(model, cluster, 1024, r.best[i].layout));
     EXPECT_LE(r.best[i].memory.total(), r.memory_limit_bytes);
-    if (i > 0) EXPECT_FALSE(ranks_before(r.best[i], r.best[i - 1]));
+    if (i > 0) {
+      EXPECT_FALSE(ranks_before(r.best[i], r.best[i - 1]));
+    }
   }
   // 5 % headroom on an 80 GiB GPU.
   EXPECT_DOUBLE_EQ(r.memory_limit_bytes, 0.95 * 85899345920.0);
