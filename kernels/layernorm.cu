@@ -6,23 +6,10 @@
 #include "kernels/norm_kernels.cuh"
 
 namespace sextant::kernels {
-namespace {
-
-void check_shape(const char* launcher, int rows, int cols) {
-  require_argument(rows >= 0 && rows <= detail::kMaxColumnPartialRows, launcher,
-                   "rows (" + std::to_string(rows) + ") must be in [0, " +
-                       std::to_string(detail::kMaxColumnPartialRows) + "]");
-  require_argument(cols > 0 && cols % detail::kBf16PerVector == 0, launcher,
-                   "cols (" + std::to_string(cols) +
-                       ") must be a positive multiple of 8 (16-byte vector accesses)");
-}
-
-}  // namespace
-
 void layernorm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, const Bf16* gamma,
                        const Bf16* beta, int rows, int cols, float eps, cudaStream_t stream) {
   constexpr const char* kName = "layernorm_forward";
-  check_shape(kName, rows, cols);
+  detail::check_norm_shape(kName, rows, cols);
   require_argument(is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(gamma, 16) &&
                        is_aligned(beta, 16),
                    kName, "out, inp, gamma and beta must be 16-byte aligned");
@@ -42,7 +29,7 @@ void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dou
                         const Bf16* gamma, const float* mean, const float* rstd, int rows, int cols,
                         void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* kName = "layernorm_backward";
-  check_shape(kName, rows, cols);
+  detail::check_norm_shape(kName, rows, cols);
   require_argument(is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
                        is_aligned(gamma, 16) && is_aligned(workspace, 16),
                    kName, "dinp, dout, inp, gamma and workspace must be 16-byte aligned");

@@ -13,7 +13,10 @@
 // column_partials.h to stay deterministic.
 #pragma once
 
+#include <string>
+
 #include "kernels/column_partials.h"
+#include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
 #include "kernels/stream.h"
 
@@ -22,6 +25,16 @@ namespace sextant::kernels::detail {
 inline constexpr int kNormThreads = 256;  // 8 warps = 8 rows per block
 inline constexpr int kNormRowsPerBlock = kNormThreads / kWarpSize;
 inline constexpr int kColsPerWarpStep = kWarpSize * kBf16PerVector;  // 256
+
+// The launchers' shape check, shared by LayerNorm and RMSNorm.
+inline void check_norm_shape(const char* launcher, int rows, int cols) {
+  require_argument(rows >= 0 && rows <= kMaxColumnPartialRows, launcher,
+                   "rows (" + std::to_string(rows) + ") must be in [0, " +
+                       std::to_string(kMaxColumnPartialRows) + "]");
+  require_argument(cols > 0 && cols % kBf16PerVector == 0, launcher,
+                   "cols (" + std::to_string(cols) +
+                       ") must be a positive multiple of 8 (16-byte vector accesses)");
+}
 
 template <bool kCentered>
 __global__ void __launch_bounds__(kNormThreads)
@@ -77,6 +90,30 @@ __global__ void __launch_bounds__(kNormThreads)
 }
 
 // dinp = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * gamma;
+// One 8-element vector of the input-gradient passes, shared by the looping and
+// register-resident kernels: the row sums of dxhat = dy·gamma and dxhat·xhat ...
+__device__ __forceinline__ void accumulate_dxhat_sums(const float (&dy)[8], const float (&x)[8],
+                                                      const float (&g)[8], float m, float r,
+                                                      float& sum_dxhat, float& sum_dxhat_xhat) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float dxhat = dy[i] * g[i];
+    sum_dxhat += dxhat;
+    sum_dxhat_xhat += dxhat * (x[i] - m) * r;
+  }
+}
+
+// ... and dx = rstd·(dxhat − mean(dxhat) − xhat·mean(dxhat·xhat)), written over dy.
+__device__ __forceinline__ void input_gradient(float (&dy)[8], const float (&x)[8],
+                                               const float (&g)[8], float m, float r,
+                                               float mean_dxhat, float mean_dxhat_xhat) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float xhat = (x[i] - m) * r;
+    dy[i] = r * (dy[i] * g[i] - mean_dxhat - xhat * mean_dxhat_xhat);
+  }
+}
+
 // RMSNorm drops the mean(dxhat) term. dinp may alias dout: each lane reads an
 // element before it writes it, and the parameter-gradient kernel runs first.
 template <bool kCentered>
@@ -99,12 +136,7 @@ __global__ void __launch_bounds__(kNormThreads)
     load_bf16x8(dout + offset + c, dy);
     load_bf16x8(inp + offset + c, x);
     load_bf16x8(gamma + c, g);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float dxhat = dy[i] * g[i];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * (x[i] - m) * r;
-    }
+    accumulate_dxhat_sums(dy, x, g, m, r, sum_dxhat, sum_dxhat_xhat);
   }
   const float mean_dxhat = kCentered ? warp_sum(sum_dxhat) * inv_cols : 0.0f;
   const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) * inv_cols;
@@ -114,11 +146,7 @@ __global__ void __launch_bounds__(kNormThreads)
     load_bf16x8(dout + offset + c, dy);
     load_bf16x8(inp + offset + c, x);
     load_bf16x8(gamma + c, g);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float xhat = (x[i] - m) * r;
-      dy[i] = r * (dy[i] * g[i] - mean_dxhat - xhat * mean_dxhat_xhat);
-    }
+    input_gradient(dy, x, g, m, r, mean_dxhat, mean_dxhat_xhat);
     store_bf16x8(dinp + offset + c, dy);
   }
 }
@@ -222,12 +250,7 @@ __global__ void __launch_bounds__(kNormThreads)
     unpack_bf16x8(raw_dy[k], dy);
     unpack_bf16x8(raw_x[k], x);
     load_bf16x8(gamma + c, g);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float dxhat = dy[i] * g[i];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * (x[i] - m) * r;
-    }
+    accumulate_dxhat_sums(dy, x, g, m, r, sum_dxhat, sum_dxhat_xhat);
   }
   const float mean_dxhat = kCentered ? warp_sum(sum_dxhat) * inv_cols : 0.0f;
   const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) * inv_cols;
@@ -240,11 +263,7 @@ __global__ void __launch_bounds__(kNormThreads)
     unpack_bf16x8(raw_dy[k], dy);
     unpack_bf16x8(raw_x[k], x);
     load_bf16x8(gamma + c, g);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float xhat = (x[i] - m) * r;
-      dy[i] = r * (dy[i] * g[i] - mean_dxhat - xhat * mean_dxhat_xhat);
-    }
+    input_gradient(dy, x, g, m, r, mean_dxhat, mean_dxhat_xhat);
     store_bf16x8(dinp + offset + c, dy);
   }
 }

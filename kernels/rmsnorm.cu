@@ -6,23 +6,10 @@
 #include "kernels/norm_kernels.cuh"
 
 namespace sextant::kernels {
-namespace {
-
-void check_shape(const char* launcher, int rows, int cols) {
-  require_argument(rows >= 0 && rows <= detail::kMaxColumnPartialRows, launcher,
-                   "rows (" + std::to_string(rows) + ") must be in [0, " +
-                       std::to_string(detail::kMaxColumnPartialRows) + "]");
-  require_argument(cols > 0 && cols % detail::kBf16PerVector == 0, launcher,
-                   "cols (" + std::to_string(cols) +
-                       ") must be a positive multiple of 8 (16-byte vector accesses)");
-}
-
-}  // namespace
-
 void rmsnorm_forward(Bf16* out, float* rstd, const Bf16* inp, const Bf16* gamma, int rows,
                      int cols, float eps, cudaStream_t stream) {
   constexpr const char* kName = "rmsnorm_forward";
-  check_shape(kName, rows, cols);
+  detail::check_norm_shape(kName, rows, cols);
   require_argument(is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(gamma, 16), kName,
                    "out, inp and gamma must be 16-byte aligned");
   require_argument(gamma != nullptr, kName, "gamma must not be null");
@@ -40,7 +27,7 @@ void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* i
                       const Bf16* gamma, const float* rstd, int rows, int cols, void* workspace,
                       std::size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* kName = "rmsnorm_backward";
-  check_shape(kName, rows, cols);
+  detail::check_norm_shape(kName, rows, cols);
   require_argument(is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
                        is_aligned(gamma, 16) && is_aligned(workspace, 16),
                    kName, "dinp, dout, inp, gamma and workspace must be 16-byte aligned");
