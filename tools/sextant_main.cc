@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   tools::CommandRunner validate = tools::add_validate_command(app, common);
   tools::CommandRunner search = tools::add_search_command(app, common);
   tools::CommandRunner preprocess = tools::add_preprocess_command(app, common);
+  tools::CommandRunner run = tools::add_run_command(app, common);
 
   try {
     app.parse(argc, argv);
@@ -38,10 +39,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // Results go to a buffer first so a failure leaves nothing half-written on stdout.
+  // Results go to a buffer first so a failure leaves nothing half-written on
+  // stdout; `run` reports progress as it trains, so it writes straight through.
   std::ostringstream out;
   try {
     int code = 0;
+    if (app.got_subcommand("run")) return run(std::cout);
     if (app.got_subcommand("simulate")) code = simulate(out);
     else if (app.got_subcommand("validate")) code = validate(out);
     else if (app.got_subcommand("search")) code = search(out);

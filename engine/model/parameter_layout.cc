@@ -1,0 +1,75 @@
+#include "engine/model/parameter_layout.h"
+
+#include <stdexcept>
+
+namespace sextant::engine {
+
+namespace {
+std::size_t round_up(std::size_t n, std::size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
+}  // namespace
+
+int ParameterLayout::add(std::string name, std::int64_t rows, std::int64_t cols, bool decay,
+                         ParameterInit init) {
+  ParameterTensor t;
+  t.name = std::move(name);
+  t.rows = rows;
+  t.cols = cols;
+  t.weight_decay = decay;
+  t.init = init;
+  tensors_.push_back(std::move(t));
+  return static_cast<int>(tensors_.size()) - 1;
+}
+
+ParameterLayout::ParameterLayout(const TransformerShape& s) {
+  const std::int64_t h = s.hidden;
+  // Matrices (decayed) are declared first, vectors after; offsets follow that order.
+  wte_ = add("wte", s.vocab, h, true, ParameterInit::kNormal);
+  if (s.learned_positions) wpe_ = add("wpe", s.seq, h, true, ParameterInit::kNormal);
+  layers_.resize(static_cast<std::size_t>(s.num_layers));
+  for (int i = 0; i < s.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    LayerTensors& l = layers_[static_cast<std::size_t>(i)];
+    l.qkv_weight = add(p + "qkv_weight", s.qkv_width(), h, true, ParameterInit::kNormal);
+    l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
+    l.fc1_weight = add(p + "fc1_weight", s.fc1_width(), h, true, ParameterInit::kNormal);
+    l.fc2_weight = add(p + "fc2_weight", h, s.ffn_hidden, true, ParameterInit::kScaledNormal);
+  }
+  lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
+  for (int i = 0; i < s.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    LayerTensors& l = layers_[static_cast<std::size_t>(i)];
+    l.norm1_gamma = add(p + "norm1_gamma", 1, h, false, ParameterInit::kOnes);
+    if (s.layernorm) l.norm1_beta = add(p + "norm1_beta", 1, h, false, ParameterInit::kZeros);
+    if (s.bias) {
+      l.qkv_bias = add(p + "qkv_bias", 1, s.qkv_width(), false, ParameterInit::kZeros);
+      l.proj_bias = add(p + "proj_bias", 1, h, false, ParameterInit::kZeros);
+    }
+    l.norm2_gamma = add(p + "norm2_gamma", 1, h, false, ParameterInit::kOnes);
+    if (s.layernorm) l.norm2_beta = add(p + "norm2_beta", 1, h, false, ParameterInit::kZeros);
+    if (s.bias) {
+      l.fc1_bias = add(p + "fc1_bias", 1, s.fc1_width(), false, ParameterInit::kZeros);
+      l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
+    }
+  }
+  final_norm_gamma_ = add("final_norm_gamma", 1, h, false, ParameterInit::kOnes);
+  if (s.layernorm) final_norm_beta_ = add("final_norm_beta", 1, h, false, ParameterInit::kZeros);
+
+  std::size_t offset = 0;
+  for (ParameterTensor& t : tensors_) {
+    if (!t.weight_decay && decay_elements_ == 0) decay_elements_ = offset;
+    t.offset = offset;
+    offset = round_up(offset + t.elements(), kAlignElements);
+    parameter_count_ += static_cast<std::int64_t>(t.elements());
+  }
+  total_elements_ = offset;
+}
+
+const ParameterTensor& ParameterLayout::find(const std::string& name) const {
+  for (const ParameterTensor& t : tensors_)
+    if (t.name == name) return t;
+  throw std::out_of_range("no parameter tensor called '" + name + "'");
+}
+
+}  // namespace sextant::engine

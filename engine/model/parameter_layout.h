@@ -1,0 +1,100 @@
+// Where each parameter tensor lives in the engine's flat parameter buffers.
+//
+// The engine keeps four flat arrays of the same element layout — bf16 model
+// weights, fp32 gradients, fp32 master weights, fp32 Adam moments — so the
+// optimizer, the gradient norm and zeroing each run once over a contiguous
+// range instead of once per tensor. Tensors with weight decay come first,
+// those without (biases, norm parameters; Megatron's rule) after, so AdamW
+// runs twice: [0, decay_elements) and [decay_elements, total_elements).
+//
+// Names and shapes follow PyTorch's layout, W (out_features, in_features):
+//   wte (vocab, hidden), wpe (seq, hidden) with learned positions,
+//   layers.<i>.{norm1_gamma, norm1_beta, qkv_weight, qkv_bias, proj_weight,
+//   proj_bias, norm2_gamma, norm2_beta, fc1_weight, fc1_bias, fc2_weight,
+//   fc2_bias}, final_norm_gamma, final_norm_beta, lm_head (untied only).
+// qkv_weight's rows are [Q heads | K heads | V heads]; fc1_weight's rows for
+// SwiGLU are [gate | up]. Betas and biases exist only for LayerNorm and
+// --add-bias-linear models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/transformer_shape.h"
+
+namespace sextant::engine {
+
+/// How a tensor is initialised (Megatron's defaults: init_method_normal and
+/// scaled_init_method_normal; Shoeybi et al. 2019, Sec. 3 / Radford et al. 2019).
+enum class ParameterInit {
+  kNormal,        // N(0, std)
+  kScaledNormal,  // N(0, std / sqrt(2 * layers)): the output projections feeding the residual
+  kOnes,          // norm gains
+  kZeros,         // biases and norm shifts
+};
+
+struct ParameterTensor {
+  std::string name;
+  std::int64_t rows = 0;  // 1 for vectors
+  std::int64_t cols = 0;
+  std::size_t offset = 0;  // elements from the start of the flat buffers
+  bool weight_decay = false;
+  ParameterInit init = ParameterInit::kZeros;
+  std::size_t elements() const { return static_cast<std::size_t>(rows * cols); }
+};
+
+/// Indices into ParameterLayout::tensors() of one transformer layer's tensors;
+/// kAbsent for a tensor this model does not have.
+struct LayerTensors {
+  static constexpr int kAbsent = -1;
+  int norm1_gamma = kAbsent, norm1_beta = kAbsent;
+  int qkv_weight = kAbsent, qkv_bias = kAbsent;
+  int proj_weight = kAbsent, proj_bias = kAbsent;
+  int norm2_gamma = kAbsent, norm2_beta = kAbsent;
+  int fc1_weight = kAbsent, fc1_bias = kAbsent;
+  int fc2_weight = kAbsent, fc2_bias = kAbsent;
+};
+
+class ParameterLayout {
+ public:
+  /// Offsets are multiples of kAlignElements, so every tensor starts 256-byte
+  /// aligned in an fp32 buffer and 128-byte aligned in a bf16 one.
+  static constexpr std::size_t kAlignElements = 64;
+
+  explicit ParameterLayout(const TransformerShape& shape);
+
+  const std::vector<ParameterTensor>& tensors() const { return tensors_; }
+  const ParameterTensor& tensor(int index) const { return tensors_.at(static_cast<std::size_t>(index)); }
+  /// The tensor called `name`; throws std::out_of_range naming it when absent.
+  const ParameterTensor& find(const std::string& name) const;
+  const LayerTensors& layer(int i) const { return layers_.at(static_cast<std::size_t>(i)); }
+  int wte() const { return wte_; }
+  int wpe() const { return wpe_; }  // kAbsent with rotary embeddings
+  int final_norm_gamma() const { return final_norm_gamma_; }
+  int final_norm_beta() const { return final_norm_beta_; }
+  /// The output layer's weight: wte when the embeddings are tied.
+  int lm_head() const { return lm_head_; }
+
+  /// Elements of the flat buffers, padding included.
+  std::size_t total_elements() const { return total_elements_; }
+  /// The decayed tensors are exactly [0, decay_elements()).
+  std::size_t decay_elements() const { return decay_elements_; }
+  /// Parameters without padding (what "1.3B parameters" counts).
+  std::int64_t parameter_count() const { return parameter_count_; }
+
+ private:
+  int add(std::string name, std::int64_t rows, std::int64_t cols, bool decay, ParameterInit init);
+
+  std::vector<ParameterTensor> tensors_;
+  std::vector<LayerTensors> layers_;
+  int wte_ = LayerTensors::kAbsent, wpe_ = LayerTensors::kAbsent;
+  int final_norm_gamma_ = LayerTensors::kAbsent, final_norm_beta_ = LayerTensors::kAbsent;
+  int lm_head_ = LayerTensors::kAbsent;
+  std::size_t total_elements_ = 0;
+  std::size_t decay_elements_ = 0;
+  std::int64_t parameter_count_ = 0;
+};
+
+}  // namespace sextant::engine

@@ -1,0 +1,58 @@
+#include "engine/model/transformer_shape.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace sextant::engine {
+
+TransformerShape transformer_shape_of(const sim::ModelConfig& model, int micro_batch,
+                                      int seq_length) {
+  TransformerShape s;
+  s.num_layers = model.num_layers;
+  s.hidden = static_cast<int>(model.hidden_size);
+  s.ffn_hidden = static_cast<int>(model.ffn_hidden_size);
+  s.heads = model.num_attention_heads;
+  s.kv_heads = model.num_query_groups;
+  s.head_dim = model.kv_channels;
+  s.vocab = static_cast<int>(model.vocab_size);
+  s.seq = seq_length;
+  s.micro_batch = micro_batch;
+  s.layernorm = model.normalization == sim::Normalization::kLayerNorm;
+  s.gelu = model.activation == sim::Activation::kGelu;
+  s.bias = model.add_bias_linear;
+  s.learned_positions = model.position_embedding == sim::PositionEmbedding::kLearnedAbsolute;
+  s.tie_embeddings = model.tie_embeddings;
+  return s;
+}
+
+std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
+                                                    const sim::ModelConfig& model) {
+  std::vector<std::string> problems;
+  auto need = [&](bool ok, std::string what) {
+    if (!ok) problems.push_back(std::move(what));
+  };
+  need(!model.moe, "mixture-of-experts layers: the engine trains dense models only so far");
+  need(s.head_dim == 64 || s.head_dim == 128,
+       "head dimension (kv_channels) " + std::to_string(s.head_dim) +
+           ": the flash-attention kernel takes 64 or 128");
+  need(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+       "num_query_groups " + std::to_string(s.kv_heads) + " must divide num_attention_heads " +
+           std::to_string(s.heads));
+  // Every row the kernels touch is moved in 16-byte (8 x bf16) vectors.
+  need(s.hidden % 8 == 0, "hidden_size " + std::to_string(s.hidden) + " must be a multiple of 8");
+  need(s.ffn_hidden % 8 == 0,
+       "ffn_hidden_size " + std::to_string(s.ffn_hidden) + " must be a multiple of 8");
+  need(s.vocab % 8 == 0, "vocab_size " + std::to_string(s.vocab) +
+                             " must be a multiple of 8 (pad it, as Megatron's "
+                             "--make-vocab-size-divisible-by does)");
+  need(s.micro_batch >= 1, "micro-batch size must be at least 1");
+  need(s.seq >= 1, "sequence length must be at least 1");
+  // Kernels index rows with int: tokens x the widest row must stay below 2^31.
+  const std::int64_t widest = std::max<std::int64_t>({s.vocab, s.qkv_width(), s.fc1_width()});
+  need(s.tokens() * widest <= std::numeric_limits<int>::max(),
+       "micro-batch x sequence (" + std::to_string(s.tokens()) + " tokens) x the widest row (" +
+           std::to_string(widest) + ") exceeds 2^31 elements; lower the micro-batch");
+  return problems;
+}
+
+}  // namespace sextant::engine

@@ -1,0 +1,55 @@
+// The shape of the transformer the engine trains, from a model preset and a
+// micro-batch: every width the kernels and buffers need, derived once.
+//
+// One shape serves both families DESIGN.md names: GPT (LayerNorm, GELU,
+// learned positions, biases) and Llama (RMSNorm, SwiGLU, rotary embeddings,
+// grouped-query attention, no biases). The preset's keys choose each feature
+// independently, as Megatron's arguments do.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/core/model_config.h"
+
+namespace sextant::engine {
+
+struct TransformerShape {
+  int num_layers = 0;
+  int hidden = 0;
+  int ffn_hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int vocab = 0;
+  int seq = 0;
+  int micro_batch = 0;
+  bool layernorm = true;          // else RMSNorm
+  bool gelu = true;               // else SwiGLU
+  bool bias = true;               // biases on every linear layer (Megatron --add-bias-linear)
+  bool learned_positions = true;  // else rotary embeddings
+  bool tie_embeddings = true;
+  float norm_eps = 1e-5f;         // Megatron's --norm-epsilon default
+  float rope_theta = 10000.0f;    // Su et al. 2021, eq. 15 (Megatron's --rotary-base default)
+
+  int q_width() const { return heads * head_dim; }
+  int kv_width() const { return kv_heads * head_dim; }
+  /// One token's fused Q, K, V: [Q heads | K heads | V heads].
+  int qkv_width() const { return q_width() + 2 * kv_width(); }
+  /// The first MLP projection's output: ffn for GELU, [gate | up] for SwiGLU.
+  int fc1_width() const { return gelu ? ffn_hidden : 2 * ffn_hidden; }
+  std::int64_t tokens() const { return static_cast<std::int64_t>(micro_batch) * seq; }
+};
+
+/// The shape of `model` at `micro_batch` sequences of `seq_length` tokens.
+/// Never throws; transformer_shape_problems says whether the engine can run it.
+TransformerShape transformer_shape_of(const sim::ModelConfig& model, int micro_batch,
+                                      int seq_length);
+
+/// Why the engine cannot train `shape`, one line each ("head dimension 96: the
+/// attention kernel takes 64 or 128"); empty when it can.
+std::vector<std::string> transformer_shape_problems(const TransformerShape& shape,
+                                                    const sim::ModelConfig& model);
+
+}  // namespace sextant::engine

@@ -1,0 +1,263 @@
+#include "engine/trainer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/adamw.h"
+#include "kernels/cuda_check.h"
+#include "kernels/grad_norm.h"
+#include "kernels/parameter_init.h"
+#include "sim/plan/plan_builder.h"
+#include "sim/plan/task_name.h"
+
+namespace sextant::engine {
+
+namespace {
+
+sim::ParallelLayout single_gpu_layout(const TrainerOptions& o) {
+  sim::ParallelLayout l;
+  l.mbs = o.micro_batch;
+  l.gbs = o.global_batch;
+  l.recompute = o.recompute;
+  l.schedule = sim::Schedule::kOneFOneB;
+  l.overlap_grad_reduce = false;  // one GPU: no gradient reduction at all
+  return l;
+}
+
+}  // namespace
+
+Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
+                 const TrainerOptions& options)
+    : shape_(shape), options_(options), layout_(shape), timer_(options.time_tasks) {
+  if (options_.micro_batch < 1 || options_.global_batch % options_.micro_batch != 0)
+    throw std::invalid_argument("Trainer: the global batch must be a multiple of the micro-batch");
+  microbatches_ = options_.global_batch / options_.micro_batch;
+
+  // The Plan of this layout; the engine runs stage 0's compute stream. With one
+  // GPU there is nothing else: no collectives, no sends, no buckets.
+  sim::ModelConfig plan_model = model;
+  plan_model.seq_length = shape_.seq;
+  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_));
+  for (std::uint32_t i = plan_.stage_begin[0]; i < plan_.stage_begin[1]; ++i) {
+    const sim::Task& t = plan_.tasks[i];
+    if (t.kind == sim::TaskKind::kCompute || t.kind == sim::TaskKind::kOptimizerStep)
+      tasks_.push_back(t);
+    else
+      throw std::logic_error("Trainer: the single-GPU plan holds a communication task: " +
+                             sim::task_name(plan_, t));
+  }
+
+  SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  ArenaPlan memory;
+  const std::size_t n = layout_.total_elements();
+  const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
+  const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
+  const auto master = memory.add("master weights (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto adam_m = memory.add("adam m (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto adam_v = memory.add("adam v (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
+  norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
+  const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
+  model_ = std::make_unique<Transformer>(shape_, options_.recompute, microbatches_, memory);
+
+  arena_ = std::make_unique<DeviceArena>(memory);
+  weights_ = arena_->get<Bf16>(weights);
+  gradients_ = arena_->get<float>(gradients);
+  master_ = arena_->get<float>(master);
+  adam_m_ = arena_->get<float>(adam_m);
+  adam_v_ = arena_->get<float>(adam_v);
+  norm_scalars_ = arena_->get<float>(scalars);
+  norm_workspace_ = arena_->get<char>(norm_workspace);
+  model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_);
+  initialise_parameters();
+}
+
+Trainer::~Trainer() {
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    model_.reset();
+    cudaStreamDestroy(stream_);
+  }
+}
+
+void Trainer::initialise_parameters() {
+  const std::size_t n = layout_.total_elements();
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(master_, 0, n * sizeof(float), stream_));  // padding too
+  const double scaled_std = options_.init_std / std::sqrt(2.0 * shape_.num_layers);
+  for (std::size_t i = 0; i < layout_.tensors().size(); ++i) {
+    const ParameterTensor& t = layout_.tensors()[i];
+    float* out = master_ + t.offset;
+    switch (t.init) {
+      case ParameterInit::kNormal:
+        kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(options_.init_std),
+                             options_.seed, i, stream_);
+        break;
+      case ParameterInit::kScaledNormal:
+        kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(scaled_std), options_.seed,
+                             i, stream_);
+        break;
+      case ParameterInit::kOnes:
+        kernels::fill_constant(out, t.elements(), 1.0f, stream_);
+        break;
+      case ParameterInit::kZeros:
+        break;  // zeroed above
+    }
+  }
+  kernels::convert_to_bf16(weights_, master_, n, stream_);
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, n * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, n * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  const std::size_t expected = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
+  if (inputs.size() != expected || targets.size() != expected)
+    throw std::invalid_argument("Trainer: a step takes global_batch x seq = " +
+                                std::to_string(expected) + " inputs and targets");
+  // Pageable copies: cudaMemcpyAsync stages them, and they are a few hundred KiB.
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens(), inputs.data(), expected * sizeof(std::int32_t),
+                                     cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets(), targets.data(),
+                                     expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+}
+
+void Trainer::run_tasks(bool with_optimizer, StepResult* result) {
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, layout_.total_elements() * sizeof(float), stream_));
+  const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
+  for (const sim::Task& t : tasks_) {
+    if (timer_.enabled()) {
+      task_name_.clear();
+      sim::append_task_name(plan_, t, task_name_);
+      timer_.begin(task_name_, stream_);
+    }
+    if (t.kind == sim::TaskKind::kOptimizerStep) {
+      if (with_optimizer) optimizer_step(result);
+      continue;
+    }
+    const bool recompute = t.pass == sim::Pass::kRecompute;
+    const bool forward = t.pass == sim::Pass::kForward || recompute;
+    switch (t.block) {
+      case sim::Block::kEmbedding:
+        forward ? model_->embedding_forward(t.microbatch) : model_->embedding_backward(t.microbatch);
+        break;
+      case sim::Block::kAttention:
+        forward ? model_->attention_forward(t.layer, recompute) : model_->attention_backward(t.layer);
+        break;
+      case sim::Block::kMlp:
+        forward ? model_->mlp_forward(t.layer, recompute) : model_->mlp_backward(t.layer);
+        break;
+      case sim::Block::kOutput:
+        forward ? model_->output_forward(t.microbatch, loss_scale) : model_->output_backward();
+        break;
+      case sim::Block::kAttentionCore:
+      case sim::Block::kNone:
+        throw std::logic_error("Trainer: the plan holds a task the engine does not run: " +
+                               sim::task_name(plan_, t));
+    }
+  }
+  timer_.end(stream_);
+}
+
+void Trainer::optimizer_step(StepResult* result) {
+  // Global gradient norm and clip factor, all on the device.
+  float* sum_squares = norm_scalars_;
+  float* norm = norm_scalars_ + 1;
+  float* scale = norm_scalars_ + 2;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+  kernels::grad_sum_squares_accumulate(sum_squares, gradients_, layout_.total_elements(),
+                                       norm_workspace_, norm_workspace_bytes_, stream_);
+  kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
+                           stream_);
+  // One small read: a non-finite norm skips the update (Megatron's behaviour
+  // with a loss scaler, and the only safe one with bf16).
+  float host_norm = 0;
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&host_norm, norm, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  result->grad_norm = host_norm;
+  const int step = steps_done_ + 1;
+  result->lr = options_.lr.at(step);
+  if (!std::isfinite(host_norm)) {
+    result->skipped = true;
+    return;
+  }
+  kernels::AdamWStep s;
+  s.learning_rate = static_cast<float>(result->lr);
+  s.beta1 = static_cast<float>(options_.optimizer.beta1);
+  s.beta2 = static_cast<float>(options_.optimizer.beta2);
+  s.eps = static_cast<float>(options_.optimizer.eps);
+  s.step = step;
+  s.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
+  const std::size_t decay = layout_.decay_elements();
+  kernels::adamw_update(master_, weights_, adam_m_, adam_v_, gradients_, decay, s, scale, stream_);
+  s.weight_decay = 0.0f;
+  const std::size_t rest = layout_.total_elements() - decay;
+  kernels::adamw_update(master_ + decay, weights_ + decay, adam_m_ + decay, adam_v_ + decay,
+                        gradients_ + decay, rest, s, scale, stream_);
+}
+
+double Trainer::read_mean_loss() {
+  const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
+  std::vector<float> losses(n);
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), model_->losses(), n * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double sum = 0;
+  for (float l : losses) sum += l;
+  return sum / static_cast<double>(n);
+}
+
+StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  const auto start = std::chrono::steady_clock::now();
+  StepResult result;
+  result.step = steps_done_ + 1;
+  upload(inputs, targets);
+  run_tasks(true, &result);
+  result.loss = read_mean_loss();
+  result.tasks = timer_.collect();
+  if (!result.skipped) ++steps_done_;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+double Trainer::forward_backward(std::span<const std::int32_t> inputs,
+                                 std::span<const std::int32_t> targets) {
+  upload(inputs, targets);
+  run_tasks(false, nullptr);
+  timer_.collect();
+  return read_mean_loss();
+}
+
+void Trainer::set_parameter(const std::string& name, std::span<const float> values) {
+  const ParameterTensor& t = layout_.find(name);
+  if (values.size() != t.elements())
+    throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) +
+                                " values for " + std::to_string(t.elements()) + " elements");
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_ + t.offset, values.data(), values.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+  kernels::convert_to_bf16(weights_ + t.offset, master_ + t.offset, t.elements(), stream_);
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+namespace {
+std::vector<float> download(const float* device, std::size_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+}  // namespace
+
+std::vector<float> Trainer::master_parameter(const std::string& name) const {
+  const ParameterTensor& t = layout_.find(name);
+  return download(master_ + t.offset, t.elements(), stream_);
+}
+
+std::vector<float> Trainer::gradient(const std::string& name) const {
+  const ParameterTensor& t = layout_.find(name);
+  return download(gradients_ + t.offset, t.elements(), stream_);
+}
+
+}  // namespace sextant::engine

@@ -1,0 +1,123 @@
+// Training on one GPU: the Plan of a single-GPU layout (sim/plan) executed
+// task by task on the Transformer, then the optimizer — gradient clipping
+// (Pascanu et al. 2013) and AdamW (Loshchilov & Hutter 2019) on fp32 master
+// weights — and the learning-rate schedule.
+//
+// Memory: everything lives in one DeviceArena made by the constructor:
+// bf16 weights (2 B/param), fp32 gradients (4), fp32 master weights and two
+// Adam moments (12) — the 18 bytes per parameter of Megatron's mixed-precision
+// optimizer without ZeRO (Rajbhandari et al. 2020, Sec. 3.1: 2 + 4 + 12, the
+// fp32 gradient buffer as Megatron keeps it) — plus the Transformer's buffers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/device_arena.h"
+#include "engine/model/lr_schedule.h"
+#include "engine/model/parameter_layout.h"
+#include "engine/model/transformer_shape.h"
+#include "engine/task_timer.h"
+#include "engine/transformer.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+#include "sim/plan/plan.h"
+
+namespace sextant::engine {
+
+struct OptimizerSettings {
+  double beta1 = 0.9;   // GPT-3 (Brown et al. 2020, App. B): beta2 0.95, eps 1e-8,
+  double beta2 = 0.95;  // weight decay 0.1, gradients clipped at norm 1.0
+  double eps = 1e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // <= 0: no clipping
+};
+
+struct TrainerOptions {
+  int micro_batch = 1;
+  int global_batch = 1;  // a multiple of micro_batch; the step's micro-batches = gbs / mbs
+  sim::Recompute recompute = sim::Recompute::kNone;
+  OptimizerSettings optimizer;
+  LrSchedule lr;
+  std::uint64_t seed = 1234;
+  double init_std = 0.02;  // Megatron --init-method-std default
+  bool time_tasks = false;
+};
+
+struct StepResult {
+  int step = 0;  // 1-based
+  double loss = 0;       // mean cross entropy over the global batch
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+  bool skipped = false;  // non-finite gradient norm: no update (as Megatron skips)
+  double seconds = 0;    // wall time of the step, host to host
+  std::vector<TaskTime> tasks;  // when time_tasks
+};
+
+class Trainer {
+ public:
+  /// Builds the single-GPU Plan, plans and allocates the arena, initialises the
+  /// weights from the seed. `shape` must be free of transformer_shape_problems.
+  /// Throws kernels::CudaError when the GPU or its memory is missing.
+  Trainer(const sim::ModelConfig& model, const TransformerShape& shape, const TrainerOptions& options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// One optimizer step over the global batch: inputs and targets hold
+  /// global_batch x seq tokens each.
+  StepResult step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+
+  /// Forward and backward of the global batch without the optimizer: the
+  /// gradients are left in the buffers (gradient()) and the mean loss returned.
+  double forward_backward(std::span<const std::int32_t> inputs,
+                          std::span<const std::int32_t> targets);
+
+  const ParameterLayout& layout() const { return layout_; }
+  const TransformerShape& shape() const { return shape_; }
+  const ArenaPlan& memory_plan() const { return arena_->plan(); }
+  std::size_t arena_bytes() const { return arena_->bytes(); }
+  int steps_done() const { return steps_done_; }
+  /// The compute tasks of one step, in the order they run.
+  std::size_t tasks_per_step() const { return tasks_.size(); }
+
+  // Access for tests and checkpoints, by tensor name (ParameterLayout).
+  /// Sets the fp32 master copy and the bf16 weights (rounded) of one tensor.
+  void set_parameter(const std::string& name, std::span<const float> values);
+  std::vector<float> master_parameter(const std::string& name) const;
+  std::vector<float> gradient(const std::string& name) const;
+
+ private:
+  void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  void run_tasks(bool with_optimizer, StepResult* result);
+  void optimizer_step(StepResult* result);
+  double read_mean_loss();
+  void initialise_parameters();
+
+  TransformerShape shape_;
+  TrainerOptions options_;
+  ParameterLayout layout_;
+  sim::Plan plan_;
+  std::vector<sim::Task> tasks_;  // stage 0's compute-stream tasks, in issue order
+  int microbatches_ = 1;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<DeviceArena> arena_;
+  Bf16* weights_ = nullptr;
+  float* gradients_ = nullptr;
+  float* master_ = nullptr;
+  float* adam_m_ = nullptr;
+  float* adam_v_ = nullptr;
+  float* norm_scalars_ = nullptr;  // sum of squares, norm, clip scale
+  char* norm_workspace_ = nullptr;
+  std::size_t norm_workspace_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  TaskTimer timer_;
+  int steps_done_ = 0;
+  std::string task_name_;  // reused buffer
+};
+
+}  // namespace sextant::engine

@@ -1,0 +1,382 @@
+#include "engine/transformer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+
+#include "kernels/cross_entropy.h"
+#include "kernels/cuda_check.h"
+#include "kernels/embedding.h"
+#include "kernels/flash_attention.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+
+namespace sextant::engine {
+
+namespace {
+using kernels::GemmArgs;
+using kernels::GemmEpilogue;
+using kernels::GemmOutput;
+using kernels::Transpose;
+
+std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
+}  // namespace
+
+template <typename T>
+void Transformer::reserve(T*& member, std::string name, MemoryCategory category, std::size_t count,
+                          ArenaPlan& plan) {
+  const ArenaPlan::Slot slot = plan.add(std::move(name), category, count * sizeof(T));
+  binders_.push_back([&member, slot](const DeviceArena& arena) { member = arena.get<T>(slot); });
+}
+
+Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute,
+                         int microbatches, ArenaPlan& plan)
+    : shape_(shape), recompute_(recompute), microbatches_(microbatches) {
+  const TransformerShape& s = shape_;
+  const std::size_t T = to_size(s.tokens());
+  const std::size_t h = to_size(s.hidden);
+  constexpr auto kAct = MemoryCategory::kActivations;
+  constexpr auto kOther = MemoryCategory::kOther;
+
+  // Stored activations: one set per layer, or, under full recomputation, each
+  // layer's input plus one shared set the recomputed forward writes.
+  layers_.resize(to_size(s.num_layers));
+  const bool full = recompute_ == sim::Recompute::kFull;
+  for (int i = 0; i < s.num_layers; ++i) {
+    LayerActivations& a = layers_[to_size(i)];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    reserve(a.input, p + "input", kAct, T * h, plan);
+    if (full && i > 0) continue;  // bound to layer 0's set in bind()
+    reserve(a.norm1, p + "norm1", kAct, T * h, plan);
+    reserve(a.norm1_mean, p + "norm1_mean", kAct, T, plan);
+    reserve(a.norm1_rstd, p + "norm1_rstd", kAct, T, plan);
+    reserve(a.qkv, p + "qkv", kAct, T * to_size(s.qkv_width()), plan);
+    reserve(a.attn, p + "attn", kAct, T * to_size(s.q_width()), plan);
+    reserve(a.lse, p + "lse", kAct, T * to_size(s.heads), plan);
+    reserve(a.mid, p + "mid", kAct, T * h, plan);
+    reserve(a.norm2, p + "norm2", kAct, T * h, plan);
+    reserve(a.norm2_mean, p + "norm2_mean", kAct, T, plan);
+    reserve(a.norm2_rstd, p + "norm2_rstd", kAct, T, plan);
+    reserve(a.fc1_out, p + "fc1_out", kAct, T * to_size(s.fc1_width()), plan);
+    reserve(a.act, p + "act", kAct, T * to_size(s.ffn_hidden), plan);
+  }
+  reserve(final_input_, "final_norm.input", kAct, T * h, plan);
+  reserve(final_norm_, "final_norm", kAct, T * h, plan);
+  reserve(final_mean_, "final_norm_mean", kAct, T, plan);
+  reserve(final_rstd_, "final_norm_rstd", kAct, T, plan);
+  reserve(logits_, "logits", kAct, T * to_size(s.vocab), plan);
+
+  // Gradients of activations: one micro-batch's worth, reused by every layer.
+  reserve(dx_, "grad.residual", kAct, T * h, plan);
+  reserve(scratch_, "scratch", kAct, T * h, plan);
+  reserve(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
+  reserve(dqkv_, "grad.qkv", kAct, T * to_size(s.qkv_width()), plan);
+  reserve(dact_, "grad.act", kAct, T * to_size(s.ffn_hidden), plan);
+  if (!s.gelu) reserve(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
+
+  const std::size_t step_tokens = T * to_size(microbatches_);
+  reserve(tokens_, "tokens", kOther, step_tokens, plan);
+  reserve(targets_, "targets", kOther, step_tokens, plan);
+  reserve(losses_, "losses", kOther, step_tokens, plan);
+  reserve(ones_, "ones", kOther, T, plan);
+
+  const int rows = static_cast<int>(T);
+  norm_workspace_bytes_ = s.layernorm ? kernels::layernorm_backward_workspace_bytes(rows, s.hidden)
+                                      : kernels::rmsnorm_backward_workspace_bytes(rows, s.hidden);
+  reserve((norm_workspace_), "workspace.norm", kOther,
+          norm_workspace_bytes_, plan);
+  if (s.gelu && s.bias) {
+    gelu_workspace_bytes_ = kernels::gelu_backward_workspace_bytes(rows, s.ffn_hidden);
+    reserve((gelu_workspace_), "workspace.gelu", kOther,
+            gelu_workspace_bytes_, plan);
+  }
+  embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
+  reserve((embedding_workspace_), "workspace.embedding", kOther,
+          embedding_workspace_bytes_, plan);
+  kernels::FlashAttentionShape attention{};
+  attention.batch = s.micro_batch;
+  attention.seq = s.seq;
+  attention.heads = s.heads;
+  attention.kv_heads = s.kv_heads;
+  attention.head_dim = s.head_dim;
+  attention.q_row_stride = s.qkv_width();
+  attention.kv_row_stride = s.qkv_width();
+  attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention);
+  reserve((attention_workspace_), "workspace.attention", kOther,
+          attention_workspace_bytes_, plan);
+  reserve((gemm_workspace_), "workspace.cublaslt", kOther,
+          kernels::kCublasLtWorkspaceBytes, plan);
+}
+
+Transformer::~Transformer() = default;
+
+void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
+                       ParameterBuffers parameters, cudaStream_t stream) {
+  for (const auto& bind_one : binders_) bind_one(arena);
+  if (recompute_ == sim::Recompute::kFull) {
+    for (std::size_t i = 1; i < layers_.size(); ++i) {
+      Bf16* input = layers_[i].input;
+      layers_[i] = layers_[0];
+      layers_[i].input = input;
+    }
+  }
+  layout_ = &layout;
+  params_ = parameters;
+  stream_ = stream;
+  gemm_ = std::make_unique<kernels::CublasLtGemm>(gemm_workspace_, kernels::kCublasLtWorkspaceBytes);
+  // The ones vector of the bias gradients: bf16 1.0 is 0x3f80.
+  const std::vector<Bf16> ones(to_size(shape_.tokens()), Bf16{0x3f80});
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(ones_, ones.data(), ones.size() * sizeof(Bf16),
+                                     cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+const Bf16* Transformer::weight(int tensor) const {
+  if (tensor == LayerTensors::kAbsent) return nullptr;
+  return params_.weights + layout_->tensor(tensor).offset;
+}
+
+float* Transformer::gradient(int tensor) const {
+  if (tensor == LayerTensors::kAbsent) return nullptr;
+  return params_.gradients + layout_->tensor(tensor).offset;
+}
+
+void Transformer::norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma,
+                               int beta) {
+  const int rows = static_cast<int>(shape_.tokens());
+  if (shape_.layernorm)
+    kernels::layernorm_forward(out, mean, rstd, inp, weight(gamma), weight(beta), rows,
+                               shape_.hidden, shape_.norm_eps, stream_);
+  else
+    kernels::rmsnorm_forward(out, rstd, inp, weight(gamma), rows, shape_.hidden, shape_.norm_eps,
+                             stream_);
+}
+
+void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma,
+                                int beta, const float* mean, const float* rstd) {
+  const int rows = static_cast<int>(shape_.tokens());
+  if (shape_.layernorm)
+    kernels::layernorm_backward(dinp, gradient(gamma), gradient(beta), dout, inp, weight(gamma),
+                                mean, rstd, rows, shape_.hidden, norm_workspace_,
+                                norm_workspace_bytes_, stream_);
+  else
+    kernels::rmsnorm_backward(dinp, gradient(gamma), dout, inp, weight(gamma), rstd, rows,
+                              shape_.hidden, norm_workspace_, norm_workspace_bytes_, stream_);
+}
+
+// Y (T, out) = X (T, in) W^T (+ b): cuBLASLt with the bias in its epilogue.
+void Transformer::linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor,
+                                 int in_width, int out_width) {
+  GemmArgs g;
+  g.m = static_cast<int>(shape_.tokens());
+  g.n = out_width;
+  g.k = in_width;
+  g.a = in;
+  g.b = weight(weight_tensor);
+  g.transpose_b = Transpose::kYes;
+  g.c = out;
+  if (bias_tensor != LayerTensors::kAbsent) {
+    g.epilogue = GemmEpilogue::kBias;
+    g.bias = weight(bias_tensor);
+  }
+  gemm_->run(g, stream_);
+}
+
+void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
+                                  int bias_tensor, int in_width, int out_width) {
+  const int T = static_cast<int>(shape_.tokens());
+  // dW (out, in) += dY^T (out, T) X (T, in), accumulated in fp32 (beta 1).
+  GemmArgs dw;
+  dw.m = out_width;
+  dw.n = in_width;
+  dw.k = T;
+  dw.a = dout;
+  dw.transpose_a = Transpose::kYes;
+  dw.b = in;
+  dw.c = gradient(weight_tensor);
+  dw.c_type = GemmOutput::kFp32;
+  dw.beta = 1.0f;
+  gemm_->run(dw, stream_);
+  if (bias_tensor != LayerTensors::kAbsent) {
+    // db (1, out) += ones (1, T) dY (T, out).
+    GemmArgs db;
+    db.m = 1;
+    db.n = out_width;
+    db.k = T;
+    db.a = ones_;
+    db.b = dout;
+    db.c = gradient(bias_tensor);
+    db.c_type = GemmOutput::kFp32;
+    db.beta = 1.0f;
+    gemm_->run(db, stream_);
+  }
+  if (din != nullptr) {
+    // dX (T, in) = dY (T, out) W (out, in).
+    GemmArgs dx;
+    dx.m = T;
+    dx.n = in_width;
+    dx.k = out_width;
+    dx.a = dout;
+    dx.b = weight(weight_tensor);
+    dx.c = din;
+    gemm_->run(dx, stream_);
+  }
+}
+
+void Transformer::embedding_forward(int mb) {
+  const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * shape_.tokens();
+  kernels::embedding_forward(layers_.empty() ? final_input_ : layers_[0].input, tokens,
+                             weight(layout_->wte()), weight(layout_->wpe()), shape_.micro_batch,
+                             shape_.seq, shape_.hidden, stream_);
+}
+
+void Transformer::attention_forward(int layer, bool /*recompute*/) {
+  const TransformerShape& s = shape_;
+  const LayerTensors& w = layout_->layer(layer);
+  LayerActivations& a = layers_[to_size(layer)];
+  norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
+  linear_forward(a.qkv, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  if (!s.learned_positions) {
+    kernels::RopeShape rope{};
+    rope.batch = s.micro_batch;
+    rope.seq = s.seq;
+    rope.heads = s.heads;
+    rope.kv_heads = s.kv_heads;
+    rope.head_dim = s.head_dim;
+    rope.row_stride = s.qkv_width();
+    rope.theta = s.rope_theta;
+    kernels::rope_forward(a.qkv, rope, stream_);
+  }
+  kernels::FlashAttentionShape fa{};
+  fa.batch = s.micro_batch;
+  fa.seq = s.seq;
+  fa.heads = s.heads;
+  fa.kv_heads = s.kv_heads;
+  fa.head_dim = s.head_dim;
+  fa.q_row_stride = s.qkv_width();
+  fa.kv_row_stride = s.qkv_width();
+  kernels::flash_attention_forward(a.attn, a.lse, a.qkv, a.qkv + s.q_width(),
+                                   a.qkv + s.q_width() + s.kv_width(), fa, stream_);
+  linear_forward(scratch_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
+  kernels::residual_add(a.mid, a.input, scratch_, to_size(s.tokens() * s.hidden), stream_);
+}
+
+void Transformer::mlp_forward(int layer, bool recompute) {
+  const TransformerShape& s = shape_;
+  const LayerTensors& w = layout_->layer(layer);
+  LayerActivations& a = layers_[to_size(layer)];
+  norm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.mid, w.norm2_gamma, w.norm2_beta);
+  if (s.gelu) {
+    // fc1 with bias and GELU fused in cuBLASLt's epilogue, its input saved for
+    // the backward (Megatron's bias_gelu fusion).
+    GemmArgs g;
+    g.m = static_cast<int>(s.tokens());
+    g.n = s.ffn_hidden;
+    g.k = s.hidden;
+    g.a = a.norm2;
+    g.b = weight(w.fc1_weight);
+    g.transpose_b = Transpose::kYes;
+    g.c = a.act;
+    g.epilogue = w.fc1_bias != LayerTensors::kAbsent ? GemmEpilogue::kBiasGelu : GemmEpilogue::kGelu;
+    g.bias = weight(w.fc1_bias);
+    g.gelu_input = a.fc1_out;
+    gemm_->run(g, stream_);
+  } else {
+    linear_forward(a.fc1_out, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    kernels::swiglu_forward(a.act, a.fc1_out, static_cast<int>(s.tokens()), s.ffn_hidden, stream_);
+  }
+  if (recompute) return;  // the next layer's input is still stored
+  linear_forward(scratch_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden);
+  Bf16* next = layer + 1 < s.num_layers ? layers_[to_size(layer + 1)].input : final_input_;
+  kernels::residual_add(next, a.mid, scratch_, to_size(s.tokens() * s.hidden), stream_);
+}
+
+void Transformer::output_forward(int mb, float loss_scale) {
+  const TransformerShape& s = shape_;
+  norm_forward(final_norm_, final_mean_, final_rstd_, final_input_, layout_->final_norm_gamma(),
+               layout_->final_norm_beta());
+  linear_forward(logits_, final_norm_, layout_->lm_head(), LayerTensors::kAbsent, s.hidden, s.vocab);
+  const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(mb) * s.tokens();
+  kernels::softmax_cross_entropy(losses_ + first, logits_, logits_, targets_ + first,
+                                 static_cast<int>(s.tokens()), s.vocab, loss_scale, stream_);
+}
+
+void Transformer::output_backward() {
+  const TransformerShape& s = shape_;
+  linear_backward(scratch_, logits_, final_norm_, layout_->lm_head(), LayerTensors::kAbsent,
+                  s.hidden, s.vocab);
+  // The residual stream's gradient starts here: written, not added.
+  norm_backward(dx_, scratch_, final_input_, layout_->final_norm_gamma(),
+                layout_->final_norm_beta(), final_mean_, final_rstd_);
+}
+
+void Transformer::mlp_backward(int layer) {
+  const TransformerShape& s = shape_;
+  const LayerTensors& w = layout_->layer(layer);
+  const LayerActivations& a = layers_[to_size(layer)];
+  const int T = static_cast<int>(s.tokens());
+  // y = act W2^T + b2 feeds the residual: dy = dx.
+  linear_backward(dact_, dx_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden);
+  Bf16* dfc1 = dact_;
+  if (s.gelu) {
+    // In place: d(fc1_out) overwrites d(act); fc1's bias gradient is summed here.
+    kernels::gelu_backward(dact_, gradient(w.fc1_bias), dact_, a.fc1_out, nullptr, T, s.ffn_hidden,
+                           gelu_workspace_, gelu_workspace_bytes_, stream_);
+    linear_backward(scratch_, dfc1, a.norm2, w.fc1_weight, LayerTensors::kAbsent, s.hidden,
+                    s.fc1_width());
+  } else {
+    dfc1 = dfc1_;
+    kernels::swiglu_backward(dfc1, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
+    linear_backward(scratch_, dfc1, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+  }
+  norm_backward(scratch_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd);
+  kernels::residual_add(dx_, dx_, scratch_, to_size(s.tokens() * s.hidden), stream_);
+}
+
+void Transformer::attention_backward(int layer) {
+  const TransformerShape& s = shape_;
+  const LayerTensors& w = layout_->layer(layer);
+  const LayerActivations& a = layers_[to_size(layer)];
+  linear_backward(dattn_, dx_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
+  kernels::FlashAttentionShape fa{};
+  fa.batch = s.micro_batch;
+  fa.seq = s.seq;
+  fa.heads = s.heads;
+  fa.kv_heads = s.kv_heads;
+  fa.head_dim = s.head_dim;
+  fa.q_row_stride = s.qkv_width();
+  fa.kv_row_stride = s.qkv_width();
+  const Bf16* q = a.qkv;
+  const Bf16* k = q + s.q_width();
+  const Bf16* v = k + s.kv_width();
+  kernels::flash_attention_backward(dqkv_, dqkv_ + s.q_width(), dqkv_ + s.q_width() + s.kv_width(),
+                                    dattn_, q, k, v, a.attn, a.lse, fa, attention_workspace_,
+                                    attention_workspace_bytes_, stream_);
+  if (!s.learned_positions) {
+    kernels::RopeShape rope{};
+    rope.batch = s.micro_batch;
+    rope.seq = s.seq;
+    rope.heads = s.heads;
+    rope.kv_heads = s.kv_heads;
+    rope.head_dim = s.head_dim;
+    rope.row_stride = s.qkv_width();
+    rope.theta = s.rope_theta;
+    kernels::rope_backward(dqkv_, rope, stream_);
+  }
+  linear_backward(scratch_, dqkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  norm_backward(scratch_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd);
+  kernels::residual_add(dx_, dx_, scratch_, to_size(s.tokens() * s.hidden), stream_);
+}
+
+void Transformer::embedding_backward(int mb) {
+  const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * shape_.tokens();
+  kernels::embedding_backward(gradient(layout_->wte()), gradient(layout_->wpe()), dx_, tokens,
+                              shape_.micro_batch, shape_.seq, shape_.vocab, shape_.hidden,
+                              embedding_workspace_, embedding_workspace_bytes_, stream_);
+}
+
+}  // namespace sextant::engine

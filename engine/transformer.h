@@ -1,0 +1,158 @@
+// The transformer's forward and backward on one GPU, one Plan task at a time.
+//
+// Each public method is one compute task of sim/plan (embedding, attention and
+// MLP blocks of a layer, the output block), so the trainer runs the Plan's
+// task list and a measured task has the simulator's name. Everything works on
+// buffers of one DeviceArena: the layout is fixed at construction
+// (add_buffers) and nothing is allocated afterwards.
+//
+// Conventions (kernels/): activations and their gradients are bf16 and
+// written (=); parameter gradients are fp32 and accumulated (+=), so gradient
+// accumulation over micro-batches needs no extra buffer.
+//
+// Stored per layer for the backward (recompute none or selective; Korthikanti
+// et al. 2022, Sec. 4, with flash attention, so the attention core's s x s
+// tensors never exist and selective recomputation stores the same set):
+// the layer input, the first norm's output and statistics, Q/K/V, the attention
+// output and its log-sum-exp, the residual after attention, the second norm's
+// output and statistics, the activation's input (fc1 output) and fc2's input:
+// 16 x tokens x hidden bf16 values for GPT's f = 4h, as sim/memory counts.
+// Full recomputation stores only each layer's input and re-runs the layer's
+// forward into one shared set of buffers before its backward.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device_arena.h"
+#include "engine/model/parameter_layout.h"
+#include "engine/model/transformer_shape.h"
+#include "kernels/bf16.h"
+#include "kernels/gemm_cublaslt.h"
+#include "kernels/stream.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::engine {
+
+using kernels::Bf16;
+
+/// Where the parameters live: the flat buffers of parameter_layout.h.
+struct ParameterBuffers {
+  const Bf16* weights = nullptr;  // bf16 model weights
+  float* gradients = nullptr;     // fp32, accumulated
+};
+
+class Transformer {
+ public:
+  /// Registers every activation, gradient scratch and workspace buffer of a
+  /// step of `microbatches` micro-batches in `plan` (tokens, targets and
+  /// per-token losses for all of them). Needs a CUDA device (CUB's sort space).
+  Transformer(const TransformerShape& shape, sim::Recompute recompute, int microbatches,
+              ArenaPlan& plan);
+
+  /// Points the buffers into `arena` (made from the plan above) and the
+  /// parameters into `parameters`; before any task runs.
+  void bind(const DeviceArena& arena, const ParameterLayout& layout, ParameterBuffers parameters,
+            cudaStream_t stream);
+
+  // Tasks. `mb` is the micro-batch within the step; `layer` the layer index.
+  void embedding_forward(int mb);
+  /// recompute: the forward again before the backward (full recomputation);
+  /// it rewrites the layer's stored activations and not the next layer's input.
+  void attention_forward(int layer, bool recompute);
+  void mlp_forward(int layer, bool recompute);
+  /// Final norm, logits and the cross entropy: the micro-batch's per-token losses
+  /// and, in place of the logits, their gradient scaled by `loss_scale`
+  /// (1 / tokens of the global batch, for a mean over the step).
+  void output_forward(int mb, float loss_scale);
+  void output_backward();
+  void mlp_backward(int layer);
+  void attention_backward(int layer);
+  void embedding_backward(int mb);
+
+  /// Device arrays of the whole step, (microbatches x tokens per micro-batch):
+  /// the trainer uploads tokens and targets and reads the losses back.
+  std::int32_t* tokens() const { return tokens_; }
+  std::int32_t* targets() const { return targets_; }
+  float* losses() const { return losses_; }
+  const TransformerShape& shape() const { return shape_; }
+
+ private:
+  // One layer's stored activations (pointers into the arena).
+  struct LayerActivations {
+    Bf16* input = nullptr;  // (T, h), the residual stream entering the layer
+    Bf16* norm1 = nullptr;  // (T, h)
+    float* norm1_mean = nullptr;
+    float* norm1_rstd = nullptr;
+    Bf16* qkv = nullptr;  // (T, qkv_width)
+    Bf16* attn = nullptr;  // (T, q_width)
+    float* lse = nullptr;  // (heads, T) per sequence: (micro_batch, heads, seq)
+    Bf16* mid = nullptr;   // (T, h), input + attention's output
+    Bf16* norm2 = nullptr;
+    float* norm2_mean = nullptr;
+    float* norm2_rstd = nullptr;
+    Bf16* fc1_out = nullptr;  // (T, fc1_width): GELU's input, or SwiGLU's [gate | up]
+    Bf16* act = nullptr;      // (T, ffn), fc2's input
+  };
+  /// Adds a buffer to the plan; bind() points `member` at it.
+  template <typename T>
+  void reserve(T*& member, std::string name, MemoryCategory category, std::size_t count,
+               ArenaPlan& plan);
+
+  const Bf16* weight(int tensor) const;
+  float* gradient(int tensor) const;
+  void norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma, int beta);
+  /// dinp (written) from dout, the gradient of the norm's output; may be the same buffer.
+  void norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma, int beta,
+                     const float* mean, const float* rstd);
+  void linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor, int in_width,
+                      int out_width);
+  /// dW += dout^T in, db += column sums of dout, din = dout W (din may be null).
+  void linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
+                       int bias_tensor, int in_width, int out_width);
+
+  TransformerShape shape_;
+  sim::Recompute recompute_;
+  int microbatches_;
+  std::vector<std::function<void(const DeviceArena&)>> binders_;
+  const ParameterLayout* layout_ = nullptr;
+  ParameterBuffers params_;
+  cudaStream_t stream_ = nullptr;
+
+  std::vector<LayerActivations> layers_;
+  Bf16* final_input_ = nullptr;  // (T, h): the last layer's output
+  Bf16* final_norm_ = nullptr;
+  float* final_mean_ = nullptr;
+  float* final_rstd_ = nullptr;
+  Bf16* logits_ = nullptr;  // (T, vocab); the cross entropy writes its gradient in place
+  Bf16* dx_ = nullptr;       // (T, h), gradient of the residual stream
+  Bf16* scratch_ = nullptr;  // (T, h), block outputs and norm gradients
+  Bf16* dattn_ = nullptr;    // (T, q_width)
+  Bf16* dqkv_ = nullptr;     // (T, qkv_width)
+  Bf16* dact_ = nullptr;     // (T, ffn)
+  Bf16* dfc1_ = nullptr;     // (T, fc1_width); the same buffer as dact_ for GELU (in place)
+  Bf16* ones_ = nullptr;     // (T) ones: bias gradients as ones^T dY on the tensor cores
+  std::int32_t* tokens_ = nullptr;
+  std::int32_t* targets_ = nullptr;
+  float* losses_ = nullptr;
+  char* norm_workspace_ = nullptr;
+  std::size_t norm_workspace_bytes_ = 0;
+  char* gelu_workspace_ = nullptr;
+  std::size_t gelu_workspace_bytes_ = 0;
+  char* embedding_workspace_ = nullptr;
+  std::size_t embedding_workspace_bytes_ = 0;
+  char* attention_workspace_ = nullptr;
+  std::size_t attention_workspace_bytes_ = 0;
+  char* gemm_workspace_ = nullptr;
+  std::unique_ptr<kernels::CublasLtGemm> gemm_;
+
+ public:
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+};
+
+}  // namespace sextant::engine

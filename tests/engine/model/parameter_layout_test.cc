@@ -1,0 +1,117 @@
+// The engine's parameter layout: counts, alignment, the decay split, names.
+#include "engine/model/parameter_layout.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/model/transformer_shape.h"
+#include "sim/core/config_loader.h"
+
+namespace sextant::engine {
+namespace {
+
+TransformerShape gpt_1_3b() {
+  TransformerShape s;
+  s.num_layers = 24;
+  s.hidden = 2048;
+  s.ffn_hidden = 8192;
+  s.heads = 16;
+  s.kv_heads = 16;
+  s.head_dim = 128;
+  s.vocab = 51200;
+  s.seq = 2048;
+  s.micro_batch = 4;
+  return s;
+}
+
+TEST(ParameterLayout, CountsGpt13bAsMegatronDoes) {
+  // Per layer: 12h^2 (QKV 3h^2, proj h^2, MLP 8h^2) + 13h (biases 3h + h + 4h + h,
+  // two LayerNorms 4h) (Narayanan et al. 2021, Sec. 5.1); plus embeddings V·h,
+  // positions s·h and the final LayerNorm 2h; tied output layer.
+  const TransformerShape s = gpt_1_3b();
+  const ParameterLayout layout(s);
+  const std::int64_t h = 2048;
+  const std::int64_t expected = 24 * (12 * h * h + 13 * h) + 51200 * h + 2048 * h + 2 * h;
+  EXPECT_EQ(layout.parameter_count(), expected);
+  EXPECT_EQ(layout.parameter_count(), 1317654528);  // "1.3B"
+  EXPECT_EQ(layout.lm_head(), layout.wte());
+}
+
+TEST(ParameterLayout, LlamaHasNoBiasesBetasOrPositionsAndAnUntiedHead) {
+  TransformerShape s = gpt_1_3b();
+  s.layernorm = false;
+  s.gelu = false;
+  s.bias = false;
+  s.learned_positions = false;
+  s.tie_embeddings = false;
+  s.kv_heads = 4;
+  const ParameterLayout layout(s);
+  EXPECT_EQ(layout.wpe(), LayerTensors::kAbsent);
+  EXPECT_NE(layout.lm_head(), layout.wte());
+  const LayerTensors& l = layout.layer(3);
+  EXPECT_EQ(l.qkv_bias, LayerTensors::kAbsent);
+  EXPECT_EQ(l.norm1_beta, LayerTensors::kAbsent);
+  EXPECT_EQ(l.fc2_bias, LayerTensors::kAbsent);
+  // GQA: Q 16 heads + K, V 4 heads each, of 128.
+  EXPECT_EQ(layout.tensor(l.qkv_weight).rows, (16 + 2 * 4) * 128);
+  // SwiGLU: fc1 holds gate and up.
+  EXPECT_EQ(layout.tensor(l.fc1_weight).rows, 2 * 8192);
+  EXPECT_EQ(layout.find("layers.3.fc1_weight").offset, layout.tensor(l.fc1_weight).offset);
+}
+
+TEST(ParameterLayout, TensorsAreAlignedDisjointAndDecayedOnesComeFirst) {
+  TransformerShape s = gpt_1_3b();
+  s.num_layers = 3;
+  s.hidden = 72;  // not a multiple of the alignment: padding is needed
+  s.ffn_hidden = 200;
+  s.vocab = 1000;
+  s.seq = 33;
+  const ParameterLayout layout(s);
+  std::size_t end = 0;
+  bool seen_no_decay = false;
+  for (const ParameterTensor& t : layout.tensors()) {
+    EXPECT_EQ(t.offset % ParameterLayout::kAlignElements, 0u) << t.name;
+    EXPECT_GE(t.offset, end) << t.name;
+    end = t.offset + t.elements();
+    if (!t.weight_decay) seen_no_decay = true;
+    EXPECT_FALSE(seen_no_decay && t.weight_decay) << t.name << " is decayed after a non-decayed tensor";
+    EXPECT_EQ(t.weight_decay, t.offset < layout.decay_elements()) << t.name;
+    // Megatron: no decay on biases and norm parameters, decay on every matrix.
+    EXPECT_EQ(t.weight_decay, t.rows > 1) << t.name;
+  }
+  EXPECT_LE(end, layout.total_elements());
+  EXPECT_EQ(layout.total_elements() % ParameterLayout::kAlignElements, 0u);
+  EXPECT_THROW(layout.find("layers.3.qkv_weight"), std::out_of_range);
+}
+
+TEST(TransformerShape, ReadsPresetsAndNamesWhatTheEngineCannotRun) {
+  sim::ModelConfig m;
+  m.name = "odd";
+  m.num_layers = 2;
+  m.hidden_size = 100;
+  m.ffn_hidden_size = 400;
+  m.num_attention_heads = 4;
+  m.num_query_groups = 4;
+  m.kv_channels = 25;
+  m.vocab_size = 1001;
+  m.seq_length = 16;
+  const TransformerShape s = transformer_shape_of(m, 2, 16);
+  EXPECT_EQ(s.tokens(), 32);
+  EXPECT_EQ(s.qkv_width(), 300);
+  const std::vector<std::string> problems = transformer_shape_problems(s, m);
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_NE(problems[0].find("head dimension (kv_channels) 25"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("hidden_size 100"), std::string::npos) << problems[1];
+  EXPECT_NE(problems[2].find("vocab_size 1001"), std::string::npos) << problems[2];
+
+  const sim::ModelConfig llama = sim::load_model_file(SEXTANT_TEST_CONFIG_DIR "/models/llama3-8b.yaml");
+  const TransformerShape l = transformer_shape_of(llama, 1, 8192);
+  EXPECT_TRUE(transformer_shape_problems(l, llama).empty());
+  EXPECT_FALSE(l.layernorm);
+  EXPECT_FALSE(l.gelu);
+  EXPECT_FALSE(l.bias);
+  EXPECT_FALSE(l.learned_positions);
+  EXPECT_EQ(l.qkv_width(), (32 + 2 * 8) * 128);
+}
+
+}  // namespace
+}  // namespace sextant::engine

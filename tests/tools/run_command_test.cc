@@ -1,0 +1,80 @@
+// `sextant run`'s input checks, which need no GPU: bad input exits 2 with a
+// message naming the option and the accepted values.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "tests/support/temp_dir.h"
+
+namespace sextant::tools {
+namespace {
+
+using sextant::testing::read_file;
+using sextant::testing::TempDir;
+
+struct CommandResult {
+  int exit_code;
+  std::string out, err;
+};
+
+CommandResult run_sextant(const TempDir& dir, const std::string& arguments) {
+  const std::string command = "cd '" + dir.path().string() + "' && '" SEXTANT_BINARY "' " +
+                              arguments + " >stdout.txt 2>stderr.txt";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir.file("stdout.txt")),
+          read_file(dir.file("stderr.txt"))};
+}
+
+TEST(RunCommand, RefusesParallelLayoutsByName) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout tp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("tp: 2: `sextant run` trains on one GPU so far"), std::string::npos) << r.err;
+}
+
+TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=3,gbs=8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("8 is not a multiple of mbs=3"), std::string::npos) << r.err;
+}
+
+TEST(RunCommand, RefusesModelsTheKernelsCannotRun) {
+  TempDir dir;
+  sextant::testing::write_file(dir.file("odd.yaml"),
+                               "name: odd\nnum_layers: 2\nhidden_size: 96\nffn_hidden_size: 384\n"
+                               "num_attention_heads: 1\nvocab_size: 1000\nseq_length: 64\n"
+                               "activation: gelu\nnormalization: layernorm\ntie_embeddings: true\n");
+  const CommandResult r = run_sextant(dir, "run --model odd.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("head dimension (kv_channels) 96: the flash-attention kernel takes 64 or 128"),
+            std::string::npos) << r.err;
+}
+
+TEST(RunCommand, RefusesAMissingDatasetAndABadFormat) {
+  TempDir dir;
+  CommandResult r = run_sextant(dir, "run --model gpt-350m --data absent/corpus");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("absent/corpus"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --format yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("accepted: table, json"), std::string::npos) << r.err;
+}
+
+TEST(RunCommand, WithoutAGpuSaysSoAndExitsTwo) {
+  // On machines with a GPU this test has nothing to check.
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --model gpt-350m --steps 1 --layout mbs=1,gbs=1");
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  const bool explained = r.err.find("no CUDA GPU is visible") != std::string::npos ||
+                         r.err.find("built without the CUDA toolkit") != std::string::npos;
+  EXPECT_TRUE(explained) << r.err;
+}
+
+}  // namespace
+}  // namespace sextant::tools

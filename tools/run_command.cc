@@ -1,0 +1,182 @@
+// `sextant run`: train a model on this machine's GPU with the engine.
+#include <algorithm>
+#include <memory>
+#include <vector>
+#include <ostream>
+
+#include "engine/data/data_error.h"
+#include "sim/core/config_error.h"
+#include "sim/core/layout_check.h"
+#include "sim/core/preset_catalog.h"
+#include "tools/commands.h"
+#include "tools/run_settings.h"
+
+namespace sextant::tools {
+
+namespace {
+
+struct RunArguments {
+  std::string model;
+  std::string layout;
+  int global_batch = 0;
+  long seq_length = 0;
+  RunSettings settings;
+};
+
+[[noreturn]] void bad(const std::string& option, const std::string& key, const std::string& message) {
+  throw sim::ConfigError({{option, 0, 0, key, message}});
+}
+
+// The layout: micro-batch, global batch and recompute; everything that needs
+// more than one GPU is refused by name.
+sim::ParallelLayout single_gpu_layout(const RunArguments& a) {
+  const sim::PartialLayout p = sim::parse_layout(a.layout);
+  auto one = [&](const std::optional<int>& knob, const char* name) {
+    if (knob && *knob != 1)
+      bad("--layout", name,
+          std::to_string(*knob) + ": `sextant run` trains on one GPU so far; " + name +
+              " must be 1 (or left out)");
+  };
+  one(p.tp, "tp");
+  one(p.pp, "pp");
+  one(p.vpp, "vpp");
+  one(p.dp, "dp");
+  one(p.cp, "cp");
+  one(p.ep, "ep");
+  one(p.etp, "etp");
+  if (p.zero && *p.zero != 0)
+    bad("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
+  if (p.precision && *p.precision != sim::Precision::kBf16)
+    bad("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
+  if (p.attention && *p.attention != sim::AttentionKernel::kFlash)
+    bad("--layout", "attention", "the engine's attention is flash attention; accepted: flash");
+  sim::ParallelLayout l;
+  l.mbs = p.mbs.value_or(1);
+  if (a.global_batch > 0 && p.gbs && *p.gbs != a.global_batch)
+    bad("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
+                                  std::to_string(*p.gbs));
+  l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs);
+  if (l.gbs % l.mbs != 0)
+    bad("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
+                               " (one GPU: the step runs gbs / mbs micro-batches)");
+  l.recompute = p.recompute.value_or(sim::Recompute::kNone);
+  l.sp = false;
+  l.overlap_grad_reduce = false;
+  return l;
+}
+
+RunSettings checked_settings(const RunArguments& a, const std::string& configs_dir) {
+  RunSettings s = a.settings;
+  s.configs_dir = configs_dir;
+  const sim::PresetCatalog catalog(configs_dir);
+  s.model = catalog.model(a.model);
+  if (a.seq_length > 0) s.model.seq_length = a.seq_length;
+  s.layout = single_gpu_layout(a);
+  if (s.steps < 1) bad("--steps", "", std::to_string(s.steps) + ": at least 1");
+  if (s.log_interval < 1) bad("--log-interval", "", "at least 1");
+  if (s.format != "table" && s.format != "json")
+    bad("--format", "", "'" + s.format + "': accepted: table, json");
+  if (!s.timing_file.empty()) s.time_tasks = true;
+  return s;
+}
+
+engine::LrSchedule lr_schedule_of(const RunSettings& s) {
+  engine::LrSchedule lr;
+  lr.max_lr = s.lr;
+  lr.min_lr = s.min_lr >= 0 ? s.min_lr : s.lr / 10;
+  lr.warmup_steps = s.warmup_steps >= 0 ? s.warmup_steps : std::min(s.steps / 10, 2000);
+  lr.decay_steps = s.lr_decay_steps >= 0 ? s.lr_decay_steps : std::max(s.steps, lr.warmup_steps);
+  if (const std::string problem = engine::lr_schedule_problem(lr); !problem.empty())
+    bad("--lr", "", problem);
+  return lr;
+}
+
+std::unique_ptr<engine::data::TokenBatches> open_data(const RunSettings& s, int vocab, int seq) {
+  if (s.data == "synthetic") return std::make_unique<engine::data::SyntheticTokens>(vocab, seq, s.seed);
+  try {
+    return std::make_unique<engine::data::DatasetTokens>(s.data, vocab, seq, s.seed);
+  } catch (const engine::data::DataError& e) {
+    throw sim::ConfigError({{e.file(), static_cast<int>(e.line()), 0, "--data", e.reason()}});
+  }
+}
+
+}  // namespace
+
+CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
+  auto a = std::make_shared<RunArguments>();
+  RunSettings& s = a->settings;
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Train a model on this machine's GPU with sextant's engine (bf16 weights, fp32 master\n"
+      "weights, AdamW, flash attention), printing loss, learning rate, gradient norm, step\n"
+      "time, tokens/s, TFLOP/s, MFU and GPU memory, and at the end the memory the simulator\n"
+      "predicts for the same model and layout. Ctrl-C stops after the current step.\n\n"
+      "Examples:\n"
+      "  sextant run --model gpt-1.3b --layout mbs=4,gbs=32 --data synthetic --steps 50\n"
+      "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus\n"
+      "  sextant run --model gpt-350m --layout mbs=8,gbs=32 --data data/corpus_text_document \\\n"
+      "      --steps 200 --lr 3e-4");
+  cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
+  cmd->add_option("--layout", a->layout,
+                  "mbs (default 1), gbs (default mbs), recompute (none|selective|full); "
+                  "parallel knobs must be 1");
+  cmd->add_option("--global-batch", a->global_batch, "global batch in sequences (same as gbs=)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seq-length", a->seq_length, "training sequence length (default: the model's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--data", s.data,
+                  "'synthetic' (random tokens, no files) or the prefix of a Megatron indexed\n"
+                  "dataset (<prefix>.bin/.idx, e.g. from `sextant preprocess`)")
+      ->capture_default_str();
+  cmd->add_option("--steps", s.steps, "optimizer steps to run")->capture_default_str();
+  cmd->add_option("--lr", s.lr, "peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr", s.min_lr, "learning rate at the end of the cosine (default lr / 10)");
+  cmd->add_option("--warmup-steps", s.warmup_steps, "linear warmup steps (default steps / 10, at most 2000)");
+  cmd->add_option("--lr-decay-steps", s.lr_decay_steps, "step where the cosine ends (default --steps)");
+  cmd->add_option("--weight-decay", s.weight_decay, "AdamW weight decay of matrices")->capture_default_str();
+  cmd->add_option("--clip-grad", s.grad_clip, "clip the global gradient norm to this (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--adam-beta1", s.adam_beta1)->capture_default_str();
+  cmd->add_option("--adam-beta2", s.adam_beta2)->capture_default_str();
+  cmd->add_option("--adam-eps", s.adam_eps)->capture_default_str();
+  cmd->add_option("--init-method-std", s.init_std, "std of the normal weight initialisation")
+      ->capture_default_str();
+  cmd->add_option("--seed", s.seed, "seed of the weights and of the data order")->capture_default_str();
+  cmd->add_option("--log-interval", s.log_interval, "print every N steps")->capture_default_str();
+  cmd->add_option("--device", s.device, "CUDA device index")->capture_default_str();
+  cmd->add_option("--gpu", s.gpu, "GPU preset for the peak FLOP/s of MFU (default: from the device name)");
+  cmd->add_option("--format", s.format, "table (progress lines) or json (one object at the end;\n"
+                                        "progress goes to stderr)")
+      ->capture_default_str();
+  cmd->add_flag("--timing", s.time_tasks, "time every task with CUDA events and print the slowest kinds");
+  cmd->add_option("--timing-file", s.timing_file, "write per-task times of the last step as CSV (implies --timing)");
+  return [a, &common](std::ostream& out) {
+    PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
+    return run_training(run, out);
+  };
+}
+
+PreparedRun prepare_run(const RunSettings& s) {
+  PreparedRun run;
+  run.settings = s;
+  const int seq = static_cast<int>(s.model.seq_length);
+  run.shape = engine::transformer_shape_of(s.model, s.layout.mbs, seq);
+  if (const auto problems = engine::transformer_shape_problems(run.shape, s.model); !problems.empty()) {
+    std::vector<sim::Diagnostic> d;
+    for (const std::string& p : problems) d.push_back({"--model", 0, 0, s.model.name, p});
+    throw sim::ConfigError(d);
+  }
+  run.lr = lr_schedule_of(s);
+  run.data = open_data(s, run.shape.vocab, seq);
+  return run;
+}
+
+#ifndef SEXTANT_HAVE_ENGINE
+int run_training(PreparedRun&, std::ostream&) {
+  throw sim::ConfigError({{"sextant run", 0, 0, "",
+                           "this sextant was built without the CUDA toolkit, so it has no "
+                           "engine; rebuild where nvcc is installed (see README)"}});
+}
+#endif
+
+}  // namespace sextant::tools

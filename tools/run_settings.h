@@ -1,0 +1,63 @@
+// What `sextant run` was asked to do, checked: the model, its single-GPU
+// layout and the training options. Built by run_command.cc without touching a
+// GPU (so bad input is rejected anywhere), executed by run_training.cc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "engine/data/token_batches.h"
+#include "engine/model/lr_schedule.h"
+#include "engine/model/transformer_shape.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::tools {
+
+struct RunSettings {
+  sim::ModelConfig model;
+  sim::ParallelLayout layout;  // tp = pp = dp = cp = ep = 1
+  std::string data = "synthetic";  // or an indexed dataset prefix
+  int steps = 100;
+  double lr = 3e-4;
+  double min_lr = -1;      // < 0: lr / 10
+  int warmup_steps = -1;   // < 0: steps / 10 (at most 2000)
+  int lr_decay_steps = -1; // < 0: steps
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double init_std = 0.02;
+  std::uint64_t seed = 1234;
+  int log_interval = 1;
+  int device = 0;
+  std::string gpu;          // GPU preset for the peak FLOP/s; empty: from the device's name
+  std::string format = "table";
+  bool time_tasks = false;
+  std::string timing_file;  // per-task times (CSV) when time_tasks
+  std::string configs_dir;
+};
+
+/// What the settings imply, derived and checked before any GPU is touched.
+struct PreparedRun {
+  RunSettings settings;
+  engine::TransformerShape shape;
+  engine::LrSchedule lr;
+  std::unique_ptr<engine::data::TokenBatches> data;
+};
+
+/// Throws sim::ConfigError (exit code 2) naming the option at fault: a model
+/// the kernels cannot run, a bad schedule, a dataset that is missing, damaged
+/// or too short.
+PreparedRun prepare_run(const RunSettings& settings);
+
+/// Trains as `run` says, printing progress to `out` (and, with --format
+/// json, one JSON object at the end). Returns the exit code: 0, or 130 when
+/// interrupted by Ctrl-C (after printing what was done). Throws sim::ConfigError
+/// for bad input found late (no GPU, a dataset that does not fit the model).
+int run_training(PreparedRun& run, std::ostream& out);
+
+}  // namespace sextant::tools

@@ -1,0 +1,304 @@
+// `sextant run` on the GPU: the training loop around engine::Trainer, its
+// progress lines, the summary and the JSON. Built only with the CUDA toolkit.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <vector>
+
+#include "engine/data/data_error.h"
+#include "engine/data/token_batches.h"
+#include "engine/model/lr_schedule.h"
+#include "engine/model/transformer_shape.h"
+#include "engine/trainer.h"
+#include "kernels/cuda_check.h"
+#include "sim/core/config_error.h"
+#include "sim/core/preset_catalog.h"
+#include "sim/flops/model_flops.h"
+#include "sim/memory/memory_model.h"
+#include "tools/run_settings.h"
+
+namespace sextant::tools {
+
+namespace {
+
+// Set by the SIGINT handler, read between steps. A signal handler can only
+// talk to the program through a lock-free atomic with static storage; this is
+// the one such variable, private to this file.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_interrupt(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+[[noreturn]] void bad(const std::string& where, const std::string& message) {
+  throw sim::ConfigError({{where, 0, 0, "", message}});
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct Device {
+  int index = 0;
+  std::string name;
+  std::size_t memory_bytes = 0;
+};
+
+Device open_device(int index) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0)
+    bad("--device", std::string("no CUDA GPU is visible (") +
+                        (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") +
+                        "); `sextant run` needs one");
+  if (index < 0 || index >= count)
+    bad("--device", std::to_string(index) + ": this machine has " + std::to_string(count) +
+                        " GPU(s), indices 0-" + std::to_string(count - 1));
+  SEXTANT_CUDA_CHECK(cudaSetDevice(index));
+  cudaDeviceProp prop{};
+  SEXTANT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  return Device{index, prop.name, prop.totalGlobalMem};
+}
+
+// The GPU preset whose peak FLOP/s MFU divides by: --gpu, or the device's name.
+std::optional<sim::GpuConfig> gpu_preset(const RunSettings& s, const Device& device) {
+  const sim::PresetCatalog catalog(s.configs_dir);
+  if (!s.gpu.empty()) return catalog.gpu(s.gpu);
+  static const std::pair<const char*, const char*> kByName[] = {
+      {"H200", "h200-sxm-141gb"}, {"H100", "h100-sxm-80gb"}, {"A100", "a100-sxm-80gb"}};
+  for (const auto& [marker, preset] : kByName)
+    if (device.name.find(marker) != std::string::npos) return catalog.gpu(preset);
+  return std::nullopt;
+}
+
+std::size_t device_memory_in_use() {
+  std::size_t free_bytes = 0, total_bytes = 0;
+  SEXTANT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes - free_bytes;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// "stage0.mb3.layer17.attn.fwd" -> "layer*.attn.fwd": one row per kind of task.
+std::string task_kind(const std::string& name) {
+  static const std::regex prefix(R"(^stage\d+\.(mb\d+\.)?)");
+  static const std::regex layer(R"(layer\d+)");
+  return std::regex_replace(std::regex_replace(name, prefix, ""), layer, "layer*");
+}
+
+std::string fixed(double value, int decimals) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", decimals, value);
+  return text;
+}
+
+}  // namespace
+
+int run_training(PreparedRun& run, std::ostream& out) {
+  const RunSettings& s = run.settings;
+  const engine::TransformerShape& shape = run.shape;
+  const engine::LrSchedule& lr = run.lr;
+  engine::data::TokenBatches* data = run.data.get();
+  const bool json = s.format == "json";
+  std::ostream& progress = json ? std::cerr : out;
+  const int seq = shape.seq;
+  // The engine has no dropout; the simulator is asked about the model it trains.
+  sim::ModelConfig trained = s.model;
+  const bool preset_has_dropout = trained.hidden_dropout > 0 || trained.attention_dropout > 0;
+  trained.hidden_dropout = 0;
+  trained.attention_dropout = 0;
+  const sim::MemoryBreakdown predicted = sim::peak_memory_per_gpu(trained, s.layout);
+  const double model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
+  const Device device = open_device(s.device);
+  const std::optional<sim::GpuConfig> gpu = gpu_preset(s, device);
+
+  engine::TrainerOptions options;
+  options.micro_batch = s.layout.mbs;
+  options.global_batch = s.layout.gbs;
+  options.recompute = s.layout.recompute;
+  options.optimizer = {s.adam_beta1, s.adam_beta2, s.adam_eps, s.weight_decay, s.grad_clip};
+  options.lr = lr;
+  options.seed = s.seed;
+  options.init_std = s.init_std;
+  options.time_tasks = s.time_tasks;
+  std::unique_ptr<engine::Trainer> trainer;
+  try {
+    trainer = std::make_unique<engine::Trainer>(trained, shape, options);
+  } catch (const kernels::CudaError& e) {
+    if (e.status_name() == "cudaErrorMemoryAllocation")
+      bad("--layout", "the model and layout need more memory than " + device.name + " has (" +
+                          fixed(device.memory_bytes / kGiB, 1) + " GiB; the simulator predicts " +
+                          fixed(predicted.total() / kGiB, 1) +
+                          " GiB): lower mbs, or use recompute=full. " + e.what());
+    throw;
+  }
+
+  const std::size_t tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
+  progress << "model: " << s.model.name << ", " << fixed(trainer->layout().parameter_count() / 1e9, 3)
+           << " B parameters; layout mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
+           << ", recompute=" << sim::to_string(s.layout.recompute) << "; seq " << seq << "\n"
+           << "device: " << device.name << " (" << fixed(device.memory_bytes / kGiB, 1) << " GiB)"
+           << (gpu ? ", peak bf16 " + fixed(gpu->peak_bf16_flops_per_s / 1e12, 1) + " TFLOP/s (" +
+                         gpu->name + ")"
+                   : ", no GPU preset matches: MFU not computed (give --gpu)")
+           << "\n"
+           << "data: " << data->describe() << "\n"
+           << "schedule: lr " << lr.max_lr << " -> " << lr.min_lr << ", warmup " << lr.warmup_steps
+           << ", cosine to step " << lr.decay_steps << "; " << trainer->tasks_per_step()
+           << " tasks per step\n";
+  if (preset_has_dropout) progress << "note: the engine has no dropout; training with dropout 0\n";
+  progress << "memory: arena " << fixed(trainer->arena_bytes() / kGiB, 2)
+           << " GiB; the simulator predicts " << fixed(predicted.total() / kGiB, 2) << " GiB\n";
+  if (!json)
+    progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
+  progress.flush();
+
+  g_interrupted.store(false);
+  auto previous_handler = std::signal(SIGINT, on_interrupt);
+  std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
+  std::vector<double> step_seconds, losses, lrs, norms;
+  std::map<std::string, double> task_seconds;  // by kind, summed over timed steps
+  std::vector<engine::TaskTime> last_tasks;
+  int timed_steps = 0;
+  std::size_t peak_in_use = 0;
+  int skipped = 0;
+  const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
+  for (int i = 0; i < s.steps && !g_interrupted.load(); ++i) {
+    try {
+      data->next(inputs, targets);
+    } catch (const engine::data::DataError& e) {
+      throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
+    }
+    engine::StepResult r = trainer->step(inputs, targets);
+    peak_in_use = std::max(peak_in_use, device_memory_in_use());
+    if (r.skipped) ++skipped;
+    losses.push_back(r.loss);
+    lrs.push_back(r.lr);
+    norms.push_back(r.grad_norm);
+    if (i >= warmup_for_timing) {
+      step_seconds.push_back(r.seconds);
+      if (!r.tasks.empty()) {
+        ++timed_steps;
+        for (const engine::TaskTime& t : r.tasks) task_seconds[task_kind(t.name)] += t.seconds;
+        last_tasks = std::move(r.tasks);
+      }
+    }
+    if ((i + 1) % s.log_interval == 0 || i + 1 == s.steps) {
+      const double tflops = model_flops_per_step / r.seconds / 1e12;
+      char line[200];
+      std::snprintf(line, sizeof line, "%6d %9.4f %9.3e %10.3f %9.1f %10.0f %8.1f %6s %8.2f%s\n",
+                    r.step, r.loss, r.lr, r.grad_norm, r.seconds * 1e3,
+                    tokens_per_step / r.seconds, tflops,
+                    gpu ? fixed(100 * tflops * 1e12 / gpu->peak_bf16_flops_per_s, 1).c_str() : "-",
+                    peak_in_use / kGiB, r.skipped ? "  (skipped: non-finite gradient norm)" : "");
+      progress << line;
+      progress.flush();
+    }
+  }
+  std::signal(SIGINT, previous_handler);
+  const bool interrupted = g_interrupted.load();
+  const int done = static_cast<int>(losses.size());
+
+  const double step_s = median(step_seconds);
+  const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
+  const double tflops = step_s > 0 ? model_flops_per_step / step_s / 1e12 : 0;
+  const double mfu = gpu && step_s > 0 ? tflops * 1e12 / gpu->peak_bf16_flops_per_s : 0;
+  const auto arena = trainer->memory_plan().bytes_by_category();
+
+  if (!s.timing_file.empty() && !last_tasks.empty()) {
+    std::ofstream csv(s.timing_file);
+    if (!csv) bad("--timing-file", "cannot write '" + s.timing_file + "'");
+    csv << "task,seconds\n";
+    for (const engine::TaskTime& t : last_tasks) csv << t.name << "," << t.seconds << "\n";
+  }
+
+  if (json) {
+    nlohmann::ordered_json j;
+    j["model"] = s.model.name;
+    j["device"] = device.name;
+    j["layout"] = {{"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
+                   {"recompute", std::string(sim::to_string(s.layout.recompute))}};
+    j["seq_length"] = seq;
+    j["parameters"] = trainer->layout().parameter_count();
+    j["data"] = s.data;
+    j["steps"] = done;
+    j["interrupted"] = interrupted;
+    j["skipped_steps"] = skipped;
+    j["step_time_s"] = step_s;
+    j["tokens_per_s"] = tokens_per_s;
+    j["model_flops_per_step"] = model_flops_per_step;
+    j["tflops_per_s"] = tflops;
+    j["mfu"] = gpu ? nlohmann::ordered_json(mfu) : nlohmann::ordered_json(nullptr);
+    j["peak_memory_bytes"] = peak_in_use;
+    j["arena_bytes"] = trainer->arena_bytes();
+    nlohmann::ordered_json by_category;
+    for (int c = 0; c < engine::kMemoryCategories; ++c)
+      by_category[engine::to_string(static_cast<engine::MemoryCategory>(c))] = arena[static_cast<std::size_t>(c)];
+    j["memory_bytes"] = by_category;
+    j["predicted_memory_bytes"] = {{"total", predicted.total()},
+                                   {"parameters", predicted.parameters},
+                                   {"gradients", predicted.gradients},
+                                   {"optimizer_states", predicted.optimizer_states},
+                                   {"activations", predicted.activations},
+                                   {"other", predicted.other}};
+    j["loss"] = losses;
+    j["lr"] = lrs;
+    j["grad_norm"] = norms;
+    if (timed_steps > 0) {
+      nlohmann::ordered_json tasks;
+      for (const auto& [kind, seconds] : task_seconds) tasks[kind] = seconds / timed_steps;
+      j["task_seconds_per_step"] = tasks;
+    }
+    out << j.dump() << "\n";
+  } else {
+    out << "\n" << done << " steps" << (interrupted ? " (interrupted by Ctrl-C)" : "")
+        << (skipped ? ", " + std::to_string(skipped) + " skipped" : "") << "; median over steps "
+        << warmup_for_timing + 1 << "-" << done << ": " << fixed(step_s * 1e3, 1) << " ms/step, "
+        << fixed(tokens_per_s, 0) << " tokens/s, " << fixed(tflops, 1) << " TFLOP/s"
+        << (gpu ? ", MFU " + fixed(100 * mfu, 1) + " %" : "") << "\n";
+    out << "GPU memory: peak in use " << fixed(peak_in_use / kGiB, 2) << " GiB (arena "
+        << fixed(trainer->arena_bytes() / kGiB, 2) << " GiB, the rest CUDA context and libraries)\n";
+    out << "  engine arena vs simulator (GiB):";
+    const double predicted_parts[] = {predicted.parameters, predicted.gradients,
+                                      predicted.optimizer_states, predicted.activations, predicted.other};
+    for (int c = 0; c < engine::kMemoryCategories; ++c)
+      out << " " << engine::to_string(static_cast<engine::MemoryCategory>(c)) << " "
+          << fixed(arena[static_cast<std::size_t>(c)] / kGiB, 2) << " vs "
+          << fixed(predicted_parts[c] / kGiB, 2) << ";";
+    out << " total " << fixed(trainer->arena_bytes() / kGiB, 2) << " vs "
+        << fixed(predicted.total() / kGiB, 2) << " ("
+        << fixed(100 * (trainer->arena_bytes() / predicted.total() - 1), 1) << " %)\n";
+    if (timed_steps > 0) {
+      std::vector<std::pair<double, std::string>> rows;
+      double total = 0;
+      for (const auto& [kind, seconds] : task_seconds) {
+        rows.emplace_back(seconds / timed_steps, kind);
+        total += seconds / timed_steps;
+      }
+      std::sort(rows.rbegin(), rows.rend());
+      out << "task time per step (CUDA events, " << timed_steps << " steps), slowest kinds:\n";
+      for (std::size_t i = 0; i < rows.size() && i < 12; ++i)
+        out << "  " << rows[i].second << std::string(rows[i].second.size() < 28 ? 28 - rows[i].second.size() : 1, ' ')
+            << fixed(rows[i].first * 1e3, 2) << " ms  " << fixed(100 * rows[i].first / total, 1) << " %\n";
+    }
+  }
+  out.flush();
+  return interrupted ? 130 : 0;
+}
+
+}  // namespace sextant::tools
