@@ -12,7 +12,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/rope.h"
+#include "kernels/qkv_layout.h"
 #include "kernels/swiglu.h"
 
 namespace sextant::engine {
@@ -54,7 +54,9 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     reserve(a.norm1, p + "norm1", kAct, T * h, plan);
     reserve(a.norm1_mean, p + "norm1_mean", kAct, T, plan);
     reserve(a.norm1_rstd, p + "norm1_rstd", kAct, T, plan);
-    reserve(a.qkv, p + "qkv", kAct, T * to_size(s.qkv_width()), plan);
+    reserve(a.q, p + "q", kAct, T * to_size(s.q_width()), plan);
+    reserve(a.k, p + "k", kAct, T * to_size(s.kv_width()), plan);
+    reserve(a.v, p + "v", kAct, T * to_size(s.kv_width()), plan);
     reserve(a.attn, p + "attn", kAct, T * to_size(s.q_width()), plan);
     reserve(a.lse, p + "lse", kAct, T * to_size(s.heads), plan);
     reserve(a.mid, p + "mid", kAct, T * h, plan);
@@ -74,7 +76,10 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   reserve(dx_, "grad.residual", kAct, T * h, plan);
   reserve(scratch_, "scratch", kAct, T * h, plan);
   reserve(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
-  reserve(dqkv_, "grad.qkv", kAct, T * to_size(s.qkv_width()), plan);
+  reserve(qkv_, "qkv (fused, and its gradient)", kAct, T * to_size(s.qkv_width()), plan);
+  reserve(dq_, "grad.q", kAct, T * to_size(s.q_width()), plan);
+  reserve(dk_, "grad.k", kAct, T * to_size(s.kv_width()), plan);
+  reserve(dv_, "grad.v", kAct, T * to_size(s.kv_width()), plan);
   reserve(dact_, "grad.act", kAct, T * to_size(s.ffn_hidden), plan);
   if (!s.gelu) reserve(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
 
@@ -97,15 +102,7 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
   reserve((embedding_workspace_), "workspace.embedding", kOther,
           embedding_workspace_bytes_, plan);
-  kernels::FlashAttentionShape attention{};
-  attention.batch = s.micro_batch;
-  attention.seq = s.seq;
-  attention.heads = s.heads;
-  attention.kv_heads = s.kv_heads;
-  attention.head_dim = s.head_dim;
-  attention.q_row_stride = s.qkv_width();
-  attention.kv_row_stride = s.qkv_width();
-  attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention);
+  attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention_shape());
   reserve((attention_workspace_), "workspace.attention", kOther,
           attention_workspace_bytes_, plan);
   reserve((gemm_workspace_), "workspace.cublaslt", kOther,
@@ -133,6 +130,28 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(ones_, ones.data(), ones.size() * sizeof(Bf16),
                                      cudaMemcpyHostToDevice, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+kernels::FlashAttentionShape Transformer::attention_shape() const {
+  kernels::FlashAttentionShape a{};
+  a.batch = shape_.micro_batch;
+  a.seq = shape_.seq;
+  a.heads = shape_.heads;
+  a.kv_heads = shape_.kv_heads;
+  a.head_dim = shape_.head_dim;
+  return a;
+}
+
+kernels::QkvShape Transformer::qkv_shape() const {
+  kernels::QkvShape q{};
+  q.batch = shape_.micro_batch;
+  q.seq = shape_.seq;
+  q.heads = shape_.heads;
+  q.kv_heads = shape_.kv_heads;
+  q.head_dim = shape_.head_dim;
+  q.rotary = !shape_.learned_positions;
+  q.rope_theta = shape_.rope_theta;
+  return q;
 }
 
 const Bf16* Transformer::weight(int tensor) const {
@@ -239,28 +258,9 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
   const LayerTensors& w = layout_->layer(layer);
   LayerActivations& a = layers_[to_size(layer)];
   norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
-  linear_forward(a.qkv, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
-  if (!s.learned_positions) {
-    kernels::RopeShape rope{};
-    rope.batch = s.micro_batch;
-    rope.seq = s.seq;
-    rope.heads = s.heads;
-    rope.kv_heads = s.kv_heads;
-    rope.head_dim = s.head_dim;
-    rope.row_stride = s.qkv_width();
-    rope.theta = s.rope_theta;
-    kernels::rope_forward(a.qkv, rope, stream_);
-  }
-  kernels::FlashAttentionShape fa{};
-  fa.batch = s.micro_batch;
-  fa.seq = s.seq;
-  fa.heads = s.heads;
-  fa.kv_heads = s.kv_heads;
-  fa.head_dim = s.head_dim;
-  fa.q_row_stride = s.qkv_width();
-  fa.kv_row_stride = s.qkv_width();
-  kernels::flash_attention_forward(a.attn, a.lse, a.qkv, a.qkv + s.q_width(),
-                                   a.qkv + s.q_width() + s.kv_width(), fa, stream_);
+  linear_forward(qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  kernels::qkv_split(a.q, a.k, a.v, qkv_, qkv_shape(), stream_);
+  kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
   linear_forward(scratch_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
   kernels::residual_add(a.mid, a.input, scratch_, to_size(s.tokens() * s.hidden), stream_);
 }
@@ -342,32 +342,11 @@ void Transformer::attention_backward(int layer) {
   const LayerTensors& w = layout_->layer(layer);
   const LayerActivations& a = layers_[to_size(layer)];
   linear_backward(dattn_, dx_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
-  kernels::FlashAttentionShape fa{};
-  fa.batch = s.micro_batch;
-  fa.seq = s.seq;
-  fa.heads = s.heads;
-  fa.kv_heads = s.kv_heads;
-  fa.head_dim = s.head_dim;
-  fa.q_row_stride = s.qkv_width();
-  fa.kv_row_stride = s.qkv_width();
-  const Bf16* q = a.qkv;
-  const Bf16* k = q + s.q_width();
-  const Bf16* v = k + s.kv_width();
-  kernels::flash_attention_backward(dqkv_, dqkv_ + s.q_width(), dqkv_ + s.q_width() + s.kv_width(),
-                                    dattn_, q, k, v, a.attn, a.lse, fa, attention_workspace_,
+  kernels::flash_attention_backward(dq_, dk_, dv_, dattn_, a.q, a.k, a.v, a.attn, a.lse,
+                                    attention_shape(), attention_workspace_,
                                     attention_workspace_bytes_, stream_);
-  if (!s.learned_positions) {
-    kernels::RopeShape rope{};
-    rope.batch = s.micro_batch;
-    rope.seq = s.seq;
-    rope.heads = s.heads;
-    rope.kv_heads = s.kv_heads;
-    rope.head_dim = s.head_dim;
-    rope.row_stride = s.qkv_width();
-    rope.theta = s.rope_theta;
-    kernels::rope_backward(dqkv_, rope, stream_);
-  }
-  linear_backward(scratch_, dqkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  kernels::qkv_merge_gradients(qkv_, dq_, dk_, dv_, qkv_shape(), stream_);
+  linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   norm_backward(scratch_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd);
   kernels::residual_add(dx_, dx_, scratch_, to_size(s.tokens() * s.hidden), stream_);
 }

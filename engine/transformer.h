@@ -13,7 +13,8 @@
 // Stored per layer for the backward (recompute none or selective; Korthikanti
 // et al. 2022, Sec. 4, with flash attention, so the attention core's s x s
 // tensors never exist and selective recomputation stores the same set):
-// the layer input, the first norm's output and statistics, Q/K/V, the attention
+// the layer input, the first norm's output and statistics, Q, K, V (split
+// from the fused projection and, for RoPE models, rotated), the attention
 // output and its log-sum-exp, the residual after attention, the second norm's
 // output and statistics, the activation's input (fc1 output) and fc2's input:
 // 16 x tokens x hidden bf16 values for GPT's f = 4h, as sim/memory counts.
@@ -31,6 +32,8 @@
 #include "engine/model/parameter_layout.h"
 #include "engine/model/transformer_shape.h"
 #include "kernels/bf16.h"
+#include "kernels/flash_attention.h"
+#include "kernels/qkv_layout.h"
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/stream.h"
 #include "sim/core/parallel_layout.h"
@@ -87,7 +90,9 @@ class Transformer {
     Bf16* norm1 = nullptr;  // (T, h)
     float* norm1_mean = nullptr;
     float* norm1_rstd = nullptr;
-    Bf16* qkv = nullptr;  // (T, qkv_width)
+    Bf16* q = nullptr;    // (T, q_width), rotated for RoPE models
+    Bf16* k = nullptr;    // (T, kv_width), rotated for RoPE models
+    Bf16* v = nullptr;    // (T, kv_width)
     Bf16* attn = nullptr;  // (T, q_width)
     float* lse = nullptr;  // (heads, T) per sequence: (micro_batch, heads, seq)
     Bf16* mid = nullptr;   // (T, h), input + attention's output
@@ -102,6 +107,8 @@ class Transformer {
   void reserve(T*& member, std::string name, MemoryCategory category, std::size_t count,
                ArenaPlan& plan);
 
+  kernels::FlashAttentionShape attention_shape() const;
+  kernels::QkvShape qkv_shape() const;
   const Bf16* weight(int tensor) const;
   float* gradient(int tensor) const;
   void norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma, int beta);
@@ -131,7 +138,10 @@ class Transformer {
   Bf16* dx_ = nullptr;       // (T, h), gradient of the residual stream
   Bf16* scratch_ = nullptr;  // (T, h), block outputs and norm gradients
   Bf16* dattn_ = nullptr;    // (T, q_width)
-  Bf16* dqkv_ = nullptr;     // (T, qkv_width)
+  Bf16* qkv_ = nullptr;      // (T, qkv_width): the QKV GEMM's output, then its gradient
+  Bf16* dq_ = nullptr;       // (T, q_width)
+  Bf16* dk_ = nullptr;       // (T, kv_width)
+  Bf16* dv_ = nullptr;       // (T, kv_width)
   Bf16* dact_ = nullptr;     // (T, ffn)
   Bf16* dfc1_ = nullptr;     // (T, fc1_width); the same buffer as dact_ for GELU (in place)
   Bf16* ones_ = nullptr;     // (T) ones: bias gradients as ones^T dY on the tensor cores

@@ -1,0 +1,48 @@
+// fill_normal, its host twin standard_normal_at, and convert_to_bf16.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/parameter_init.h"
+#include "tests/kernels/gpu_test_support.h"
+
+namespace sextant::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+
+TEST(ParameterInitHost, NormalDeviatesHaveUnitVarianceAndDifferByStream) {
+  double sum = 0, squares = 0;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    const double x = standard_normal_at(7, 3, static_cast<std::uint64_t>(i));
+    sum += x;
+    squares += x * x;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.015);  // about 5 standard errors (1 / sqrt(n) = 0.0032)
+  EXPECT_NEAR(squares / n, 1.0, 0.025);  // about 5 standard errors (sqrt(2 / n) = 0.0045)
+  EXPECT_NE(standard_normal_at(7, 3, 0), standard_normal_at(7, 4, 0));
+  EXPECT_NE(standard_normal_at(7, 3, 0), standard_normal_at(8, 3, 0));
+  EXPECT_EQ(standard_normal_at(7, 3, 5), standard_normal_at(7, 3, 5));
+}
+
+class ParameterInitTest : public testing::GpuTest {};
+
+TEST_F(ParameterInitTest, DeviceMatchesTheHostFormulaToOneUlp) {
+  const std::size_t n = 1000003;
+  DeviceBuffer<float> d(n);
+  fill_normal(d.get(), n, 0.5f, 0.02f, 11, 9, nullptr);
+  const std::vector<float> got = d.download();
+  for (std::size_t i = 0; i < n; i += 997) {
+    const float want = 0.5f + 0.02f * standard_normal_at(11, 9, i);
+    ASSERT_NEAR(got[i], want, 2 * std::abs(want) * 1.2e-7f) << i;
+  }
+  DeviceBuffer<Bf16> b(n);
+  convert_to_bf16(b.get(), d.get(), n, nullptr);
+  const std::vector<Bf16> rounded = b.download();
+  for (std::size_t i = 0; i < n; i += 991) ASSERT_EQ(rounded[i].bits, from_float(got[i]).bits) << i;
+}
+
+}  // namespace
+}  // namespace sextant::kernels
