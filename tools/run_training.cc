@@ -37,9 +37,11 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 
-extern "C" void on_interrupt(int) {
+// Ctrl-C (SIGINT) or a scheduler's SIGTERM: stop after the current step. A
+// second signal of the same kind ends the process at once.
+extern "C" void on_interrupt(int signal_number) {
   g_interrupted.store(true);
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+  std::signal(signal_number, SIG_DFL);
 }
 
 [[noreturn]] void bad(const std::string& where, const std::string& message) {
@@ -169,7 +171,8 @@ int run_training(PreparedRun& run, std::ostream& out) {
   progress.flush();
 
   g_interrupted.store(false);
-  auto previous_handler = std::signal(SIGINT, on_interrupt);
+  auto previous_sigint = std::signal(SIGINT, on_interrupt);
+  auto previous_sigterm = std::signal(SIGTERM, on_interrupt);
   std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
   std::vector<double> step_seconds, losses, lrs, norms;
   std::map<std::string, double> task_seconds;  // by kind, summed over timed steps
@@ -210,7 +213,8 @@ int run_training(PreparedRun& run, std::ostream& out) {
       progress.flush();
     }
   }
-  std::signal(SIGINT, previous_handler);
+  std::signal(SIGINT, previous_sigint);
+  std::signal(SIGTERM, previous_sigterm);
   const bool interrupted = g_interrupted.load();
   const int done = static_cast<int>(losses.size());
 
@@ -266,7 +270,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
     }
     out << j.dump() << "\n";
   } else {
-    out << "\n" << done << " steps" << (interrupted ? " (interrupted by Ctrl-C)" : "")
+    out << "\n" << done << " steps" << (interrupted ? " (interrupted: stopped after the current step)" : "")
         << (skipped ? ", " + std::to_string(skipped) + " skipped" : "") << "; median over steps "
         << warmup_for_timing + 1 << "-" << done << ": " << fixed(step_s * 1e3, 1) << " ms/step, "
         << fixed(tokens_per_s, 0) << " tokens/s, " << fixed(tflops, 1) << " TFLOP/s"
