@@ -13,6 +13,7 @@
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/qkv_layout.h"
+#include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
 namespace sextant::engine {
@@ -149,9 +150,19 @@ kernels::QkvShape Transformer::qkv_shape() const {
   q.heads = shape_.heads;
   q.kv_heads = shape_.kv_heads;
   q.head_dim = shape_.head_dim;
-  q.rotary = !shape_.learned_positions;
-  q.rope_theta = shape_.rope_theta;
   return q;
+}
+
+kernels::RopeShape Transformer::rope_shape() const {
+  kernels::RopeShape r{};
+  r.batch = shape_.micro_batch;
+  r.seq = shape_.seq;
+  r.heads = shape_.heads;
+  r.kv_heads = shape_.kv_heads;
+  r.head_dim = shape_.head_dim;
+  r.row_stride = shape_.qkv_width();
+  r.theta = shape_.rope_theta;
+  return r;
 }
 
 const Bf16* Transformer::weight(int tensor) const {
@@ -259,6 +270,7 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
   LayerActivations& a = layers_[to_size(layer)];
   norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
   linear_forward(qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  if (!s.learned_positions) kernels::rope_forward(qkv_, rope_shape(), stream_);
   kernels::qkv_split(a.q, a.k, a.v, qkv_, qkv_shape(), stream_);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
   linear_forward(scratch_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
@@ -346,6 +358,7 @@ void Transformer::attention_backward(int layer) {
                                     attention_shape(), attention_workspace_,
                                     attention_workspace_bytes_, stream_);
   kernels::qkv_merge_gradients(qkv_, dq_, dk_, dv_, qkv_shape(), stream_);
+  if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   norm_backward(scratch_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd);
   kernels::residual_add(dx_, dx_, scratch_, to_size(s.tokens() * s.hidden), stream_);

@@ -34,6 +34,7 @@
 #include "kernels/bf16.h"
 #include "kernels/flash_attention.h"
 #include "kernels/qkv_layout.h"
+#include "kernels/rope.h"
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/stream.h"
 #include "sim/core/parallel_layout.h"
@@ -109,6 +110,7 @@ class Transformer {
 
   kernels::FlashAttentionShape attention_shape() const;
   kernels::QkvShape qkv_shape() const;
+  kernels::RopeShape rope_shape() const;
   const Bf16* weight(int tensor) const;
   float* gradient(int tensor) const;
   void norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma, int beta);

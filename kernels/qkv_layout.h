@@ -1,17 +1,9 @@
 // Between the fused QKV projection and the attention kernels: the QKV GEMM
-// writes one (tokens, [Q heads | K heads | V heads]) row per token; flash
-// attention reads Q, K and V as separate contiguous (tokens, heads, head_dim)
-// arrays. qkv_split copies them apart and, for rotary models, rotates Q and K
-// on the way (one pass over the data instead of two); qkv_merge_gradients is
-// its backward: dQ and dK rotated back, and the three interleaved again.
-//
-// Rotary position embedding (Su et al. 2021, RoFormer, eq. 34) in the
-// rotate-half form of GPT-NeoX, HF Llama and Megatron-LM: for position t and
-// i < d/2, with angle = t * theta^(-2i/d),
-//   out[i]       = x[i] cos(angle) - x[i + d/2] sin(angle)
-//   out[i + d/2] = x[i + d/2] cos(angle) + x[i] sin(angle)
-// The backward is the rotation by -angle (the rotation is orthogonal).
-// Arithmetic in fp32, one bf16 rounding per output; V is copied bit for bit.
+// writes one (tokens, [Q heads | K heads | V heads]) row per token (rotated in
+// place by rope.h for rotary models); flash attention reads Q, K and V as
+// separate contiguous (tokens, heads, head_dim) arrays. qkv_split copies them
+// apart; qkv_merge_gradients is its backward, interleaving dQ, dK and dV into
+// one row per token for the QKV GEMM's backward. Bit-exact copies.
 #pragma once
 
 #include <string>
@@ -26,9 +18,7 @@ struct QkvShape {
   int seq = 0;       // positions restart at 0 for each of the batch's sequences
   int heads = 0;     // query heads
   int kv_heads = 0;  // key/value heads
-  int head_dim = 0;  // even, and a multiple of 16 (two 8-element vectors per half)
-  bool rotary = false;
-  float rope_theta = 10000.0f;
+  int head_dim = 0;  // a multiple of 8 (16-byte vectors)
 };
 
 /// Empty when the launchers accept `shape`; otherwise every reason, with values.

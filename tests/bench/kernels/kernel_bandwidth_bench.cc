@@ -16,11 +16,13 @@
 // and the GPU machine runs it without the benchmark library.
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_set>
@@ -36,6 +38,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
 namespace sextant::kernels {
@@ -219,6 +222,29 @@ void run(const Options& options) {
     bench.time("swiglu_backward", shape, 2 * in + o, 0, [&] {
       swiglu_backward(dinp.as<Bf16>(), out.as<Bf16>(), inp.as<Bf16>(), rows, half, stream);
     });
+  }
+  {
+    // Llama-style GQA at micro-batch 4: 32 query and 8 key/value heads of 128,
+    // so a (tokens, 48 * 128) fused row of which the 40 Q and K heads are read
+    // and written in place. One buffer's Q and K (84 MB) are not 2.5x an H100's
+    // L2, so the launches rotate over enough copies to be.
+    RopeShape shape;
+    shape.batch = 4, shape.seq = static_cast<int>(T), shape.heads = 32, shape.kv_heads = 8;
+    shape.head_dim = 128;
+    shape.row_stride = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+    const double tokens = static_cast<double>(shape.batch) * shape.seq;
+    const double rotated = 2.0 * tokens * (shape.heads + shape.kv_heads) * shape.head_dim;
+    const int copies = static_cast<int>(std::ceil(2.5 * prop.l2CacheSize / rotated));
+    std::vector<std::unique_ptr<Buffer>> qkv;
+    for (int i = 0; i < copies; ++i)
+      qkv.push_back(std::make_unique<Buffer>(2.0 * tokens * shape.row_stride));
+    int next = 0;
+    bench.time("rope_forward", dims({static_cast<long long>(tokens), shape.heads, shape.kv_heads,
+                                     shape.head_dim}),
+               2 * rotated, 0, [&] {
+                 rope_forward(qkv[next]->as<Bf16>(), shape, stream);
+                 next = (next + 1) % copies;
+               });
   }
   {
     const int batch = static_cast<int>(rows / T);
