@@ -23,7 +23,7 @@ int run_preprocess(const engine::data::PreprocessOptions& o, std::ostream& out) 
   }
   const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   char line[256];
-  out << "wrote " << stats.dataset_prefix << ".bin and .idx (byte tokenizer, vocab "
+  out << "wrote " << stats.dataset_prefix << ".bin and .idx (" << stats.tokenizer << ", vocab "
       << stats.vocab_size << ")\n";
   std::snprintf(line, sizeof line, "documents: %lld\ntokens: %lld\n",
                 static_cast<long long>(stats.documents), static_cast<long long>(stats.tokens));
@@ -46,18 +46,32 @@ CommandRunner add_preprocess_command(CLI::App& app, const CommonOptions&) {
       "preprocess",
       "Turn loose JSON lines into a Megatron indexed dataset for `sextant run --data`.\n"
       "Each line is one document: the string under --json-key, tokenized byte by byte\n"
-      "(vocab 257: bytes 0-255 and end-of-document 256). Writes\n"
+      "(vocab 257: bytes 0-255 and end-of-document 256), or with GPT-2's BPE when\n"
+      "--vocab-file and --merge-file are given (end-of-document <|endoftext|>). Writes\n"
       "<output-prefix>_<json-key>_document.bin and .idx, as Megatron's\n"
       "tools/preprocess_data.py names them, and creates the folder if needed.\n"
-      "A malformed line stops it (exit 2, file:line) with no output written.\n\n"
-      "Example:\n"
-      "  sextant preprocess --input corpus.jsonl --json-key text --output-prefix data/corpus");
+      "A malformed line or tokenizer file stops it (exit 2, file:line) with no output\n"
+      "written.\n\n"
+      "Examples:\n"
+      "  sextant preprocess --input corpus.jsonl --json-key text --output-prefix data/corpus\n"
+      "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus --append-eod \\\n"
+      "      --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt");
   cmd->add_option("--input", o->input_path, "JSON lines file, one object per line")->required();
   cmd->add_option("--json-key", o->json_key, "key whose string value is the document")
       ->capture_default_str();
   cmd->add_option("--output-prefix", o->output_prefix, "path prefix of the dataset")->required();
   cmd->add_flag("--append-eod", o->append_eod,
                 "append the end-of-document token to each non-empty document");
+  cmd->add_option("--tokenizer-type", o->tokenizer_type,
+                  "byte, or GPT2BPETokenizer (needs --vocab-file and --merge-file); default:\n"
+                  "GPT2BPETokenizer when those are given, else byte")
+      ->check(CLI::IsMember({engine::data::kByteTokenizerType,
+                             engine::data::kGpt2BpeTokenizerType}));
+  cmd->add_option("--vocab-file", o->vocab_file,
+                  "GPT-2 BPE vocabulary: vocab.json, token strings to ids");
+  // Megatron's preprocess_data.py spells it --merge-file; --merge-files is accepted too.
+  cmd->add_option("--merge-file,--merge-files", o->merges_file,
+                  "GPT-2 BPE merges: merges.txt, one pair per line in merge order");
   return [o](std::ostream& out) { return run_preprocess(*o, out); };
 }
 

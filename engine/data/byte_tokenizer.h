@@ -12,22 +12,25 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/data/tokenizer.h"
+
 namespace sextant::engine::data {
 
-class ByteTokenizer {
+class ByteTokenizer : public Tokenizer {
  public:
   static constexpr int32_t kEndOfDocument = 256;
   static constexpr int64_t kVocabSize = 257;
 
-  int64_t vocab_size() const { return kVocabSize; }
-  int32_t end_of_document() const { return kEndOfDocument; }
+  std::string description() const override { return "byte tokenizer"; }
+  int64_t vocab_size() const override { return kVocabSize; }
+  int32_t end_of_document() const override { return kEndOfDocument; }
 
   /// One token per byte; appends to `out`.
-  void encode(std::string_view text, std::vector<int32_t>& out) const;
+  void encode(std::string_view text, std::vector<int32_t>& out) const override;
   std::vector<int32_t> encode(std::string_view text) const;
   /// The bytes again; end-of-document tokens stand for no text. Throws
   /// std::out_of_range for an id outside [0, 257).
-  std::string decode(std::span<const int32_t> tokens) const;
+  std::string decode(std::span<const int32_t> tokens) const override;
 };
 
 }  // namespace sextant::engine::data

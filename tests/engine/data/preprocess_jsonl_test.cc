@@ -76,5 +76,66 @@ TEST(PreprocessJsonl, MalformedLineWritesNothingAndKeepsTheOldDataset) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("corpus_text_document.idx.partial")));
 }
 
+// GPT-2 BPE with the tiny vocabulary of gpt2_bpe_tokenizer_test.cc (tests/data/gpt2_bpe/).
+TEST(PreprocessJsonl, Gpt2BpeFromVocabAndMerges) {
+  TempDir dir;
+  write_file(dir.file("c.jsonl"),
+             "{\"text\": \"Hello world's  42!!\\n\\n\"}\n"
+             "{\"text\": \"\"}\n"
+             "{\"text\": \"aaaaa\"}\n");
+  PreprocessOptions options;
+  options.input_path = dir.file("c.jsonl");
+  options.output_prefix = dir.file("corpus");
+  options.append_eod = true;
+  options.vocab_file = SEXTANT_TEST_DATA_DIR "/gpt2_bpe/vocab.json";
+  options.merges_file = SEXTANT_TEST_DATA_DIR "/gpt2_bpe/merges.txt";
+  const PreprocessStats stats = preprocess_jsonl(options);
+
+  EXPECT_EQ(stats.tokenizer, "GPT-2 BPE tokenizer");
+  EXPECT_EQ(stats.vocab_size, 280);
+  EXPECT_EQ(stats.documents, 3);
+  EXPECT_EQ(stats.tokens, 12);  // 7 + eod, nothing for "", 3 + eod
+  const IndexedDatasetReader reader(stats.dataset_prefix);
+  EXPECT_EQ(reader.dtype(), TokenDtype::kUint16);
+  ASSERT_EQ(reader.num_sequences(), 2);
+  EXPECT_EQ(reader.tokens(0), (std::vector<int32_t>{262, 267, 268, 220, 270, 271, 272, 279}));
+  EXPECT_EQ(reader.tokens(1), (std::vector<int32_t>{273, 273, 64, 279}));
+}
+
+// The message make_tokenizer throws for `options`.
+std::string tokenizer_error(const PreprocessOptions& options) {
+  try {
+    make_tokenizer(options);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(PreprocessJsonl, TokenizerOptionsMustAgree) {
+  PreprocessOptions options;
+  EXPECT_EQ(make_tokenizer(options)->description(), "byte tokenizer");
+  options.vocab_file = "vocab.json";
+  EXPECT_EQ(tokenizer_error(options),
+            "vocab.json: --vocab-file needs --merge-file too: GPT-2 BPE reads both vocab.json and "
+            "merges.txt");
+  options.vocab_file = "", options.merges_file = "merges.txt";
+  EXPECT_EQ(tokenizer_error(options),
+            "merges.txt: --merge-file needs --vocab-file too: GPT-2 BPE reads both vocab.json and "
+            "merges.txt");
+  options.tokenizer_type = "byte";
+  EXPECT_EQ(tokenizer_error(options),
+            "merges.txt: --vocab-file and --merge-file are for --tokenizer-type GPT2BPETokenizer, "
+            "not byte");
+  options.tokenizer_type = "GPT2BPETokenizer", options.merges_file = "";
+  EXPECT_EQ(tokenizer_error(options),
+            "--tokenizer-type: GPT2BPETokenizer needs --vocab-file (vocab.json) and --merge-file "
+            "(merges.txt)");
+  options.tokenizer_type = "SentencePieceTokenizer";
+  EXPECT_EQ(tokenizer_error(options),
+            "--tokenizer-type: unknown tokenizer \"SentencePieceTokenizer\" (accepted: byte, "
+            "GPT2BPETokenizer)");
+}
+
 }  // namespace
 }  // namespace sextant::engine::data
