@@ -12,7 +12,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
-#include "kernels/qkv_layout.h"
+#include "kernels/head_copy.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
@@ -42,6 +42,9 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   const std::size_t h = to_size(s.hidden);
   constexpr auto kAct = MemoryCategory::kActivations;
   constexpr auto kOther = MemoryCategory::kOther;
+  // Widths in the attention kernels' layout (padded heads: kernels/head_copy.h).
+  const std::size_t q_heads_width = to_size(s.heads) * to_size(s.attention_head_dim());
+  const std::size_t kv_heads_width = to_size(s.kv_heads) * to_size(s.attention_head_dim());
 
   // Stored activations: one set per layer, or, under full recomputation, each
   // layer's input plus one shared set the recomputed forward writes.
@@ -55,10 +58,10 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     reserve(a.norm1, p + "norm1", kAct, T * h, plan);
     reserve(a.norm1_mean, p + "norm1_mean", kAct, T, plan);
     reserve(a.norm1_rstd, p + "norm1_rstd", kAct, T, plan);
-    reserve(a.q, p + "q", kAct, T * to_size(s.q_width()), plan);
-    reserve(a.k, p + "k", kAct, T * to_size(s.kv_width()), plan);
-    reserve(a.v, p + "v", kAct, T * to_size(s.kv_width()), plan);
-    reserve(a.attn, p + "attn", kAct, T * to_size(s.q_width()), plan);
+    reserve(a.q, p + "q", kAct, T * q_heads_width, plan);
+    reserve(a.k, p + "k", kAct, T * kv_heads_width, plan);
+    reserve(a.v, p + "v", kAct, T * kv_heads_width, plan);
+    reserve(a.attn, p + "attn", kAct, T * q_heads_width, plan);
     reserve(a.lse, p + "lse", kAct, T * to_size(s.heads), plan);
     reserve(a.mid, p + "mid", kAct, T * h, plan);
     reserve(a.norm2, p + "norm2", kAct, T * h, plan);
@@ -78,9 +81,13 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   reserve(scratch_, "scratch", kAct, T * h, plan);
   reserve(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
   reserve(qkv_, "qkv (fused, and its gradient)", kAct, T * to_size(s.qkv_width()), plan);
-  reserve(dq_, "grad.q", kAct, T * to_size(s.q_width()), plan);
-  reserve(dk_, "grad.k", kAct, T * to_size(s.kv_width()), plan);
-  reserve(dv_, "grad.v", kAct, T * to_size(s.kv_width()), plan);
+  reserve(dq_, "grad.q", kAct, T * q_heads_width, plan);
+  reserve(dk_, "grad.k", kAct, T * kv_heads_width, plan);
+  reserve(dv_, "grad.v", kAct, T * kv_heads_width, plan);
+  if (s.attention_padded()) {
+    reserve(attn_flat_, "attn (unpadded)", kAct, T * to_size(s.q_width()), plan);
+    reserve(dattn_padded_, "grad.attn (padded)", kAct, T * q_heads_width, plan);
+  }
   reserve(dact_, "grad.act", kAct, T * to_size(s.ffn_hidden), plan);
   if (!s.gelu) reserve(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
 
@@ -139,18 +146,74 @@ kernels::FlashAttentionShape Transformer::attention_shape() const {
   a.seq = shape_.seq;
   a.heads = shape_.heads;
   a.kv_heads = shape_.kv_heads;
-  a.head_dim = shape_.head_dim;
+  a.head_dim = shape_.attention_head_dim();
   return a;
 }
 
-kernels::QkvShape Transformer::qkv_shape() const {
-  kernels::QkvShape q{};
-  q.batch = shape_.micro_batch;
-  q.seq = shape_.seq;
-  q.heads = shape_.heads;
-  q.kv_heads = shape_.kv_heads;
-  q.head_dim = shape_.head_dim;
-  return q;
+namespace {
+// sqrt(padded / head_dim): scaling Q by it turns the kernel's 1/sqrt(padded)
+// softmax scale into the model's 1/sqrt(head_dim) (kernels/head_copy.h).
+float padded_query_scale(const TransformerShape& s) {
+  return static_cast<float>(std::sqrt(static_cast<double>(s.attention_head_dim()) / s.head_dim));
+}
+}  // namespace
+
+void Transformer::split_qkv(LayerActivations& a) {
+  const TransformerShape& s = shape_;
+  const int pd = s.attention_head_dim();
+  kernels::HeadCopy c;
+  c.tokens = s.tokens();
+  c.src_row = s.qkv_width();
+  c.src_head = s.head_dim;
+  c.dst_head = pd;
+  c.copy_width = s.head_dim;
+  c.dst_width = pd;
+  c.heads = s.heads;
+  c.dst_row = s.heads * pd;
+  c.scale = padded_query_scale(s);
+  kernels::copy_heads(a.q, qkv_, c, stream_);
+  c.heads = s.kv_heads;
+  c.dst_row = s.kv_heads * pd;
+  c.scale = 1.0f;
+  kernels::copy_heads(a.k, qkv_ + s.q_width(), c, stream_);
+  kernels::copy_heads(a.v, qkv_ + s.q_width() + s.kv_width(), c, stream_);
+}
+
+void Transformer::merge_qkv_gradients() {
+  const TransformerShape& s = shape_;
+  const int pd = s.attention_head_dim();
+  kernels::HeadCopy c;
+  c.tokens = s.tokens();
+  c.src_head = pd;
+  c.dst_row = s.qkv_width();
+  c.dst_head = s.head_dim;
+  c.copy_width = s.head_dim;
+  c.dst_width = s.head_dim;
+  c.heads = s.heads;
+  c.src_row = s.heads * pd;
+  c.scale = padded_query_scale(s);  // d(loss)/dq = scale * d(loss)/d(scaled q)
+  kernels::copy_heads(qkv_, dq_, c, stream_);
+  c.heads = s.kv_heads;
+  c.src_row = s.kv_heads * pd;
+  c.scale = 1.0f;
+  kernels::copy_heads(qkv_ + s.q_width(), dk_, c, stream_);
+  kernels::copy_heads(qkv_ + s.q_width() + s.kv_width(), dv_, c, stream_);
+}
+
+const Bf16* Transformer::projection_input(const LayerActivations& a) {
+  const TransformerShape& s = shape_;
+  if (!s.attention_padded()) return a.attn;
+  kernels::HeadCopy c;
+  c.tokens = s.tokens();
+  c.heads = s.heads;
+  c.src_row = s.heads * s.attention_head_dim();
+  c.src_head = s.attention_head_dim();
+  c.dst_row = s.q_width();
+  c.dst_head = s.head_dim;
+  c.copy_width = s.head_dim;
+  c.dst_width = s.head_dim;
+  kernels::copy_heads(attn_flat_, a.attn, c, stream_);
+  return attn_flat_;
 }
 
 kernels::RopeShape Transformer::rope_shape() const {
@@ -271,9 +334,9 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
   norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
   linear_forward(qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   if (!s.learned_positions) kernels::rope_forward(qkv_, rope_shape(), stream_);
-  kernels::qkv_split(a.q, a.k, a.v, qkv_, qkv_shape(), stream_);
+  split_qkv(a);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
-  linear_forward(scratch_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
+  linear_forward(scratch_, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
   kernels::residual_add(a.mid, a.input, scratch_, to_size(s.tokens() * s.hidden), stream_);
 }
 
@@ -353,11 +416,26 @@ void Transformer::attention_backward(int layer) {
   const TransformerShape& s = shape_;
   const LayerTensors& w = layout_->layer(layer);
   const LayerActivations& a = layers_[to_size(layer)];
-  linear_backward(dattn_, dx_, a.attn, w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
-  kernels::flash_attention_backward(dq_, dk_, dv_, dattn_, a.q, a.k, a.v, a.attn, a.lse,
+  linear_backward(dattn_, dx_, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(),
+                  s.hidden);
+  const Bf16* dout = dattn_;
+  if (s.attention_padded()) {
+    kernels::HeadCopy c;
+    c.tokens = s.tokens();
+    c.heads = s.heads;
+    c.src_row = s.q_width();
+    c.src_head = s.head_dim;
+    c.dst_row = s.heads * s.attention_head_dim();
+    c.dst_head = s.attention_head_dim();
+    c.copy_width = s.head_dim;
+    c.dst_width = s.attention_head_dim();
+    kernels::copy_heads(dattn_padded_, dattn_, c, stream_);
+    dout = dattn_padded_;
+  }
+  kernels::flash_attention_backward(dq_, dk_, dv_, dout, a.q, a.k, a.v, a.attn, a.lse,
                                     attention_shape(), attention_workspace_,
                                     attention_workspace_bytes_, stream_);
-  kernels::qkv_merge_gradients(qkv_, dq_, dk_, dv_, qkv_shape(), stream_);
+  merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   norm_backward(scratch_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd);

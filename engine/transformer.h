@@ -33,7 +33,7 @@
 #include "engine/model/transformer_shape.h"
 #include "kernels/bf16.h"
 #include "kernels/flash_attention.h"
-#include "kernels/qkv_layout.h"
+#include "kernels/head_copy.h"
 #include "kernels/rope.h"
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/stream.h"
@@ -91,10 +91,12 @@ class Transformer {
     Bf16* norm1 = nullptr;  // (T, h)
     float* norm1_mean = nullptr;
     float* norm1_rstd = nullptr;
-    Bf16* q = nullptr;    // (T, q_width), rotated for RoPE models
-    Bf16* k = nullptr;    // (T, kv_width), rotated for RoPE models
-    Bf16* v = nullptr;    // (T, kv_width)
-    Bf16* attn = nullptr;  // (T, q_width)
+    // Q, K, V and the attention output in the attention kernels' layout,
+    // (T, heads, attention_head_dim); Q and K rotated for RoPE models.
+    Bf16* q = nullptr;
+    Bf16* k = nullptr;
+    Bf16* v = nullptr;
+    Bf16* attn = nullptr;
     float* lse = nullptr;  // (heads, T) per sequence: (micro_batch, heads, seq)
     Bf16* mid = nullptr;   // (T, h), input + attention's output
     Bf16* norm2 = nullptr;
@@ -109,7 +111,13 @@ class Transformer {
                ArenaPlan& plan);
 
   kernels::FlashAttentionShape attention_shape() const;
-  kernels::QkvShape qkv_shape() const;
+  /// Q, K, V out of the fused row into the attention kernels' (possibly padded)
+  /// arrays, and their gradients back.
+  void split_qkv(LayerActivations& a);
+  void merge_qkv_gradients();
+  /// The attention output as the projection reads it, (T, q_width): a.attn
+  /// itself, or its unpadded copy.
+  const Bf16* projection_input(const LayerActivations& a);
   kernels::RopeShape rope_shape() const;
   const Bf16* weight(int tensor) const;
   float* gradient(int tensor) const;
@@ -140,10 +148,12 @@ class Transformer {
   Bf16* dx_ = nullptr;       // (T, h), gradient of the residual stream
   Bf16* scratch_ = nullptr;  // (T, h), block outputs and norm gradients
   Bf16* dattn_ = nullptr;    // (T, q_width)
+  Bf16* attn_flat_ = nullptr;    // (T, q_width): the unpadded attention output (padded heads only)
+  Bf16* dattn_padded_ = nullptr; // (T, heads, attention_head_dim) (padded heads only)
   Bf16* qkv_ = nullptr;      // (T, qkv_width): the QKV GEMM's output, then its gradient
-  Bf16* dq_ = nullptr;       // (T, q_width)
-  Bf16* dk_ = nullptr;       // (T, kv_width)
-  Bf16* dv_ = nullptr;       // (T, kv_width)
+  Bf16* dq_ = nullptr;       // (T, heads, attention_head_dim)
+  Bf16* dk_ = nullptr;       // (T, kv_heads, attention_head_dim)
+  Bf16* dv_ = nullptr;
   Bf16* dact_ = nullptr;     // (T, ffn)
   Bf16* dfc1_ = nullptr;     // (T, fc1_width); the same buffer as dact_ for GELU (in place)
   Bf16* ones_ = nullptr;     // (T) ones: bias gradients as ones^T dY on the tensor cores

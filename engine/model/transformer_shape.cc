@@ -32,9 +32,10 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
     if (!ok) problems.push_back(std::move(what));
   };
   need(!model.moe, "mixture-of-experts layers: the engine trains dense models only so far");
-  need(s.head_dim == 64 || s.head_dim == 128,
+  need(s.head_dim > 0 && s.head_dim <= 128 && s.head_dim % 8 == 0,
        "head dimension (kv_channels) " + std::to_string(s.head_dim) +
-           ": the flash-attention kernel takes 64 or 128");
+           ": the attention kernels take multiples of 8 up to 128 (64 and 128 natively, others "
+           "zero-padded to 128)");
   need(s.kv_heads > 0 && s.heads % s.kv_heads == 0,
        "num_query_groups " + std::to_string(s.kv_heads) + " must divide num_attention_heads " +
            std::to_string(s.heads));

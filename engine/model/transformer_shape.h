@@ -33,6 +33,10 @@ struct TransformerShape {
   float norm_eps = 1e-5f;         // Megatron's --norm-epsilon default
   float rope_theta = 10000.0f;    // Su et al. 2021, eq. 15 (Megatron's --rotary-base default)
 
+  /// The head dimension the attention kernels run at: 64 or 128, or the head
+  /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).
+  int attention_head_dim() const { return head_dim == 64 ? 64 : 128; }
+  bool attention_padded() const { return attention_head_dim() != head_dim; }
   int q_width() const { return heads * head_dim; }
   int kv_width() const { return kv_heads * head_dim; }
   /// One token's fused Q, K, V: [Q heads | K heads | V heads].

@@ -24,6 +24,7 @@ using testing::ReferenceWeights;
 struct TinyModel {
   bool llama = false;
   bool tie = true;
+  int padded_heads = 0;  // > 0: this many heads of 40, run zero-padded to 128 (kernels/head_copy.h)
 };
 
 // Two layers of hidden 64 (the tiny model). GPT: one head of 64;
@@ -38,6 +39,11 @@ sim::ModelConfig tiny_model(const TinyModel& t) {
   m.num_attention_heads = t.llama ? 2 : 1;
   m.num_query_groups = 1;
   m.kv_channels = 64;
+  if (t.padded_heads > 0) {
+    m.num_attention_heads = t.padded_heads;
+    m.num_query_groups = t.padded_heads;
+    m.kv_channels = 40;
+  }
   m.vocab_size = 96;
   m.seq_length = 40;  // not a multiple of the attention kernels' tiles
   m.activation = t.llama ? sim::Activation::kSwiglu : sim::Activation::kGelu;
@@ -175,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
         GradientCase{"gpt_untied_two_microbatches", {false, false}, 2, 4, sim::Recompute::kNone},
         GradientCase{"gpt_tied_full_recompute", {false, true}, 3, 3, sim::Recompute::kFull},
         GradientCase{"llama_gqa_selective", {true, false}, 1, 2, sim::Recompute::kSelective},
-        GradientCase{"llama_gqa_full_recompute", {true, false}, 2, 2, sim::Recompute::kFull}),
+        GradientCase{"llama_gqa_full_recompute", {true, false}, 2, 2, sim::Recompute::kFull},
+        GradientCase{"gpt_head_dim_40_padded", {false, true, 2}, 2, 2, sim::Recompute::kNone}),
     [](const ::testing::TestParamInfo<GradientCase>& info) { return std::string(info.param.name); });
 
 class TrainerTest : public GpuTest {};
