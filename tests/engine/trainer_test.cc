@@ -272,5 +272,37 @@ TEST_F(TrainerTest, LearnsARepeatedBatchAndFollowsTheSchedule) {
   EXPECT_EQ(trainer.steps_done(), 60);
 }
 
+TEST_F(TrainerTest, TimesEveryTaskUnderThePlansName) {
+  const sim::ModelConfig model = tiny_model({false, true});
+  const TransformerShape shape = transformer_shape_of(model, 1, 40);
+  TrainerOptions options;
+  options.micro_batch = 1;
+  options.global_batch = 2;
+  options.recompute = sim::Recompute::kFull;
+  options.time_tasks = true;
+  Trainer trainer(model, shape, options);
+  const Batch batch = random_batch(rng(), 2, shape.seq, shape.vocab);
+  const StepResult r = trainer.step(batch.inputs, batch.targets);
+  // Per micro-batch: embedding fwd/bwd, 2 layers x (attn, mlp) x (fwd, recompute,
+  // bwd), output fwd/bwd = 16; two micro-batches and the optimizer: 33.
+  ASSERT_EQ(r.tasks.size(), trainer.tasks_per_step());
+  EXPECT_EQ(r.tasks.size(), 33u);
+  EXPECT_EQ(r.tasks.front().name, "stage0.mb0.embedding.fwd");
+  EXPECT_EQ(r.tasks.back().name, "stage0.optimizer.step");
+  double total = 0;
+  int recomputes = 0;
+  for (const TaskTime& t : r.tasks) {
+    EXPECT_GT(t.seconds, 0) << t.name;
+    total += t.seconds;
+    if (t.name.find(".recompute") != std::string::npos) ++recomputes;
+  }
+  EXPECT_EQ(recomputes, 2 * 2 * 2);
+  EXPECT_LT(total, r.seconds);  // the tasks run inside the step
+  // Off by default: no times, no events.
+  options.time_tasks = false;
+  Trainer quiet(model, shape, options);
+  EXPECT_TRUE(quiet.step(batch.inputs, batch.targets).tasks.empty());
+}
+
 }  // namespace
 }  // namespace sextant::engine
