@@ -8,7 +8,8 @@
 # BIN_DIR holds sextant, sextant_kernel_tests, sextant_engine_tests and, in
 # data/, the dataset vim-doc_text_document.{bin,idx} (tools/data/text_files_to_jsonl.py
 # then `sextant preprocess`); MODELS is the comma-separated list for the PyTorch
-# comparison (default gpt-1.3b). Every output goes to OUT_DIR; short tables are printed.
+# comparison (default gpt-1.3b; "none" skips it). Every output goes to OUT_DIR;
+# short tables are printed.
 set -uo pipefail
 bin=${1:?usage: run_engine_checks.sh BIN_DIR OUT_DIR [MODELS]}
 out=${2:?usage: run_engine_checks.sh BIN_DIR OUT_DIR [MODELS]}
@@ -43,6 +44,7 @@ if [[ -f "$bin/data/vim-doc_text_document.bin" ]]; then
   tail -n 20 "$out/loss_curve.txt"
 fi
 
+[[ "$models" == none ]] && exit 0
 echo "== speed against PyTorch: $models"
 python3 tools/bench/engine_vs_pytorch.py --sextant "$bin/sextant" --models "$models" --mbs 4 \
   --steps 30 --out "$out/bench" --deadline-s "${BENCH_DEADLINE_S:-420}"
