@@ -244,10 +244,17 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < kHeadDim / 8; ++j) {
           const int col = 8 * j + 4 * half;
           const float4 add = *reinterpret_cast<const float4*>(wide + r * kWide + col);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+          // Hopper adds four floats in one atomic (CUDA Programming Guide,
+          // atomicAdd for float4, compute capability 9.x, global memory).
+          atomicAdd(reinterpret_cast<float4*>(dq_row + col),
+                    make_float4(add.x * scale, add.y * scale, add.z * scale, add.w * scale));
+#else
           atomicAdd(dq_row + col + 0, add.x * scale);
           atomicAdd(dq_row + col + 1, add.y * scale);
           atomicAdd(dq_row + col + 2, add.z * scale);
           atomicAdd(dq_row + col + 3, add.w * scale);
+#endif
         }
       }
       // `wide` is next written after the loop's leading __syncthreads.
