@@ -45,9 +45,11 @@ struct Layout {
   static constexpr std::size_t kScoreElems = static_cast<std::size_t>(kRowsPerWarp) * kKeyLd;  // per warp, S^T
   static constexpr std::size_t kWideElems =
       static_cast<std::size_t>(kRowsPerWarp) * kWideLd<kHeadDim>;  // per warp, dP^T / dQ / dK / dV rows
-  static constexpr std::size_t kBytes = 4 * kTileElems * sizeof(__nv_bfloat16) +
+  // K, V, and two buffers each of Q and dO (the next query block loads while
+  // this one is used), P^T, dS^T, two buffers of lse and delta, per-warp scratch.
+  static constexpr std::size_t kBytes = 6 * kTileElems * sizeof(__nv_bfloat16) +
                                         2 * kKeyTileElems * sizeof(__nv_bfloat16) +
-                                        2 * kBlockRows * sizeof(float) +
+                                        4 * kBlockRows * sizeof(float) +
                                         kWarps * (kScoreElems + kWideElems) * sizeof(float);
 };
 
@@ -103,13 +105,13 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(128) unsigned char shared[];
   auto* k_tile = reinterpret_cast<__nv_bfloat16*>(shared);  // (64 keys, d)
   __nv_bfloat16* v_tile = k_tile + L::kTileElems;           // (64 keys, d)
-  __nv_bfloat16* q_tile = v_tile + L::kTileElems;           // (64 queries, d)
-  __nv_bfloat16* do_tile = q_tile + L::kTileElems;          // (64 queries, d)
-  __nv_bfloat16* pt_tile = do_tile + L::kTileElems;         // (64 keys, 64 queries)
+  __nv_bfloat16* q_tiles = v_tile + L::kTileElems;          // 2 x (64 queries, d)
+  __nv_bfloat16* do_tiles = q_tiles + 2 * L::kTileElems;    // 2 x (64 queries, d)
+  __nv_bfloat16* pt_tile = do_tiles + 2 * L::kTileElems;    // (64 keys, 64 queries)
   __nv_bfloat16* dst_tile = pt_tile + L::kKeyTileElems;     // (64 keys, 64 queries)
-  auto* lse_log2 = reinterpret_cast<float*>(dst_tile + L::kKeyTileElems);  // (64 queries)
-  float* delta_tile = lse_log2 + kBlockRows;                                // (64 queries)
-  float* scratch_all = delta_tile + kBlockRows;
+  auto* lse_tiles = reinterpret_cast<float*>(dst_tile + L::kKeyTileElems);  // 2 x (64 queries)
+  float* delta_tiles = lse_tiles + 2 * kBlockRows;                           // 2 x (64 queries)
+  float* scratch_all = delta_tiles + 2 * kBlockRows;
 
   const int key_block = blockIdx.x;  // block 0 sees every query block: launched first
   const int kv_head = blockIdx.y;
@@ -140,125 +142,150 @@ __global__ void __launch_bounds__(kThreads)
     wmma::fill_fragment(dv_acc[n], 0.f);
   }
 
-  for (int g = 0; g < group; ++g) {
-    const int head = kv_head * group + g;
+  // The (query head, query block) pairs this block visits, in order: every head
+  // of the GQA group, query blocks from the diagonal down. Item i's Q, dO, lse
+  // and delta go to buffer i % 2; item i + 1's load while item i is used.
+  const int blocks_per_head = query_blocks - key_block;
+  const int items = group * blocks_per_head;
+  auto issue = [&](int item) {
+    const int buffer = item % 2;
+    const int head = kv_head * group + item / blocks_per_head;
+    const int q_block = key_block + item % blocks_per_head;
+    const std::size_t offset = (static_cast<std::size_t>(batch) * seq * heads + head) * kHeadDim;
+    load_tile_async<kHeadDim>(q_tiles + buffer * L::kTileElems, q + offset, q_block * kBlockRows, seq,
+                              q_row_stride);
+    load_tile_async<kHeadDim>(do_tiles + buffer * L::kTileElems, dout + offset, q_block * kBlockRows,
+                              seq, q_row_stride);
+    if (threadIdx.x < kBlockRows) {
+      const std::size_t rows = (static_cast<std::size_t>(batch) * heads + head) * seq;
+      const int query = q_block * kBlockRows + threadIdx.x;
+      // A padding query gets lse = +inf, hence P = 0 and dS = 0.
+      lse_tiles[buffer * kBlockRows + threadIdx.x] = query < seq ? lse[rows + query] * kLog2e : INFINITY;
+      delta_tiles[buffer * kBlockRows + threadIdx.x] = query < seq ? delta[rows + query] : 0.f;
+    }
+    cp_async_commit();
+  };
+  if (items > 0) issue(0);
+
+  for (int item = 0; item < items; ++item) {
+    const int head = kv_head * group + item / blocks_per_head;
+    const int q_block = key_block + item % blocks_per_head;
     const std::size_t q_offset = (static_cast<std::size_t>(batch) * seq * heads + head) * kHeadDim;
-    const std::size_t row_offset = (static_cast<std::size_t>(batch) * heads + head) * seq;
-    for (int q_block = key_block; q_block < query_blocks; ++q_block) {
-      __syncthreads();  // every warp is done with the previous Q, dO, P^T, dS^T
-      load_tile<kHeadDim>(q_tile, q + q_offset, q_block * kBlockRows, seq, q_row_stride);
-      load_tile<kHeadDim>(do_tile, dout + q_offset, q_block * kBlockRows, seq, q_row_stride);
-      if (threadIdx.x < kBlockRows) {
-        const int query = q_block * kBlockRows + threadIdx.x;
-        // A padding query gets lse = +inf, hence P = 0 and dS = 0.
-        lse_log2[threadIdx.x] = query < seq ? lse[row_offset + query] * kLog2e : INFINITY;
-        delta_tile[threadIdx.x] = query < seq ? delta[row_offset + query] : 0.f;
-      }
-      __syncthreads();
+    const __nv_bfloat16* q_tile = q_tiles + (item % 2) * L::kTileElems;
+    const __nv_bfloat16* do_tile = do_tiles + (item % 2) * L::kTileElems;
+    const float* lse_log2 = lse_tiles + (item % 2) * kBlockRows;
+    const float* delta_tile = delta_tiles + (item % 2) * kBlockRows;
+    __syncthreads();  // every warp is done with item - 1, whose buffer item + 1 reuses
+    if (item + 1 < items) {
+      issue(item + 1);
+      cp_async_wait<1>();  // item's group has landed; item + 1's may still fly
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
 
-      // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys: (16, d) x (d, 64).
+    // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys: (16, d) x (d, 64).
 #pragma unroll
-      for (int j = 0; j < kBlockRows / kFrag; ++j) {
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> s_frag, dp_frag;
-        wmma::fill_fragment(s_frag, 0.f);
-        wmma::fill_fragment(dp_frag, 0.f);
+    for (int j = 0; j < kBlockRows / kFrag; ++j) {
+      wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> s_frag, dp_frag;
+      wmma::fill_fragment(s_frag, 0.f);
+      wmma::fill_fragment(dp_frag, 0.f);
 #pragma unroll
-        for (int kk = 0; kk < kDTiles; ++kk) {
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a;
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> b;
-          wmma::load_matrix_sync(a, k_tile + warp * kRowsPerWarp * kLd + kk * kFrag, kLd);
-          wmma::load_matrix_sync(b, q_tile + j * kFrag * kLd + kk * kFrag, kLd);
-          wmma::mma_sync(s_frag, a, b, s_frag);
-          wmma::load_matrix_sync(a, v_tile + warp * kRowsPerWarp * kLd + kk * kFrag, kLd);
-          wmma::load_matrix_sync(b, do_tile + j * kFrag * kLd + kk * kFrag, kLd);
-          wmma::mma_sync(dp_frag, a, b, dp_frag);
-        }
-        wmma::store_matrix_sync(scores + j * kFrag, s_frag, kKeyLd, wmma::mem_row_major);
-        wmma::store_matrix_sync(wide + j * kFrag, dp_frag, kWide, wmma::mem_row_major);
+      for (int kk = 0; kk < kDTiles; ++kk) {
+        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> b;
+        wmma::load_matrix_sync(a, k_tile + warp * kRowsPerWarp * kLd + kk * kFrag, kLd);
+        wmma::load_matrix_sync(b, q_tile + j * kFrag * kLd + kk * kFrag, kLd);
+        wmma::mma_sync(s_frag, a, b, s_frag);
+        wmma::load_matrix_sync(a, v_tile + warp * kRowsPerWarp * kLd + kk * kFrag, kLd);
+        wmma::load_matrix_sync(b, do_tile + j * kFrag * kLd + kk * kFrag, kLd);
+        wmma::mma_sync(dp_frag, a, b, dp_frag);
       }
-      __syncwarp();
+      wmma::store_matrix_sync(scores + j * kFrag, s_frag, kKeyLd, wmma::mem_row_major);
+      wmma::store_matrix_sync(wide + j * kFrag, dp_frag, kWide, wmma::mem_row_major);
+    }
+    __syncwarp();
 
-      // P^T and dS^T, rounded to bf16 for the products that follow.
-      const bool diagonal = q_block == key_block;
+    // P^T and dS^T, rounded to bf16 for the products that follow.
+    const bool diagonal = q_block == key_block;
 #pragma unroll
-      for (int j = 0; j < kBlockRows / 8; ++j) {
-        const int col = 8 * j + 4 * half;
-        const float4 s4 = *reinterpret_cast<const float4*>(scores + r * kKeyLd + col);
-        const float4 dp4 = *reinterpret_cast<const float4*>(wide + r * kWide + col);
-        const float s[4] = {s4.x, s4.y, s4.z, s4.w};
-        const float dp[4] = {dp4.x, dp4.y, dp4.z, dp4.w};
-        float p[4], ds[4];
+    for (int j = 0; j < kBlockRows / 8; ++j) {
+      const int col = 8 * j + 4 * half;
+      const float4 s4 = *reinterpret_cast<const float4*>(scores + r * kKeyLd + col);
+      const float4 dp4 = *reinterpret_cast<const float4*>(wide + r * kWide + col);
+      const float s[4] = {s4.x, s4.y, s4.z, s4.w};
+      const float dp[4] = {dp4.x, dp4.y, dp4.z, dp4.w};
+      float p[4], ds[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          p[e] = exp2f(s[e] * scale_log2 - lse_log2[col + e]);
-          if (diagonal && col + e < key_in_block) p[e] = 0.f;  // query before key: masked
-          ds[e] = p[e] * (dp[e] - delta_tile[col + e]);
-        }
-        auto* p_dst = reinterpret_cast<__nv_bfloat162*>(pt_tile + key_in_block * kKeyLd + col);
-        p_dst[0] = __floats2bfloat162_rn(p[0], p[1]);
-        p_dst[1] = __floats2bfloat162_rn(p[2], p[3]);
-        auto* ds_dst = reinterpret_cast<__nv_bfloat162*>(dst_tile + key_in_block * kKeyLd + col);
-        ds_dst[0] = __floats2bfloat162_rn(ds[0], ds[1]);
-        ds_dst[1] = __floats2bfloat162_rn(ds[2], ds[3]);
+      for (int e = 0; e < 4; ++e) {
+        p[e] = exp2f(s[e] * scale_log2 - lse_log2[col + e]);
+        if (diagonal && col + e < key_in_block) p[e] = 0.f;  // query before key: masked
+        ds[e] = p[e] * (dp[e] - delta_tile[col + e]);
       }
-      __syncwarp();
+      auto* p_dst = reinterpret_cast<__nv_bfloat162*>(pt_tile + key_in_block * kKeyLd + col);
+      p_dst[0] = __floats2bfloat162_rn(p[0], p[1]);
+      p_dst[1] = __floats2bfloat162_rn(p[2], p[3]);
+      auto* ds_dst = reinterpret_cast<__nv_bfloat162*>(dst_tile + key_in_block * kKeyLd + col);
+      ds_dst[0] = __floats2bfloat162_rn(ds[0], ds[1]);
+      ds_dst[1] = __floats2bfloat162_rn(ds[2], ds[3]);
+    }
+    __syncwarp();
 
-      // dV += P^T dO and dK += dS^T Q: (16, 64) x (64, d).
+    // dV += P^T dO and dK += dS^T Q: (16, 64) x (64, d).
 #pragma unroll
-      for (int kk = 0; kk < kBlockRows / kFrag; ++kk) {
-        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a_p, a_ds;
-        wmma::load_matrix_sync(a_p, pt_tile + warp * kRowsPerWarp * kKeyLd + kk * kFrag, kKeyLd);
-        wmma::load_matrix_sync(a_ds, dst_tile + warp * kRowsPerWarp * kKeyLd + kk * kFrag, kKeyLd);
-#pragma unroll
-        for (int n = 0; n < kDTiles; ++n) {
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
-          wmma::load_matrix_sync(b, do_tile + kk * kFrag * kLd + n * kFrag, kLd);
-          wmma::mma_sync(dv_acc[n], a_p, b, dv_acc[n]);
-          wmma::load_matrix_sync(b, q_tile + kk * kFrag * kLd + n * kFrag, kLd);
-          wmma::mma_sync(dk_acc[n], a_ds, b, dk_acc[n]);
-        }
-      }
-      __syncthreads();  // every warp's rows of dS^T are in place
-
-      // dQ for the warp's 16 queries: dS (16, 64 keys) x K (64 keys, d); dS is
-      // dS^T read column-major.
+    for (int kk = 0; kk < kBlockRows / kFrag; ++kk) {
+      wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a_p, a_ds;
+      wmma::load_matrix_sync(a_p, pt_tile + warp * kRowsPerWarp * kKeyLd + kk * kFrag, kKeyLd);
+      wmma::load_matrix_sync(a_ds, dst_tile + warp * kRowsPerWarp * kKeyLd + kk * kFrag, kKeyLd);
 #pragma unroll
       for (int n = 0; n < kDTiles; ++n) {
-        wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> dq_frag;
-        wmma::fill_fragment(dq_frag, 0.f);
-#pragma unroll
-        for (int kk = 0; kk < kBlockKeys / kFrag; ++kk) {
-          wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> a;
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
-          wmma::load_matrix_sync(a, dst_tile + kk * kFrag * kKeyLd + warp * kRowsPerWarp, kKeyLd);
-          wmma::load_matrix_sync(b, k_tile + kk * kFrag * kLd + n * kFrag, kLd);
-          wmma::mma_sync(dq_frag, a, b, dq_frag);
-        }
-        wmma::store_matrix_sync(wide + n * kFrag, dq_frag, kWide, wmma::mem_row_major);
+        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
+        wmma::load_matrix_sync(b, do_tile + kk * kFrag * kLd + n * kFrag, kLd);
+        wmma::mma_sync(dv_acc[n], a_p, b, dv_acc[n]);
+        wmma::load_matrix_sync(b, q_tile + kk * kFrag * kLd + n * kFrag, kLd);
+        wmma::mma_sync(dk_acc[n], a_ds, b, dk_acc[n]);
       }
-      __syncwarp();
-      const int query = q_block * kBlockRows + warp * kRowsPerWarp + r;
-      if (query < seq) {
-        float* dq_row = dq_accum + q_offset + static_cast<std::size_t>(query) * q_row_stride;
-#pragma unroll
-        for (int j = 0; j < kHeadDim / 8; ++j) {
-          const int col = 8 * j + 4 * half;
-          const float4 add = *reinterpret_cast<const float4*>(wide + r * kWide + col);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          // Hopper adds four floats in one atomic (CUDA Programming Guide,
-          // atomicAdd for float4, compute capability 9.x, global memory).
-          atomicAdd(reinterpret_cast<float4*>(dq_row + col),
-                    make_float4(add.x * scale, add.y * scale, add.z * scale, add.w * scale));
-#else
-          atomicAdd(dq_row + col + 0, add.x * scale);
-          atomicAdd(dq_row + col + 1, add.y * scale);
-          atomicAdd(dq_row + col + 2, add.z * scale);
-          atomicAdd(dq_row + col + 3, add.w * scale);
-#endif
-        }
-      }
-      // `wide` is next written after the loop's leading __syncthreads.
     }
+    __syncthreads();  // every warp's rows of dS^T are in place
+
+    // dQ for the warp's 16 queries: dS (16, 64 keys) x K (64 keys, d); dS is
+    // dS^T read column-major.
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n) {
+      wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> dq_frag;
+      wmma::fill_fragment(dq_frag, 0.f);
+#pragma unroll
+      for (int kk = 0; kk < kBlockKeys / kFrag; ++kk) {
+        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> a;
+        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
+        wmma::load_matrix_sync(a, dst_tile + kk * kFrag * kKeyLd + warp * kRowsPerWarp, kKeyLd);
+        wmma::load_matrix_sync(b, k_tile + kk * kFrag * kLd + n * kFrag, kLd);
+        wmma::mma_sync(dq_frag, a, b, dq_frag);
+      }
+      wmma::store_matrix_sync(wide + n * kFrag, dq_frag, kWide, wmma::mem_row_major);
+    }
+    __syncwarp();
+    const int query = q_block * kBlockRows + warp * kRowsPerWarp + r;
+    if (query < seq) {
+      float* dq_row = dq_accum + q_offset + static_cast<std::size_t>(query) * q_row_stride;
+#pragma unroll
+      for (int j = 0; j < kHeadDim / 8; ++j) {
+        const int col = 8 * j + 4 * half;
+        const float4 add = *reinterpret_cast<const float4*>(wide + r * kWide + col);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        // Hopper adds four floats in one atomic (CUDA Programming Guide,
+        // atomicAdd for float4, compute capability 9.x, global memory).
+        atomicAdd(reinterpret_cast<float4*>(dq_row + col),
+                  make_float4(add.x * scale, add.y * scale, add.z * scale, add.w * scale));
+#else
+        atomicAdd(dq_row + col + 0, add.x * scale);
+        atomicAdd(dq_row + col + 1, add.y * scale);
+        atomicAdd(dq_row + col + 2, add.z * scale);
+        atomicAdd(dq_row + col + 3, add.w * scale);
+#endif
+      }
+    }
+    // `wide` is next written after the loop's leading __syncthreads.
   }
 
   // Write dK (times the softmax scale) and dV through the warp's scratch rows.

@@ -53,4 +53,31 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat
   }
 }
 
+/// load_tile without waiting: each 16-byte piece goes global -> shared by
+/// cp.async (PTX ISA, "cp.async", sm_80+), rows at or past `seq` zero-filled
+/// (source size 0). The caller commits the group (cp_async_commit) and waits
+/// for it (cp_async_wait) before a __syncthreads and the tile's first use.
+template <int kHeadDim>
+__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* base,
+                                                int first_row, int seq, std::size_t row_stride) {
+  constexpr int kVectorsPerRow = kHeadDim / kBf16PerVector;
+  for (int i = threadIdx.x; i < kBlockRows * kVectorsPerRow; i += kThreads) {
+    const int row = i / kVectorsPerRow;
+    const int col = (i % kVectorsPerRow) * kBf16PerVector;
+    const bool inside = first_row + row < seq;
+    const __nv_bfloat16* src = base + (inside ? (first_row + row) * row_stride + col : 0);
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(tile + row * kTileLd<kHeadDim> + col));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(inside ? 16 : 0));
+  }
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+/// Waits until at most `kPending` committed groups of this thread are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
 }  // namespace sextant::kernels::detail::flash
