@@ -58,9 +58,13 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     reserve(a.norm1, p + "norm1", kAct, T * h, plan);
     reserve(a.norm1_mean, p + "norm1_mean", kAct, T, plan);
     reserve(a.norm1_rstd, p + "norm1_rstd", kAct, T, plan);
-    reserve(a.q, p + "q", kAct, T * q_heads_width, plan);
-    reserve(a.k, p + "k", kAct, T * kv_heads_width, plan);
-    reserve(a.v, p + "v", kAct, T * kv_heads_width, plan);
+    if (s.attention_padded()) {
+      reserve(a.q, p + "q", kAct, T * q_heads_width, plan);
+      reserve(a.k, p + "k", kAct, T * kv_heads_width, plan);
+      reserve(a.v, p + "v", kAct, T * kv_heads_width, plan);
+    } else {
+      reserve(a.qkv, p + "qkv", kAct, T * to_size(s.qkv_width()), plan);  // q, k, v: bind()
+    }
     reserve(a.attn, p + "attn", kAct, T * q_heads_width, plan);
     reserve(a.lse, p + "lse", kAct, T * to_size(s.heads), plan);
     reserve(a.mid, p + "mid", kAct, T * h, plan);
@@ -81,10 +85,10 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   reserve(scratch_, "scratch", kAct, T * h, plan);
   reserve(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
   reserve(qkv_, "qkv (fused, and its gradient)", kAct, T * to_size(s.qkv_width()), plan);
-  reserve(dq_, "grad.q", kAct, T * q_heads_width, plan);
-  reserve(dk_, "grad.k", kAct, T * kv_heads_width, plan);
-  reserve(dv_, "grad.v", kAct, T * kv_heads_width, plan);
   if (s.attention_padded()) {
+    reserve(dq_, "grad.q", kAct, T * q_heads_width, plan);
+    reserve(dk_, "grad.k", kAct, T * kv_heads_width, plan);
+    reserve(dv_, "grad.v", kAct, T * kv_heads_width, plan);
     reserve(attn_flat_, "attn (unpadded)", kAct, T * to_size(s.q_width()), plan);
     reserve(dattn_padded_, "grad.attn (padded)", kAct, T * q_heads_width, plan);
   }
@@ -122,6 +126,14 @@ Transformer::~Transformer() = default;
 void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
                        ParameterBuffers parameters, cudaStream_t stream) {
   for (const auto& bind_one : binders_) bind_one(arena);
+  if (!shape_.attention_padded()) {
+    for (LayerActivations& a : layers_) {
+      if (a.qkv == nullptr) continue;  // full recomputation: set from layer 0 below
+      a.q = a.qkv;
+      a.k = a.qkv + shape_.q_width();
+      a.v = a.k + shape_.kv_width();
+    }
+  }
   if (recompute_ == sim::Recompute::kFull) {
     for (std::size_t i = 1; i < layers_.size(); ++i) {
       Bf16* input = layers_[i].input;
@@ -147,6 +159,10 @@ kernels::FlashAttentionShape Transformer::attention_shape() const {
   a.heads = shape_.heads;
   a.kv_heads = shape_.kv_heads;
   a.head_dim = shape_.attention_head_dim();
+  if (!shape_.attention_padded()) {  // slices of the fused QKV rows
+    a.q_row_stride = shape_.qkv_width();
+    a.kv_row_stride = shape_.qkv_width();
+  }
   return a;
 }
 
@@ -332,9 +348,10 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
   const LayerTensors& w = layout_->layer(layer);
   LayerActivations& a = layers_[to_size(layer)];
   norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
-  linear_forward(qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
-  if (!s.learned_positions) kernels::rope_forward(qkv_, rope_shape(), stream_);
-  split_qkv(a);
+  Bf16* qkv = s.attention_padded() ? qkv_ : a.qkv;
+  linear_forward(qkv, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(), stream_);
+  if (s.attention_padded()) split_qkv(a);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
   linear_forward(scratch_, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
   kernels::residual_add(a.mid, a.input, scratch_, to_size(s.tokens() * s.hidden), stream_);
@@ -432,10 +449,16 @@ void Transformer::attention_backward(int layer) {
     kernels::copy_heads(dattn_padded_, dattn_, c, stream_);
     dout = dattn_padded_;
   }
-  kernels::flash_attention_backward(dq_, dk_, dv_, dout, a.q, a.k, a.v, a.attn, a.lse,
+  // Padded heads: gradients into the padded arrays, then merged into the fused
+  // row; otherwise straight into their columns of the fused gradient.
+  const bool padded = s.attention_padded();
+  Bf16* dq = padded ? dq_ : qkv_;
+  Bf16* dk = padded ? dk_ : qkv_ + s.q_width();
+  Bf16* dv = padded ? dv_ : qkv_ + s.q_width() + s.kv_width();
+  kernels::flash_attention_backward(dq, dk, dv, dout, a.q, a.k, a.v, a.attn, a.lse,
                                     attention_shape(), attention_workspace_,
                                     attention_workspace_bytes_, stream_);
-  merge_qkv_gradients();
+  if (padded) merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   norm_backward(scratch_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd);

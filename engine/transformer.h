@@ -13,8 +13,8 @@
 // Stored per layer for the backward (recompute none or selective; Korthikanti
 // et al. 2022, Sec. 4, with flash attention, so the attention core's s x s
 // tensors never exist and selective recomputation stores the same set):
-// the layer input, the first norm's output and statistics, Q, K, V (split
-// from the fused projection and, for RoPE models, rotated), the attention
+// the layer input, the first norm's output and statistics, Q, K, V (the fused
+// projection's output, rotated for RoPE models), the attention
 // output and its log-sum-exp, the residual after attention, the second norm's
 // output and statistics, the activation's input (fc1 output) and fc2's input:
 // 16 x tokens x hidden bf16 values for GPT's f = 4h, as sim/memory counts.
@@ -91,8 +91,11 @@ class Transformer {
     Bf16* norm1 = nullptr;  // (T, h)
     float* norm1_mean = nullptr;
     float* norm1_rstd = nullptr;
-    // Q, K, V and the attention output in the attention kernels' layout,
-    // (T, heads, attention_head_dim); Q and K rotated for RoPE models.
+    // Q, K, V as the attention kernels read them, Q and K rotated for RoPE
+    // models: column slices of the fused projection output `qkv` (T, qkv_width)
+    // when the head dimension is the kernels' own; otherwise separate arrays
+    // (T, heads, attention_head_dim) of zero-padded heads, and `qkv` is unused.
+    Bf16* qkv = nullptr;
     Bf16* q = nullptr;
     Bf16* k = nullptr;
     Bf16* v = nullptr;
@@ -150,9 +153,10 @@ class Transformer {
   Bf16* dattn_ = nullptr;    // (T, q_width)
   Bf16* attn_flat_ = nullptr;    // (T, q_width): the unpadded attention output (padded heads only)
   Bf16* dattn_padded_ = nullptr; // (T, heads, attention_head_dim) (padded heads only)
-  Bf16* qkv_ = nullptr;      // (T, qkv_width): the QKV GEMM's output, then its gradient
-  Bf16* dq_ = nullptr;       // (T, heads, attention_head_dim)
-  Bf16* dk_ = nullptr;       // (T, kv_heads, attention_head_dim)
+  Bf16* qkv_ = nullptr;      // (T, qkv_width): the gradient of the QKV GEMM's output (and,
+                             // with padded heads, the output itself before the split)
+  Bf16* dq_ = nullptr;       // (T, heads, attention_head_dim), padded heads only
+  Bf16* dk_ = nullptr;       // (T, kv_heads, attention_head_dim), padded heads only
   Bf16* dv_ = nullptr;
   Bf16* dact_ = nullptr;     // (T, ffn)
   Bf16* dfc1_ = nullptr;     // (T, fc1_width); the same buffer as dact_ for GELU (in place)

@@ -1,219 +1,237 @@
-// Causal flash attention forward on the tensor cores through nvcuda::wmma
-// (16x16x16 bf16 fragments, fp32 accumulators).
+// Causal flash attention forward: FlashAttention-2 (Dao 2023), Algorithm 1,
+// on the tensor cores through mma.sync m16n8k16 (kernels/flash_attention_mma.cuh).
 //
 // One thread block of 4 warps owns 64 query rows of one (batch, head); each
-// warp owns 16 of them. For each block of 64 keys up to the diagonal:
-//   S = Q K^T           wmma, per warp (16, 64), stored to the warp's scratch
-//   online softmax      each lane owns half a row of S (32 values): running
-//                       max m, running sum l, O rescaled by exp(m_old - m_new)
-//   O += P V            P rounded to bf16 (the tensor cores' input type), the
-//                       product through wmma into the scratch, then added into
-//                       the lane's half row of O, held in registers
-// Scores are kept in log2 units (scale * log2(e) folded in) so the exponentials
-// are exp2f. The layout of wmma accumulator fragments is unspecified, which is
-// why S and P V go through shared memory before a lane touches its row.
+// warp owns 16 of them and keeps their Q fragments in registers. The block
+// walks the key blocks of 64 from the diagonal down to 0; K and V tiles come
+// through cp.async into two shared-memory stages, the next block's copy
+// overlapping this block's products. Per key block, per warp:
+//   S = Q K^T        (16, 64) fp32 in the mma C fragments; K read by ldmatrix
+//   online softmax   on those registers (Algorithm 1, lines 8-10): lane l
+//                    holds rows l/4 and l/4+8, so a row's max is a max over
+//                    the lane's 16 values and two shuffles in its quad; the
+//                    row sums stay per lane until the end
+//   O += P V         P rounded to bf16 straight from the C fragments into A
+//                    fragments (no shared memory); V read by ldmatrix.trans
+// Scores are turned into log2 units at the exponential (one FFMA:
+// s * scale*log2(e) - m * scale*log2(e)), so the exponentials are one ex2.approx each.
+// The diagonal block is the only one that needs the causal mask (64-row query
+// blocks against 64-key blocks), and it is processed first, so every row's
+// running max is finite from the first step on.
 //
-// Query blocks are launched heaviest first (the last block sees every key), so
-// the causal triangle's long blocks do not trail at the end of the grid.
+// Query blocks are launched heaviest first across all heads (grid z, the
+// slowest, reversed: the last block sees every key), so the causal triangle's
+// long blocks do not trail at the end of the grid. (Walking one head's blocks
+// at a time instead shares K and V in the L2 better but starts the last heads'
+// long blocks late: 10 % slower at b=4, h=16, s=2048, d=128 on an H100.)
 #include "kernels/flash_attention.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
+#include "kernels/flash_attention_mma.cuh"
 #include "kernels/flash_attention_tiles.cuh"
 
 namespace sextant::kernels {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-namespace flash = detail::flash;
 using namespace detail::flash;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * detail::kWarpSize;
+constexpr int kBlockRows = kWarps * kWarpRows;  // query rows per block
+constexpr int kBlockKeys = 64;                  // keys per block
+static_assert(kBlockRows == kBlockKeys, "only the diagonal key block needs the causal mask");
+// Two blocks per SM, 8 warps: shared memory (68 KiB at d = 128) would allow
+// three, but three need <= 168 registers per thread (222 without the bound)
+// and ran 2-5 % slower (four at d = 64 too: 5 %) on an H100.
+constexpr int kMinBlocksPerSm = 2;
 
 template <int kHeadDim>
 struct Layout {
-  static constexpr int kTileLd = flash::kTileLd<kHeadDim>;
-  static constexpr int kScratchLd = kWideLd<kHeadDim>;  // fp32, S (16, 64) then P V (16, d)
-  static constexpr int kPLd = kKeyLd;                   // bf16, P (16, 64)
-  static constexpr std::size_t kTileElems = flash::kTileElems<kHeadDim>;
-  static constexpr std::size_t kScratchElems = static_cast<std::size_t>(kRowsPerWarp) * kScratchLd;
-  static constexpr std::size_t kPElems = static_cast<std::size_t>(kRowsPerWarp) * kPLd;
-  static constexpr std::size_t kBytes = 3 * kTileElems * sizeof(__nv_bfloat16) +
-                                        kWarps * kScratchElems * sizeof(float) +
-                                        kWarps * kPElems * sizeof(__nv_bfloat16);
+  static constexpr std::size_t kTileElems = kPaddedTileElems<kBlockKeys, kHeadDim>;
+  // Two stages of (K, V); Q arrives in stage 1's K tile and moves to
+  // registers before stage 1 is first loaded.
+  static constexpr std::size_t kBytes = 4 * kTileElems * sizeof(__nv_bfloat16);
 };
 
-// grid: (query blocks, heads, batch); block: kThreads.
+// grid: (heads, batch, query blocks); block: kThreads.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     flash_attention_forward_kernel(__nv_bfloat16* __restrict__ out,      // (b, s, h, d)
                                    float* __restrict__ lse,              // (b, h, s)
-                                   const __nv_bfloat16* __restrict__ q,  // (b, s, h, d)
-                                   const __nv_bfloat16* __restrict__ k,  // (b, s, hkv, d)
-                                   const __nv_bfloat16* __restrict__ v,  // (b, s, hkv, d)
-                                   int seq, int heads, int kv_heads, float scale_log2) {
+                                   const __nv_bfloat16* __restrict__ q,  // (b*s, q_row_stride)
+                                   const __nv_bfloat16* __restrict__ k,  // (b*s, kv_row_stride)
+                                   const __nv_bfloat16* __restrict__ v,  // (b*s, kv_row_stride)
+                                   int seq, int heads, int kv_heads, long long q_row_stride,
+                                   long long kv_row_stride, float scale_log2) {
   using L = Layout<kHeadDim>;
+  constexpr int kDSteps = kHeadDim / 16;     // k-steps of Q K^T
+  constexpr int kDTiles = kHeadDim / 8;      // n-tiles of O
+  constexpr int kKeyTiles = kBlockKeys / 8;  // n-tiles of S
+  constexpr int kKeySteps = kBlockKeys / 16; // k-steps of P V
   extern __shared__ __align__(128) unsigned char shared[];
-  auto* q_tile = reinterpret_cast<__nv_bfloat16*>(shared);
-  __nv_bfloat16* k_tile = q_tile + L::kTileElems;
-  __nv_bfloat16* v_tile = k_tile + L::kTileElems;
-  auto* scratch_all = reinterpret_cast<float*>(v_tile + L::kTileElems);
-  auto* p_all = reinterpret_cast<__nv_bfloat16*>(scratch_all + kWarps * L::kScratchElems);
+  auto* kv_stages = reinterpret_cast<__nv_bfloat16*>(shared);  // stage s: K, then V, (64, d) each
+  __nv_bfloat16* q_tile = kv_stages + 2 * L::kTileElems;       // (64, d), stage 1's K until step 1
 
-  const int q_block = gridDim.x - 1 - blockIdx.x;  // heaviest first
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
+  const int head = blockIdx.x;
+  const int batch = blockIdx.y;
+  const int q_block = gridDim.z - 1 - blockIdx.z;  // heaviest first
   const int kv_head = head / (heads / kv_heads);
-  const std::size_t q_row_stride = static_cast<std::size_t>(heads) * kHeadDim;
-  const std::size_t kv_row_stride = static_cast<std::size_t>(kv_heads) * kHeadDim;
-  const __nv_bfloat16* q_base = q + (static_cast<std::size_t>(batch) * seq * heads + head) * kHeadDim;
-  const __nv_bfloat16* k_base =
-      k + (static_cast<std::size_t>(batch) * seq * kv_heads + kv_head) * kHeadDim;
-  const __nv_bfloat16* v_base =
-      v + (static_cast<std::size_t>(batch) * seq * kv_heads + kv_head) * kHeadDim;
+  const __nv_bfloat16* q_base = q + static_cast<std::size_t>(batch) * seq * q_row_stride +
+                                static_cast<std::size_t>(head) * kHeadDim;
+  const std::size_t kv_offset = static_cast<std::size_t>(batch) * seq * kv_row_stride +
+                                static_cast<std::size_t>(kv_head) * kHeadDim;
+  const __nv_bfloat16* k_base = k + kv_offset;
+  const __nv_bfloat16* v_base = v + kv_offset;
 
   const int warp = threadIdx.x / detail::kWarpSize;
   const int lane = threadIdx.x % detail::kWarpSize;
-  float* scratch = scratch_all + warp * L::kScratchElems;  // (16, kScratchLd)
-  __nv_bfloat16* p_tile = p_all + warp * L::kPElems;       // (16, kPLd)
+  const int g = lane / 4;  // C fragment rows g and g + 8
+  const int t = lane % 4;  // C fragment columns 2t, 2t + 1 of each n-tile
+  const int first_row = q_block * kBlockRows;
 
-  // Lane layout for the element-wise work: row r of the warp's 16, and of that
-  // row the 4-column groups 8j + 4*half (j = 0, 1, ...), so the two lanes of a
-  // row read adjacent 16-byte chunks.
-  const int r = lane / 2;
-  const int half = lane % 2;
-  const int row = q_block * kBlockRows + warp * kRowsPerWarp + r;  // query index
+  auto load_kv = [&](int stage, int key_block) {
+    __nv_bfloat16* k_tile = kv_stages + 2 * stage * L::kTileElems;
+    load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile, k_base, key_block * kBlockKeys, seq,
+                                                    kv_row_stride);
+    load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile + L::kTileElems, v_base,
+                                                    key_block * kBlockKeys, seq, kv_row_stride);
+    cp_async_commit();
+  };
+  load_tile_async<kBlockRows, kHeadDim, kThreads>(q_tile, q_base, first_row, seq, q_row_stride);
+  load_kv(0, q_block);  // one group with Q
 
-  load_tile<kHeadDim>(q_tile, q_base, q_block * kBlockRows, seq, q_row_stride);
-
-  constexpr int kOGroups = kHeadDim / 8;  // 4-wide groups of O per lane
-  float o[kOGroups * 4];
+  std::uint32_t q_frag[kDSteps][4];
+  float o[kDTiles][4];
 #pragma unroll
-  for (int i = 0; i < kOGroups * 4; ++i) o[i] = 0.f;
-  float m = -INFINITY;  // running max, log2 units
-  float l = 0.f;        // running sum of exp2(t - m)
+  for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g + 8 (raw scores)
+  float l[2] = {0.f, 0.f};              // this lane's part of the running sums
 
-  for (int key_block = 0; key_block <= q_block; ++key_block) {
-    __syncthreads();  // every warp is done with the previous K, V (and Q is loaded)
-    load_tile<kHeadDim>(k_tile, k_base, key_block * kBlockKeys, seq, kv_row_stride);
-    load_tile<kHeadDim>(v_tile, v_base, key_block * kBlockKeys, seq, kv_row_stride);
+  for (int step = 0; step <= q_block; ++step) {
+    const int key_block = q_block - step;
+    cp_async_wait<0>();
+    // This stage has landed for every thread, and every warp is done with the
+    // other stage (read in the previous step), which the next copy overwrites.
     __syncthreads();
-
-    // S = Q K^T: (16, d) x (d, 64). K is row-major (key, d), i.e. K^T col-major.
-    {
-      wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> s_frag[kBlockKeys / kFrag];
+    if (step == 0) {
 #pragma unroll
-      for (int j = 0; j < kBlockKeys / kFrag; ++j) wmma::fill_fragment(s_frag[j], 0.f);
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / kFrag; ++kk) {
-        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a;
-        wmma::load_matrix_sync(a, q_tile + warp * kRowsPerWarp * L::kTileLd + kk * kFrag,
-                               L::kTileLd);
-#pragma unroll
-        for (int j = 0; j < kBlockKeys / kFrag; ++j) {
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> b;
-          wmma::load_matrix_sync(b, k_tile + j * kFrag * L::kTileLd + kk * kFrag, L::kTileLd);
-          wmma::mma_sync(s_frag[j], a, b, s_frag[j]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBlockKeys / kFrag; ++j)
-        wmma::store_matrix_sync(scratch + j * kFrag, s_frag[j], L::kScratchLd, wmma::mem_row_major);
+      for (int kk = 0; kk < kDSteps; ++kk)
+        ldmatrix_x4(q_frag[kk], fragment_rows<kHeadDim>(q_tile, warp * kWarpRows, kk * 16, lane));
+      __syncthreads();  // every warp holds its Q before stage 1 overwrites it
     }
-    __syncwarp();
+    if (key_block > 0) load_kv((step + 1) % 2, key_block - 1);
+    const __nv_bfloat16* k_tile = kv_stages + 2 * (step % 2) * L::kTileElems;
+    const __nv_bfloat16* v_tile = k_tile + L::kTileElems;
 
-    // Online softmax over this lane's 32 scores of row r.
-    const bool needs_mask = key_block == q_block || (key_block + 1) * kBlockKeys > seq;
-    float t[kBlockKeys / 2];
-    float block_max = -INFINITY;
+    // S = Q K^T: (16, d) x (d, 64); B = K^T, so K's rows are B's columns.
+    float s[kKeyTiles][4];
 #pragma unroll
-    for (int j = 0; j < kBlockKeys / 8; ++j) {
-      const float4 s4 = *reinterpret_cast<const float4*>(scratch + r * L::kScratchLd + 8 * j + 4 * half);
-      const float s[4] = {s4.x, s4.y, s4.z, s4.w};
+    for (int n = 0; n < kKeyTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kDSteps; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kKeyTiles / 2; ++np) {
+        std::uint32_t b[4];
+        ldmatrix_x4(b, transposed_b_rows<kHeadDim>(k_tile, np * 16, kk * 16, lane));
+        mma_bf16(s[2 * np], q_frag[kk], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], q_frag[kk], b[2], b[3]);
+      }
+    }
+
+    if (step == 0) {  // the diagonal block: key j of the block is masked for row i < j
+      const int row = warp * kWarpRows + g;
+#pragma unroll
+      for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (n * 8 + 2 * t + (e % 2) > row + 8 * (e / 2)) s[n][e] = -INFINITY;
+    }
+
+    // Online softmax (Algorithm 1, lines 8-10) on rows g (e = 0, 1) and g + 8 (e = 2, 3).
+    float m_new[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < kKeyTiles; ++n) {
+      m_new[0] = fmaxf(m_new[0], fmaxf(s[n][0], s[n][1]));
+      m_new[1] = fmaxf(m_new[1], fmaxf(s[n][2], s[n][3]));
+    }
+    float m_scaled[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // The four lanes of a quad share the row.
+      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
+      m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
+      // Finite for every row once the diagonal block is seen; the guard keeps
+      // exp2(-inf - -inf) from making a NaN should that ever change.
+      m_scaled[r] = m_new[r] == -INFINITY ? 0.f : m_new[r] * scale_log2;
+      alpha[r] = fast_exp2(m[r] * scale_log2 - m_scaled[r]);  // 0 on the first step
+      m[r] = m_new[r];
+      l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int n = 0; n < kKeyTiles; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int key = key_block * kBlockKeys + 8 * j + 4 * half + e;
-        float value = s[e] * scale_log2;
-        if (needs_mask && (key > row || key >= seq)) value = -INFINITY;
-        t[4 * j + e] = value;
-        block_max = fmaxf(block_max, value);
+        s[n][e] = fast_exp2(fmaf(s[n][e], scale_log2, -m_scaled[e / 2]));
+        l[e / 2] += s[n][e];
       }
-    }
-    block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
-    const float m_new = fmaxf(m, block_max);
-    // A row with every score masked so far (only padding rows past seq) keeps
-    // m = -inf; subtracting 0 instead avoids inf - inf.
-    const float m_ref = m_new == -INFINITY ? 0.f : m_new;
-    const float alpha = exp2f(m - m_ref);
-    float block_sum = 0.f;
+    // (Skipping this rescale when no row's max changed, behind an __any_sync,
+    // made the kernel 4-5 % slower on an H100: the branch splits the step.)
 #pragma unroll
-    for (int j = 0; j < kBlockKeys / 8; ++j) {
-      float p[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[e] = exp2f(t[4 * j + e] - m_ref);
-        block_sum += p[e];
-      }
-      auto* dst = reinterpret_cast<__nv_bfloat162*>(p_tile + r * L::kPLd + 8 * j + 4 * half);
-      dst[0] = __floats2bfloat162_rn(p[0], p[1]);
-      dst[1] = __floats2bfloat162_rn(p[2], p[3]);
+    for (int n = 0; n < kDTiles; ++n) {
+      o[n][0] *= alpha[0];
+      o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1];
+      o[n][3] *= alpha[1];
     }
-    block_sum += __shfl_xor_sync(0xffffffffu, block_sum, 1);
-    l = l * alpha + block_sum;
-    m = m_new;
-    __syncwarp();  // P written, S read: the scratch may now take P V
 
-    // P V: (16, 64) x (64, d), V row-major (key, d).
-    {
-      wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> pv[kHeadDim / kFrag];
+    // O += P V: (16, 64) x (64, d). P's C fragments of n-tiles 2j, 2j+1 are
+    // the A fragment of k-step j; V is stored k-rows-first, read transposed.
 #pragma unroll
-      for (int n = 0; n < kHeadDim / kFrag; ++n) wmma::fill_fragment(pv[n], 0.f);
+    for (int j = 0; j < kKeySteps; ++j) {
+      const std::uint32_t p[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
+                                  pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                  pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                  pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
 #pragma unroll
-      for (int kk = 0; kk < kBlockKeys / kFrag; ++kk) {
-        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a;
-        wmma::load_matrix_sync(a, p_tile + kk * kFrag, L::kPLd);
-#pragma unroll
-        for (int n = 0; n < kHeadDim / kFrag; ++n) {
-          wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
-          wmma::load_matrix_sync(b, v_tile + kk * kFrag * L::kTileLd + n * kFrag, L::kTileLd);
-          wmma::mma_sync(pv[n], a, b, pv[n]);
-        }
+      for (int dp = 0; dp < kDTiles / 2; ++dp) {
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, fragment_rows<kHeadDim>(v_tile, j * 16, dp * 16, lane));
+        mma_bf16(o[2 * dp], p, b[0], b[1]);
+        mma_bf16(o[2 * dp + 1], p, b[2], b[3]);
       }
-#pragma unroll
-      for (int n = 0; n < kHeadDim / kFrag; ++n)
-        wmma::store_matrix_sync(scratch + n * kFrag, pv[n], L::kScratchLd, wmma::mem_row_major);
     }
-    __syncwarp();
-#pragma unroll
-    for (int j = 0; j < kOGroups; ++j) {
-      const float4 add = *reinterpret_cast<const float4*>(scratch + r * L::kScratchLd + 8 * j + 4 * half);
-      o[4 * j + 0] = o[4 * j + 0] * alpha + add.x;
-      o[4 * j + 1] = o[4 * j + 1] * alpha + add.y;
-      o[4 * j + 2] = o[4 * j + 2] * alpha + add.z;
-      o[4 * j + 3] = o[4 * j + 3] * alpha + add.w;
-    }
-    __syncwarp();  // scratch read before the next step's S lands in it
   }
 
-  if (row >= seq) return;
-  const float inv_l = 1.f / l;  // l >= 1: the row's own maximum contributes exp2(0)
-  __nv_bfloat16* out_row = out + (static_cast<std::size_t>(batch) * seq + row) * q_row_stride +
-                           static_cast<std::size_t>(head) * kHeadDim;
 #pragma unroll
-  for (int j = 0; j < kOGroups; ++j) {
-    auto* dst = reinterpret_cast<__nv_bfloat162*>(out_row + 8 * j + 4 * half);
-    dst[0] = __floats2bfloat162_rn(o[4 * j + 0] * inv_l, o[4 * j + 1] * inv_l);
-    dst[1] = __floats2bfloat162_rn(o[4 * j + 2] * inv_l, o[4 * j + 3] * inv_l);
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
   }
-  if (half == 0)
-    lse[(static_cast<std::size_t>(batch) * heads + head) * seq + row] =
-        (m + log2f(l)) * kLn2;  // log2 units to natural
+  // l >= 1: the row's own maximum contributes exp2(0).
+  const float inv_l[2] = {1.f / l[0], 1.f / l[1]};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = first_row + warp * kWarpRows + g + 8 * r;
+    if (row >= seq) continue;
+    __nv_bfloat16* out_row = out + ((static_cast<std::size_t>(batch) * seq + row) * heads + head) *
+                                       static_cast<std::size_t>(kHeadDim);
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n)
+      *reinterpret_cast<std::uint32_t*>(out_row + n * 8 + 2 * t) =
+          pack_bf16(o[n][2 * r] * inv_l[r], o[n][2 * r + 1] * inv_l[r]);
+    if (t == 0)
+      lse[(static_cast<std::size_t>(batch) * heads + head) * seq + row] =
+          (m[r] * scale_log2 + log2f(l[r])) * kLn2;  // log2 units to natural
+  }
 }
 
 template <int kHeadDim>
@@ -224,11 +242,12 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
   SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_forward_kernel<kHeadDim>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kBytes)));
-  const dim3 grid((shape.seq + kBlockRows - 1) / kBlockRows, shape.heads, shape.batch);
+  const dim3 grid(shape.heads, shape.batch, (shape.seq + kBlockRows - 1) / kBlockRows);
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(kHeadDim)));  // log2(e) / sqrt(d)
   flash_attention_forward_kernel<kHeadDim><<<grid, kThreads, kBytes, stream>>>(
       detail::cuda_bf16(out), lse, detail::cuda_bf16(q), detail::cuda_bf16(k),
-      detail::cuda_bf16(v), shape.seq, shape.heads, shape.kv_heads, scale_log2);
+      detail::cuda_bf16(v), shape.seq, shape.heads, shape.kv_heads,
+      q_row_stride(shape), kv_row_stride(shape), scale_log2);
   SEXTANT_CHECK_LAUNCH("flash_attention_forward_kernel");
 }
 
@@ -240,13 +259,19 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
     if (!reasons.empty()) reasons += "; ";
     reasons += reason;
   };
-  // Grid y and z are limited to 65535 (CUDA programming guide, compute capabilities table).
+  // Grid y and z are limited to 65535 (CUDA programming guide, compute
+  // capabilities table): batch is grid y, and the blocks of 64 query rows
+  // (forward) or 128 keys (backward) along seq are grid z.
   constexpr int kMaxGridYZ = 65535;
+  constexpr long long kMaxSeq = static_cast<long long>(kMaxGridYZ) * kBlockRows;
   if (shape.head_dim != 64 && shape.head_dim != 128)
     add("head_dim (" + std::to_string(shape.head_dim) + ") must be 64 or 128");
   if (shape.batch < 1 || shape.batch > kMaxGridYZ)
     add("batch (" + std::to_string(shape.batch) + ") must be in [1, 65535]");
-  if (shape.seq < 1) add("seq (" + std::to_string(shape.seq) + ") must be positive");
+  if (shape.seq < 1)
+    add("seq (" + std::to_string(shape.seq) + ") must be positive");
+  else if (shape.seq > kMaxSeq)
+    add("seq (" + std::to_string(shape.seq) + ") must be at most " + std::to_string(kMaxSeq));
   if (shape.heads < 1 || shape.heads > kMaxGridYZ)
     add("heads (" + std::to_string(shape.heads) + ") must be in [1, 65535]");
   if (shape.kv_heads < 1)
@@ -254,6 +279,19 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
   else if (shape.heads >= 1 && shape.heads % shape.kv_heads != 0)
     add("kv_heads (" + std::to_string(shape.kv_heads) + ") must divide heads (" +
         std::to_string(shape.heads) + ")");
+  // Rows are read 16 bytes at a time: a stride of a multiple of 8 bf16 keeps
+  // every row as aligned as the base pointer.
+  auto check_stride = [&add](const char* name, int stride, long long width,
+                             const char* width_name) {
+    if (stride != 0 && (stride % 8 != 0 || stride < width))
+      add(std::string(name) + " (" + std::to_string(stride) +
+          ") must be 0 or a multiple of 8 no less than " + width_name + " (" +
+          std::to_string(width) + ")");
+  };
+  check_stride("q_row_stride", shape.q_row_stride,
+               static_cast<long long>(shape.heads) * shape.head_dim, "heads * head_dim");
+  check_stride("kv_row_stride", shape.kv_row_stride,
+               static_cast<long long>(shape.kv_heads) * shape.head_dim, "kv_heads * head_dim");
   return reasons;
 }
 

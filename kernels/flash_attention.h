@@ -19,23 +19,34 @@
 namespace sextant::kernels {
 
 /// The shape of one attention call. Q and O are (batch, seq, heads, head_dim);
-/// K and V are (batch, seq, kv_heads, head_dim); all contiguous, row-major.
+/// K and V are (batch, seq, kv_heads, head_dim); row-major. O (and dO, LSE) are
+/// contiguous; the tokens of Q, K and V (and of dQ, dK, dV) may be further
+/// apart than one row, so that they can be column slices of one fused buffer,
+/// e.g. the (tokens, (heads + 2 * kv_heads) * head_dim) output of one QKV GEMM:
+/// element i of head h of token t of sequence b is
+///   q[(b * seq + t) * q_row_stride + h * head_dim + i], k and v likewise with kv_row_stride.
 struct FlashAttentionShape {
   int batch = 0;
   int seq = 0;
   int heads = 0;     // query heads
   int kv_heads = 0;  // key/value heads; must divide heads (GQA, kv_heads == heads is MHA)
   int head_dim = 0;  // 64 or 128
+  // Elements between consecutive tokens of q (and dq); 0 means heads * head_dim.
+  int q_row_stride = 0;
+  // Elements between consecutive tokens of k and v (and dk, dv); 0 means kv_heads * head_dim.
+  int kv_row_stride = 0;
 };
 
 /// Empty when flash_attention_forward and _backward can run `shape`; otherwise every reason
-/// it cannot, with the values ("head_dim (96) must be 64 or 128; ...").
+/// it cannot, with the values ("head_dim (96) must be 64 or 128; ..."). A nonzero row
+/// stride must be a multiple of 8 (16-byte rows) and at least the contiguous width.
 std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape);
 
 /// out: (batch, seq, heads, head_dim) bf16, written.
 /// lse: (batch, heads, seq) fp32, written: log(sum_j exp(q_i . k_j / sqrt(head_dim)))
 ///   over the keys j <= i, natural logarithm.
-/// q: (batch, seq, heads, head_dim); k, v: (batch, seq, kv_heads, head_dim) bf16.
+/// q: (batch, seq, heads, head_dim); k, v: (batch, seq, kv_heads, head_dim) bf16, with
+///   the shape's row strides.
 /// Throws KernelArgumentError (before launching anything) when the shape is
 /// unsupported, a pointer is null, or q, k, v, out are not 16-byte aligned.
 void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
@@ -47,12 +58,14 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape);
 
 /// The gradients of flash_attention_forward, all written (not accumulated):
-/// dq: (batch, seq, heads, head_dim) bf16;
-/// dk, dv: (batch, seq, kv_heads, head_dim) bf16, each summed over the query
-///   heads that share the key/value head.
+/// dq: (batch, seq, heads, head_dim) bf16, with q's row stride;
+/// dk, dv: (batch, seq, kv_heads, head_dim) bf16, with k's row stride, each summed
+///   over the query heads that share the key/value head. Only the head columns of
+///   each row are written, so dq, dk, dv may be slices of one fused gradient buffer.
 /// dout, out: (batch, seq, heads, head_dim) bf16, the output's gradient and the
 ///   forward's output; lse: (batch, heads, seq) fp32, the forward's.
 /// q, k, v as for the forward. The probabilities are recomputed from lse.
+/// dq, dk, dv must not overlap q, k, v, dout, out or each other's head columns.
 /// dQ is summed over key blocks with fp32 atomics, so its last bits may differ
 /// from run to run; dK and dV are deterministic.
 /// Throws KernelArgumentError (before launching anything) when the shape is

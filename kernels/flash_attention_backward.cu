@@ -1,81 +1,115 @@
-// Causal flash attention backward (FlashAttention-2, Dao 2023, Algorithm 2)
-// on the tensor cores through nvcuda::wmma.
+// Causal flash attention backward: FlashAttention-2 (Dao 2023), Algorithm 2,
+// on the tensor cores through mma.sync m16n8k16 (kernels/flash_attention_mma.cuh).
 //
 // Three launches:
-//   1. delta_i = dO_i . O_i per query row (fp32), the softmax backward's row term.
-//   2. One thread block of 4 warps per block of 64 keys of one key/value head;
-//      each warp owns 16 of the keys. The block walks every query head of its
-//      GQA group and every query block at or below the diagonal, recomputing
-//        P^T  = exp(K Q^T * scale - lse)                 (16 keys, 64 queries)
+//   1. delta_i = dO_i . O_i per query row (fp32), the softmax backward's row
+//      term (Algorithm 2, line 4, as D_i = rowsum(dO_i o O_i)); the same pass
+//      zeroes the fp32 dQ accumulator.
+//   2. One thread block of 8 warps per block of 128 keys of one key/value
+//      head; each warp owns 16 of the keys. The block keeps its K and V tiles
+//      in shared memory and walks every query head of its GQA group and every
+//      block of 64 queries at or below the diagonal, Q, dO, LSE and delta
+//      arriving by cp.async into two stages (the next block's copy overlapping
+//      this block's products). Per query block, per warp, in the transposed
+//      orientation (keys as rows), all in the mma C fragments:
+//        S^T  = K Q^T                    (16 keys, 64 queries)
+//        P^T  = exp2(S^T * scale*log2(e) - LSE*log2(e)), causally masked
 //        dP^T = V dO^T
-//        dS^T = P^T * (dP^T - delta)
-//      and accumulating dV += P^T dO and dK += dS^T Q in wmma accumulator
-//      fragments (registers) across all of them, so dK and dV are written
-//      once, summed over the group, without atomics. dQ += dS K needs every
-//      key block's contribution, so it goes to an fp32 buffer by atomicAdd.
-//   3. dQ: fp32 buffer to bf16.
-// The transposed orientation (keys as rows) is the one where dK and dV are
-// plain row-major accumulators; dQ then reads dS^T as a column-major operand.
+//        dS^T = P^T o (dP^T - delta)     (Algorithm 2, lines 11-14)
+//        dV  += P^T dO,  dK += dS^T Q    (lines 12 and 16)
+//      P^T and dS^T go from C fragments to A fragments in registers, and dK, dV
+//      stay in registers across all query blocks and heads of the group, so
+//      they are written once, summed over the group, without atomics. dQ += dS K
+//      (line 15) needs every key block's part: dS^T goes to shared memory (two
+//      buffers), and in the next step, after the one barrier a step needs
+//      anyway, each warp multiplies 16 queries of it by half of head_dim and
+//      adds the result into an fp32 buffer with atomics.
+//   3. dQ: the fp32 buffer, times the softmax scale, to bf16.
+// Key block 0 sees every query block, so the grid's slowest dimension walks the
+// key blocks from 0: the heaviest blocks of every head start first. (One head
+// at a time instead starts the last heads' long blocks late: 10 % slower at
+// b=4, h=16, s=2048, d=128 and 35 % with GQA kv=4 on an H100.)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_mma.cuh"
 #include "kernels/flash_attention_tiles.cuh"
 
 namespace sextant::kernels {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-namespace flash = detail::flash;
 using namespace detail::flash;
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * detail::kWarpSize;
+constexpr int kBlockKeys = kWarps * kWarpRows;  // 128 keys per block
+constexpr int kBlockQueries = 64;               // queries per step
+static_assert(kBlockKeys % kBlockQueries == 0, "a key block starts a query block");
+static_assert(2 * kBlockQueries <= kThreads, "one thread per LSE and per delta entry");
+// One block per SM: at d = 128 it takes 173 KiB of shared memory. At d = 64
+// (109 KiB) a second block would need <= 128 registers per thread, what dK, dV,
+// S^T and dP^T alone occupy (4 x 32): it spills and ran 18 % slower (H100).
+constexpr int kMinBlocksPerSm = 1;
 
 template <int kHeadDim>
 struct Layout {
-  static constexpr int kTileLd = flash::kTileLd<kHeadDim>;
-  static constexpr std::size_t kTileElems = flash::kTileElems<kHeadDim>;   // K, V, Q, dO
-  static constexpr std::size_t kKeyTileElems = static_cast<std::size_t>(kBlockKeys) * kKeyLd;  // P^T, dS^T
-  static constexpr std::size_t kScoreElems = static_cast<std::size_t>(kRowsPerWarp) * kKeyLd;  // per warp, S^T
-  static constexpr std::size_t kWideElems =
-      static_cast<std::size_t>(kRowsPerWarp) * kWideLd<kHeadDim>;  // per warp, dP^T / dQ / dK / dV rows
-  // K, V, and two buffers each of Q and dO (the next query block loads while
-  // this one is used), P^T, dS^T, two buffers of lse and delta, per-warp scratch.
-  static constexpr std::size_t kBytes = 6 * kTileElems * sizeof(__nv_bfloat16) +
-                                        2 * kKeyTileElems * sizeof(__nv_bfloat16) +
-                                        4 * kBlockRows * sizeof(float) +
-                                        kWarps * (kScoreElems + kWideElems) * sizeof(float);
+  static constexpr int kDsLd = kPaddedLd<kBlockQueries>;
+  static constexpr std::size_t kKeyTileElems = kPaddedTileElems<kBlockKeys, kHeadDim>;  // K, V
+  static constexpr std::size_t kQueryTileElems =
+      kPaddedTileElems<kBlockQueries, kHeadDim>;  // Q, dO
+  static constexpr std::size_t kDsElems = kPaddedTileElems<kBlockKeys, kBlockQueries>;  // dS^T
+  // One stage: Q, dO (bf16), then LSE and delta (fp32).
+  static constexpr std::size_t kStageBytes =
+      2 * kQueryTileElems * sizeof(__nv_bfloat16) + 2 * kBlockQueries * sizeof(float);
+  // K, V, two dS^T (this step's and the previous one's, still read by dQ),
+  // two stages.
+  static constexpr std::size_t kBytes =
+      (2 * kKeyTileElems + 2 * kDsElems) * sizeof(__nv_bfloat16) + 2 * kStageBytes;
 };
 
 constexpr int kDeltaThreads = 256;
 
-// One warp per (batch, query, head) row; delta: (b, h, s).
+// delta_i = dO_i . O_i for every (batch, query, head) row, and that row of the
+// fp32 dQ accumulator set to 0 (the one pass over it before the atomics).
+// Each thread takes 8 elements of a row; the d / 8 threads of a row are
+// adjacent lanes of one warp and sum by shuffles.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kDeltaThreads)
     flash_attention_delta_kernel(float* __restrict__ delta,                  // (b, h, s)
+                                 float* __restrict__ dq_accum,               // (b, s, h, d), zeroed
                                  const __nv_bfloat16* __restrict__ dout,     // (b, s, h, d)
                                  const __nv_bfloat16* __restrict__ out,      // (b, s, h, d)
                                  long long rows, int seq, int heads) {
-  const long long row = (static_cast<long long>(blockIdx.x) * kDeltaThreads + threadIdx.x) /
-                        detail::kWarpSize;
-  const int lane = threadIdx.x % detail::kWarpSize;
-  if (row >= rows) return;
+  constexpr int kThreadsPerRow = kHeadDim / detail::kBf16PerVector;
+  static_assert(detail::kWarpSize % kThreadsPerRow == 0, "a row's threads share a warp");
+  const long long thread = static_cast<long long>(blockIdx.x) * kDeltaThreads + threadIdx.x;
+  const long long row = thread / kThreadsPerRow;
+  const int chunk = static_cast<int>(thread % kThreadsPerRow);
   float sum = 0.f;
-  if (lane < kHeadDim / detail::kBf16PerVector) {
+  const long long element = row * kHeadDim + chunk * detail::kBf16PerVector;
+  if (row < rows) {
     float a[8], b[8];
-    detail::load_bf16x8(dout + row * kHeadDim + lane * detail::kBf16PerVector, a);
-    detail::load_bf16x8(out + row * kHeadDim + lane * detail::kBf16PerVector, b);
+    detail::load_bf16x8(dout + element, a);
+    detail::load_bf16x8(out + element, b);
 #pragma unroll
     for (int i = 0; i < 8; ++i) sum += a[i] * b[i];
+    auto* zero = reinterpret_cast<float4*>(dq_accum + element);
+    zero[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+    zero[1] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  sum = detail::warp_sum(sum);
-  if (lane == 0) {
+#pragma unroll
+  for (int offset = kThreadsPerRow / 2; offset > 0; offset /= 2)
+    sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (row < rows && chunk == 0) {
     const int head = static_cast<int>(row % heads);
     const long long batch_query = row / heads;
     const long long query = batch_query % seq;
@@ -84,249 +118,311 @@ __global__ void __launch_bounds__(kDeltaThreads)
   }
 }
 
-// grid: (key blocks, kv_heads, batch); block: kThreads.
+/// dst[0..1] += (x, y) in global memory (8-byte aligned): one vector
+/// reduction on sm_90, two scalar ones before.
+__device__ __forceinline__ void atomic_add_pair(float* dst, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(x, y));
+#else
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
+#endif
+}
+
+// grid: (kv_heads, batch, key blocks); block: kThreads.
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads)
-    flash_attention_backward_kernel(__nv_bfloat16* __restrict__ dk,         // (b, s, hkv, d)
-                                    __nv_bfloat16* __restrict__ dv,         // (b, s, hkv, d)
+__global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
+    flash_attention_backward_kernel(__nv_bfloat16* __restrict__ dk,         // (b*s, kv_row_stride)
+                                    __nv_bfloat16* __restrict__ dv,         // (b*s, kv_row_stride)
                                     float* __restrict__ dq_accum,           // (b, s, h, d), +=
                                     const __nv_bfloat16* __restrict__ dout, // (b, s, h, d)
-                                    const __nv_bfloat16* __restrict__ q,    // (b, s, h, d)
-                                    const __nv_bfloat16* __restrict__ k,    // (b, s, hkv, d)
-                                    const __nv_bfloat16* __restrict__ v,    // (b, s, hkv, d)
+                                    const __nv_bfloat16* __restrict__ q,    // (b*s, q_row_stride)
+                                    const __nv_bfloat16* __restrict__ k,    // (b*s, kv_row_stride)
+                                    const __nv_bfloat16* __restrict__ v,    // (b*s, kv_row_stride)
                                     const float* __restrict__ lse,          // (b, h, s)
                                     const float* __restrict__ delta,        // (b, h, s)
-                                    int seq, int heads, int kv_heads, float scale,
-                                    float scale_log2) {
+                                    int seq, int heads, int kv_heads, long long q_row_stride,
+                                    long long kv_row_stride, float scale, float scale_log2) {
   using L = Layout<kHeadDim>;
-  constexpr int kLd = L::kTileLd;
-  constexpr int kWide = kWideLd<kHeadDim>;
-  constexpr int kDTiles = kHeadDim / kFrag;
-  extern __shared__ __align__(128) unsigned char shared[];
-  auto* k_tile = reinterpret_cast<__nv_bfloat16*>(shared);  // (64 keys, d)
-  __nv_bfloat16* v_tile = k_tile + L::kTileElems;           // (64 keys, d)
-  __nv_bfloat16* q_tiles = v_tile + L::kTileElems;          // 2 x (64 queries, d)
-  __nv_bfloat16* do_tiles = q_tiles + 2 * L::kTileElems;    // 2 x (64 queries, d)
-  __nv_bfloat16* pt_tile = do_tiles + 2 * L::kTileElems;    // (64 keys, 64 queries)
-  __nv_bfloat16* dst_tile = pt_tile + L::kKeyTileElems;     // (64 keys, 64 queries)
-  auto* lse_tiles = reinterpret_cast<float*>(dst_tile + L::kKeyTileElems);  // 2 x (64 queries)
-  float* delta_tiles = lse_tiles + 2 * kBlockRows;                           // 2 x (64 queries)
-  float* scratch_all = delta_tiles + 2 * kBlockRows;
+  constexpr int kDSteps = kHeadDim / 16;         // k-steps of K Q^T and V dO^T
+  constexpr int kDTiles = kHeadDim / 8;          // n-tiles of dK, dV
+  constexpr int kQueryTiles = kBlockQueries / 8; // n-tiles of S^T, dP^T
+  constexpr int kQuerySteps = kBlockQueries / 16;
+  constexpr int kKeySteps = kBlockKeys / 16;     // k-steps of dS K
+  constexpr int kDqCols = kHeadDim / 2;          // dQ columns per warp
+  static_assert(kWarps == 2 * (kBlockQueries / kWarpRows),
+                "dQ: 4 tiles of 16 query rows x 2 column halves");
 
-  const int key_block = blockIdx.x;  // block 0 sees every query block: launched first
-  const int kv_head = blockIdx.y;
-  const int batch = blockIdx.z;
+  extern __shared__ __align__(128) unsigned char shared[];
+  auto* k_tile = reinterpret_cast<__nv_bfloat16*>(shared);  // (128 keys, d)
+  __nv_bfloat16* v_tile = k_tile + L::kKeyTileElems;        // (128 keys, d)
+  __nv_bfloat16* ds_tiles = v_tile + L::kKeyTileElems;      // 2 x dS^T (128 keys, 64 queries)
+  unsigned char* stages = reinterpret_cast<unsigned char*>(ds_tiles + 2 * L::kDsElems);
+  auto stage_q = [&](int stage) {  // (64 queries, d); dO, LSE, delta follow
+    return reinterpret_cast<__nv_bfloat16*>(stages + stage * L::kStageBytes);
+  };
+
+  const int kv_head = blockIdx.x;
+  const int batch = blockIdx.y;
+  const int key_block = blockIdx.z;  // block 0 sees every query block: launched first
   const int group = heads / kv_heads;
-  const int query_blocks = (seq + kBlockRows - 1) / kBlockRows;
-  const std::size_t q_row_stride = static_cast<std::size_t>(heads) * kHeadDim;
-  const std::size_t kv_row_stride = static_cast<std::size_t>(kv_heads) * kHeadDim;
-  const std::size_t kv_offset = (static_cast<std::size_t>(batch) * seq * kv_heads + kv_head) * kHeadDim;
+  const int first_key = key_block * kBlockKeys;
+  const int first_query_block = first_key / kBlockQueries;
+  const int blocks_per_head = (seq + kBlockQueries - 1) / kBlockQueries - first_query_block;
+  const int steps = group * blocks_per_head;
+  const std::size_t kv_offset = static_cast<std::size_t>(batch) * seq * kv_row_stride +
+                                static_cast<std::size_t>(kv_head) * kHeadDim;
+  const std::size_t dout_row_stride = static_cast<std::size_t>(heads) * kHeadDim;
 
   const int warp = threadIdx.x / detail::kWarpSize;
   const int lane = threadIdx.x % detail::kWarpSize;
-  float* scores = scratch_all + warp * (L::kScoreElems + L::kWideElems);  // (16, kKeyLd)
-  float* wide = scores + L::kScoreElems;                                  // (16, kWide)
-  // Element-wise lane layout as in the forward: row r of the warp's 16, column
-  // groups 8j + 4*half.
-  const int r = lane / 2;
-  const int half = lane % 2;
-  const int key_in_block = warp * kRowsPerWarp + r;
+  const int g = lane / 4;  // C fragment rows g and g + 8
+  const int t = lane % 4;  // C fragment columns 2t, 2t + 1 of each n-tile
+  const int warp_first_key = first_key + warp * kWarpRows;
 
-  load_tile<kHeadDim>(k_tile, k + kv_offset, key_block * kBlockKeys, seq, kv_row_stride);
-  load_tile<kHeadDim>(v_tile, v + kv_offset, key_block * kBlockKeys, seq, kv_row_stride);
-
-  wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> dk_acc[kDTiles], dv_acc[kDTiles];
-#pragma unroll
-  for (int n = 0; n < kDTiles; ++n) {
-    wmma::fill_fragment(dk_acc[n], 0.f);
-    wmma::fill_fragment(dv_acc[n], 0.f);
-  }
-
-  // The (query head, query block) pairs this block visits, in order: every head
-  // of the GQA group, query blocks from the diagonal down. Item i's Q, dO, lse
-  // and delta go to buffer i % 2; item i + 1's load while item i is used.
-  const int blocks_per_head = query_blocks - key_block;
-  const int items = group * blocks_per_head;
-  auto issue = [&](int item) {
-    const int buffer = item % 2;
-    const int head = kv_head * group + item / blocks_per_head;
-    const int q_block = key_block + item % blocks_per_head;
-    const std::size_t offset = (static_cast<std::size_t>(batch) * seq * heads + head) * kHeadDim;
-    load_tile_async<kHeadDim>(q_tiles + buffer * L::kTileElems, q + offset, q_block * kBlockRows, seq,
-                              q_row_stride);
-    load_tile_async<kHeadDim>(do_tiles + buffer * L::kTileElems, dout + offset, q_block * kBlockRows,
-                              seq, q_row_stride);
-    if (threadIdx.x < kBlockRows) {
-      const std::size_t rows = (static_cast<std::size_t>(batch) * heads + head) * seq;
-      const int query = q_block * kBlockRows + threadIdx.x;
-      // A padding query gets lse = +inf, hence P = 0 and dS = 0.
-      lse_tiles[buffer * kBlockRows + threadIdx.x] = query < seq ? lse[rows + query] * kLog2e : INFINITY;
-      delta_tiles[buffer * kBlockRows + threadIdx.x] = query < seq ? delta[rows + query] : 0.f;
+  // Step i covers query block first_query_block + i % blocks_per_head of query
+  // head kv_head * group + i / blocks_per_head.
+  auto load_step = [&](int step, int stage) {
+    const int head = kv_head * group + step / blocks_per_head;
+    const int first_query = (first_query_block + step % blocks_per_head) * kBlockQueries;
+    __nv_bfloat16* q_dst = stage_q(stage);
+    __nv_bfloat16* do_dst = q_dst + L::kQueryTileElems;
+    auto* lse_dst = reinterpret_cast<float*>(do_dst + L::kQueryTileElems);
+    float* delta_dst = lse_dst + kBlockQueries;
+    load_tile_async<kBlockQueries, kHeadDim, kThreads>(
+        q_dst, q + static_cast<std::size_t>(batch) * seq * q_row_stride +
+                   static_cast<std::size_t>(head) * kHeadDim,
+        first_query, seq, q_row_stride);
+    load_tile_async<kBlockQueries, kHeadDim, kThreads>(
+        do_dst, dout + static_cast<std::size_t>(batch) * seq * dout_row_stride +
+                    static_cast<std::size_t>(head) * kHeadDim,
+        first_query, seq, dout_row_stride);
+    // Past seq, LSE and delta are zero-filled. Such a padding query has Q = 0
+    // and dO = 0 rows, so S = 0, P = 1, dP = 0, dS = 1 * (0 - 0) = 0: it adds
+    // nothing to dK (dS = 0) or dV (dO = 0), and its dQ row is not written.
+    if (threadIdx.x < 2 * kBlockQueries) {
+      const int i = threadIdx.x % kBlockQueries;
+      const float* src = threadIdx.x < kBlockQueries ? lse : delta;
+      float* dst = threadIdx.x < kBlockQueries ? lse_dst : delta_dst;
+      const int query = first_query + i;
+      const bool valid = query < seq;
+      cp_async_4(dst + i,
+                 src + (static_cast<std::size_t>(batch) * heads + head) * seq + (valid ? query : 0),
+                 valid);
     }
     cp_async_commit();
   };
-  if (items > 0) issue(0);
 
-  for (int item = 0; item < items; ++item) {
-    const int head = kv_head * group + item / blocks_per_head;
-    const int q_block = key_block + item % blocks_per_head;
-    const std::size_t q_offset = (static_cast<std::size_t>(batch) * seq * heads + head) * kHeadDim;
-    const __nv_bfloat16* q_tile = q_tiles + (item % 2) * L::kTileElems;
-    const __nv_bfloat16* do_tile = do_tiles + (item % 2) * L::kTileElems;
-    const float* lse_log2 = lse_tiles + (item % 2) * kBlockRows;
-    const float* delta_tile = delta_tiles + (item % 2) * kBlockRows;
-    __syncthreads();  // every warp is done with item - 1, whose buffer item + 1 reuses
-    if (item + 1 < items) {
-      issue(item + 1);
-      cp_async_wait<1>();  // item's group has landed; item + 1's may still fly
-    } else {
-      cp_async_wait<0>();
+  load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile, k + kv_offset, first_key, seq,
+                                                  kv_row_stride);
+  load_tile_async<kBlockKeys, kHeadDim, kThreads>(v_tile, v + kv_offset, first_key, seq,
+                                                  kv_row_stride);
+  load_step(0, 0);  // one group with K and V
+
+  float dk_acc[kDTiles][4], dv_acc[kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDTiles; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[n][e] = dv_acc[n][e] = 0.f;
+
+  // dQ += dS K for step `step`: (64 queries, 128 keys) x (128 keys, d). Warp w
+  // takes queries 16 (w % 4).. and columns (d / 2)(w / 4)..; dS is that step's
+  // dS^T read transposed. Called once every warp's rows of it are in place.
+  auto add_dq = [&](int step) {
+    const int head = kv_head * group + step / blocks_per_head;
+    const int first_query = (first_query_block + step % blocks_per_head) * kBlockQueries;
+    const __nv_bfloat16* ds_tile = ds_tiles + (step % 2) * L::kDsElems;
+    const int dq_row0 = (warp % 4) * kWarpRows;
+    const int dq_col0 = (warp / 4) * kDqCols;
+    float dq[kDqCols / 8][4];
+#pragma unroll
+    for (int n = 0; n < kDqCols / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.f;
+#pragma unroll
+    for (int j = 0; j < kKeySteps; ++j) {
+      std::uint32_t a[4];
+      ldmatrix_x4_trans(a, transposed_b_rows<kBlockQueries>(ds_tile, j * 16, dq_row0, lane));
+#pragma unroll
+      for (int np = 0; np < kDqCols / 16; ++np) {
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, fragment_rows<kHeadDim>(k_tile, j * 16, dq_col0 + np * 16, lane));
+        mma_bf16(dq[2 * np], a, b[0], b[1]);
+        mma_bf16(dq[2 * np + 1], a, b[2], b[3]);
+      }
     }
+    // Rows g and g + 8, two adjacent columns of each n-tile per lane: 8-byte
+    // reductions. (Swapping halves between lanes t and t^1 for one 16-byte
+    // reduction per n-tile halves the atomics but measured 2.5 % slower at
+    // d = 128 and no faster at d = 64 on an H100.)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int query = first_query + dq_row0 + g + 8 * r;
+      if (query >= seq) continue;
+      float* dq_row = dq_accum +
+                      ((static_cast<std::size_t>(batch) * seq + query) * heads + head) * kHeadDim +
+                      dq_col0 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < kDqCols / 8; ++n)
+        atomic_add_pair(dq_row + 8 * n, dq[n][2 * r], dq[n][2 * r + 1]);
+    }
+  };
+
+  // At d = 64 the warp's K and V rows fit in registers as A fragments (32
+  // registers), which saves their ldmatrix every step; at d = 128 the
+  // registers are full (dK and dV take 128).
+  constexpr bool kKvInRegisters = kHeadDim == 64;
+  std::uint32_t k_frag[kKvInRegisters ? kDSteps : 1][4], v_frag[kKvInRegisters ? kDSteps : 1][4];
+
+  // One barrier per step: the previous step's dQ runs after it, beside this
+  // step's products, reading the other dS^T buffer.
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<0>();
+    // This stage has landed for every thread; every warp has written its rows
+    // of the previous step's dS^T, and is done with the other stage (read by
+    // the previous step) and with this step's dS^T buffer (read by the dQ of
+    // two steps back), which are rewritten next.
     __syncthreads();
-
-    // S^T = K Q^T and dP^T = V dO^T for the warp's 16 keys: (16, d) x (d, 64).
+    if (step + 1 < steps) load_step(step + 1, (step + 1) % 2);
+    if (step > 0) add_dq(step - 1);
+    if constexpr (kKvInRegisters) {
+      if (step == 0) {
 #pragma unroll
-    for (int j = 0; j < kBlockRows / kFrag; ++j) {
-      wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> s_frag, dp_frag;
-      wmma::fill_fragment(s_frag, 0.f);
-      wmma::fill_fragment(dp_frag, 0.f);
-#pragma unroll
-      for (int kk = 0; kk < kDTiles; ++kk) {
-        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a;
-        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> b;
-        wmma::load_matrix_sync(a, k_tile + warp * kRowsPerWarp * kLd + kk * kFrag, kLd);
-        wmma::load_matrix_sync(b, q_tile + j * kFrag * kLd + kk * kFrag, kLd);
-        wmma::mma_sync(s_frag, a, b, s_frag);
-        wmma::load_matrix_sync(a, v_tile + warp * kRowsPerWarp * kLd + kk * kFrag, kLd);
-        wmma::load_matrix_sync(b, do_tile + j * kFrag * kLd + kk * kFrag, kLd);
-        wmma::mma_sync(dp_frag, a, b, dp_frag);
-      }
-      wmma::store_matrix_sync(scores + j * kFrag, s_frag, kKeyLd, wmma::mem_row_major);
-      wmma::store_matrix_sync(wide + j * kFrag, dp_frag, kWide, wmma::mem_row_major);
-    }
-    __syncwarp();
-
-    // P^T and dS^T, rounded to bf16 for the products that follow.
-    const bool diagonal = q_block == key_block;
-#pragma unroll
-    for (int j = 0; j < kBlockRows / 8; ++j) {
-      const int col = 8 * j + 4 * half;
-      const float4 s4 = *reinterpret_cast<const float4*>(scores + r * kKeyLd + col);
-      const float4 dp4 = *reinterpret_cast<const float4*>(wide + r * kWide + col);
-      const float s[4] = {s4.x, s4.y, s4.z, s4.w};
-      const float dp[4] = {dp4.x, dp4.y, dp4.z, dp4.w};
-      float p[4], ds[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[e] = exp2f(s[e] * scale_log2 - lse_log2[col + e]);
-        if (diagonal && col + e < key_in_block) p[e] = 0.f;  // query before key: masked
-        ds[e] = p[e] * (dp[e] - delta_tile[col + e]);
-      }
-      auto* p_dst = reinterpret_cast<__nv_bfloat162*>(pt_tile + key_in_block * kKeyLd + col);
-      p_dst[0] = __floats2bfloat162_rn(p[0], p[1]);
-      p_dst[1] = __floats2bfloat162_rn(p[2], p[3]);
-      auto* ds_dst = reinterpret_cast<__nv_bfloat162*>(dst_tile + key_in_block * kKeyLd + col);
-      ds_dst[0] = __floats2bfloat162_rn(ds[0], ds[1]);
-      ds_dst[1] = __floats2bfloat162_rn(ds[2], ds[3]);
-    }
-    __syncwarp();
-
-    // dV += P^T dO and dK += dS^T Q: (16, 64) x (64, d).
-#pragma unroll
-    for (int kk = 0; kk < kBlockRows / kFrag; ++kk) {
-      wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> a_p, a_ds;
-      wmma::load_matrix_sync(a_p, pt_tile + warp * kRowsPerWarp * kKeyLd + kk * kFrag, kKeyLd);
-      wmma::load_matrix_sync(a_ds, dst_tile + warp * kRowsPerWarp * kKeyLd + kk * kFrag, kKeyLd);
-#pragma unroll
-      for (int n = 0; n < kDTiles; ++n) {
-        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
-        wmma::load_matrix_sync(b, do_tile + kk * kFrag * kLd + n * kFrag, kLd);
-        wmma::mma_sync(dv_acc[n], a_p, b, dv_acc[n]);
-        wmma::load_matrix_sync(b, q_tile + kk * kFrag * kLd + n * kFrag, kLd);
-        wmma::mma_sync(dk_acc[n], a_ds, b, dk_acc[n]);
+        for (int kk = 0; kk < kDSteps; ++kk) {
+          ldmatrix_x4(k_frag[kk], fragment_rows<kHeadDim>(k_tile, warp * kWarpRows, kk * 16, lane));
+          ldmatrix_x4(v_frag[kk], fragment_rows<kHeadDim>(v_tile, warp * kWarpRows, kk * 16, lane));
+        }
       }
     }
-    __syncthreads();  // every warp's rows of dS^T are in place
+    __nv_bfloat16* ds_tile = ds_tiles + (step % 2) * L::kDsElems;
 
-    // dQ for the warp's 16 queries: dS (16, 64 keys) x K (64 keys, d); dS is
-    // dS^T read column-major.
+    const int first_query = (first_query_block + step % blocks_per_head) * kBlockQueries;
+    const __nv_bfloat16* q_stage = stage_q(step % 2);
+    const __nv_bfloat16* do_stage = q_stage + L::kQueryTileElems;
+    const auto* lse_stage = reinterpret_cast<const float*>(do_stage + L::kQueryTileElems);
+    const float* delta_stage = lse_stage + kBlockQueries;
+
+    if (first_query + kBlockQueries - 1 < warp_first_key) {
+      // Every query of the block precedes every key of the warp: P = 0, dS = 0.
+      constexpr int kChunksPerRow = kBlockQueries / 8;
+      for (int i = lane; i < kWarpRows * kChunksPerRow; i += detail::kWarpSize)
+        *reinterpret_cast<uint4*>(ds_tile + (warp * kWarpRows + i / kChunksPerRow) * L::kDsLd +
+                                  (i % kChunksPerRow) * 8) = make_uint4(0, 0, 0, 0);
+    } else {
+      // S^T = K Q^T and dP^T = V dO^T: (16, d) x (d, 64).
+      float s[kQueryTiles][4], dp[kQueryTiles][4];
+#pragma unroll
+      for (int n = 0; n < kQueryTiles; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < kDSteps; ++kk) {
+        std::uint32_t a_k[4], a_v[4];
+        if constexpr (kKvInRegisters) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            a_k[i] = k_frag[kk][i];
+            a_v[i] = v_frag[kk][i];
+          }
+        } else {
+          ldmatrix_x4(a_k, fragment_rows<kHeadDim>(k_tile, warp * kWarpRows, kk * 16, lane));
+          ldmatrix_x4(a_v, fragment_rows<kHeadDim>(v_tile, warp * kWarpRows, kk * 16, lane));
+        }
+#pragma unroll
+        for (int np = 0; np < kQueryTiles / 2; ++np) {
+          std::uint32_t b[4];
+          ldmatrix_x4(b, transposed_b_rows<kHeadDim>(q_stage, np * 16, kk * 16, lane));
+          mma_bf16(s[2 * np], a_k, b[0], b[1]);
+          mma_bf16(s[2 * np + 1], a_k, b[2], b[3]);
+          ldmatrix_x4(b, transposed_b_rows<kHeadDim>(do_stage, np * 16, kk * 16, lane));
+          mma_bf16(dp[2 * np], a_v, b[0], b[1]);
+          mma_bf16(dp[2 * np + 1], a_v, b[2], b[3]);
+        }
+      }
+
+      // P^T in s, dS^T in dp. Element e of n-tile n: key warp_first_key + g
+      // + 8 (e / 2), query first_query + 8n + 2t + e % 2.
+      const bool needs_mask = first_query < warp_first_key + kWarpRows - 1;
+#pragma unroll
+      for (int n = 0; n < kQueryTiles; ++n) {
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_stage + 8 * n + 2 * t);
+        const float2 delta2 = *reinterpret_cast<const float2*>(delta_stage + 8 * n + 2 * t);
+        const float lse_log2[2] = {lse2.x * kLog2e, lse2.y * kLog2e};
+        const float row_delta[2] = {delta2.x, delta2.y};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float p = fast_exp2(fmaf(s[n][e], scale_log2, -lse_log2[e % 2]));
+          if (needs_mask && first_query + 8 * n + 2 * t + e % 2 < warp_first_key + g + 8 * (e / 2))
+            p = 0.f;  // the query precedes the key
+          s[n][e] = p;
+          dp[n][e] = p * (dp[n][e] - row_delta[e % 2]);
+        }
+        // dS^T rows g and g + 8 to shared memory, for dQ; 4-byte stores, the
+        // 32 lanes on 32 different banks (row stride 144 bytes).
+        __nv_bfloat16* ds_row = ds_tile + (warp * kWarpRows + g) * L::kDsLd + 8 * n + 2 * t;
+        *reinterpret_cast<std::uint32_t*>(ds_row) = pack_bf16(dp[n][0], dp[n][1]);
+        *reinterpret_cast<std::uint32_t*>(ds_row + 8 * L::kDsLd) = pack_bf16(dp[n][2], dp[n][3]);
+      }
+
+      // dV += P^T dO and dK += dS^T Q: (16, 64) x (64, d); the C fragments of
+      // n-tiles 2j, 2j+1 are the A fragment of k-step j; dO and Q are stored
+      // k-rows-first, read transposed.
+#pragma unroll
+      for (int j = 0; j < kQuerySteps; ++j) {
+        const std::uint32_t a_p[4] = {pack_bf16(s[2 * j][0], s[2 * j][1]),
+                                      pack_bf16(s[2 * j][2], s[2 * j][3]),
+                                      pack_bf16(s[2 * j + 1][0], s[2 * j + 1][1]),
+                                      pack_bf16(s[2 * j + 1][2], s[2 * j + 1][3])};
+        const std::uint32_t a_ds[4] = {pack_bf16(dp[2 * j][0], dp[2 * j][1]),
+                                       pack_bf16(dp[2 * j][2], dp[2 * j][3]),
+                                       pack_bf16(dp[2 * j + 1][0], dp[2 * j + 1][1]),
+                                       pack_bf16(dp[2 * j + 1][2], dp[2 * j + 1][3])};
+#pragma unroll
+        for (int np = 0; np < kDTiles / 2; ++np) {
+          std::uint32_t b[4];
+          ldmatrix_x4_trans(b, fragment_rows<kHeadDim>(do_stage, j * 16, np * 16, lane));
+          mma_bf16(dv_acc[2 * np], a_p, b[0], b[1]);
+          mma_bf16(dv_acc[2 * np + 1], a_p, b[2], b[3]);
+          ldmatrix_x4_trans(b, fragment_rows<kHeadDim>(q_stage, j * 16, np * 16, lane));
+          mma_bf16(dk_acc[2 * np], a_ds, b[0], b[1]);
+          mma_bf16(dk_acc[2 * np + 1], a_ds, b[2], b[3]);
+        }
+      }
+    }
+  }
+  __syncthreads();  // every warp's rows of the last dS^T are in place
+  add_dq(steps - 1);
+
+  // dK (times the softmax scale) and dV, rows g and g + 8 of the warp's keys.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = warp_first_key + g + 8 * r;
+    if (key >= seq) continue;
+    const std::size_t offset = kv_offset + static_cast<std::size_t>(key) * kv_row_stride + 2 * t;
 #pragma unroll
     for (int n = 0; n < kDTiles; ++n) {
-      wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float> dq_frag;
-      wmma::fill_fragment(dq_frag, 0.f);
-#pragma unroll
-      for (int kk = 0; kk < kBlockKeys / kFrag; ++kk) {
-        wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::col_major> a;
-        wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, __nv_bfloat16, wmma::row_major> b;
-        wmma::load_matrix_sync(a, dst_tile + kk * kFrag * kKeyLd + warp * kRowsPerWarp, kKeyLd);
-        wmma::load_matrix_sync(b, k_tile + kk * kFrag * kLd + n * kFrag, kLd);
-        wmma::mma_sync(dq_frag, a, b, dq_frag);
-      }
-      wmma::store_matrix_sync(wide + n * kFrag, dq_frag, kWide, wmma::mem_row_major);
-    }
-    __syncwarp();
-    const int query = q_block * kBlockRows + warp * kRowsPerWarp + r;
-    if (query < seq) {
-      float* dq_row = dq_accum + q_offset + static_cast<std::size_t>(query) * q_row_stride;
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        const int col = 8 * j + 4 * half;
-        const float4 add = *reinterpret_cast<const float4*>(wide + r * kWide + col);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        // Hopper adds four floats in one atomic (CUDA Programming Guide,
-        // atomicAdd for float4, compute capability 9.x, global memory).
-        atomicAdd(reinterpret_cast<float4*>(dq_row + col),
-                  make_float4(add.x * scale, add.y * scale, add.z * scale, add.w * scale));
-#else
-        atomicAdd(dq_row + col + 0, add.x * scale);
-        atomicAdd(dq_row + col + 1, add.y * scale);
-        atomicAdd(dq_row + col + 2, add.z * scale);
-        atomicAdd(dq_row + col + 3, add.w * scale);
-#endif
-      }
-    }
-    // `wide` is next written after the loop's leading __syncthreads.
-  }
-
-  // Write dK (times the softmax scale) and dV through the warp's scratch rows.
-  const int key = key_block * kBlockKeys + key_in_block;
-  const std::size_t out_offset = kv_offset + static_cast<std::size_t>(key) * kv_row_stride;
-#pragma unroll
-  for (int which = 0; which < 2; ++which) {
-    __syncwarp();
-#pragma unroll
-    for (int n = 0; n < kDTiles; ++n)
-      wmma::store_matrix_sync(wide + n * kFrag, which == 0 ? dk_acc[n] : dv_acc[n], kWide,
-                              wmma::mem_row_major);
-    __syncwarp();
-    if (key < seq) {
-      __nv_bfloat16* dst = (which == 0 ? dk : dv) + out_offset;
-      const float factor = which == 0 ? scale : 1.f;
-#pragma unroll
-      for (int j = 0; j < kHeadDim / 8; ++j) {
-        const int col = 8 * j + 4 * half;
-        const float4 x = *reinterpret_cast<const float4*>(wide + r * kWide + col);
-        auto* pair = reinterpret_cast<__nv_bfloat162*>(dst + col);
-        pair[0] = __floats2bfloat162_rn(x.x * factor, x.y * factor);
-        pair[1] = __floats2bfloat162_rn(x.z * factor, x.w * factor);
-      }
+      *reinterpret_cast<std::uint32_t*>(dk + offset + 8 * n) =
+          pack_bf16(dk_acc[n][2 * r] * scale, dk_acc[n][2 * r + 1] * scale);
+      *reinterpret_cast<std::uint32_t*>(dv + offset + 8 * n) =
+          pack_bf16(dv_acc[n][2 * r], dv_acc[n][2 * r + 1]);
     }
   }
 }
 
 constexpr int kConvertThreads = 256;
 
-// n % 8 == 0; 8 elements per thread.
+// dst[row * dst_row_stride + c] = scale * src[row * width + c] for c < width;
+// width % 8 == 0, 8 elements per thread.
 __global__ void __launch_bounds__(kConvertThreads)
-    fp32_to_bf16_kernel(__nv_bfloat16* __restrict__ dst, const float* __restrict__ src,
-                        std::size_t n) {
+    dq_to_bf16_kernel(__nv_bfloat16* __restrict__ dst, const float* __restrict__ src,
+                      std::size_t n, int width, long long dst_row_stride, float scale) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * kConvertThreads * 8;
   for (std::size_t i = (static_cast<std::size_t>(blockIdx.x) * kConvertThreads + threadIdx.x) * 8;
        i < n; i += stride) {
     const float4 a = *reinterpret_cast<const float4*>(src + i);
     const float4 b = *reinterpret_cast<const float4*>(src + i + 4);
-    const float x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-    detail::store_bf16x8(dst + i, x);
+    const float x[8] = {a.x * scale, a.y * scale, a.z * scale, a.w * scale,
+                        b.x * scale, b.y * scale, b.z * scale, b.w * scale};
+    const std::size_t row = i / width;
+    detail::store_bf16x8(dst + row * dst_row_stride + (i - row * width), x);
   }
 }
 
@@ -340,14 +436,12 @@ void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16*
                      const FlashAttentionShape& shape, float* dq_accum, float* delta,
                      cudaStream_t stream) {
   const std::size_t n = dq_accum_elems(shape);
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), stream));
-
   const long long rows = static_cast<long long>(shape.batch) * shape.seq * shape.heads;
-  constexpr int kRowsPerBlock = kDeltaThreads / detail::kWarpSize;
+  constexpr int kRowsPerBlock = kDeltaThreads / (kHeadDim / detail::kBf16PerVector);
   flash_attention_delta_kernel<kHeadDim>
       <<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock), kDeltaThreads, 0,
-         stream>>>(delta, detail::cuda_bf16(dout), detail::cuda_bf16(out), rows, shape.seq,
-                   shape.heads);
+         stream>>>(delta, dq_accum, detail::cuda_bf16(dout), detail::cuda_bf16(out), rows,
+                   shape.seq, shape.heads);
   SEXTANT_CHECK_LAUNCH("flash_attention_delta_kernel");
 
   constexpr std::size_t kBytes = Layout<kHeadDim>::kBytes;
@@ -356,20 +450,22 @@ void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16*
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kBytes)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
-  const dim3 grid((shape.seq + kBlockKeys - 1) / kBlockKeys, shape.kv_heads, shape.batch);
+  const dim3 grid(shape.kv_heads, shape.batch, (shape.seq + kBlockKeys - 1) / kBlockKeys);
   flash_attention_backward_kernel<kHeadDim><<<grid, kThreads, kBytes, stream>>>(
       detail::cuda_bf16(dk), detail::cuda_bf16(dv), dq_accum, detail::cuda_bf16(dout),
       detail::cuda_bf16(q), detail::cuda_bf16(k), detail::cuda_bf16(v), lse, delta, shape.seq,
-      shape.heads, shape.kv_heads, static_cast<float>(scale),
-      static_cast<float>(scale * 1.4426950408889634));  // log2(e) / sqrt(d)
+      shape.heads, shape.kv_heads, q_row_stride(shape), kv_row_stride(shape),
+      static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634));  // log2(e) / sqrt(d)
   SEXTANT_CHECK_LAUNCH("flash_attention_backward_kernel");
 
   // Enough blocks to fill any GPU several times over; the loop covers the rest.
   const std::size_t threads_needed = n / 8;
   const unsigned blocks = static_cast<unsigned>(
       std::min<std::size_t>((threads_needed + kConvertThreads - 1) / kConvertThreads, 1u << 16));
-  fp32_to_bf16_kernel<<<blocks, kConvertThreads, 0, stream>>>(detail::cuda_bf16(dq), dq_accum, n);
-  SEXTANT_CHECK_LAUNCH("fp32_to_bf16_kernel");
+  dq_to_bf16_kernel<<<blocks, kConvertThreads, 0, stream>>>(
+      detail::cuda_bf16(dq), dq_accum, n, shape.heads * shape.head_dim, q_row_stride(shape),
+      static_cast<float>(scale));
+  SEXTANT_CHECK_LAUNCH("dq_to_bf16_kernel");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// What the flash attention forward and backward kernels share: the block
-// shape, the padded shared-memory row strides and the tile loader. Included by
-// .cu files only.
+// What the flash attention forward and backward kernels share: the padded
+// shared-memory layout of their bf16 tiles and the asynchronous tile loader.
+// Included by .cu files only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,75 +9,86 @@
 #include <cstddef>
 
 #include "kernels/device_common.cuh"
+#include "kernels/flash_attention.h"
+#include "kernels/flash_attention_mma.cuh"
 
 namespace sextant::kernels::detail::flash {
 
-inline constexpr int kWarps = 4;
-inline constexpr int kThreads = kWarps * kWarpSize;
-inline constexpr int kRowsPerWarp = 16;                   // one wmma tile of rows
-inline constexpr int kBlockRows = kWarps * kRowsPerWarp;  // query rows per block (forward)
-inline constexpr int kBlockKeys = 64;                     // keys per block
-inline constexpr int kFrag = 16;                          // wmma m = n = k
-static_assert(kBlockRows == kBlockKeys, "the diagonal test assumes square blocks");
+/// Rows of one m16n8k16 tile: the query rows (forward) or key rows (backward)
+/// one warp owns.
+inline constexpr int kWarpRows = 16;
 
-// Shared-memory row strides carry 8 extra elements: rows then start 16 bytes
-// apart in bank order, so the float4 reads of the lane-per-half-row layout and
-// the wmma tile loads are free of bank conflicts, and every 16-row tile start
-// stays 32-byte aligned as wmma requires.
-template <int kHeadDim>
-inline constexpr int kTileLd = kHeadDim + 8;                   // bf16, (rows, head_dim) tiles
-inline constexpr int kKeyLd = kBlockKeys + 8;                  // bf16 or fp32, (rows, 64) tiles
-template <int kHeadDim>
-inline constexpr int kWideLd = (kHeadDim > kBlockKeys ? kHeadDim : kBlockKeys) + 8;  // fp32
-template <int kHeadDim>
-inline constexpr std::size_t kTileElems = static_cast<std::size_t>(kBlockRows) * kTileLd<kHeadDim>;
+/// Shared-memory row stride of a tile with kCols bf16 columns: 8 extra
+/// elements put consecutive rows 16 bytes apart modulo the 128 bytes of the 32
+/// banks, so the eight 16-byte rows one ldmatrix phase reads (plain or .trans)
+/// fall in eight different bank groups, free of conflicts. Rows stay 16-byte
+/// aligned for cp.async and ldmatrix.
+template <int kCols>
+inline constexpr int kPaddedLd = kCols + 8;
 
-/// log2(e): scores are kept in log2 units so the exponentials are exp2f.
+template <int kRows, int kCols>
+inline constexpr std::size_t kPaddedTileElems = static_cast<std::size_t>(kRows) * kPaddedLd<kCols>;
+
+/// Elements between consecutive tokens of q (and dq): the shape's stride, or
+/// heads * head_dim when it is 0 (contiguous).
+inline long long q_row_stride(const FlashAttentionShape& shape) {
+  return shape.q_row_stride != 0 ? shape.q_row_stride
+                                 : static_cast<long long>(shape.heads) * shape.head_dim;
+}
+
+/// As q_row_stride for k and v (and dk, dv): kv_heads * head_dim when 0.
+inline long long kv_row_stride(const FlashAttentionShape& shape) {
+  return shape.kv_row_stride != 0 ? shape.kv_row_stride
+                                  : static_cast<long long>(shape.kv_heads) * shape.head_dim;
+}
+
+/// log2(e): scores are turned into log2 units so the exponentials are exp2.
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.69314718055994531f;
 
-/// Copies rows [first_row, first_row + 64) of a (seq, row_stride) bf16 matrix
-/// into a (64, kTileLd) tile; rows at or past `seq` are zero, so that padded
-/// rows contribute 0 * 0 rather than 0 * (whatever was left in shared memory).
-template <int kHeadDim>
-__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* base,
-                                          int first_row, int seq, std::size_t row_stride) {
-  constexpr int kVectorsPerRow = kHeadDim / kBf16PerVector;
-  for (int i = threadIdx.x; i < kBlockRows * kVectorsPerRow; i += kThreads) {
-    const int row = i / kVectorsPerRow;
-    const int col = (i % kVectorsPerRow) * kBf16PerVector;
-    uint4 value = make_uint4(0, 0, 0, 0);
-    if (first_row + row < seq)
-      value = *reinterpret_cast<const uint4*>(base + (first_row + row) * row_stride + col);
-    *reinterpret_cast<uint4*>(tile + row * kTileLd<kHeadDim> + col) = value;
-  }
-}
-
-/// load_tile without waiting: each 16-byte piece goes global -> shared by
-/// cp.async (PTX ISA, "cp.async", sm_80+), rows at or past `seq` zero-filled
-/// (source size 0). The caller commits the group (cp_async_commit) and waits
-/// for it (cp_async_wait) before a __syncthreads and the tile's first use.
-template <int kHeadDim>
+/// Issues (does not wait for) the cp.async copies of rows [first_row,
+/// first_row + kRows) of a bf16 matrix whose rows are `row_stride` elements
+/// apart and kCols wide, into a (kRows, kPaddedLd<kCols>) tile; all kThreads
+/// threads of the block take part. Rows at or past `seq` are zero-filled, so
+/// padding rows contribute 0 * 0 to the products rather than stale values.
+template <int kRows, int kCols, int kThreads>
 __device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* base,
                                                 int first_row, int seq, std::size_t row_stride) {
-  constexpr int kVectorsPerRow = kHeadDim / kBf16PerVector;
-  for (int i = threadIdx.x; i < kBlockRows * kVectorsPerRow; i += kThreads) {
-    const int row = i / kVectorsPerRow;
-    const int col = (i % kVectorsPerRow) * kBf16PerVector;
-    const bool inside = first_row + row < seq;
-    const __nv_bfloat16* src = base + (inside ? (first_row + row) * row_stride + col : 0);
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(tile + row * kTileLd<kHeadDim> + col));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(inside ? 16 : 0));
+  constexpr int kChunksPerRow = kCols / kBf16PerVector;
+  constexpr int kChunks = kRows * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "every thread copies the same number of 16-byte chunks");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int chunk = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int row = chunk / kChunksPerRow;
+    const int col = (chunk % kChunksPerRow) * kBf16PerVector;
+    const int src_row = first_row + row;
+    const bool valid = src_row < seq;
+    cp_async_16(tile + row * kPaddedLd<kCols> + col,
+                base + static_cast<std::size_t>(valid ? src_row : 0) * row_stride + col, valid);
   }
 }
 
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// The A fragment of rows [row0, row0 + 16), columns [col0, col0 + 16) of a
+/// padded row-major tile: lanes 0-15 address rows 0-15 at col0, lanes 16-31
+/// the same rows at col0 + 8 (matrices a0, a1, a2, a3 in order). Also the B
+/// fragments, through ldmatrix_x4_trans, of two adjacent n-tiles of a matrix
+/// stored k-rows-first: r0, r1 for columns col0..+7 and r2, r3 for col0+8..+15.
+template <int kCols>
+__device__ __forceinline__ const __nv_bfloat16* fragment_rows(const __nv_bfloat16* tile, int row0,
+                                                              int col0, int lane) {
+  return tile + (row0 + lane % 16) * kPaddedLd<kCols> + col0 + (lane / 16) * 8;
+}
 
-/// Waits until at most `kPending` committed groups of this thread are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+/// The B fragments of two adjacent n-tiles when B = T^T for a row-major tile T
+/// (B's n index is T's row): rows [row0, row0 + 16) and columns [col0,
+/// col0 + 16) of T, through ldmatrix_x4: r0, r1 for the n-tile of rows
+/// row0..+7 (k = col0..+7, col0+8..+15), r2, r3 for rows row0+8..+15.
+template <int kCols>
+__device__ __forceinline__ const __nv_bfloat16* transposed_b_rows(const __nv_bfloat16* tile,
+                                                                  int row0, int col0, int lane) {
+  return tile + (row0 + lane % 8 + (lane / 16) * 8) * kPaddedLd<kCols> + col0 +
+         ((lane / 8) % 2) * 8;
 }
 
 }  // namespace sextant::kernels::detail::flash

@@ -27,6 +27,11 @@
 //   dK_jc: scale sum_i e_ij |Q_ic|,   dQ_ic: scale sum_j e_ij |K_jc|
 // The atol is twice that bound (the other fp32 sums) plus 1e-6; rtol 1e-2
 // covers the final bf16 rounding (2^-9 relative).
+//
+// The fused tests lay Q, K and V out as the engine's QKV GEMM writes them,
+// column slices of one (tokens, (heads + 2 kv_heads) head_dim [+ padding])
+// buffer, and the gradients as slices of one such buffer; the same references
+// and bounds apply, and the padding columns must come back untouched.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,6 +59,8 @@ std::string shape_name(const ::testing::TestParamInfo<FlashAttentionShape>& info
   name += "_h" + std::to_string(s.heads);
   name += "_kv" + std::to_string(s.kv_heads);
   name += "_d" + std::to_string(s.head_dim);
+  if (s.q_row_stride != 0) name += "_qstride" + std::to_string(s.q_row_stride);
+  if (s.kv_row_stride != 0) name += "_kvstride" + std::to_string(s.kv_row_stride);
   return name;
 }
 
@@ -171,6 +178,52 @@ std::vector<Bf16> to_bf16(const std::vector<double>& values) {
   return out;
 }
 
+/// Q, K, V (or dQ, dK, dV) as column slices of one (tokens, stride) buffer: q
+/// in columns [0, h d), k in [h d, (h + hkv) d), v in [(h + hkv) d, (h + 2 hkv) d);
+/// the columns after that are padding.
+struct FusedColumns {
+  std::size_t tokens = 0;
+  int stride = 0;
+  int q_width = 0, kv_width = 0;  // h d, hkv d
+  std::size_t k_column() const { return static_cast<std::size_t>(q_width); }
+  std::size_t v_column() const { return static_cast<std::size_t>(q_width) + kv_width; }
+  std::size_t elems() const { return tokens * stride; }
+};
+
+FusedColumns fused_columns(const FlashAttentionShape& s) {
+  FusedColumns f;
+  f.tokens = static_cast<std::size_t>(s.batch) * s.seq;
+  f.stride = s.q_row_stride;
+  f.q_width = s.heads * s.head_dim;
+  f.kv_width = s.kv_heads * s.head_dim;
+  return f;
+}
+
+/// Copies the (tokens, width) row-major `part` into columns [column, column + width) of `fused`.
+void place_columns(std::vector<Bf16>& fused, const FusedColumns& f, std::size_t column,
+                   const std::vector<Bf16>& part, int width) {
+  for (std::size_t t = 0; t < f.tokens; ++t)
+    std::copy_n(part.begin() + t * width, width, fused.begin() + t * f.stride + column);
+}
+
+/// The (tokens, width) slice of `fused` at `column`, row-major.
+std::vector<Bf16> take_columns(const std::vector<Bf16>& fused, const FusedColumns& f,
+                               std::size_t column, int width) {
+  std::vector<Bf16> part(f.tokens * width);
+  for (std::size_t t = 0; t < f.tokens; ++t)
+    std::copy_n(fused.begin() + t * f.stride + column, width, part.begin() + t * width);
+  return part;
+}
+
+/// How many padding columns (past q, k and v) of `fused` differ from `fill`.
+std::size_t changed_padding(const std::vector<Bf16>& fused, const FusedColumns& f, Bf16 fill) {
+  std::size_t changed = 0;
+  for (std::size_t t = 0; t < f.tokens; ++t)
+    for (std::size_t c = f.v_column() + f.kv_width; c < static_cast<std::size_t>(f.stride); ++c)
+      changed += fused[t * f.stride + c].bits != fill.bits;
+  return changed;
+}
+
 class FlashAttentionTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
 
 TEST_P(FlashAttentionTest, ForwardMatchesReference) {
@@ -223,8 +276,9 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
   EXPECT_TRUE(all_close(to_double(d_dq.download()), g.dq, 1e-2, g.dq_atol)) << "dq";
 }
 
-// Sequences 128 and 256 fill the 64-row blocks; 1000 and 65 end in a partial
-// block; 1 is a single padded block. kv_heads 1 and 2 are GQA, 4 is MHA.
+// Sequences 128 and 256 fill the blocks (64 queries, 64 or 128 keys); 1000 and
+// 65 end in a partial block; 1 is a single padded block. kv_heads 1 and 2 are
+// GQA, 4 is MHA.
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                          ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64},
                                            FlashAttentionShape{2, 128, 4, 1, 128},
@@ -236,6 +290,96 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                                            FlashAttentionShape{1, 1, 4, 2, 64}),
                          shape_name);
 
+// q_row_stride == kv_row_stride: one fused (tokens, stride) buffer for Q, K, V.
+class FlashAttentionFusedTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
+
+TEST_P(FlashAttentionFusedTest, ForwardMatchesReference) {
+  const FlashAttentionShape s = GetParam();
+  ASSERT_EQ(s.q_row_stride, s.kv_row_stride);
+  ASSERT_EQ(flash_attention_unsupported_reason(s), "");
+  const FusedColumns f = fused_columns(s);
+  const Bf16 fill = from_float(1e4f);  // padding: would dominate any score it leaked into
+  const auto q = testing::random_bf16(rng(), f.tokens * f.q_width, 0.0, 1.0);
+  const auto k = testing::random_bf16(rng(), f.tokens * f.kv_width, 0.0, 1.0);
+  const auto v = testing::random_bf16(rng(), f.tokens * f.kv_width, 0.0, 1.0);
+  std::vector<Bf16> qkv(f.elems(), fill);
+  place_columns(qkv, f, 0, q, f.q_width);
+  place_columns(qkv, f, f.k_column(), k, f.kv_width);
+  place_columns(qkv, f, f.v_column(), v, f.kv_width);
+  DeviceBuffer<Bf16> d_qkv(qkv), d_out(f.tokens * f.q_width);
+  DeviceBuffer<float> d_lse(static_cast<std::size_t>(s.batch) * s.heads * s.seq);
+
+  flash_attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), d_qkv.get() + f.k_column(),
+                          d_qkv.get() + f.v_column(), s, nullptr);
+
+  FlashAttentionShape contiguous = s;
+  contiguous.q_row_stride = contiguous.kv_row_stride = 0;
+  const auto vd = to_double(v);
+  const Reference ref = reference_forward(to_double(q), to_double(k), vd, contiguous);
+  double max_abs_v = 0;
+  for (double x : vd) max_abs_v = std::max(max_abs_v, std::abs(x));
+  EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, std::ldexp(max_abs_v, -8)))
+      << "out";
+  EXPECT_TRUE(all_close(to_double(d_lse.download()), ref.lse, 0.0, 1e-4)) << "lse";
+}
+
+TEST_P(FlashAttentionFusedTest, BackwardMatchesReference) {
+  const FlashAttentionShape s = GetParam();
+  ASSERT_EQ(s.q_row_stride, s.kv_row_stride);
+  ASSERT_EQ(flash_attention_unsupported_reason(s), "");
+  const FusedColumns f = fused_columns(s);
+  const Bf16 fill = from_float(1e4f);
+  const auto q = testing::random_bf16(rng(), f.tokens * f.q_width, 0.0, 1.0);
+  const auto k = testing::random_bf16(rng(), f.tokens * f.kv_width, 0.0, 1.0);
+  const auto v = testing::random_bf16(rng(), f.tokens * f.kv_width, 0.0, 1.0);
+  const auto dout = testing::random_bf16(rng(), f.tokens * f.q_width, 0.0, 1.0);
+  FlashAttentionShape contiguous = s;
+  contiguous.q_row_stride = contiguous.kv_row_stride = 0;
+  const auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
+  const Reference fwd = reference_forward(qd, kd, vd, contiguous);
+  const std::vector<Bf16> out = to_bf16(fwd.out);
+  std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
+  std::vector<Bf16> qkv(f.elems(), fill);
+  place_columns(qkv, f, 0, q, f.q_width);
+  place_columns(qkv, f, f.k_column(), k, f.kv_width);
+  place_columns(qkv, f, f.v_column(), v, f.kv_width);
+  // The gradient buffer starts as all `fill`: the kernels must write every
+  // dq, dk, dv column and leave the padding alone.
+  DeviceBuffer<Bf16> d_qkv(qkv), d_dqkv(std::vector<Bf16>(f.elems(), fill));
+  DeviceBuffer<Bf16> d_dout(dout), d_out(out);
+  DeviceBuffer<float> d_lse(lse);
+  const std::size_t ws_bytes = flash_attention_backward_workspace_bytes(s);
+  ASSERT_EQ(ws_bytes, flash_attention_backward_workspace_bytes(contiguous));
+  DeviceBuffer<char> d_ws(ws_bytes);
+
+  flash_attention_backward(d_dqkv.get(), d_dqkv.get() + f.k_column(), d_dqkv.get() + f.v_column(),
+                           d_dout.get(), d_qkv.get(), d_qkv.get() + f.k_column(),
+                           d_qkv.get() + f.v_column(), d_out.get(), d_lse.get(), s, d_ws.get(),
+                           ws_bytes, nullptr);
+
+  const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
+                                         to_double(dout), contiguous);
+  const std::vector<Bf16> dqkv = d_dqkv.download();
+  EXPECT_TRUE(all_close(to_double(take_columns(dqkv, f, f.v_column(), f.kv_width)), g.dv, 1e-2,
+                        g.dv_atol))
+      << "dv";
+  EXPECT_TRUE(all_close(to_double(take_columns(dqkv, f, f.k_column(), f.kv_width)), g.dk, 1e-2,
+                        g.dk_atol))
+      << "dk";
+  EXPECT_TRUE(all_close(to_double(take_columns(dqkv, f, 0, f.q_width)), g.dq, 1e-2, g.dq_atol))
+      << "dq";
+  EXPECT_EQ(changed_padding(dqkv, f, fill), 0u);
+}
+
+// Strides: (4 + 2 * 4) * 64 = 768, the fused width exactly (MHA); (4 + 2 * 2)
+// * 128 + 8 = 1032 and (4 + 2 * 1) * 64 + 8 = 392, with 8 padding columns (GQA).
+// Sequences: 128 fills the blocks, 200 and 65 end in partial ones.
+INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionFusedTest,
+                         ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64, 768, 768},
+                                           FlashAttentionShape{1, 200, 4, 2, 128, 1032, 1032},
+                                           FlashAttentionShape{2, 65, 4, 1, 64, 392, 392}),
+                         shape_name);
+
 // The argument checks run before any CUDA call, so these need no GPU.
 TEST(FlashAttentionArguments, UnsupportedShapeNamesEveryProblem) {
   EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 4, 64}), "");
@@ -244,6 +388,21 @@ TEST(FlashAttentionArguments, UnsupportedShapeNamesEveryProblem) {
             "divide heads (6)");
   EXPECT_EQ(flash_attention_unsupported_reason({1, 0, 4, 0, 128}),
             "seq (0) must be positive; kv_heads (0) must be positive");
+  // The grid's z dimension holds seq / 64 blocks, at most 65535.
+  EXPECT_EQ(flash_attention_unsupported_reason({1, 4194241, 4, 4, 64}),
+            "seq (4194241) must be at most 4194240");
+}
+
+TEST(FlashAttentionArguments, UnsupportedStridesNameTheWidth) {
+  // A fused QKV buffer of 4 + 2 * 2 heads of 64: stride 512.
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, 512, 512}), "");
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, 0, 136}), "");
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, 260, 120}),
+            "q_row_stride (260) must be 0 or a multiple of 8 no less than heads * head_dim "
+            "(256); kv_row_stride (120) must be 0 or a multiple of 8 no less than kv_heads * "
+            "head_dim (128)");
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, -256, 0}),
+            "q_row_stride (-256) must be 0 or a multiple of 8 no less than heads * head_dim (256)");
 }
 
 TEST(FlashAttentionArguments, BackwardChecksWorkspace) {

@@ -9,6 +9,8 @@
 // of two: S and dP recomputed, dV, dK, dQ), printed beside the H100 SXM datasheet's dense bf16 peak,
 // 989.4 TFLOP/s. Attention is compute-bound at these shapes (each K/V block is
 // reused by s/64 query blocks), so inputs are not rotated past the L2.
+// Rows marked "fused" read Q, K, V from (and write dQ, dK, dV to) column
+// slices of one (b*s, (h + 2*kv)*d) buffer, the engine's QKV GEMM layout.
 //
 // Usage: flash_attention_bench [iters]
 #include <cuda_runtime_api.h>
@@ -64,16 +66,29 @@ double time_per_call_s(int iters, Launch launch) {
 }
 
 void print_row(const char* pass, const FlashAttentionShape& s, double flops, double time_s) {
-  std::printf("| %s | b=%d h=%d kv=%d s=%d d=%d | %.1f | %.1f | %.1f |\n", pass, s.batch, s.heads,
-              s.kv_heads, s.seq, s.head_dim, time_s * 1e6, flops / time_s / 1e12,
-              100 * flops / time_s / kPeakFlopsPerS);
+  std::printf("| %s | b=%d h=%d kv=%d s=%d d=%d%s | %.1f | %.1f | %.1f |\n", pass, s.batch,
+              s.heads, s.kv_heads, s.seq, s.head_dim, s.q_row_stride != 0 ? " fused" : "",
+              time_s * 1e6, flops / time_s / 1e12, 100 * flops / time_s / kPeakFlopsPerS);
 }
 
-void time_attention(const FlashAttentionShape& s, int iters, std::mt19937_64& rng) {
-  const std::size_t q_elems = static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
-  const std::size_t kv_elems = static_cast<std::size_t>(s.batch) * s.seq * s.kv_heads * s.head_dim;
-  DeviceBf16 q(q_elems, rng), k(kv_elems, rng), v(kv_elems, rng), out(q_elems, rng);
-  DeviceBf16 dout(q_elems, rng), dq(q_elems, rng), dk(kv_elems, rng), dv(kv_elems, rng);
+/// Times forward and backward at `s`; with `fused`, Q, K, V and their
+/// gradients are slices of one (b*s, (h + 2*kv)*d) buffer each.
+void time_attention(FlashAttentionShape s, bool fused, int iters, std::mt19937_64& rng) {
+  const std::size_t tokens = static_cast<std::size_t>(s.batch) * s.seq;
+  const std::size_t q_width = static_cast<std::size_t>(s.heads) * s.head_dim;
+  const std::size_t kv_width = static_cast<std::size_t>(s.kv_heads) * s.head_dim;
+  const std::size_t q_elems = tokens * q_width;
+  const std::size_t kv_elems = tokens * kv_width;
+  const std::size_t qkv_elems = tokens * (q_width + 2 * kv_width);
+  if (fused) s.q_row_stride = s.kv_row_stride = static_cast<int>(q_width + 2 * kv_width);
+  // Unfused: q, k, v back to back in one allocation, as are dq, dk, dv.
+  DeviceBf16 qkv(qkv_elems, rng), dqkv(qkv_elems, rng), out(q_elems, rng), dout(q_elems, rng);
+  Bf16* q = qkv.get();
+  Bf16* k = q + (fused ? q_width : q_elems);
+  Bf16* v = k + (fused ? kv_width : kv_elems);
+  Bf16* dq = dqkv.get();
+  Bf16* dk = dq + (fused ? q_width : q_elems);
+  Bf16* dv = dk + (fused ? kv_width : kv_elems);
   float* lse = nullptr;
   void* workspace = nullptr;
   const std::size_t workspace_bytes = flash_attention_backward_workspace_bytes(s);
@@ -82,12 +97,11 @@ void time_attention(const FlashAttentionShape& s, int iters, std::mt19937_64& rn
   SEXTANT_CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
   const double forward_flops = 4.0 * s.batch * s.heads * double(s.seq) * s.seq * s.head_dim / 2;
   print_row("forward", s, forward_flops, time_per_call_s(iters, [&] {
-              flash_attention_forward(out.get(), lse, q.get(), k.get(), v.get(), s, nullptr);
+              flash_attention_forward(out.get(), lse, q, k, v, s, nullptr);
             }));
   print_row("backward", s, 2.5 * forward_flops, time_per_call_s(iters, [&] {
-              flash_attention_backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(),
-                                       v.get(), out.get(), lse, s, workspace, workspace_bytes,
-                                       nullptr);
+              flash_attention_backward(dq, dk, dv, dout.get(), q, k, v, out.get(), lse, s,
+                                       workspace, workspace_bytes, nullptr);
             }));
   cudaFree(workspace);
   cudaFree(lse);
@@ -108,6 +122,7 @@ int main(int argc, char** argv) {
   for (const FlashAttentionShape& s :
        {FlashAttentionShape{4, 2048, 16, 16, 128}, FlashAttentionShape{4, 2048, 16, 16, 64},
         FlashAttentionShape{4, 2048, 16, 4, 128}, FlashAttentionShape{1, 8192, 16, 16, 128}})
-    sextant::kernels::time_attention(s, iters, rng);
+    sextant::kernels::time_attention(s, /*fused=*/false, iters, rng);
+  sextant::kernels::time_attention({4, 2048, 16, 16, 128}, /*fused=*/true, iters, rng);
   return 0;
 }
