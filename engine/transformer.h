@@ -33,7 +33,6 @@
 #include "engine/model/transformer_shape.h"
 #include "kernels/bf16.h"
 #include "kernels/flash_attention.h"
-#include "kernels/head_copy.h"
 #include "kernels/rope.h"
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/stream.h"

@@ -23,17 +23,13 @@ struct RunArguments {
   RunSettings settings;
 };
 
-[[noreturn]] void bad(const std::string& option, const std::string& key, const std::string& message) {
-  throw sim::ConfigError({{option, 0, 0, key, message}});
-}
-
 // The layout: micro-batch, global batch and recompute; everything that needs
 // more than one GPU is refused by name.
 sim::ParallelLayout single_gpu_layout(const RunArguments& a) {
   const sim::PartialLayout p = sim::parse_layout(a.layout);
   auto one = [&](const std::optional<int>& knob, const char* name) {
     if (knob && *knob != 1)
-      bad("--layout", name,
+      throw_option_error("--layout", name,
           std::to_string(*knob) + ": `sextant run` trains on one GPU so far; " + name +
               " must be 1 (or left out)");
   };
@@ -45,19 +41,19 @@ sim::ParallelLayout single_gpu_layout(const RunArguments& a) {
   one(p.ep, "ep");
   one(p.etp, "etp");
   if (p.zero && *p.zero != 0)
-    bad("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
+    throw_option_error("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
   if (p.precision && *p.precision != sim::Precision::kBf16)
-    bad("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
+    throw_option_error("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
   if (p.attention && *p.attention != sim::AttentionKernel::kFlash)
-    bad("--layout", "attention", "the engine's attention is flash attention; accepted: flash");
+    throw_option_error("--layout", "attention", "the engine's attention is flash attention; accepted: flash");
   sim::ParallelLayout l;
   l.mbs = p.mbs.value_or(1);
   if (a.global_batch > 0 && p.gbs && *p.gbs != a.global_batch)
-    bad("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
+    throw_option_error("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
                                   std::to_string(*p.gbs));
   l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs);
   if (l.gbs % l.mbs != 0)
-    bad("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
+    throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
                                " (one GPU: the step runs gbs / mbs micro-batches)");
   l.recompute = p.recompute.value_or(sim::Recompute::kNone);
   l.sp = false;
@@ -72,10 +68,10 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   s.model = catalog.model(a.model);
   if (a.seq_length > 0) s.model.seq_length = a.seq_length;
   s.layout = single_gpu_layout(a);
-  if (s.steps < 1) bad("--steps", "", std::to_string(s.steps) + ": at least 1");
-  if (s.log_interval < 1) bad("--log-interval", "", "at least 1");
+  if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
+  if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")
-    bad("--format", "", "'" + s.format + "': accepted: table, json");
+    throw_option_error("--format", "", "'" + s.format + "': accepted: table, json");
   if (!s.timing_file.empty()) s.time_tasks = true;
   return s;
 }
@@ -87,7 +83,7 @@ engine::LrSchedule lr_schedule_of(const RunSettings& s) {
   lr.warmup_steps = s.warmup_steps >= 0 ? s.warmup_steps : std::min(s.steps / 10, 2000);
   lr.decay_steps = s.lr_decay_steps >= 0 ? s.lr_decay_steps : std::max(s.steps, lr.warmup_steps);
   if (const std::string problem = engine::lr_schedule_problem(lr); !problem.empty())
-    bad("--lr", "", problem);
+    throw_option_error("--lr", "", problem);
   return lr;
 }
 
@@ -155,6 +151,11 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
     return run_training(run, out);
   };
+}
+
+void throw_option_error(const std::string& option, const std::string& key,
+                        const std::string& message) {
+  throw sim::ConfigError({{option, 0, 0, key, message}});
 }
 
 PreparedRun prepare_run(const RunSettings& s) {

@@ -41,6 +41,11 @@ struct RunSettings {
   std::string configs_dir;
 };
 
+/// Throws sim::ConfigError (exit code 2) for `option` (and layout knob `key`,
+/// empty when none): "--layout: tp: 2: `sextant run` trains on one GPU so far".
+[[noreturn]] void throw_option_error(const std::string& option, const std::string& key,
+                                     const std::string& message);
+
 /// What the settings imply, derived and checked before any GPU is touched.
 struct PreparedRun {
   RunSettings settings;

@@ -11,8 +11,8 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "engine/data/data_error.h"
@@ -23,6 +23,7 @@
 #include "kernels/cuda_check.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
+#include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
 #include "sim/memory/memory_model.h"
 #include "tools/run_settings.h"
@@ -44,10 +45,6 @@ extern "C" void on_interrupt(int signal_number) {
   std::signal(signal_number, SIG_DFL);
 }
 
-[[noreturn]] void bad(const std::string& where, const std::string& message) {
-  throw sim::ConfigError({{where, 0, 0, "", message}});
-}
-
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Device {
@@ -60,11 +57,11 @@ Device open_device(int index) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0)
-    bad("--device", std::string("no CUDA GPU is visible (") +
+    throw_option_error("--device", "", std::string("no CUDA GPU is visible (") +
                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") +
                         "); `sextant run` needs one");
   if (index < 0 || index >= count)
-    bad("--device", std::to_string(index) + ": this machine has " + std::to_string(count) +
+    throw_option_error("--device", "", std::to_string(index) + ": this machine has " + std::to_string(count) +
                         " GPU(s), indices 0-" + std::to_string(count - 1));
   SEXTANT_CUDA_CHECK(cudaSetDevice(index));
   cudaDeviceProp prop{};
@@ -97,10 +94,23 @@ double median(std::vector<double> v) {
 }
 
 // "stage0.mb3.layer17.attn.fwd" -> "layer*.attn.fwd": one row per kind of task.
-std::string task_kind(const std::string& name) {
-  static const std::regex prefix(R"(^stage\d+\.(mb\d+\.)?)");
-  static const std::regex layer(R"(layer\d+)");
-  return std::regex_replace(std::regex_replace(name, prefix, ""), layer, "layer*");
+// Runs for every task of every timed step, so plain string scans, no regex.
+std::string task_kind(std::string_view name) {
+  auto drop_part = [&name](std::string_view label) {
+    if (name.starts_with(label)) {
+      const std::size_t dot = name.find('.');
+      name.remove_prefix(dot == std::string_view::npos ? name.size() : dot + 1);
+    }
+  };
+  drop_part("stage");
+  drop_part("mb");
+  std::string kind;
+  if (name.starts_with("layer")) {
+    kind = "layer*";
+    name.remove_prefix(std::min(name.find('.'), name.size()));
+  }
+  kind += name;
+  return kind;
 }
 
 std::string fixed(double value, int decimals) {
@@ -143,10 +153,9 @@ int run_training(PreparedRun& run, std::ostream& out) {
     trainer = std::make_unique<engine::Trainer>(trained, shape, options);
   } catch (const kernels::CudaError& e) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
-      bad("--layout", "the model and layout need more memory than " + device.name + " has (" +
-                          fixed(device.memory_bytes / kGiB, 1) + " GiB; the simulator predicts " +
-                          fixed(predicted.total() / kGiB, 1) +
-                          " GiB): lower mbs, or use recompute=full. " + e.what());
+      throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
+                          sim::format_gib(device.memory_bytes) + "; the simulator predicts " +
+                          sim::format_gib(predicted.total()) + "): lower mbs, or use recompute=full. " + e.what());
     throw;
   }
 
@@ -154,7 +163,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
   progress << "model: " << s.model.name << ", " << fixed(trainer->layout().parameter_count() / 1e9, 3)
            << " B parameters; layout mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
            << ", recompute=" << sim::to_string(s.layout.recompute) << "; seq " << seq << "\n"
-           << "device: " << device.name << " (" << fixed(device.memory_bytes / kGiB, 1) << " GiB)"
+           << "device: " << device.name << " (" << sim::format_gib(device.memory_bytes) << ")"
            << (gpu ? ", peak bf16 " + fixed(gpu->peak_bf16_flops_per_s / 1e12, 1) + " TFLOP/s (" +
                          gpu->name + ")"
                    : ", no GPU preset matches: MFU not computed (give --gpu)")
@@ -164,8 +173,8 @@ int run_training(PreparedRun& run, std::ostream& out) {
            << ", cosine to step " << lr.decay_steps << "; " << trainer->tasks_per_step()
            << " tasks per step\n";
   if (preset_has_dropout) progress << "note: the engine has no dropout; training with dropout 0\n";
-  progress << "memory: arena " << fixed(trainer->arena_bytes() / kGiB, 2)
-           << " GiB; the simulator predicts " << fixed(predicted.total() / kGiB, 2) << " GiB\n";
+  progress << "memory: arena " << sim::format_gib(trainer->arena_bytes(), 2)
+           << "; the simulator predicts " << sim::format_gib(predicted.total(), 2) << "\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
@@ -226,7 +235,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
 
   if (!s.timing_file.empty() && !last_tasks.empty()) {
     std::ofstream csv(s.timing_file);
-    if (!csv) bad("--timing-file", "cannot write '" + s.timing_file + "'");
+    if (!csv) throw_option_error("--timing-file", "", "cannot write '" + s.timing_file + "'");
     csv << "task,seconds\n";
     for (const engine::TaskTime& t : last_tasks) csv << t.name << "," << t.seconds << "\n";
   }
@@ -274,9 +283,9 @@ int run_training(PreparedRun& run, std::ostream& out) {
         << (skipped ? ", " + std::to_string(skipped) + " skipped" : "") << "; median over steps "
         << warmup_for_timing + 1 << "-" << done << ": " << fixed(step_s * 1e3, 1) << " ms/step, "
         << fixed(tokens_per_s, 0) << " tokens/s, " << fixed(tflops, 1) << " TFLOP/s"
-        << (gpu ? ", MFU " + fixed(100 * mfu, 1) + " %" : "") << "\n";
-    out << "GPU memory: peak in use " << fixed(peak_in_use / kGiB, 2) << " GiB (arena "
-        << fixed(trainer->arena_bytes() / kGiB, 2) << " GiB, the rest CUDA context and libraries)\n";
+        << (gpu ? ", MFU " + sim::format_percent(mfu) : "") << "\n";
+    out << "GPU memory: peak in use " << sim::format_gib(peak_in_use, 2) << " (arena "
+        << sim::format_gib(trainer->arena_bytes(), 2) << ", the rest CUDA context and libraries)\n";
     out << "  engine arena vs simulator (GiB):";
     const double predicted_parts[] = {predicted.parameters, predicted.gradients,
                                       predicted.optimizer_states, predicted.activations, predicted.other};
@@ -286,7 +295,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
           << fixed(predicted_parts[c] / kGiB, 2) << ";";
     out << " total " << fixed(trainer->arena_bytes() / kGiB, 2) << " vs "
         << fixed(predicted.total() / kGiB, 2) << " ("
-        << fixed(100 * (trainer->arena_bytes() / predicted.total() - 1), 1) << " %)\n";
+        << sim::format_percent(trainer->arena_bytes() / predicted.total() - 1) << ")\n";
     if (timed_steps > 0) {
       std::vector<std::pair<double, std::string>> rows;
       double total = 0;
@@ -298,7 +307,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
       out << "task time per step (CUDA events, " << timed_steps << " steps), slowest kinds:\n";
       for (std::size_t i = 0; i < rows.size() && i < 12; ++i)
         out << "  " << rows[i].second << std::string(rows[i].second.size() < 28 ? 28 - rows[i].second.size() : 1, ' ')
-            << fixed(rows[i].first * 1e3, 2) << " ms  " << fixed(100 * rows[i].first / total, 1) << " %\n";
+            << fixed(rows[i].first * 1e3, 2) << " ms  " << sim::format_percent(rows[i].first / total) << "\n";
     }
   }
   out.flush();
