@@ -1,6 +1,5 @@
 // `sextant preprocess` as a user runs it: the built binary, its output and exit codes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +7,7 @@
 #include <vector>
 
 #include "engine/data/indexed_dataset_reader.h"
+#include "tests/support/run_sextant.h"
 #include "tests/support/temp_dir.h"
 
 namespace sextant::tools {
@@ -17,18 +17,8 @@ using sextant::testing::read_file;
 using sextant::testing::TempDir;
 using sextant::testing::write_file;
 
-struct CommandResult {
-  int exit_code;
-  std::string out, err;
-};
-
-CommandResult run_sextant(const TempDir& dir, const std::string& arguments) {
-  const std::string command = "cd '" + dir.path().string() + "' && '" SEXTANT_BINARY "' " +
-                              arguments + " >stdout.txt 2>stderr.txt";
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir.file("stdout.txt")),
-          read_file(dir.file("stderr.txt"))};
-}
+using sextant::testing::CommandResult;
+using sextant::testing::run_sextant;
 
 TEST(PreprocessCommand, WritesTheDatasetAndPrintsCounts) {
   TempDir dir;

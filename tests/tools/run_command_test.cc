@@ -1,30 +1,18 @@
 // `sextant run`'s input checks, which need no GPU: bad input exits 2 with a
 // message naming the option and the accepted values.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdlib>
 
+#include "tests/support/run_sextant.h"
 #include "tests/support/temp_dir.h"
 
 namespace sextant::tools {
 namespace {
 
-using sextant::testing::read_file;
+using sextant::testing::CommandResult;
+using sextant::testing::run_sextant;
 using sextant::testing::TempDir;
-
-struct CommandResult {
-  int exit_code;
-  std::string out, err;
-};
-
-CommandResult run_sextant(const TempDir& dir, const std::string& arguments) {
-  const std::string command = "cd '" + dir.path().string() + "' && '" SEXTANT_BINARY "' " +
-                              arguments + " >stdout.txt 2>stderr.txt";
-  const int status = std::system(command.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir.file("stdout.txt")),
-          read_file(dir.file("stderr.txt"))};
-}
 
 TEST(RunCommand, RefusesParallelLayoutsByName) {
   TempDir dir;
