@@ -175,12 +175,22 @@ void IndexedDatasetReader::check_dtype(TokenDtype wanted) const {
 }
 
 std::vector<int32_t> IndexedDatasetReader::tokens(int64_t i) const {
+  return tokens(i, 0, sequence_length(i));
+}
+
+std::vector<int32_t> IndexedDatasetReader::tokens(int64_t i, int64_t first, int64_t count) const {
   const int64_t length = sequence_length(i);
+  if (first < 0 || count < 0 || first > length - count)
+    throw std::out_of_range("IndexedDatasetReader::tokens: [" + std::to_string(first) + ", " +
+                            std::to_string(first) + " + " + std::to_string(count) +
+                            ") is not inside sequence " + std::to_string(i) + " of " +
+                            std::to_string(length) + " tokens");
+  const size_t element = token_dtype_bytes(dtype_);
   const std::span<const std::byte> bytes = bin_.bytes().subspan(
-      static_cast<size_t>(sequence_offset_bytes(i)),
-      static_cast<size_t>(length) * token_dtype_bytes(dtype_));
+      static_cast<size_t>(sequence_offset_bytes(i)) + static_cast<size_t>(first) * element,
+      static_cast<size_t>(count) * element);
   std::vector<int32_t> out;
-  out.reserve(static_cast<size_t>(length));
+  out.reserve(static_cast<size_t>(count));
   switch (dtype_) {
     case TokenDtype::kUint8: append_converted<uint8_t>(bytes, out); break;
     case TokenDtype::kInt8: append_converted<int8_t>(bytes, out); break;
@@ -188,11 +198,12 @@ std::vector<int32_t> IndexedDatasetReader::tokens(int64_t i) const {
     case TokenDtype::kUint16: append_converted<uint16_t>(bytes, out); break;
     case TokenDtype::kInt32: append_converted<int32_t>(bytes, out); break;
     case TokenDtype::kInt64:
-      for (size_t k = 0; k < static_cast<size_t>(length); ++k) {
+      for (size_t k = 0; k < static_cast<size_t>(count); ++k) {
         const int64_t id = load<int64_t>(bytes.data(), static_cast<int64_t>(k));
         if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
           throw DataError(bin_.path(), "sequence " + std::to_string(i) + " token " +
-                                           std::to_string(k) + " is " + std::to_string(id) +
+                                           std::to_string(first + static_cast<int64_t>(k)) +
+                                           " is " + std::to_string(id) +
                                            ", outside int32's range");
         }
         out.push_back(static_cast<int32_t>(id));

@@ -70,6 +70,9 @@ class IndexedDatasetReader {
   /// Sequence `i` as int32 token ids, converted from any integer dtype; throws
   /// DataError for float dtypes and for int64 ids outside int32's range.
   std::vector<int32_t> tokens(int64_t i) const;
+  /// Tokens [first, first + count) of sequence `i` only, converted as tokens(i) does;
+  /// std::out_of_range when the range is not inside the sequence.
+  std::vector<int32_t> tokens(int64_t i, int64_t first, int64_t count) const;
 
   const std::string& idx_path() const { return idx_.path(); }
   const std::string& bin_path() const { return bin_.path(); }

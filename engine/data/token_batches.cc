@@ -73,11 +73,15 @@ void DatasetTokens::read_stream(std::int64_t start, std::span<std::int32_t> out)
   std::int64_t sequence = (it - sequence_starts_.begin()) - 1;
   std::size_t written = 0;
   while (written < out.size()) {
-    const std::vector<std::int32_t> tokens = reader_->tokens(sequence);
+    // Only the part of the sequence the window covers: documents can be far
+    // longer than a window.
     const std::int64_t skip = start + static_cast<std::int64_t>(written) -
                               sequence_starts_[static_cast<std::size_t>(sequence)];
-    for (std::int64_t j = skip; j < static_cast<std::int64_t>(tokens.size()) && written < out.size(); ++j)
-      out[written++] = tokens[static_cast<std::size_t>(j)];
+    const std::int64_t count = std::min<std::int64_t>(
+        reader_->sequence_length(sequence) - skip, static_cast<std::int64_t>(out.size() - written));
+    const std::vector<std::int32_t> tokens = reader_->tokens(sequence, skip, count);
+    std::copy(tokens.begin(), tokens.end(), out.begin() + static_cast<std::ptrdiff_t>(written));
+    written += tokens.size();
     ++sequence;
   }
 }

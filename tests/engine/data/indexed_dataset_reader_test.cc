@@ -100,6 +100,15 @@ TEST_F(IndexedDatasetReaderTest, HandBuiltDatasetLoadsUnchanged) {
             (std::vector<uint16_t>{500, 65535, 0}));
 }
 
+TEST_F(IndexedDatasetReaderTest, ReadsARangeOfASequence) {
+  const IndexedDatasetReader reader(write(hand_built_idx(), hand_built_bin()));
+  EXPECT_EQ(reader.tokens(2, 1, 2), (std::vector<int32_t>{65535, 0}));
+  EXPECT_EQ(reader.tokens(2, 0, 1), (std::vector<int32_t>{500}));
+  EXPECT_EQ(reader.tokens(2, 3, 0), (std::vector<int32_t>{}));
+  EXPECT_THROW(reader.tokens(2, 2, 2), std::out_of_range);
+  EXPECT_THROW(reader.tokens(2, -1, 1), std::out_of_range);
+}
+
 TEST_F(IndexedDatasetReaderTest, Int32DatasetLoads) {
   // One document, one sequence of int32 tokens {-1, 100000}: what Megatron writes
   // for vocabularies of 65,500 ids or more. .idx: 34 + 4 + 8 + 2·8 = 62 bytes.
