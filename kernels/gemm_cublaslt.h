@@ -1,9 +1,11 @@
 // Matrix products through cuBLASLt: bf16 inputs, fp32 accumulation, bf16 or
 // fp32 output, and the epilogues a transformer's linear layers fuse (bias,
-// GELU with its input saved for the backward).
+// GELU with its input saved for the backward, GELU's derivative with the bias
+// gradient, a residual added through C).
 //
 // Everything here is row-major, as the rest of kernels/ is:
-//   C (m, n) = alpha * op(A) (m, k) . op(B) (k, n) + beta * C
+//   D (m, n) = alpha * op(A) (m, k) . op(B) (k, n) + beta * C,  D = `c`, and C
+//   = `c_source` when given (a residual added in the epilogue), else `c` itself
 // A linear layer with PyTorch's weight layout W (out, in) needs three shapes:
 //   forward       Y (tokens, out)  = X (tokens, in) . W^T        transpose_b
 //   input grad    dX (tokens, in)  = dY (tokens, out) . W         (none)
@@ -13,7 +15,11 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/stream.h"
@@ -27,7 +33,10 @@ namespace sextant::kernels {
 inline constexpr std::size_t kCublasLtWorkspaceBytes = std::size_t{32} << 20;
 
 enum class Transpose { kNo, kYes };
-enum class GemmEpilogue { kNone, kBias, kGelu, kBiasGelu };  // GELU after the bias
+// kGeluBackward: D = GELU'(gelu_input) * (op(A) op(B)), the input gradient of
+// a GELU whose input the forward saved; kGeluBackwardBiasGrad also writes the
+// column sums of D (the gradient of the bias before that GELU) to bias_grad.
+enum class GemmEpilogue { kNone, kBias, kGelu, kBiasGelu, kGeluBackward, kGeluBackwardBiasGrad };
 enum class GemmOutput { kBf16, kFp32 };
 
 struct GemmArgs {
@@ -37,13 +46,18 @@ struct GemmArgs {
   const Bf16* b = nullptr;  // (k, n) row-major, or (n, k) when transpose_b
   Transpose transpose_b = Transpose::kNo;
   void* c = nullptr;  // (m, n) row-major, bf16 or fp32 as c_type; read when beta != 0
+                      // and c_source is null
+  const void* c_source = nullptr;  // (m, n) like c: the C read when beta != 0, if not c
   GemmOutput c_type = GemmOutput::kBf16;
   float alpha = 1.0f;
   float beta = 0.0f;
   GemmEpilogue epilogue = GemmEpilogue::kNone;  // needs a bf16 output
   const Bf16* bias = nullptr;                   // (n) bf16, added to every row
-  Bf16* gelu_input = nullptr;  // (m, n) bf16, optional with a GELU epilogue: the values GELU
-                               // was applied to (after the bias), for gelu_backward with no bias
+  Bf16* gelu_input = nullptr;  // (m, n) bf16: written by kGelu/kBiasGelu when not null (the
+                               // values GELU was applied to, after the bias); read by the
+                               // GELU backward epilogues, which need it
+  void* bias_grad = nullptr;   // (n), kGeluBackwardBiasGrad's output (written, not added)
+  GemmOutput bias_grad_type = GemmOutput::kFp32;
 };
 
 /// Empty when `args` can run; otherwise what is wrong, with the values.
@@ -60,14 +74,39 @@ class CublasLtGemm {
   CublasLtGemm(const CublasLtGemm&) = delete;
   CublasLtGemm& operator=(const CublasLtGemm&) = delete;
 
-  /// Queues the product on `stream`. Throws KernelArgumentError when gemm_check
-  /// fails, CudaError when cuBLASLt has no algorithm or fails.
-  void run(const GemmArgs& args, cudaStream_t stream) const;
+  /// Queues the product on `stream`. The first product of each problem (shapes,
+  /// transposes, types, epilogue, pointer alignments) builds cuBLASLt's
+  /// descriptors and asks its heuristic for an algorithm; later ones reuse both.
+  /// Throws KernelArgumentError when gemm_check fails, CudaError when cuBLASLt
+  /// has no algorithm or fails.
+  void run(const GemmArgs& args, cudaStream_t stream);
+
+  /// Times up to `candidates` of the heuristic's algorithms for `args`' problem
+  /// (one warm-up launch, then `repeats` launches between CUDA events, each),
+  /// keeps the fastest for every later run of that problem, and returns each
+  /// candidate's mean milliseconds in the heuristic's order (NaN where one
+  /// failed to launch). Synchronises `stream`. Runs the product 1 + repeats
+  /// times per candidate: with beta != 0 and no c_source, C accumulates each time.
+  std::vector<float> tune(const GemmArgs& args, cudaStream_t stream, int candidates, int repeats);
+
+  /// When true, run() tunes each new problem on first sight (8 candidates, 3
+  /// repeats): for a warm-up pass whose outputs are thrown away.
+  void set_tune_new_problems(bool on) { tune_new_problems_ = on; }
+
+  /// Problems seen and their chosen algorithms' heuristic ranks (0: the
+  /// heuristic's first choice), for reports.
+  std::vector<std::pair<std::string, int>> chosen_algorithms() const;
 
  private:
+  struct Problem;
+  Problem& problem(const GemmArgs& args);
+  void launch(const GemmArgs& args, Problem& p, int algorithm, cudaStream_t stream);
+
   cublasLtContext* handle_ = nullptr;
   void* workspace_;
   std::size_t workspace_bytes_;
+  bool tune_new_problems_ = false;
+  std::map<std::string, std::unique_ptr<Problem>> problems_;
 };
 
 }  // namespace sextant::kernels

@@ -1,0 +1,193 @@
+// A kernel-level profile of any CUDA program, ours or PyTorch, with no
+// profiler installed: a CUDA injection library (the driver loads the shared
+// library named by CUDA_INJECTION64_PATH at cuInit and calls its
+// InitializeInjection) that records every kernel, memset and memcpy through
+// CUPTI's activity API and, at exit, prints where the GPU's time went.
+//
+//   CUDA_INJECTION64_PATH=build-gpu/tools/libsextant_kernel_profile.so
+//   SEXTANT_PROFILE_LAST_S=1.0 SEXTANT_PROFILE_OUT=profile.txt  <any CUDA program>
+// (the three settings in the environment of the program).
+//
+// SEXTANT_PROFILE_LAST_S keeps only the activities that start in the last N
+// seconds of the GPU timeline (steady state: warm-up, compilation and
+// autotuning fall outside it); 0 or unset keeps everything.
+// SEXTANT_PROFILE_OUT: the table's file (default: stderr). SEXTANT_PROFILE_TOP:
+// rows printed (default 40).
+//
+// The table: per kernel name (demangled, template arguments cut), the total
+// milliseconds in the window, calls, mean microseconds and the share of the
+// window; then the window's length, the GPU's busy time (overlaps merged) and
+// its idle time, so gaps between kernels show too.
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Activity {
+  std::uint64_t start_ns;
+  std::uint64_t end_ns;
+  std::string name;
+};
+
+// The injection's only state: CUPTI calls back on its own threads, and the
+// driver gives no handle to hang it on, so it lives here, guarded.
+struct Recorder {
+  std::mutex mutex;
+  std::vector<Activity> activities;
+};
+Recorder& recorder() {
+  static Recorder* r = new Recorder;  // never destroyed: read by the atexit report
+  return *r;
+}
+
+constexpr std::size_t kBufferBytes = 8u << 20;
+
+std::string short_name(const char* mangled) {
+  if (mangled == nullptr) return "(unnamed)";
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), &std::free);
+  std::string name = status == 0 && demangled ? demangled.get() : mangled;
+  // "void ns::kernel<...>(args)" -> "ns::kernel<...>": drop the return type and
+  // the argument list, and cut long template argument lists.
+  if (name.rfind("void ", 0) == 0) name.erase(0, 5);
+  for (const std::string anonymous = "(anonymous namespace)::";;) {
+    const std::size_t at = name.find(anonymous);
+    if (at == std::string::npos) break;
+    name.erase(at, anonymous.size());
+  }
+  int depth = 0;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    if (name[i] == '<') ++depth;
+    if (name[i] == '>') --depth;
+    if (name[i] == '(' && depth == 0) {
+      name.resize(i);
+      break;
+    }
+  }
+  constexpr std::size_t kMaxChars = 96;
+  if (name.size() > kMaxChars) name = name.substr(0, kMaxChars - 3) + "...";
+  return name;
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid_bytes) {
+  std::vector<Activity> batch;
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid_bytes, &record) == CUPTI_SUCCESS) {
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+        batch.push_back({k->start, k->end, short_name(k->name)});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+        batch.push_back({m->start, m->end, "[memset]"});
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+        batch.push_back({m->start, m->end, "[memcpy]"});
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  std::free(buffer);
+  Recorder& r = recorder();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.activities.insert(r.activities.end(), batch.begin(), batch.end());
+}
+
+double env_double(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atof(v) : fallback;
+}
+
+void report() {
+  cuptiActivityFlushAll(1);
+  Recorder& r = recorder();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<Activity>& all = r.activities;
+  const char* path = std::getenv("SEXTANT_PROFILE_OUT");
+  FILE* out = path != nullptr ? std::fopen(path, "w") : stderr;
+  if (out == nullptr) out = stderr;
+  if (all.empty()) {
+    std::fprintf(out, "kernel profile: no GPU activity recorded\n");
+    return;
+  }
+  std::sort(all.begin(), all.end(), [](const Activity& a, const Activity& b) { return a.start_ns < b.start_ns; });
+  std::uint64_t last_end = 0;
+  for (const Activity& a : all) last_end = std::max(last_end, a.end_ns);
+  const double last_s = env_double("SEXTANT_PROFILE_LAST_S", 0.0);
+  const std::uint64_t window_start =
+      last_s > 0 ? last_end - std::min<std::uint64_t>(last_end, static_cast<std::uint64_t>(last_s * 1e9))
+                 : all.front().start_ns;
+
+  struct Sum {
+    double ns = 0;
+    long calls = 0;
+  };
+  std::map<std::string, Sum> sums;
+  std::uint64_t first_start = last_end, busy_ns = 0, covered_to = 0;
+  for (const Activity& a : all) {
+    if (a.start_ns < window_start) continue;
+    first_start = std::min(first_start, a.start_ns);
+    Sum& s = sums[a.name];
+    s.ns += static_cast<double>(a.end_ns - a.start_ns);
+    ++s.calls;
+    // Busy time with overlapping activities merged (sorted by start).
+    const std::uint64_t from = std::max(a.start_ns, covered_to);
+    if (a.end_ns > from) busy_ns += a.end_ns - from;
+    covered_to = std::max(covered_to, a.end_ns);
+  }
+  const double window_ns = static_cast<double>(last_end - first_start);
+  std::vector<std::pair<std::string, Sum>> rows(sums.begin(), sums.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  const auto top = static_cast<std::size_t>(env_double("SEXTANT_PROFILE_TOP", 40));
+  std::fprintf(out, "%10s %8s %10s %7s  %s\n", "total_ms", "calls", "mean_us", "share", "kernel");
+  double shown_ns = 0;
+  for (std::size_t i = 0; i < rows.size() && i < top; ++i) {
+    const Sum& s = rows[i].second;
+    shown_ns += s.ns;
+    std::fprintf(out, "%10.3f %8ld %10.2f %6.2f%%  %s\n", s.ns * 1e-6, s.calls, s.ns * 1e-3 / s.calls,
+                 100.0 * s.ns / window_ns, rows[i].first.c_str());
+  }
+  double total_ns = 0;
+  for (const auto& row : rows) total_ns += row.second.ns;
+  std::fprintf(out, "%10.3f %8s %10s %6.2f%%  (%zu other names)\n", (total_ns - shown_ns) * 1e-6, "", "",
+               100.0 * (total_ns - shown_ns) / window_ns, rows.size() > top ? rows.size() - top : 0);
+  std::fprintf(out, "window %.3f ms, GPU busy %.3f ms (%.2f%%), idle %.3f ms\n", window_ns * 1e-6,
+               static_cast<double>(busy_ns) * 1e-6, 100.0 * static_cast<double>(busy_ns) / window_ns,
+               (window_ns - static_cast<double>(busy_ns)) * 1e-6);
+  if (out != stderr) std::fclose(out);
+}
+
+}  // namespace
+
+extern "C" int InitializeInjection() {
+  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) return 0;
+  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
+  cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+  std::atexit(report);
+  return 1;
+}
