@@ -73,6 +73,41 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   norm_workspace_ = arena_->get<char>(norm_workspace);
   model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_);
   initialise_parameters();
+  // Parameter gradients are written by the first micro-batch's backward and
+  // added by the others (transformer.h): the Plan must run micro-batch 0's
+  // backward tasks before any other's.
+  for (const sim::Task& t : tasks_) {
+    if (t.pass != sim::Pass::kBackward) continue;
+    if (t.microbatch != 0)
+      throw std::logic_error("Trainer: the plan's first backward task is not micro-batch 0's: " +
+                             sim::task_name(plan_, t));
+    break;
+  }
+  if (options_.tune_gemms) tune_gemms();
+}
+
+void Trainer::tune_gemms() {
+  // Token 0 everywhere keeps the embedding and the loss in bounds; everything
+  // this pass writes is overwritten or zeroed by the first step.
+  const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(model_->tokens(), 0, n * sizeof(std::int32_t), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(model_->targets(), 0, n * sizeof(std::int32_t), stream_));
+  model_->set_tune_gemms(true);
+  run_tasks(0);
+  model_->set_tune_gemms(false);
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  timer_.collect();  // the pass's task times are not a step's
+}
+
+void Trainer::zero_embedding_gradients() {
+  // Scatter-added (kernels/embedding.h): rows of tokens a step lacks are never
+  // written, so these two start from zero each step. A tied wte is written
+  // first by the LM head's weight-gradient GEMM instead.
+  for (const int tensor : {layout_.wpe(), shape_.tie_embeddings ? LayerTensors::kAbsent : layout_.wte()}) {
+    if (tensor == LayerTensors::kAbsent) continue;
+    const ParameterTensor& t = layout_.tensors()[static_cast<std::size_t>(tensor)];
+    SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_ + t.offset, 0, t.elements() * sizeof(float), stream_));
+  }
 }
 
 Trainer::~Trainer() {
@@ -107,6 +142,8 @@ void Trainer::initialise_parameters() {
     }
   }
   kernels::convert_to_bf16(weights_, master_, n, stream_);
+  // Once: the padding between tensors is never written and the norm reads it.
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, n * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, n * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, n * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -124,8 +161,8 @@ void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::
                                      expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
 }
 
-void Trainer::run_tasks(bool with_optimizer, StepResult* result) {
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, layout_.total_elements() * sizeof(float), stream_));
+void Trainer::run_tasks(int step) {
+  zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
   for (const sim::Task& t : tasks_) {
     if (timer_.enabled()) {
@@ -134,11 +171,12 @@ void Trainer::run_tasks(bool with_optimizer, StepResult* result) {
       timer_.begin(task_name_, stream_);
     }
     if (t.kind == sim::TaskKind::kOptimizerStep) {
-      if (with_optimizer) optimizer_step(result);
+      if (step > 0) queue_optimizer(step);
       continue;
     }
     const bool recompute = t.pass == sim::Pass::kRecompute;
     const bool forward = t.pass == sim::Pass::kForward || recompute;
+    model_->set_accumulate_gradients(t.microbatch > 0);
     switch (t.block) {
       case sim::Block::kEmbedding:
         forward ? model_->embedding_forward(t.microbatch) : model_->embedding_backward(t.microbatch);
@@ -161,8 +199,10 @@ void Trainer::run_tasks(bool with_optimizer, StepResult* result) {
   timer_.end(stream_);
 }
 
-void Trainer::optimizer_step(StepResult* result) {
-  // Global gradient norm and clip factor, all on the device.
+void Trainer::queue_optimizer(int step) {
+  // Global gradient norm and clip factor, all on the device; a non-finite norm
+  // makes the clip factor NaN and AdamW skip the update (kernels/grad_norm.h),
+  // so the step never waits for the host.
   float* sum_squares = norm_scalars_;
   float* norm = norm_scalars_ + 1;
   float* scale = norm_scalars_ + 2;
@@ -171,20 +211,8 @@ void Trainer::optimizer_step(StepResult* result) {
                                        norm_workspace_, norm_workspace_bytes_, stream_);
   kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
                            stream_);
-  // One small read: a non-finite norm skips the update (Megatron's behaviour
-  // with a loss scaler, and the only safe one with bf16).
-  float host_norm = 0;
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&host_norm, norm, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  result->grad_norm = host_norm;
-  const int step = steps_done_ + 1;
-  result->lr = options_.lr.at(step);
-  if (!std::isfinite(host_norm)) {
-    result->skipped = true;
-    return;
-  }
   kernels::AdamWStep s;
-  s.learning_rate = static_cast<float>(result->lr);
+  s.learning_rate = static_cast<float>(options_.lr.at(step));
   s.beta1 = static_cast<float>(options_.optimizer.beta1);
   s.beta2 = static_cast<float>(options_.optimizer.beta2);
   s.eps = static_cast<float>(options_.optimizer.eps);
@@ -198,12 +226,16 @@ void Trainer::optimizer_step(StepResult* result) {
                         gradients_ + decay, rest, s, scale, stream_);
 }
 
-double Trainer::read_mean_loss() {
+double Trainer::read_results(double* grad_norm) {
   const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
   std::vector<float> losses(n);
+  float norm = 0;
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), model_->losses(), n * sizeof(float),
                                      cudaMemcpyDeviceToHost, stream_));
+  if (grad_norm != nullptr)
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (grad_norm != nullptr) *grad_norm = norm;
   double sum = 0;
   for (float l : losses) sum += l;
   return sum / static_cast<double>(n);
@@ -213,9 +245,13 @@ StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const s
   const auto start = std::chrono::steady_clock::now();
   StepResult result;
   result.step = steps_done_ + 1;
+  result.lr = options_.lr.at(result.step);
   upload(inputs, targets);
-  run_tasks(true, &result);
-  result.loss = read_mean_loss();
+  run_tasks(result.step);
+  result.loss = read_results(&result.grad_norm);
+  // A non-finite norm: AdamW skipped the update on the device (Megatron's
+  // behaviour with a loss scaler, and the only safe one with bf16).
+  result.skipped = !std::isfinite(result.grad_norm);
   result.tasks = timer_.collect();
   if (!result.skipped) ++steps_done_;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -225,9 +261,10 @@ StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const s
 double Trainer::forward_backward(std::span<const std::int32_t> inputs,
                                  std::span<const std::int32_t> targets) {
   upload(inputs, targets);
-  run_tasks(false, nullptr);
+  run_tasks(0);
+  const double loss = read_results(nullptr);
   timer_.collect();
-  return read_mean_loss();
+  return loss;
 }
 
 void Trainer::set_parameter(const std::string& name, std::span<const float> values) {

@@ -46,6 +46,10 @@ struct TrainerOptions {
   std::uint64_t seed = 1234;
   double init_std = 0.02;  // Megatron --init-method-std default
   bool time_tasks = false;
+  /// Pick each matrix product's fastest cuBLASLt algorithm (of the heuristic's
+  /// first 8) in one throw-away forward and backward at construction; off, the
+  /// heuristic's first choice.
+  bool tune_gemms = true;
 };
 
 struct StepResult {
@@ -93,10 +97,16 @@ class Trainer {
 
  private:
   void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
-  void run_tasks(bool with_optimizer, StepResult* result);
-  void optimizer_step(StepResult* result);
-  double read_mean_loss();
+  /// Queues the step's tasks; the optimizer (for update number `step`) only
+  /// when step > 0. Nothing waits for the GPU.
+  void run_tasks(int step);
+  void queue_optimizer(int step);
+  /// Waits for the queued work; returns the mean loss and, when `grad_norm`
+  /// is not null, the gradient norm the optimizer computed.
+  double read_results(double* grad_norm);
   void initialise_parameters();
+  void zero_embedding_gradients();
+  void tune_gemms();
 
   TransformerShape shape_;
   TrainerOptions options_;

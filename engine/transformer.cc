@@ -8,9 +8,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/embedding.h"
 #include "kernels/flash_attention.h"
-#include "kernels/gelu.h"
 #include "kernels/layernorm.h"
-#include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/head_copy.h"
 #include "kernels/rope.h"
@@ -106,11 +104,6 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
                                       : kernels::rmsnorm_backward_workspace_bytes(rows, s.hidden);
   reserve((norm_workspace_), "workspace.norm", kOther,
           norm_workspace_bytes_, plan);
-  if (s.gelu && s.bias) {
-    gelu_workspace_bytes_ = kernels::gelu_backward_workspace_bytes(rows, s.ffn_hidden);
-    reserve((gelu_workspace_), "workspace.gelu", kOther,
-            gelu_workspace_bytes_, plan);
-  }
   embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
   reserve((embedding_workspace_), "workspace.embedding", kOther,
           embedding_workspace_bytes_, plan);
@@ -266,20 +259,26 @@ void Transformer::norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* 
 }
 
 void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma,
-                                int beta, const float* mean, const float* rstd) {
+                                int beta, const float* mean, const float* rstd,
+                                const Bf16* residual_grad) {
   const int rows = static_cast<int>(shape_.tokens());
+  kernels::NormBackwardOptions options;
+  options.residual_grad = residual_grad;
+  options.accumulate_param_grads = accumulate_gradients_;
   if (shape_.layernorm)
     kernels::layernorm_backward(dinp, gradient(gamma), gradient(beta), dout, inp, weight(gamma),
                                 mean, rstd, rows, shape_.hidden, norm_workspace_,
-                                norm_workspace_bytes_, stream_);
+                                norm_workspace_bytes_, stream_, options);
   else
     kernels::rmsnorm_backward(dinp, gradient(gamma), dout, inp, weight(gamma), rstd, rows,
-                              shape_.hidden, norm_workspace_, norm_workspace_bytes_, stream_);
+                              shape_.hidden, norm_workspace_, norm_workspace_bytes_, stream_,
+                              options);
 }
 
-// Y (T, out) = X (T, in) W^T (+ b): cuBLASLt with the bias in its epilogue.
+// Y (T, out) = X (T, in) W^T (+ b) (+ R): cuBLASLt with the bias in its
+// epilogue and the residual R read as its C (beta 1).
 void Transformer::linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor,
-                                 int in_width, int out_width) {
+                                 int in_width, int out_width, const Bf16* residual) {
   GemmArgs g;
   g.m = static_cast<int>(shape_.tokens());
   g.n = out_width;
@@ -292,13 +291,17 @@ void Transformer::linear_forward(Bf16* out, const Bf16* in, int weight_tensor, i
     g.epilogue = GemmEpilogue::kBias;
     g.bias = weight(bias_tensor);
   }
+  if (residual != nullptr) {
+    g.c_source = residual;
+    g.beta = 1.0f;
+  }
   gemm_->run(g, stream_);
 }
 
 void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
-                                  int bias_tensor, int in_width, int out_width) {
+                                  int bias_tensor, int in_width, int out_width, Bf16* gelu_input) {
   const int T = static_cast<int>(shape_.tokens());
-  // dW (out, in) += dY^T (out, T) X (T, in), accumulated in fp32 (beta 1).
+  // dW (out, in) (+)= dY^T (out, T) X (T, in), in fp32 (beta 1 accumulates).
   GemmArgs dw;
   dw.m = out_width;
   dw.n = in_width;
@@ -308,10 +311,10 @@ void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, i
   dw.b = in;
   dw.c = gradient(weight_tensor);
   dw.c_type = GemmOutput::kFp32;
-  dw.beta = 1.0f;
+  dw.beta = gradient_beta();
   gemm_->run(dw, stream_);
   if (bias_tensor != LayerTensors::kAbsent) {
-    // db (1, out) += ones (1, T) dY (T, out).
+    // db (1, out) (+)= ones (1, T) dY (T, out).
     GemmArgs db;
     db.m = 1;
     db.n = out_width;
@@ -320,7 +323,7 @@ void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, i
     db.b = dout;
     db.c = gradient(bias_tensor);
     db.c_type = GemmOutput::kFp32;
-    db.beta = 1.0f;
+    db.beta = gradient_beta();
     gemm_->run(db, stream_);
   }
   if (din != nullptr) {
@@ -332,6 +335,10 @@ void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, i
     dx.a = dout;
     dx.b = weight(weight_tensor);
     dx.c = din;
+    if (gelu_input != nullptr) {
+      dx.epilogue = GemmEpilogue::kGeluBackward;
+      dx.gelu_input = gelu_input;
+    }
     gemm_->run(dx, stream_);
   }
 }
@@ -353,8 +360,8 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
   if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(), stream_);
   if (s.attention_padded()) split_qkv(a);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
-  linear_forward(scratch_, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(), s.hidden);
-  kernels::residual_add(a.mid, a.input, scratch_, to_size(s.tokens() * s.hidden), stream_);
+  linear_forward(a.mid, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(), s.hidden,
+                 a.input);
 }
 
 void Transformer::mlp_forward(int layer, bool recompute) {
@@ -382,9 +389,8 @@ void Transformer::mlp_forward(int layer, bool recompute) {
     kernels::swiglu_forward(a.act, a.fc1_out, static_cast<int>(s.tokens()), s.ffn_hidden, stream_);
   }
   if (recompute) return;  // the next layer's input is still stored
-  linear_forward(scratch_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden);
   Bf16* next = layer + 1 < s.num_layers ? layers_[to_size(layer + 1)].input : final_input_;
-  kernels::residual_add(next, a.mid, scratch_, to_size(s.tokens() * s.hidden), stream_);
+  linear_forward(next, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden, a.mid);
 }
 
 void Transformer::output_forward(int mb, float loss_scale) {
@@ -403,7 +409,7 @@ void Transformer::output_backward() {
                   s.hidden, s.vocab);
   // The residual stream's gradient starts here: written, not added.
   norm_backward(dx_, scratch_, final_input_, layout_->final_norm_gamma(),
-                layout_->final_norm_beta(), final_mean_, final_rstd_);
+                layout_->final_norm_beta(), final_mean_, final_rstd_, nullptr);
 }
 
 void Transformer::mlp_backward(int layer) {
@@ -412,21 +418,18 @@ void Transformer::mlp_backward(int layer) {
   const LayerActivations& a = layers_[to_size(layer)];
   const int T = static_cast<int>(s.tokens());
   // y = act W2^T + b2 feeds the residual: dy = dx.
-  linear_backward(dact_, dx_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden);
-  Bf16* dfc1 = dact_;
   if (s.gelu) {
-    // In place: d(fc1_out) overwrites d(act); fc1's bias gradient is summed here.
-    kernels::gelu_backward(dact_, gradient(w.fc1_bias), dact_, a.fc1_out, nullptr, T, s.ffn_hidden,
-                           gelu_workspace_, gelu_workspace_bytes_, stream_);
-    linear_backward(scratch_, dfc1, a.norm2, w.fc1_weight, LayerTensors::kAbsent, s.hidden,
-                    s.fc1_width());
+    // dact_ = d(fc1_out): GELU's derivative applied in fc2's input-gradient
+    // GEMM; fc1's bias gradient is then its column sum, as for any linear layer.
+    linear_backward(dact_, dx_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
+    linear_backward(scratch_, dact_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   } else {
-    dfc1 = dfc1_;
-    kernels::swiglu_backward(dfc1, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
-    linear_backward(scratch_, dfc1, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    linear_backward(dact_, dx_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden);
+    kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
+    linear_backward(scratch_, dfc1_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   }
-  norm_backward(scratch_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd);
-  kernels::residual_add(dx_, dx_, scratch_, to_size(s.tokens() * s.hidden), stream_);
+  // dx += the norm's input gradient: the residual stream's gradient before the MLP.
+  norm_backward(dx_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd, dx_);
 }
 
 void Transformer::attention_backward(int layer) {
@@ -461,8 +464,8 @@ void Transformer::attention_backward(int layer) {
   if (padded) merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
-  norm_backward(scratch_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd);
-  kernels::residual_add(dx_, dx_, scratch_, to_size(s.tokens() * s.hidden), stream_);
+  norm_backward(dx_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd,
+                dx_);
 }
 
 void Transformer::embedding_backward(int mb) {

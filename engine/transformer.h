@@ -7,8 +7,16 @@
 // (add_buffers) and nothing is allocated afterwards.
 //
 // Conventions (kernels/): activations and their gradients are bf16 and
-// written (=); parameter gradients are fp32 and accumulated (+=), so gradient
-// accumulation over micro-batches needs no extra buffer.
+// written (=); parameter gradients are fp32, written by the step's first
+// micro-batch and accumulated (+=) by the others (set_accumulate_gradients), so
+// gradient accumulation needs no extra buffer and no zeroing pass. The
+// exceptions are the embedding tables' gradients (scatter-added: rows of tokens
+// a micro-batch lacks are not touched), which the trainer zeroes each step.
+//
+// Fusions: the residual adds ride on the GEMM that produces the branch
+// (cuBLASLt reads the residual as C) in the forward and on the norm's backward
+// in the backward; GELU's backward rides on fc2's input-gradient GEMM
+// (cuBLASLt's DGELU epilogue, the forward's GELU input read as its auxiliary).
 //
 // Stored per layer for the backward (recompute none or selective; Korthikanti
 // et al. 2022, Sec. 4, with flash attention, so the attention core's s x s
@@ -76,6 +84,14 @@ class Transformer {
   void attention_backward(int layer);
   void embedding_backward(int mb);
 
+  /// false: the backward tasks that follow write parameter gradients (the
+  /// step's first micro-batch); true: they add to them. Embedding tables always add.
+  void set_accumulate_gradients(bool accumulate) { accumulate_gradients_ = accumulate; }
+  /// When on, each matrix product seen for the first time picks the fastest of
+  /// cuBLASLt's candidate algorithms by running them all (CublasLtGemm::tune):
+  /// for one throw-away pass before training, whose outputs are garbage.
+  void set_tune_gemms(bool on) { gemm_->set_tune_new_problems(on); }
+
   /// Device arrays of the whole step, (microbatches x tokens per micro-batch):
   /// the trainer uploads tokens and targets and reads the losses back.
   std::int32_t* tokens() const { return tokens_; }
@@ -124,18 +140,25 @@ class Transformer {
   const Bf16* weight(int tensor) const;
   float* gradient(int tensor) const;
   void norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma, int beta);
-  /// dinp (written) from dout, the gradient of the norm's output; may be the same buffer.
+  /// dinp (written) from dout, the gradient of the norm's output; may be the same
+  /// buffer. residual_grad (may be dinp, or null) is added: the residual
+  /// stream's gradient past the norm.
   void norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma, int beta,
-                     const float* mean, const float* rstd);
+                     const float* mean, const float* rstd, const Bf16* residual_grad);
+  /// out = in W^T (+ b) (+ residual, when not null).
   void linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor, int in_width,
-                      int out_width);
-  /// dW += dout^T in, db += column sums of dout, din = dout W (din may be null).
+                      int out_width, const Bf16* residual = nullptr);
+  /// dW (+)= dout^T in, db (+)= column sums of dout, din = dout W (din may be
+  /// null); with gelu_input, din = GELU'(gelu_input) * (dout W): the gradient
+  /// before the GELU that fed this layer.
   void linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
-                       int bias_tensor, int in_width, int out_width);
+                       int bias_tensor, int in_width, int out_width, Bf16* gelu_input = nullptr);
+  float gradient_beta() const { return accumulate_gradients_ ? 1.0f : 0.0f; }
 
   TransformerShape shape_;
   sim::Recompute recompute_;
   int microbatches_;
+  bool accumulate_gradients_ = false;
   std::vector<std::function<void(const DeviceArena&)>> binders_;
   const ParameterLayout* layout_ = nullptr;
   ParameterBuffers params_;
@@ -158,15 +181,13 @@ class Transformer {
   Bf16* dk_ = nullptr;       // (T, kv_heads, attention_head_dim), padded heads only
   Bf16* dv_ = nullptr;
   Bf16* dact_ = nullptr;     // (T, ffn)
-  Bf16* dfc1_ = nullptr;     // (T, fc1_width); the same buffer as dact_ for GELU (in place)
+  Bf16* dfc1_ = nullptr;     // (T, fc1_width), SwiGLU only
   Bf16* ones_ = nullptr;     // (T) ones: bias gradients as ones^T dY on the tensor cores
   std::int32_t* tokens_ = nullptr;
   std::int32_t* targets_ = nullptr;
   float* losses_ = nullptr;
   char* norm_workspace_ = nullptr;
   std::size_t norm_workspace_bytes_ = 0;
-  char* gelu_workspace_ = nullptr;
-  std::size_t gelu_workspace_bytes_ = 0;
   char* embedding_workspace_ = nullptr;
   std::size_t embedding_workspace_bytes_ = 0;
   char* attention_workspace_ = nullptr;

@@ -31,6 +31,7 @@ __global__ void adamw_kernel(float* master, __nv_bfloat16* weights, float* m_sta
   const std::size_t first = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
   if (first >= n) return;
   const float scale = grad_scale != nullptr ? *grad_scale : 1.0f;
+  if (!isfinite(scale)) return;  // a skipped step (grad_norm.h)
   if (first + 4 <= n) {
     float4 p = *reinterpret_cast<const float4*>(master + first);
     float4 m = *reinterpret_cast<const float4*>(m_state + first);

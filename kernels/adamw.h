@@ -29,7 +29,9 @@ struct AdamWStep {
 ///   master = master (1 - lr wd) - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 ///   weights[i] = bf16(master)             (round to nearest even; weights may be null)
 /// master, grads, m, v: (n) fp32; weights: (n) bf16. All 16-byte aligned.
-/// Reading the scale from the device keeps the step free of host syncs.
+/// Reading the scale from the device keeps the step free of host syncs. A
+/// non-finite *grad_scale (grad_clip_scale's answer to a non-finite gradient
+/// norm) skips the update: nothing is read or written.
 void adamw_update(float* master, Bf16* weights, float* m, float* v, const float* grads,
                   std::size_t n, const AdamWStep& step, const float* grad_scale,
                   cudaStream_t stream);

@@ -27,8 +27,9 @@ inline std::size_t column_partials_bytes(int rows, int cols) {
   return static_cast<std::size_t>(row_chunks(rows)) * static_cast<std::size_t>(cols) * sizeof(float);
 }
 
-/// out[c] += sum over chunk of partials[chunk * cols + c], chunks summed in order.
+/// out[c] (+)= sum over chunk of partials[chunk * cols + c], chunks summed in
+/// order: added to out when `accumulate`, else written over it.
 void accumulate_column_partials(const float* partials, int chunks, int cols, float* out,
-                                cudaStream_t stream);
+                                cudaStream_t stream, bool accumulate = true);
 
 }  // namespace sextant::kernels::detail

@@ -53,7 +53,10 @@ __global__ void clip_scale_kernel(float* norm, float* scale, const float* sum_sq
   *norm = total;
   // Megatron: clip_coeff = max_grad_norm / (total_norm + 1e-6), applied if < 1.
   const float coeff = max_norm / (total + 1e-6f);
-  *scale = (max_norm > 0.0f && isfinite(total) && coeff < 1.0f) ? coeff : 1.0f;
+  if (!isfinite(total))
+    *scale = __int_as_float(0x7fc00000);  // NaN: adamw_update skips the step
+  else
+    *scale = (max_norm > 0.0f && coeff < 1.0f) ? coeff : 1.0f;
 }
 
 int partial_blocks(std::size_t n) {

@@ -26,8 +26,9 @@ void grad_sum_squares_accumulate(float* sum_squares, const float* grads, std::si
                                  void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
 
 /// *norm = sqrt(*sum_squares); *scale = the clipping factor above (1 when
-/// max_norm <= 0, i.e. no clipping). A non-finite norm gives scale 1: the
-/// caller checks *norm and skips the step, as Megatron does. All device scalars.
+/// max_norm <= 0, i.e. no clipping). A non-finite norm gives a NaN scale, which
+/// makes adamw_update skip the step (as Megatron skips it) with no host sync.
+/// All device scalars.
 void grad_clip_scale(float* norm, float* scale, const float* sum_squares, float max_norm,
                      cudaStream_t stream);
 

@@ -27,12 +27,14 @@ std::size_t layernorm_backward_workspace_bytes(int rows, int cols) {
 
 void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dout, const Bf16* inp,
                         const Bf16* gamma, const float* mean, const float* rstd, int rows, int cols,
-                        void* workspace, std::size_t workspace_bytes, cudaStream_t stream) {
+                        void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                        const NormBackwardOptions& options) {
   constexpr const char* kName = "layernorm_backward";
   detail::check_norm_shape(kName, rows, cols);
   require_argument(is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
-                       is_aligned(gamma, 16) && is_aligned(workspace, 16),
-                   kName, "dinp, dout, inp, gamma and workspace must be 16-byte aligned");
+                       is_aligned(gamma, 16) && is_aligned(workspace, 16) &&
+                       is_aligned(options.residual_grad, 16),
+                   kName, "dinp, dout, inp, gamma, workspace and residual_grad must be 16-byte aligned");
   require_argument(dgamma != nullptr && mean != nullptr && rstd != nullptr, kName,
                    "dgamma, mean and rstd must not be null");
   const std::size_t needed = layernorm_backward_workspace_bytes(rows, cols);
@@ -52,12 +54,15 @@ void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dou
       dgamma_partials, dbeta_partials, detail::cuda_bf16(dout), detail::cuda_bf16(inp), mean,
       rstd, rows, cols);
   SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel<layernorm>");
-  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream);
-  if (dbeta != nullptr) detail::accumulate_column_partials(dbeta_partials, chunks, cols, dbeta, stream);
+  const bool accumulate = options.accumulate_param_grads;
+  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream, accumulate);
+  if (dbeta != nullptr)
+    detail::accumulate_column_partials(dbeta_partials, chunks, cols, dbeta, stream, accumulate);
 
   detail::launch_norm_backward_input<true>(detail::cuda_bf16(dinp), detail::cuda_bf16(dout),
                                            detail::cuda_bf16(inp), detail::cuda_bf16(gamma), mean,
-                                           rstd, rows, cols, stream);
+                                           rstd, detail::cuda_bf16(options.residual_grad), rows,
+                                           cols, stream);
   SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel<layernorm>");
 }
 

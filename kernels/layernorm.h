@@ -27,13 +27,24 @@ void layernorm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, con
 /// of partial column sums, ceil(rows / 64) x cols each.
 std::size_t layernorm_backward_workspace_bytes(int rows, int cols);
 
-/// dinp = d(loss)/d(inp)  (rows, cols) bf16, written; may alias dout.
-/// dgamma += sum over rows of dout * xhat,  dbeta += sum over rows of dout  (cols) fp32;
-/// dbeta may be null (no bias).
+/// What the norms' backward adds to the plain gradients (layernorm.h, rmsnorm.h).
+struct NormBackwardOptions {
+  /// (rows, cols) bf16 added to dinp: the gradient the residual stream carries
+  /// past the norm, so one pass writes the stream's new gradient. May alias dinp.
+  const Bf16* residual_grad = nullptr;
+  /// true: parameter gradients are added (+=, for gradient accumulation over
+  /// micro-batches); false: written over (the first micro-batch of a step).
+  bool accumulate_param_grads = true;
+};
+
+/// dinp = d(loss)/d(inp) (+ options.residual_grad)  (rows, cols) bf16, written; may alias dout.
+/// dgamma += sum over rows of dout * xhat,  dbeta += sum over rows of dout  (cols) fp32
+/// (= when !options.accumulate_param_grads); dbeta may be null (no bias).
 /// mean, rstd: as saved by layernorm_forward. workspace: at least
 /// layernorm_backward_workspace_bytes(rows, cols), 16-byte aligned.
 void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dout, const Bf16* inp,
                         const Bf16* gamma, const float* mean, const float* rstd, int rows, int cols,
-                        void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+                        void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                        const NormBackwardOptions& options = {});
 
 }  // namespace sextant::kernels

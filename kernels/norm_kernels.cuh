@@ -114,13 +114,25 @@ __device__ __forceinline__ void input_gradient(float (&dy)[8], const float (&x)[
   }
 }
 
+__device__ __forceinline__ void add_residual(float (&dx)[8], const __nv_bfloat16* residual,
+                                             std::int64_t offset) {
+  if (residual == nullptr) return;
+  float res[8];
+  load_bf16x8(residual + offset, res);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) dx[i] += res[i];
+}
+
 // RMSNorm drops the mean(dxhat) term. dinp may alias dout: each lane reads an
 // element before it writes it, and the parameter-gradient kernel runs first.
+// A non-null `residual` (the gradient the residual branch carries past the
+// norm; may alias dinp, read by the lane before it writes) is added to dinp.
 template <bool kCentered>
 __global__ void __launch_bounds__(kNormThreads)
     norm_backward_input_kernel(__nv_bfloat16* dinp, const __nv_bfloat16* dout,
                                const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
-                               const float* mean, const float* rstd, int rows, int cols) {
+                               const float* mean, const float* rstd,
+                               const __nv_bfloat16* residual, int rows, int cols) {
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row =
       static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpSize;
@@ -147,6 +159,7 @@ __global__ void __launch_bounds__(kNormThreads)
     load_bf16x8(inp + offset + c, x);
     load_bf16x8(gamma + c, g);
     input_gradient(dy, x, g, m, r, mean_dxhat, mean_dxhat_xhat);
+    add_residual(dy, residual, offset + c);
     store_bf16x8(dinp + offset + c, dy);
   }
 }
@@ -223,8 +236,8 @@ template <bool kCentered, int kVectors>
 __global__ void __launch_bounds__(kNormThreads)
     norm_backward_input_registers_kernel(__nv_bfloat16* dinp, const __nv_bfloat16* dout,
                                          const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
-                                         const float* mean, const float* rstd, int rows,
-                                         int cols) {
+                                         const float* mean, const float* rstd,
+                                         const __nv_bfloat16* residual, int rows, int cols) {
   const int lane = threadIdx.x % kWarpSize;
   const std::int64_t row =
       static_cast<std::int64_t>(blockIdx.x) * kNormRowsPerBlock + threadIdx.x / kWarpSize;
@@ -264,6 +277,7 @@ __global__ void __launch_bounds__(kNormThreads)
     unpack_bf16x8(raw_x[k], x);
     load_bf16x8(gamma + c, g);
     input_gradient(dy, x, g, m, r, mean_dxhat, mean_dxhat_xhat);
+    add_residual(dy, residual, offset + c);
     store_bf16x8(dinp + offset + c, dy);
   }
 }
@@ -293,22 +307,23 @@ void launch_norm_forward(__nv_bfloat16* out, float* mean, float* rstd, const __n
 template <bool kCentered>
 void launch_norm_backward_input(__nv_bfloat16* dinp, const __nv_bfloat16* dout,
                                 const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
-                                const float* mean, const float* rstd, int rows, int cols,
+                                const float* mean, const float* rstd,
+                                const __nv_bfloat16* residual, int rows, int cols,
                                 cudaStream_t stream) {
   const int blocks = (rows + kNormRowsPerBlock - 1) / kNormRowsPerBlock;
   const int vectors = (cols + kColsPerWarpStep - 1) / kColsPerWarpStep;
   if (vectors <= 2)
     norm_backward_input_registers_kernel<kCentered, 2><<<blocks, kNormThreads, 0, stream>>>(
-        dinp, dout, inp, gamma, mean, rstd, rows, cols);
+        dinp, dout, inp, gamma, mean, rstd, residual, rows, cols);
   else if (vectors <= 4)
     norm_backward_input_registers_kernel<kCentered, 4><<<blocks, kNormThreads, 0, stream>>>(
-        dinp, dout, inp, gamma, mean, rstd, rows, cols);
+        dinp, dout, inp, gamma, mean, rstd, residual, rows, cols);
   else if (vectors <= kMaxRegisterVectors)
     norm_backward_input_registers_kernel<kCentered, kMaxRegisterVectors>
-        <<<blocks, kNormThreads, 0, stream>>>(dinp, dout, inp, gamma, mean, rstd, rows, cols);
+        <<<blocks, kNormThreads, 0, stream>>>(dinp, dout, inp, gamma, mean, rstd, residual, rows, cols);
   else
     norm_backward_input_kernel<kCentered><<<blocks, kNormThreads, 0, stream>>>(
-        dinp, dout, inp, gamma, mean, rstd, rows, cols);
+        dinp, dout, inp, gamma, mean, rstd, residual, rows, cols);
 }
 
 // Partial column sums of dout * xhat (-> dgamma) and dout (-> dbeta) over one

@@ -25,12 +25,14 @@ std::size_t rmsnorm_backward_workspace_bytes(int rows, int cols) {
 
 void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* inp,
                       const Bf16* gamma, const float* rstd, int rows, int cols, void* workspace,
-                      std::size_t workspace_bytes, cudaStream_t stream) {
+                      std::size_t workspace_bytes, cudaStream_t stream,
+                      const NormBackwardOptions& options) {
   constexpr const char* kName = "rmsnorm_backward";
   detail::check_norm_shape(kName, rows, cols);
   require_argument(is_aligned(dinp, 16) && is_aligned(dout, 16) && is_aligned(inp, 16) &&
-                       is_aligned(gamma, 16) && is_aligned(workspace, 16),
-                   kName, "dinp, dout, inp, gamma and workspace must be 16-byte aligned");
+                       is_aligned(gamma, 16) && is_aligned(workspace, 16) &&
+                       is_aligned(options.residual_grad, 16),
+                   kName, "dinp, dout, inp, gamma, workspace and residual_grad must be 16-byte aligned");
   require_argument(dgamma != nullptr && rstd != nullptr, kName, "dgamma and rstd must not be null");
   const std::size_t needed = rmsnorm_backward_workspace_bytes(rows, cols);
   require_argument(workspace_bytes >= needed, kName,
@@ -47,11 +49,13 @@ void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* i
       dgamma_partials, nullptr, detail::cuda_bf16(dout), detail::cuda_bf16(inp), nullptr, rstd,
       rows, cols);
   SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel<rmsnorm>");
-  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream);
+  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream,
+                                     options.accumulate_param_grads);
 
   detail::launch_norm_backward_input<false>(detail::cuda_bf16(dinp), detail::cuda_bf16(dout),
                                             detail::cuda_bf16(inp), detail::cuda_bf16(gamma),
-                                            nullptr, rstd, rows, cols, stream);
+                                            nullptr, rstd, detail::cuda_bf16(options.residual_grad),
+                                            rows, cols, stream);
   SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel<rmsnorm>");
 }
 

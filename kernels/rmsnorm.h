@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "kernels/bf16.h"
+#include "kernels/layernorm.h"  // NormBackwardOptions
 #include "kernels/stream.h"
 
 namespace sextant::kernels {
@@ -20,9 +21,10 @@ void rmsnorm_forward(Bf16* out, float* rstd, const Bf16* inp, const Bf16* gamma,
 std::size_t rmsnorm_backward_workspace_bytes(int rows, int cols);
 
 /// dinp (rows, cols) bf16, written, may alias dout; dgamma (cols) fp32 +=
-/// sum over rows of dout * inp * rstd.
+/// sum over rows of dout * inp * rstd. options: as for layernorm_backward.
 void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* inp,
                       const Bf16* gamma, const float* rstd, int rows, int cols, void* workspace,
-                      std::size_t workspace_bytes, cudaStream_t stream);
+                      std::size_t workspace_bytes, cudaStream_t stream,
+                      const NormBackwardOptions& options = {});
 
 }  // namespace sextant::kernels

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,27 @@ INSTANTIATE_TEST_SUITE_P(Sizes, AdamWTest,
                          ::testing::Values(Case{1, false}, Case{7, true}, Case{4099, true},
                                            Case{1 << 20, false}),
                          case_name);
+
+// A NaN clip scale (grad_clip_scale's answer to a non-finite gradient norm)
+// leaves every state untouched: the skipped step.
+TEST_P(AdamWTest, NanScaleSkipsTheUpdate) {
+  const std::size_t n = GetParam().n;
+  const auto master0 = testing::random_float(rng(), n, 0.0, 0.02);
+  const auto grads = testing::random_float(rng(), n, 0.0, 1e-2);
+  const auto m0 = testing::random_float(rng(), n, 0.0, 1e-2);
+  const auto v0 = testing::random_float(rng(), n, 1.0, 0.0);
+  DeviceBuffer<float> d_master(master0), d_grads(grads), d_m(m0), d_v(v0),
+      d_scale(std::vector<float>{std::numeric_limits<float>::quiet_NaN()});
+  const std::vector<Bf16> weights0(n, from_float(9.0f));
+  DeviceBuffer<Bf16> d_weights(weights0);
+  adamw_update(d_master.get(), d_weights.get(), d_m.get(), d_v.get(), d_grads.get(), n, AdamWStep{},
+               d_scale.get(), nullptr);
+  EXPECT_EQ(d_master.download(), master0);
+  EXPECT_EQ(d_m.download(), m0);
+  EXPECT_EQ(d_v.download(), v0);
+  const auto weights = d_weights.download();
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(weights[i].bits, weights0[i].bits) << "element " << i;
+}
 
 TEST(AdamWArguments, RejectsStepZero) {
   AdamWStep step;

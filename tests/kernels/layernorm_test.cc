@@ -179,6 +179,48 @@ TEST_P(LayerNormTest, BackwardIsDeterministicAndMayRunInPlace) {
   EXPECT_EQ(d_dgamma.download(), dgammas[0]);
 }
 
+// The engine's fused form: the residual stream's gradient added in place
+// (residual_grad = dinp) and parameter gradients written over stale values
+// (the first micro-batch of a step) give the plain call's results.
+TEST_P(LayerNormTest, BackwardAddsResidualGradientAndWritesParameterGradients) {
+  const auto [rows, cols] = GetParam();
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const auto x = testing::random_bf16(rng(), n, 0.0, 1.0);
+  const auto gamma = testing::random_bf16(rng(), cols, 1.0, 0.1);
+  const auto dout = testing::random_bf16(rng(), n, 0.0, 1.0);
+  const auto residual = testing::random_bf16(rng(), n, 0.0, 1.0);
+  const auto mean = testing::random_float(rng(), rows, 0.0, 0.1);
+  const auto rstd = testing::random_float(rng(), rows, 1.0, 0.1);
+  DeviceBuffer<Bf16> d_x(x), d_gamma(gamma), d_dout(dout), d_dinp(n);
+  DeviceBuffer<float> d_mean(mean), d_rstd(rstd), d_dgamma(std::vector<float>(cols, 0.0f)),
+      d_dbeta(std::vector<float>(cols, 0.0f));
+  const std::size_t ws_bytes = layernorm_backward_workspace_bytes(rows, cols);
+  DeviceBuffer<char> d_ws(ws_bytes);
+  layernorm_backward(d_dinp.get(), d_dgamma.get(), d_dbeta.get(), d_dout.get(), d_x.get(),
+                     d_gamma.get(), d_mean.get(), d_rstd.get(), rows, cols, d_ws.get(), ws_bytes,
+                     nullptr);
+  const auto plain = to_double(d_dinp.download());
+  const auto dgamma = d_dgamma.download(), dbeta = d_dbeta.download();
+
+  d_dinp.upload(residual);
+  d_dgamma.upload(std::vector<float>(cols, 7.0f));  // stale: must be overwritten
+  d_dbeta.upload(std::vector<float>(cols, -3.0f));
+  NormBackwardOptions options;
+  options.residual_grad = d_dinp.get();
+  options.accumulate_param_grads = false;
+  layernorm_backward(d_dinp.get(), d_dgamma.get(), d_dbeta.get(), d_dout.get(), d_x.get(),
+                     d_gamma.get(), d_mean.get(), d_rstd.get(), rows, cols, d_ws.get(), ws_bytes,
+                     nullptr, options);
+
+  std::vector<double> want(n);
+  const auto res = to_double(residual);
+  for (std::size_t i = 0; i < n; ++i) want[i] = plain[i] + res[i];
+  // Two bf16 roundings (the plain result, then the sum) instead of one.
+  EXPECT_TRUE(all_close(to_double(d_dinp.download()), want, 1e-2, 1e-2)) << "dinp + residual";
+  EXPECT_EQ(d_dgamma.download(), dgamma);
+  EXPECT_EQ(d_dbeta.download(), dbeta);
+}
+
 // cols: one vector (8), a GPT-2 width (768), a width that is not a multiple of
 // the 256-column tile (1032), wide rows (4096, 12288); rows: partial blocks of
 // 8 rows and partial chunks of 64 rows (130 = 2 x 64 + 2).

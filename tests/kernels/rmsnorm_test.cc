@@ -98,6 +98,39 @@ TEST_P(RmsNormTest, BackwardMatchesReferenceAndAccumulates) {
   EXPECT_TRUE(all_close(to_double(d_dgamma.download()), dgamma, 0.0, dgamma_atol)) << "dgamma";
 }
 
+// As LayerNormTest's fused-form test: residual added in place, dgamma written.
+TEST_P(RmsNormTest, BackwardAddsResidualGradientAndWritesParameterGradients) {
+  const auto [rows, cols] = GetParam();
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  const auto x = testing::random_bf16(rng(), n, 0.2, 1.5);
+  const auto gamma = testing::random_bf16(rng(), cols, 1.0, 0.1);
+  const auto dout = testing::random_bf16(rng(), n, 0.0, 1.0);
+  const auto residual = testing::random_bf16(rng(), n, 0.0, 1.0);
+  const auto rstd = testing::random_float(rng(), rows, 1.0, 0.1);
+  DeviceBuffer<Bf16> d_x(x), d_gamma(gamma), d_dout(dout), d_dinp(n);
+  DeviceBuffer<float> d_rstd(rstd), d_dgamma(std::vector<float>(cols, 0.0f));
+  const std::size_t ws_bytes = rmsnorm_backward_workspace_bytes(rows, cols);
+  DeviceBuffer<char> d_ws(ws_bytes);
+  rmsnorm_backward(d_dinp.get(), d_dgamma.get(), d_dout.get(), d_x.get(), d_gamma.get(),
+                   d_rstd.get(), rows, cols, d_ws.get(), ws_bytes, nullptr);
+  const auto plain = to_double(d_dinp.download());
+  const auto dgamma = d_dgamma.download();
+
+  d_dinp.upload(residual);
+  d_dgamma.upload(std::vector<float>(cols, 7.0f));
+  NormBackwardOptions options;
+  options.residual_grad = d_dinp.get();
+  options.accumulate_param_grads = false;
+  rmsnorm_backward(d_dinp.get(), d_dgamma.get(), d_dout.get(), d_x.get(), d_gamma.get(),
+                   d_rstd.get(), rows, cols, d_ws.get(), ws_bytes, nullptr, options);
+
+  std::vector<double> want(n);
+  const auto res = to_double(residual);
+  for (std::size_t i = 0; i < n; ++i) want[i] = plain[i] + res[i];
+  EXPECT_TRUE(all_close(to_double(d_dinp.download()), want, 1e-2, 1e-2)) << "dinp + residual";
+  EXPECT_EQ(d_dgamma.download(), dgamma);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormTest,
                          ::testing::Values(Shape{1, 8}, Shape{9, 264}, Shape{130, 2048},
                                            Shape{5, 8192}),
