@@ -83,7 +83,41 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
                              sim::task_name(plan_, t));
     break;
   }
+  // The optimizer runs after the graph of the forward and backward (queue_step).
+  if (tasks_.empty() || tasks_.back().kind != sim::TaskKind::kOptimizerStep)
+    throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
   if (options_.tune_gemms) tune_gemms();
+}
+
+void Trainer::queue_step(int step) {
+  if (!options_.use_cuda_graph || timer_.enabled()) {
+    run_tasks(step);
+    return;
+  }
+  if (graph_ == nullptr) capture_graph();
+  SEXTANT_CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
+  if (step > 0) queue_optimizer(step);
+}
+
+void Trainer::capture_graph() {
+  // Everything run_tasks queues is device work on stream_ with fixed pointers and
+  // sizes (tokens are uploaded into the same buffers each step), so one capture
+  // replays every step. The optimizer stays outside: its learning rate and bias
+  // corrections change per step.
+  cudaGraph_t graph = nullptr;
+  SEXTANT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    run_tasks(0);
+  } catch (...) {
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  SEXTANT_CUDA_CHECK(instantiated);
+  graph_ = exec;
 }
 
 void Trainer::tune_gemms() {
@@ -111,8 +145,9 @@ void Trainer::zero_embedding_gradients() {
 }
 
 Trainer::~Trainer() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (graph_ != nullptr) cudaGraphExecDestroy(graph_);
   if (stream_ != nullptr) {
-    cudaStreamSynchronize(stream_);
     model_.reset();
     cudaStreamDestroy(stream_);
   }
@@ -247,7 +282,7 @@ StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const s
   result.step = steps_done_ + 1;
   result.lr = options_.lr.at(result.step);
   upload(inputs, targets);
-  run_tasks(result.step);
+  queue_step(result.step);
   result.loss = read_results(&result.grad_norm);
   // A non-finite norm: AdamW skipped the update on the device (Megatron's
   // behaviour with a loss scaler, and the only safe one with bf16).
@@ -261,7 +296,7 @@ StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const s
 double Trainer::forward_backward(std::span<const std::int32_t> inputs,
                                  std::span<const std::int32_t> targets) {
   upload(inputs, targets);
-  run_tasks(0);
+  queue_step(0);
   const double loss = read_results(nullptr);
   timer_.collect();
   return loss;

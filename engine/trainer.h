@@ -27,6 +27,8 @@
 #include "sim/core/parallel_layout.h"
 #include "sim/plan/plan.h"
 
+struct CUgraphExec_st;  // cudaGraphExec_t is a pointer to it (cuda_runtime_api.h)
+
 namespace sextant::engine {
 
 struct OptimizerSettings {
@@ -50,6 +52,10 @@ struct TrainerOptions {
   /// first 8) in one throw-away forward and backward at construction; off, the
   /// heuristic's first choice.
   bool tune_gemms = true;
+  /// Replay the forward and backward of a step as one CUDA graph (captured on
+  /// the first step) instead of launching its ~35 kernels per layer one by one;
+  /// ignored when time_tasks (the per-task events need the launches).
+  bool use_cuda_graph = true;
 };
 
 struct StepResult {
@@ -104,6 +110,10 @@ class Trainer {
   /// Waits for the queued work; returns the mean loss and, when `grad_norm`
   /// is not null, the gradient norm the optimizer computed.
   double read_results(double* grad_norm);
+  /// run_tasks(0) through the CUDA graph (use_cuda_graph), or directly; then the
+  /// optimizer for update `step` when step > 0.
+  void queue_step(int step);
+  void capture_graph();
   void initialise_parameters();
   void zero_embedding_gradients();
   void tune_gemms();
@@ -125,6 +135,7 @@ class Trainer {
   char* norm_workspace_ = nullptr;
   std::size_t norm_workspace_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  CUgraphExec_st* graph_ = nullptr;  // cudaGraphExec_t: the forward and backward, captured
   TaskTimer timer_;
   int steps_done_ = 0;
   std::string task_name_;  // reused buffer

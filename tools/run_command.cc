@@ -145,7 +145,15 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--format", s.format, "table (progress lines) or json (one object at the end;\n"
                                         "progress goes to stderr)")
       ->capture_default_str();
-  cmd->add_flag("--timing", s.time_tasks, "time every task with CUDA events and print the slowest kinds");
+  cmd->add_flag("--timing", s.time_tasks,
+                "time every task with CUDA events and print the slowest kinds (launches the "
+                "kernels one by one instead of replaying the step's CUDA graph)");
+  cmd->add_flag("!--no-gemm-tuning", s.tune_gemms,
+                "use cuBLASLt's first-choice algorithms instead of timing its first 8 candidates "
+                "for each matrix product at start-up (the choice can differ between runs)");
+  cmd->add_flag("!--no-cuda-graph", s.use_cuda_graph,
+                "launch every kernel of every step from the host instead of replaying one "
+                "CUDA graph of the forward and backward");
   cmd->add_option("--timing-file", s.timing_file, "write per-task times of the last step as CSV (implies --timing)");
   return [a, &common](std::ostream& out) {
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));

@@ -37,6 +37,8 @@ struct RunSettings {
   std::string gpu;          // GPU preset for the peak FLOP/s; empty: from the device's name
   std::string format = "table";
   bool time_tasks = false;
+  bool tune_gemms = true;      // --no-gemm-tuning turns it off
+  bool use_cuda_graph = true;  // --no-cuda-graph turns it off
   std::string timing_file;  // per-task times (CSV) when time_tasks
   std::string configs_dir;
 };

@@ -148,6 +148,8 @@ int run_training(PreparedRun& run, std::ostream& out) {
   options.seed = s.seed;
   options.init_std = s.init_std;
   options.time_tasks = s.time_tasks;
+  options.tune_gemms = s.tune_gemms;
+  options.use_cuda_graph = s.use_cuda_graph;
   std::unique_ptr<engine::Trainer> trainer;
   try {
     trainer = std::make_unique<engine::Trainer>(trained, shape, options);
