@@ -49,7 +49,7 @@ struct TrainerOptions {
   double init_std = 0.02;  // Megatron --init-method-std default
   bool time_tasks = false;
   /// Pick each matrix product's fastest cuBLASLt algorithm (of the heuristic's
-  /// first 8) in one throw-away forward and backward at construction; off, the
+  /// first 16) in one throw-away forward and backward at construction; off, the
   /// heuristic's first choice.
   bool tune_gemms = true;
   /// Replay the forward and backward of a step as one CUDA graph (captured on

@@ -260,11 +260,12 @@ void Transformer::norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* 
 
 void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma,
                                 int beta, const float* mean, const float* rstd,
-                                const Bf16* residual_grad) {
+                                const Bf16* residual_grad, int next_bias) {
   const int rows = static_cast<int>(shape_.tokens());
   kernels::NormBackwardOptions options;
   options.residual_grad = residual_grad;
   options.accumulate_param_grads = accumulate_gradients_;
+  if (residual_biases_from_norms()) options.dinp_column_sums = gradient(next_bias);
   if (shape_.layernorm)
     kernels::layernorm_backward(dinp, gradient(gamma), gradient(beta), dout, inp, weight(gamma),
                                 mean, rstd, rows, shape_.hidden, norm_workspace_,
@@ -273,6 +274,10 @@ void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, i
     kernels::rmsnorm_backward(dinp, gradient(gamma), dout, inp, weight(gamma), rstd, rows,
                               shape_.hidden, norm_workspace_, norm_workspace_bytes_, stream_,
                               options);
+}
+
+bool Transformer::residual_biases_from_norms() const {
+  return shape_.bias && shape_.hidden <= kernels::kNormBackwardMaxSummedCols;
 }
 
 // Y (T, out) = X (T, in) W^T (+ b) (+ R): cuBLASLt with the bias in its
@@ -408,8 +413,10 @@ void Transformer::output_backward() {
   linear_backward(scratch_, logits_, final_norm_, layout_->lm_head(), LayerTensors::kAbsent,
                   s.hidden, s.vocab);
   // The residual stream's gradient starts here: written, not added.
+  const int last_fc2_bias = s.num_layers > 0 ? layout_->layer(s.num_layers - 1).fc2_bias
+                                            : LayerTensors::kAbsent;
   norm_backward(dx_, scratch_, final_input_, layout_->final_norm_gamma(),
-                layout_->final_norm_beta(), final_mean_, final_rstd_, nullptr);
+                layout_->final_norm_beta(), final_mean_, final_rstd_, nullptr, last_fc2_bias);
 }
 
 void Transformer::mlp_backward(int layer) {
@@ -417,27 +424,30 @@ void Transformer::mlp_backward(int layer) {
   const LayerTensors& w = layout_->layer(layer);
   const LayerActivations& a = layers_[to_size(layer)];
   const int T = static_cast<int>(s.tokens());
-  // y = act W2^T + b2 feeds the residual: dy = dx.
+  // y = act W2^T + b2 feeds the residual: dy = dx (and b2's gradient, its column
+  // sum, was summed by the norm backward that wrote dx, when it could).
+  const int fc2_bias = residual_biases_from_norms() ? LayerTensors::kAbsent : w.fc2_bias;
   if (s.gelu) {
     // dact_ = d(fc1_out): GELU's derivative applied in fc2's input-gradient
     // GEMM; fc1's bias gradient is then its column sum, as for any linear layer.
-    linear_backward(dact_, dx_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
+    linear_backward(dact_, dx_, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
     linear_backward(scratch_, dact_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   } else {
-    linear_backward(dact_, dx_, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden);
+    linear_backward(dact_, dx_, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
     kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
     linear_backward(scratch_, dfc1_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   }
   // dx += the norm's input gradient: the residual stream's gradient before the MLP.
-  norm_backward(dx_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd, dx_);
+  norm_backward(dx_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd, dx_,
+                w.proj_bias);
 }
 
 void Transformer::attention_backward(int layer) {
   const TransformerShape& s = shape_;
   const LayerTensors& w = layout_->layer(layer);
   const LayerActivations& a = layers_[to_size(layer)];
-  linear_backward(dattn_, dx_, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(),
-                  s.hidden);
+  const int proj_bias = residual_biases_from_norms() ? LayerTensors::kAbsent : w.proj_bias;
+  linear_backward(dattn_, dx_, projection_input(a), w.proj_weight, proj_bias, s.q_width(), s.hidden);
   const Bf16* dout = dattn_;
   if (s.attention_padded()) {
     kernels::HeadCopy c;
@@ -464,8 +474,9 @@ void Transformer::attention_backward(int layer) {
   if (padded) merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  const int below_fc2_bias = layer > 0 ? layout_->layer(layer - 1).fc2_bias : LayerTensors::kAbsent;
   norm_backward(dx_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd,
-                dx_);
+                dx_, below_fc2_bias);
 }
 
 void Transformer::embedding_backward(int mb) {

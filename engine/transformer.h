@@ -142,9 +142,15 @@ class Transformer {
   void norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma, int beta);
   /// dinp (written) from dout, the gradient of the norm's output; may be the same
   /// buffer. residual_grad (may be dinp, or null) is added: the residual
-  /// stream's gradient past the norm.
+  /// stream's gradient past the norm. next_bias (a tensor, or kAbsent): the
+  /// bias whose gradient is the column sum of this dinp, summed on the way.
   void norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma, int beta,
-                     const float* mean, const float* rstd, const Bf16* residual_grad);
+                     const float* mean, const float* rstd, const Bf16* residual_grad,
+                     int next_bias);
+  /// The biases of proj and fc2 (the layers that write the residual stream)
+  /// summed by the norms' backward instead of by a GEMV: their gradient is the
+  /// column sum of the residual stream's gradient (kernels/layernorm.h).
+  bool residual_biases_from_norms() const;
   /// out = in W^T (+ b) (+ residual, when not null).
   void linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor, int in_width,
                       int out_width, const Bf16* residual = nullptr);

@@ -142,7 +142,7 @@ std::string problem_key(const GemmArgs& a) {
   return key;
 }
 
-constexpr int kHeuristicCandidates = 8;
+constexpr int kHeuristicCandidates = 16;
 
 }  // namespace
 

@@ -89,7 +89,7 @@ class CublasLtGemm {
   /// times per candidate: with beta != 0 and no c_source, C accumulates each time.
   std::vector<float> tune(const GemmArgs& args, cudaStream_t stream, int candidates, int repeats);
 
-  /// When true, run() tunes each new problem on first sight (8 candidates, 3
+  /// When true, run() tunes each new problem on first sight (16 candidates, 3
   /// repeats): for a warm-up pass whose outputs are thrown away.
   void set_tune_new_problems(bool on) { tune_new_problems_ = on; }
 

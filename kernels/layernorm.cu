@@ -22,7 +22,7 @@ void layernorm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, con
 }
 
 std::size_t layernorm_backward_workspace_bytes(int rows, int cols) {
-  return 2 * detail::column_partials_bytes(rows, cols);
+  return 3 * detail::column_partials_bytes(rows, cols);
 }
 
 void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dout, const Bf16* inp,
@@ -41,29 +41,14 @@ void layernorm_backward(Bf16* dinp, float* dgamma, float* dbeta, const Bf16* dou
   require_argument(workspace_bytes >= needed, kName,
                    "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
                        std::to_string(needed) + " bytes layernorm_backward_workspace_bytes asks for");
+  require_argument(options.dinp_column_sums == nullptr || cols <= kNormBackwardMaxSummedCols, kName,
+                   "dinp_column_sums needs cols (" + std::to_string(cols) + ") <= " +
+                       std::to_string(kNormBackwardMaxSummedCols));
   if (rows == 0) return;
 
-  // Parameter gradients first: they read dout, which dinp may overwrite.
-  const int chunks = detail::row_chunks(rows);
-  auto* dgamma_partials = static_cast<float*>(workspace);
-  float* dbeta_partials = dgamma_partials + static_cast<std::size_t>(chunks) * cols;
-  const dim3 grid((cols + detail::kParamGradColsPerBlock - 1) / detail::kParamGradColsPerBlock,
-                  chunks);
-  const dim3 block(detail::kWarpSize, detail::kParamGradRowsInFlight);
-  detail::norm_param_grad_partials_kernel<true><<<grid, block, 0, stream>>>(
-      dgamma_partials, dbeta_partials, detail::cuda_bf16(dout), detail::cuda_bf16(inp), mean,
-      rstd, rows, cols);
-  SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel<layernorm>");
-  const bool accumulate = options.accumulate_param_grads;
-  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream, accumulate);
-  if (dbeta != nullptr)
-    detail::accumulate_column_partials(dbeta_partials, chunks, cols, dbeta, stream, accumulate);
-
-  detail::launch_norm_backward_input<true>(detail::cuda_bf16(dinp), detail::cuda_bf16(dout),
-                                           detail::cuda_bf16(inp), detail::cuda_bf16(gamma), mean,
-                                           rstd, detail::cuda_bf16(options.residual_grad), rows,
-                                           cols, stream);
-  SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel<layernorm>");
+  detail::run_norm_backward<true>(detail::cuda_bf16(dinp), dgamma, dbeta, detail::cuda_bf16(dout),
+                                  detail::cuda_bf16(inp), detail::cuda_bf16(gamma), mean, rstd, rows,
+                                  cols, static_cast<float*>(workspace), options, stream);
 }
 
 }  // namespace sextant::kernels

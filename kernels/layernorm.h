@@ -23,7 +23,7 @@ namespace sextant::kernels {
 void layernorm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, const Bf16* gamma,
                        const Bf16* beta, int rows, int cols, float eps, cudaStream_t stream);
 
-/// Device workspace layernorm_backward needs for (rows, cols): two fp32 arrays
+/// Device workspace layernorm_backward needs for (rows, cols): three fp32 arrays
 /// of partial column sums, ceil(rows / 64) x cols each.
 std::size_t layernorm_backward_workspace_bytes(int rows, int cols);
 
@@ -35,7 +35,15 @@ struct NormBackwardOptions {
   /// true: parameter gradients are added (+=, for gradient accumulation over
   /// micro-batches); false: written over (the first micro-batch of a step).
   bool accumulate_param_grads = true;
+  /// (cols) fp32, (+)= as the parameter gradients: the column sums of the dinp
+  /// written (residual included), i.e. the bias gradient of the linear layer
+  /// whose output the residual stream carries here. Needs cols <=
+  /// kNormBackwardMaxSummedCols.
+  float* dinp_column_sums = nullptr;
 };
+
+/// The widest rows whose backward runs as one fused pass (and can sum dinp).
+inline constexpr int kNormBackwardMaxSummedCols = 4096;
 
 /// dinp = d(loss)/d(inp) (+ options.residual_grad)  (rows, cols) bf16, written; may alias dout.
 /// dgamma += sum over rows of dout * xhat,  dbeta += sum over rows of dout  (cols) fp32

@@ -20,7 +20,7 @@ void rmsnorm_forward(Bf16* out, float* rstd, const Bf16* inp, const Bf16* gamma,
 }
 
 std::size_t rmsnorm_backward_workspace_bytes(int rows, int cols) {
-  return detail::column_partials_bytes(rows, cols);
+  return 2 * detail::column_partials_bytes(rows, cols);
 }
 
 void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* inp,
@@ -38,25 +38,14 @@ void rmsnorm_backward(Bf16* dinp, float* dgamma, const Bf16* dout, const Bf16* i
   require_argument(workspace_bytes >= needed, kName,
                    "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
                        std::to_string(needed) + " bytes rmsnorm_backward_workspace_bytes asks for");
+  require_argument(options.dinp_column_sums == nullptr || cols <= kNormBackwardMaxSummedCols, kName,
+                   "dinp_column_sums needs cols (" + std::to_string(cols) + ") <= " +
+                       std::to_string(kNormBackwardMaxSummedCols));
   if (rows == 0) return;
 
-  const int chunks = detail::row_chunks(rows);
-  auto* dgamma_partials = static_cast<float*>(workspace);
-  const dim3 grid((cols + detail::kParamGradColsPerBlock - 1) / detail::kParamGradColsPerBlock,
-                  chunks);
-  const dim3 block(detail::kWarpSize, detail::kParamGradRowsInFlight);
-  detail::norm_param_grad_partials_kernel<false><<<grid, block, 0, stream>>>(
-      dgamma_partials, nullptr, detail::cuda_bf16(dout), detail::cuda_bf16(inp), nullptr, rstd,
-      rows, cols);
-  SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel<rmsnorm>");
-  detail::accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream,
-                                     options.accumulate_param_grads);
-
-  detail::launch_norm_backward_input<false>(detail::cuda_bf16(dinp), detail::cuda_bf16(dout),
-                                            detail::cuda_bf16(inp), detail::cuda_bf16(gamma),
-                                            nullptr, rstd, detail::cuda_bf16(options.residual_grad),
-                                            rows, cols, stream);
-  SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel<rmsnorm>");
+  detail::run_norm_backward<false>(detail::cuda_bf16(dinp), dgamma, nullptr, detail::cuda_bf16(dout),
+                                   detail::cuda_bf16(inp), detail::cuda_bf16(gamma), nullptr, rstd,
+                                   rows, cols, static_cast<float*>(workspace), options, stream);
 }
 
 }  // namespace sextant::kernels

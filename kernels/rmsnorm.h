@@ -17,7 +17,7 @@ namespace sextant::kernels {
 void rmsnorm_forward(Bf16* out, float* rstd, const Bf16* inp, const Bf16* gamma, int rows,
                      int cols, float eps, cudaStream_t stream);
 
-/// Device workspace rmsnorm_backward needs: ceil(rows / 64) x cols fp32.
+/// Device workspace rmsnorm_backward needs: two ceil(rows / 64) x cols fp32 arrays.
 std::size_t rmsnorm_backward_workspace_bytes(int rows, int cols);
 
 /// dinp (rows, cols) bf16, written, may alias dout; dgamma (cols) fp32 +=

@@ -149,7 +149,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                 "time every task with CUDA events and print the slowest kinds (launches the "
                 "kernels one by one instead of replaying the step's CUDA graph)");
   cmd->add_flag("!--no-gemm-tuning", s.tune_gemms,
-                "use cuBLASLt's first-choice algorithms instead of timing its first 8 candidates "
+                "use cuBLASLt's first-choice algorithms instead of timing its first 16 candidates "
                 "for each matrix product at start-up (the choice can differ between runs)");
   cmd->add_flag("!--no-cuda-graph", s.use_cuda_graph,
                 "launch every kernel of every step from the host instead of replaying one "

@@ -121,13 +121,29 @@ TEST_P(RmsNormTest, BackwardAddsResidualGradientAndWritesParameterGradients) {
   NormBackwardOptions options;
   options.residual_grad = d_dinp.get();
   options.accumulate_param_grads = false;
+  // Rows up to kNormBackwardMaxSummedCols also give dinp's column sums (the
+  // next bias gradient), written over a stale value.
+  const bool sums = cols <= kNormBackwardMaxSummedCols;
+  DeviceBuffer<float> d_sums(std::vector<float>(cols, 5.0f));
+  if (sums) options.dinp_column_sums = d_sums.get();
   rmsnorm_backward(d_dinp.get(), d_dgamma.get(), d_dout.get(), d_x.get(), d_gamma.get(),
                    d_rstd.get(), rows, cols, d_ws.get(), ws_bytes, nullptr, options);
 
   std::vector<double> want(n);
   const auto res = to_double(residual);
   for (std::size_t i = 0; i < n; ++i) want[i] = plain[i] + res[i];
-  EXPECT_TRUE(all_close(to_double(d_dinp.download()), want, 1e-2, 1e-2)) << "dinp + residual";
+  const auto dinp = to_double(d_dinp.download());
+  EXPECT_TRUE(all_close(dinp, want, 1e-2, 1e-2)) << "dinp + residual";
+  if (sums) {
+    // The kernel sums fp32 values before their rounding to bf16: each term
+    // differs from the downloaded one by at most 2^-9 of it.
+    std::vector<double> column(cols, 0.0), atol(cols, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      column[i % cols] += dinp[i];
+      atol[i % cols] += std::ldexp(std::abs(dinp[i]), -8);
+    }
+    EXPECT_TRUE(all_close(to_double(d_sums.download()), column, 0.0, atol)) << "dinp column sums";
+  }
   EXPECT_EQ(d_dgamma.download(), dgamma);
 }
 
