@@ -27,9 +27,19 @@ inline std::size_t column_partials_bytes(int rows, int cols) {
   return static_cast<std::size_t>(row_chunks(rows)) * static_cast<std::size_t>(cols) * sizeof(float);
 }
 
-/// out[c] (+)= sum over chunk of partials[chunk * cols + c], chunks summed in
-/// order: added to out when `accumulate`, else written over it.
+/// out[c] (+)= sum over chunk of partials[chunk * cols + c], in a fixed order:
+/// added to out when `accumulate`, else written over it.
 void accumulate_column_partials(const float* partials, int chunks, int cols, float* out,
                                 cudaStream_t stream, bool accumulate = true);
+
+/// Several (chunks, cols) partial arrays summed into their outputs at once (one
+/// launch): the norms' backward has up to three.
+struct ColumnSum {
+  const float* partials = nullptr;
+  float* out = nullptr;
+};
+inline constexpr int kMaxColumnSumsPerLaunch = 3;
+void accumulate_column_partials(const ColumnSum* sums, int count, int chunks, int cols,
+                                cudaStream_t stream, bool accumulate);
 
 }  // namespace sextant::kernels::detail

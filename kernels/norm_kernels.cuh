@@ -522,14 +522,14 @@ void run_norm_backward(__nv_bfloat16* dinp, float* dgamma, float* dbeta, const _
         dgamma_partials, dbeta_partials, dout, inp, mean, rstd, rows, cols);
     SEXTANT_CHECK_LAUNCH("norm_param_grad_partials_kernel");
   }
-  accumulate_column_partials(dgamma_partials, chunks, cols, dgamma, stream, accumulate);
-  if (kCentered && dbeta != nullptr)
-    accumulate_column_partials(dbeta_partials, chunks, cols, dbeta, stream, accumulate);
-  if (cols <= kNormBackwardMaxSummedCols) {
-    if (options.dinp_column_sums != nullptr)
-      accumulate_column_partials(dsum_partials, chunks, cols, options.dinp_column_sums, stream, accumulate);
-    return;
-  }
+  ColumnSum sums[kMaxColumnSumsPerLaunch];
+  int count = 0;
+  sums[count++] = {dgamma_partials, dgamma};
+  if (kCentered && dbeta != nullptr) sums[count++] = {dbeta_partials, dbeta};
+  const bool fused = cols <= kNormBackwardMaxSummedCols;
+  if (fused && options.dinp_column_sums != nullptr) sums[count++] = {dsum_partials, options.dinp_column_sums};
+  accumulate_column_partials(sums, count, chunks, cols, stream, accumulate);
+  if (fused) return;
   launch_norm_backward_input<kCentered>(dinp, dout, inp, gamma, mean, rstd, residual, rows, cols, stream);
   SEXTANT_CHECK_LAUNCH("norm_backward_input_kernel");
 }
