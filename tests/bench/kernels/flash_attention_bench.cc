@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   std::mt19937_64 rng(2026);
   for (const FlashAttentionShape& s :
        {FlashAttentionShape{4, 2048, 16, 16, 128}, FlashAttentionShape{4, 2048, 16, 16, 64},
-        FlashAttentionShape{4, 2048, 16, 4, 128}, FlashAttentionShape{1, 8192, 16, 16, 128}})
+        FlashAttentionShape{4, 2048, 16, 4, 128}, FlashAttentionShape{1, 8192, 16, 16, 128},
+        FlashAttentionShape{8, 1024, 16, 16, 128}})
     sextant::kernels::time_attention(s, /*fused=*/false, iters, rng);
   sextant::kernels::time_attention({4, 2048, 16, 16, 128}, /*fused=*/true, iters, rng);
   return 0;
