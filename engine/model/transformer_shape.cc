@@ -22,6 +22,7 @@ TransformerShape transformer_shape_of(const sim::ModelConfig& model, int micro_b
   s.bias = model.add_bias_linear;
   s.learned_positions = model.position_embedding == sim::PositionEmbedding::kLearnedAbsolute;
   s.tie_embeddings = model.tie_embeddings;
+  s.rope_theta = static_cast<float>(model.rotary_base);
   return s;
 }
 

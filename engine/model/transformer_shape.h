@@ -31,7 +31,7 @@ struct TransformerShape {
   bool learned_positions = true;  // else rotary embeddings
   bool tie_embeddings = true;
   float norm_eps = 1e-5f;         // Megatron's --norm-epsilon default
-  float rope_theta = 10000.0f;    // Su et al. 2021, eq. 15 (Megatron's --rotary-base default)
+  float rope_theta = 10000.0f;    // Su et al. 2021, eq. 15: the model's rotary_base
 
   /// The head dimension the attention kernels run at: 64 or 128, or the head
   /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).

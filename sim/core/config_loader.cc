@@ -134,6 +134,8 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
       else map.report("position_embedding_type", "got '" + *pos + "'; accepted: learned_absolute, rope");
     }
     m.add_bias_linear = map.optional_bool("add_bias_linear").value_or(true);
+    m.rotary_base = map.optional_double("rotary_base").value_or(10000.0);
+    map.require_in_range("rotary_base", m.rotary_base, 1.0, 1e9);
     m.hidden_dropout = map.optional_double("hidden_dropout").value_or(0.1);
     map.require_in_range("hidden_dropout", m.hidden_dropout, 0.0, 0.99);
     m.attention_dropout = map.optional_double("attention_dropout").value_or(0.1);
@@ -168,7 +170,7 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
     map.finish({"name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                 "num_query_groups", "kv_channels", "vocab_size", "seq_length", "activation",
                 "normalization", "tie_embeddings", "position_embedding_type", "add_bias_linear",
-                "hidden_dropout", "attention_dropout", "moe", "source"});
+                "rotary_base", "hidden_dropout", "attention_dropout", "moe", "source"});
     return m;
   });
 }

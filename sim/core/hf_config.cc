@@ -360,6 +360,11 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
   m.normalization = llama ? Normalization::kRmsNorm : Normalization::kLayerNorm;
   m.position_embedding = gpt2 ? PositionEmbedding::kLearnedAbsolute : PositionEmbedding::kRope;
   m.tie_embeddings = r.optional_bool("tie_word_embeddings").value_or(a.tie_default);
+  if (!gpt2) {
+    const std::string_view base_key = a.family == Family::kGptNeox ? "rotary_emb_base" : "rope_theta";
+    m.rotary_base = r.optional_double(base_key).value_or(10000.0);
+    r.map().require_in_range(base_key, m.rotary_base, 1.0, 1e9);
+  }
   if (llama) {
     const bool attention_bias = r.optional_bool("attention_bias").value_or(false);
     const bool mlp_bias = r.optional_bool("mlp_bias").value_or(false);

@@ -31,6 +31,7 @@
 //   tie_embeddings            tie_word_embeddings                     transformers' class default
 //                                                                     (GPT-2 true, others false)
 //   add_bias_linear           attention_bias && mlp_bias (Llama fam.) false; GPT-2, NeoX true
+//   rotary_base               rope_theta | rotary_emb_base (NeoX)     10000 (RoPE families)
 //   hidden_dropout            resid_pdrop (GPT-2), hidden_dropout     0.1 (GPT-2), 0
 //                             (NeoX); 0 for the Llama family
 //   attention_dropout         attn_pdrop (GPT-2), attention_dropout   0.1 (GPT-2), 0

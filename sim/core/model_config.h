@@ -39,6 +39,9 @@ struct ModelConfig {
   bool tie_embeddings = false;
   PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
   bool add_bias_linear = true;   // Megatron --add-bias-linear (default on; Llama off)
+  // RoPE's base (theta of Su et al. 2021, eq. 15): Megatron --rotary-base, HF rope_theta.
+  // 10000 is both tools' default; Llama 3 uses 500000. Read only with rope.
+  double rotary_base = 10000.0;
   double hidden_dropout = 0.1;   // Megatron --hidden-dropout; > 0 stores a 1-byte mask
   double attention_dropout = 0.1;
   std::optional<MoeConfig> moe;

@@ -78,7 +78,8 @@ const std::string kModel =
 const std::string kModelKeys =
     "name, num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, "
     "kv_channels, vocab_size, seq_length, activation, normalization, tie_embeddings, "
-    "position_embedding_type, add_bias_linear, hidden_dropout, attention_dropout, moe, source";
+    "position_embedding_type, add_bias_linear, rotary_base, hidden_dropout, attention_dropout, moe, "
+    "source";
 
 TEST(LoadModel, DenseModelLoadsWithDefaults) {
   const ModelConfig m = load_model_text(kModel, "model.yaml");
@@ -98,6 +99,7 @@ TEST(LoadModel, DenseModelLoadsWithDefaults) {
   EXPECT_TRUE(m.add_bias_linear);
   EXPECT_DOUBLE_EQ(m.hidden_dropout, 0.1);
   EXPECT_DOUBLE_EQ(m.attention_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(m.rotary_base, 10000.0);
   EXPECT_FALSE(m.moe);
 }
 
@@ -110,6 +112,7 @@ TEST(LoadModel, EveryOptionalKeyIsRead) {
                            "add_bias_linear: false\n"
                            "hidden_dropout: 0.0\n"
                            "attention_dropout: 0.05\n"
+                           "rotary_base: 500000\n"
                            "source: made up for a test\n";
   const ModelConfig m = load_model_text(text, "model.yaml");
   EXPECT_EQ(m.num_query_groups, 2);
@@ -123,6 +126,12 @@ TEST(LoadModel, EveryOptionalKeyIsRead) {
   EXPECT_FALSE(m.add_bias_linear);
   EXPECT_DOUBLE_EQ(m.hidden_dropout, 0.0);
   EXPECT_DOUBLE_EQ(m.attention_dropout, 0.05);
+  EXPECT_DOUBLE_EQ(m.rotary_base, 500000.0);
+}
+
+TEST(LoadModel, RotaryBaseMustBePositive) {
+  EXPECT_EQ(model_errors(kModel + "rotary_base: 0\n"),
+            Lines{"model.yaml:10:14: rotary_base: must be in [1, 1000000000], got 0"});
 }
 
 TEST(LoadModel, UnknownKeyListsTheAcceptedKeys) {

@@ -59,6 +59,7 @@ void expect_same_model(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.add_bias_linear, b.add_bias_linear);
   EXPECT_EQ(a.hidden_dropout, b.hidden_dropout);
   EXPECT_EQ(a.attention_dropout, b.attention_dropout);
+  EXPECT_EQ(a.rotary_base, b.rotary_base);
   ASSERT_EQ(a.moe.has_value(), b.moe.has_value());
   if (a.moe) {
     EXPECT_EQ(a.moe->num_experts, b.moe->num_experts);
@@ -87,6 +88,7 @@ TEST(HfConfig, Llama31_8B) {
   EXPECT_FALSE(m.add_bias_linear);
   EXPECT_EQ(m.hidden_dropout, 0.0);
   EXPECT_EQ(m.attention_dropout, 0.0);
+  EXPECT_EQ(m.rotary_base, 500000.0);  // rope_theta
   EXPECT_FALSE(m.moe.has_value());
 }
 
@@ -110,6 +112,7 @@ TEST(HfConfig, Mixtral8x7B) {
   EXPECT_EQ(m.activation, Activation::kSwiglu);
   EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
   EXPECT_FALSE(m.add_bias_linear);
+  EXPECT_EQ(m.rotary_base, 1e6);  // rope_theta
   ASSERT_TRUE(m.moe.has_value());
   EXPECT_EQ(m.moe->num_experts, 8);
   EXPECT_EQ(m.moe->router_topk, 2);
