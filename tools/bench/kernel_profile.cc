@@ -17,7 +17,9 @@
 // The table: per kernel name (demangled, template arguments cut), the total
 // milliseconds in the window, calls, mean microseconds and the share of the
 // window; then the window's length, the GPU's busy time (overlaps merged) and
-// its idle time, so gaps between kernels show too.
+// its idle time, so gaps between kernels show too; then the idle time by gap
+// length and the longest gaps with the activities on either side
+// (SEXTANT_PROFILE_GAPS of them, default 5).
 #include <cupti.h>
 #include <cxxabi.h>
 
@@ -147,6 +149,13 @@ void report() {
     long calls = 0;
   };
   std::map<std::string, Sum> sums;
+  struct Gap {
+    std::uint64_t ns;
+    const std::string* before;
+    const std::string* after;
+  };
+  std::vector<Gap> gaps;
+  const std::string* last_name = nullptr;
   std::uint64_t first_start = last_end, busy_ns = 0, covered_to = 0;
   for (const Activity& a : all) {
     if (a.start_ns < window_start) continue;
@@ -154,9 +163,12 @@ void report() {
     Sum& s = sums[a.name];
     s.ns += static_cast<double>(a.end_ns - a.start_ns);
     ++s.calls;
+    if (last_name != nullptr && a.start_ns > covered_to)
+      gaps.push_back({a.start_ns - covered_to, last_name, &a.name});
     // Busy time with overlapping activities merged (sorted by start).
     const std::uint64_t from = std::max(a.start_ns, covered_to);
     if (a.end_ns > from) busy_ns += a.end_ns - from;
+    if (a.end_ns >= covered_to) last_name = &a.name;
     covered_to = std::max(covered_to, a.end_ns);
   }
   const double window_ns = static_cast<double>(last_end - first_start);
@@ -178,6 +190,24 @@ void report() {
   std::fprintf(out, "window %.3f ms, GPU busy %.3f ms (%.2f%%), idle %.3f ms\n", window_ns * 1e-6,
                static_cast<double>(busy_ns) * 1e-6, 100.0 * static_cast<double>(busy_ns) / window_ns,
                (window_ns - static_cast<double>(busy_ns)) * 1e-6);
+  // Idle time by gap length: many short gaps (launch latency between dependent
+  // kernels) or a few long ones (the host).
+  constexpr std::uint64_t kBounds[] = {2'000, 10'000, 100'000};
+  double idle_ms[4] = {}, count[4] = {};
+  for (const Gap& g : gaps) {
+    int b = 0;
+    while (b < 3 && g.ns >= kBounds[b]) ++b;
+    idle_ms[b] += static_cast<double>(g.ns) * 1e-6;
+    ++count[b];
+  }
+  std::fprintf(out, "idle by gap: <2 us %.3f ms (%.0f gaps), 2-10 us %.3f ms (%.0f), 10-100 us %.3f ms (%.0f), "
+               ">=100 us %.3f ms (%.0f)\n", idle_ms[0], count[0], idle_ms[1], count[1], idle_ms[2], count[2],
+               idle_ms[3], count[3]);
+  const auto longest = static_cast<std::size_t>(env_double("SEXTANT_PROFILE_GAPS", 5));
+  std::sort(gaps.begin(), gaps.end(), [](const Gap& a, const Gap& b) { return a.ns > b.ns; });
+  for (std::size_t i = 0; i < gaps.size() && i < longest; ++i)
+    std::fprintf(out, "gap %.1f us after %s, before %s\n", static_cast<double>(gaps[i].ns) * 1e-3,
+                 gaps[i].before->c_str(), gaps[i].after->c_str());
   if (out != stderr) std::fclose(out);
 }
 
