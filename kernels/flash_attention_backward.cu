@@ -25,6 +25,9 @@
 //      anyway, each warp multiplies 16 queries of it by half of head_dim and
 //      adds the result into an fp32 buffer with atomics.
 //   3. dQ: the fp32 buffer, times the softmax scale, to bf16.
+// On compute capability 9.0 (H100, H200) at head_dim 128, flash_attention_backward
+// runs the wgmma kernels of kernels/flash_attention_backward_sm90.cu instead;
+// this one serves head_dim 64, sm_80 and any other device.
 // Key block 0 sees every query block, so the grid's slowest dimension walks the
 // key blocks from 0: the heaviest blocks of every head start first. (One head
 // at a time instead starts the last heads' long blocks late: 10 % slower at
@@ -45,6 +48,18 @@
 #include "kernels/flash_attention_tiles.cuh"
 
 namespace sextant::kernels {
+namespace detail {
+// The Hopper backward (kernels/flash_attention_backward_sm90.cu): whether it
+// takes `shape` (one that flash_attention_unsupported_reason accepts), the
+// workspace it needs, and the launcher, for compute capability 9.0 devices only.
+bool flash_attention_backward_sm90_supports(const FlashAttentionShape& shape);
+std::size_t flash_attention_backward_sm90_workspace_bytes(const FlashAttentionShape& shape);
+void flash_attention_backward_sm90(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16* q,
+                                   const Bf16* k, const Bf16* v, const Bf16* out, const float* lse,
+                                   const FlashAttentionShape& shape, void* workspace,
+                                   cudaStream_t stream);
+}  // namespace detail
+
 namespace {
 
 using namespace detail::flash;
@@ -474,7 +489,11 @@ std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& 
   if (!flash_attention_unsupported_reason(shape).empty()) return 0;
   const std::size_t rows = static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
   // The delta rows follow dQ; dQ's size is a multiple of 64 floats, so delta stays aligned.
-  return (dq_accum_elems(shape) + rows) * sizeof(float);
+  const std::size_t bytes = (dq_accum_elems(shape) + rows) * sizeof(float);
+  // Enough for either kernel, whichever device runs it (the Hopper one pads
+  // the rows to whole query blocks and adds LSE).
+  if (!detail::flash_attention_backward_sm90_supports(shape)) return bytes;
+  return std::max(bytes, detail::flash_attention_backward_sm90_workspace_bytes(shape));
 }
 
 void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16* q,
@@ -499,6 +518,17 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
                    "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
                        std::to_string(needed) +
                        " bytes flash_attention_backward_workspace_bytes asks for");
+  // The wgmma kernels are compiled for sm_90a only, whose machine code runs on
+  // compute capability 9.0 alone.
+  int device = 0, major = 0, minor = 0;
+  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major == 9 && minor == 0 && detail::flash_attention_backward_sm90_supports(shape)) {
+    detail::flash_attention_backward_sm90(dq, dk, dv, dout, q, k, v, out, lse, shape, workspace,
+                                          stream);
+    return;
+  }
   auto* dq_accum = static_cast<float*>(workspace);
   float* delta = dq_accum + dq_accum_elems(shape);
   if (shape.head_dim == 64)

@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention_tensor_map.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
 #include "kernels/flash_attention.h"
@@ -75,7 +76,7 @@ static_assert(kBlockRows == kBlockKeys, "only the diagonal key block needs the c
 // and 4 % slower at s = 8192, so it is not used.
 constexpr int kStages = 3;
 // 64 bf16 = 128 bytes: one swizzled row of a panel (kernels/wgmma.cuh).
-constexpr int kPanelCols = 64;
+constexpr int kPanelCols = kTensorMapBoxCols;
 constexpr std::uint32_t kPanelRowBytes = 128;
 
 template <int kHeadDim>
@@ -428,61 +429,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-using TensorMapEncoder = PFN_cuTensorMapEncodeTiled_v12000;
-
-/// cuTensorMapEncodeTiled through the runtime's driver entry point, so the
-/// library does not link libcuda; looked up once.
-TensorMapEncoder tensor_map_encoder() {
-  static const TensorMapEncoder encoder = [] {
-    void* function = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    SEXTANT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
-                                                        cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || function == nullptr)
-      throw CudaError("cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)", __FILE__,
-                      __LINE__, "cudaDriverEntryPointSymbolNotFound",
-                      "the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer needed)");
-    return reinterpret_cast<TensorMapEncoder>(function);
-  }();
-  return encoder;
-}
-
-/// The 4-D tensor map (head_dim, heads, seq, batch) of q, k or v (element i of
-/// head h of token t of sequence b at base[(b * seq + t) * row_stride + h *
-/// head_dim + i]), read in boxes of (64, 1, 128, 1) with the 128-byte swizzle.
-CUtensorMap make_tensor_map(const Bf16* base, int head_dim, int heads, int seq, int batch,
-                            long long row_stride) {
-  constexpr std::size_t kElemBytes = sizeof(__nv_bfloat16);
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(heads),
-                              static_cast<cuuint64_t>(seq), static_cast<cuuint64_t>(batch)};
-  const cuuint64_t strides_bytes[3] = {
-      static_cast<cuuint64_t>(head_dim) * kElemBytes,
-      static_cast<cuuint64_t>(row_stride) * kElemBytes,
-      static_cast<cuuint64_t>(row_stride) * kElemBytes * static_cast<cuuint64_t>(seq)};
-  const cuuint32_t box[4] = {kPanelCols, 1, kBlockKeys, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  const CUresult result = tensor_map_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, const_cast<Bf16*>(base), dims, strides_bytes, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS)
-    throw CudaError("cuTensorMapEncodeTiled", __FILE__, __LINE__,
-                    "CUresult " + std::to_string(static_cast<int>(result)),
-                    "cannot describe the attention operand to TMA");
-  return map;
-}
-
 template <int kHeadDim>
 void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
             const FlashAttentionShape& shape, int device, cudaStream_t stream) {
   constexpr std::size_t kBytes = Layout<kHeadDim>::kBytes;
   const CUtensorMap q_map =
-      make_tensor_map(q, kHeadDim, shape.heads, shape.seq, shape.batch, q_row_stride(shape));
+      make_attention_tensor_map(q, kHeadDim, shape.heads, shape.seq, shape.batch, q_row_stride(shape), kBlockKeys);
   const CUtensorMap k_map =
-      make_tensor_map(k, kHeadDim, shape.kv_heads, shape.seq, shape.batch, kv_row_stride(shape));
+      make_attention_tensor_map(k, kHeadDim, shape.kv_heads, shape.seq, shape.batch, kv_row_stride(shape), kBlockKeys);
   const CUtensorMap v_map =
-      make_tensor_map(v, kHeadDim, shape.kv_heads, shape.seq, shape.batch, kv_row_stride(shape));
+      make_attention_tensor_map(v, kHeadDim, shape.kv_heads, shape.seq, shape.batch, kv_row_stride(shape), kBlockKeys);
   int sms = 0;
   SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int q_blocks = (shape.seq + kBlockRows - 1) / kBlockRows;

@@ -469,5 +469,15 @@ TEST(FlashAttentionArguments, LauncherThrowsBeforeLaunching) {
   }
 }
 
+// Backward at head_dim 128 over more key blocks than the short shapes: 520 =
+// 4 * 128 + 8 keys (five 128-key blocks, the last partial; 9 query blocks of
+// 64, the last partial) and GQA groups of 4 query heads, so each of the Hopper
+// kernel's blocks walks 4 heads and its (Q, dO) slots wrap many times; and an
+// MHA shape that fills its blocks exactly (2 * 4 * 512 keys in 32 blocks).
+INSTANTIATE_TEST_SUITE_P(LongShapes, FlashAttentionTest,
+                         ::testing::Values(FlashAttentionShape{2, 520, 8, 2, 128},
+                                           FlashAttentionShape{2, 512, 4, 4, 128}),
+                         shape_name);
+
 }  // namespace
 }  // namespace sextant::kernels

@@ -125,5 +125,7 @@ int main(int argc, char** argv) {
         FlashAttentionShape{8, 1024, 16, 16, 128}})
     sextant::kernels::time_attention(s, /*fused=*/false, iters, rng);
   sextant::kernels::time_attention({4, 2048, 16, 16, 128}, /*fused=*/true, iters, rng);
+  // A longer sequence at the same token count as the first row.
+  sextant::kernels::time_attention({2, 4096, 16, 16, 128}, /*fused=*/false, iters, rng);
   return 0;
 }
