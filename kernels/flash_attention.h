@@ -54,7 +54,10 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 
 /// Device workspace flash_attention_backward needs: an fp32 dQ accumulator
 /// (batch, seq, heads, head_dim) and the fp32 row sums delta_i = dO_i . O_i
-/// (batch, heads, seq). 0 for a shape flash_attention_unsupported_reason rejects.
+/// (batch, heads, seq); on compute capability 9.0 at head_dim 128 the wgmma
+/// backward's instead (dQ padded to whole 64-query blocks, delta and LSE in
+/// log2 units), and the size returned covers either. 0 for a shape
+/// flash_attention_unsupported_reason rejects.
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape);
 
 /// The gradients of flash_attention_forward, all written (not accumulated):
