@@ -41,7 +41,7 @@ void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t att
 
 bool gelu_forward(GemmEpilogue e) { return e == GemmEpilogue::kGelu || e == GemmEpilogue::kBiasGelu; }
 bool gelu_backward(GemmEpilogue e) {
-  return e == GemmEpilogue::kGeluBackward || e == GemmEpilogue::kGeluBackwardBiasGrad;
+  return e == GemmEpilogue::kGeluBackward;
 }
 bool has_bias(GemmEpilogue e) { return e == GemmEpilogue::kBias || e == GemmEpilogue::kBiasGelu; }
 
@@ -54,7 +54,6 @@ cublasLtEpilogue_t to_cublas(GemmEpilogue e, bool save_gelu_input) {
     case GemmEpilogue::kBiasGelu:
       return save_gelu_input ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_BIAS;
     case GemmEpilogue::kGeluBackward: return CUBLASLT_EPILOGUE_DGELU;
-    case GemmEpilogue::kGeluBackwardBiasGrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -84,8 +83,7 @@ std::string gemm_check(const GemmArgs& args) {
   if (!is_aligned(args.a, 16) || !is_aligned(args.b, 16) || !is_aligned(args.c, 16) ||
       !is_aligned(args.bias, 16) || !is_aligned(args.gelu_input, 16))
     return "a, b, c, bias and gelu_input must be 16-byte aligned";
-  if (!is_aligned(args.c_source, 16) || !is_aligned(args.bias_grad, 16))
-    return "c_source and bias_grad must be 16-byte aligned";
+  if (!is_aligned(args.c_source, 16)) return "c_source must be 16-byte aligned";
   if (args.epilogue != GemmEpilogue::kNone && args.c_type != GemmOutput::kBf16)
     return "epilogues need a bf16 output (the fp32 output is for weight gradients)";
   if (has_bias(args.epilogue) != (args.bias != nullptr))
@@ -94,9 +92,6 @@ std::string gemm_check(const GemmArgs& args) {
     return "gelu_input needs a GELU epilogue";
   if (gelu_backward(args.epilogue) && args.gelu_input == nullptr)
     return "a GELU backward epilogue needs gelu_input (saved by the forward)";
-  if ((args.epilogue == GemmEpilogue::kGeluBackwardBiasGrad) != (args.bias_grad != nullptr))
-    return args.bias_grad == nullptr ? "kGeluBackwardBiasGrad needs bias_grad"
-                                     : "bias_grad needs kGeluBackwardBiasGrad";
   if (args.c_source != nullptr && args.beta == 0.0f) return "c_source is read only when beta != 0";
   if (args.gelu_input != nullptr && args.n % 8 != 0)
     return "saving gelu_input needs n (" + std::to_string(args.n) +
@@ -135,7 +130,6 @@ std::string problem_key(const GemmArgs& a) {
   key += a.c_type == GemmOutput::kBf16 ? " bf16" : " fp32";
   key += " epilogue=" + std::to_string(static_cast<int>(a.epilogue));
   key += a.gelu_input != nullptr ? " aux" : "";
-  if (a.bias_grad != nullptr) key += a.bias_grad_type == GemmOutput::kBf16 ? " dbias=bf16" : " dbias=fp32";
   key += " align=" + std::to_string(alignment_bytes(a.a)) + "," + std::to_string(alignment_bytes(a.b)) +
          "," + std::to_string(alignment_bytes(a.c_source != nullptr ? a.c_source : a.c)) + "," +
          std::to_string(alignment_bytes(a.c));
@@ -165,13 +159,9 @@ CublasLtGemm::Problem& CublasLtGemm::problem(const GemmArgs& args) {
     const std::int64_t aux_ld = args.n;
     set_attribute(p->op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
   }
-  if (args.bias_grad != nullptr) {
-    const cudaDataType_t bias_type = to_cuda(args.bias_grad_type);
-    set_attribute(p->op.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
-  }
   // Pointers are set per product; the heuristic needs them set to something.
-  if (args.bias != nullptr || args.bias_grad != nullptr) {
-    const void* bias = args.bias != nullptr ? static_cast<const void*>(args.bias) : args.bias_grad;
+  if (args.bias != nullptr) {
+    const void* bias = args.bias;
     set_attribute(p->op.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   if (args.gelu_input != nullptr) {
@@ -221,8 +211,8 @@ CublasLtGemm::Problem& CublasLtGemm::problem(const GemmArgs& args) {
 }
 
 void CublasLtGemm::launch(const GemmArgs& args, Problem& p, int algorithm, cudaStream_t stream) {
-  if (args.bias != nullptr || args.bias_grad != nullptr) {
-    const void* bias = args.bias != nullptr ? static_cast<const void*>(args.bias) : args.bias_grad;
+  if (args.bias != nullptr) {
+    const void* bias = args.bias;
     set_attribute(p.op.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
   if (args.gelu_input != nullptr) {

@@ -34,9 +34,10 @@ inline constexpr std::size_t kCublasLtWorkspaceBytes = std::size_t{32} << 20;
 
 enum class Transpose { kNo, kYes };
 // kGeluBackward: D = GELU'(gelu_input) * (op(A) op(B)), the input gradient of
-// a GELU whose input the forward saved; kGeluBackwardBiasGrad also writes the
-// column sums of D (the gradient of the bias before that GELU) to bias_grad.
-enum class GemmEpilogue { kNone, kBias, kGelu, kBiasGelu, kGeluBackward, kGeluBackwardBiasGrad };
+// a GELU whose input the forward saved. (cuBLASLt's DGELU_BGRAD, which also sums
+// the bias gradient, ran at 291 TFLOP/s against 672 without it on an H100 and takes only a
+// bf16 bias: reports/measurements/2026-11-22-h100-profile-1.3b/gemm.txt.)
+enum class GemmEpilogue { kNone, kBias, kGelu, kBiasGelu, kGeluBackward };
 enum class GemmOutput { kBf16, kFp32 };
 
 struct GemmArgs {
@@ -56,8 +57,6 @@ struct GemmArgs {
   Bf16* gelu_input = nullptr;  // (m, n) bf16: written by kGelu/kBiasGelu when not null (the
                                // values GELU was applied to, after the bias); read by the
                                // GELU backward epilogues, which need it
-  void* bias_grad = nullptr;   // (n), kGeluBackwardBiasGrad's output (written, not added)
-  GemmOutput bias_grad_type = GemmOutput::kFp32;
 };
 
 /// Empty when `args` can run; otherwise what is wrong, with the values.
