@@ -121,11 +121,19 @@ void Trainer::capture_graph() {
 }
 
 void Trainer::tune_gemms() {
-  // Token 0 everywhere keeps the embedding and the loss in bounds; everything
-  // this pass writes is overwritten or zeroed by the first step.
+  // Tokens spread over the vocabulary (a 64-bit LCG, Knuth's MMIX constants)
+  // rather than one token everywhere, so the products are timed on data like
+  // training's (a tensor core's power, and so the clock it holds, depends on
+  // the data). Everything this pass writes is overwritten or zeroed by the
+  // first step.
   const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(model_->tokens(), 0, n * sizeof(std::int32_t), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(model_->targets(), 0, n * sizeof(std::int32_t), stream_));
+  std::vector<std::int32_t> tokens(n);
+  std::uint64_t state = options_.seed;
+  for (auto& t : tokens) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    t = static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(shape_.vocab));
+  }
+  upload(tokens, tokens);
   model_->set_tune_gemms(true);
   run_tasks(0);
   model_->set_tune_gemms(false);

@@ -1,5 +1,6 @@
 #include "kernels/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,14 +25,16 @@ __device__ __forceinline__ float adamw_element(float& p, float& m, float& v, flo
   return p;
 }
 
-// Four fp32 values (16 bytes) per thread; the tail of n % 4 is done element-wise.
+// Four fp32 values (16 bytes) per thread and pass, grid-stride (a grid smaller
+// than n / 4 threads loops); the tail of n % 4 is done element-wise.
 __global__ void adamw_kernel(float* master, __nv_bfloat16* weights, float* m_state,
                              float* v_state, const float* grads, std::size_t n,
                              UpdateConstants k, const float* grad_scale) {
-  const std::size_t first = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
-  if (first >= n) return;
   const float scale = grad_scale != nullptr ? *grad_scale : 1.0f;
   if (!isfinite(scale)) return;  // a skipped step (grad_norm.h)
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x * 4;
+  for (std::size_t first = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+       first < n; first += stride) {
   if (first + 4 <= n) {
     float4 p = *reinterpret_cast<const float4*>(master + first);
     float4 m = *reinterpret_cast<const float4*>(m_state + first);
@@ -48,11 +51,12 @@ __global__ void adamw_kernel(float* master, __nv_bfloat16* weights, float* m_sta
       __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(p.x, p.y), __floats2bfloat162_rn(p.z, p.w)};
       *reinterpret_cast<uint2*>(weights + first) = *reinterpret_cast<const uint2*>(pair);
     }
-    return;
+    continue;
   }
   for (std::size_t i = first; i < n; ++i) {
     const float p = adamw_element(master[i], m_state[i], v_state[i], grads[i] * scale, k);
     if (weights != nullptr) weights[i] = __float2bfloat16_rn(p);
+  }
   }
 }
 
@@ -60,8 +64,9 @@ __global__ void adamw_kernel(float* master, __nv_bfloat16* weights, float* m_sta
 
 void adamw_update(float* master, Bf16* weights, float* m, float* v, const float* grads,
                   std::size_t n, const AdamWStep& step, const float* grad_scale,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, int max_blocks) {
   constexpr const char* kName = "adamw_update";
+  require_argument(max_blocks >= 0, kName, "max_blocks (" + std::to_string(max_blocks) + ") must be >= 0");
   require_argument(step.step >= 1, kName, "step (" + std::to_string(step.step) + ") must be >= 1");
   require_argument(step.beta1 >= 0.0f && step.beta1 < 1.0f && step.beta2 >= 0.0f &&
                        step.beta2 < 1.0f,
@@ -80,10 +85,14 @@ void adamw_update(float* master, Bf16* weights, float* m, float* v, const float*
       step.beta1,
       step.beta2,
       step.eps};
-  constexpr int kThreads = 256;
+  // A capped grid takes whole multiprocessors: the block scheduler spreads a
+  // grid's first blocks one per SM, so max_blocks blocks of 1024 threads (half an
+  // H100 SM's 2048) sit on max_blocks SMs.
+  const int block_threads = max_blocks > 0 ? 1024 : 256;
   const std::size_t threads = (n + 3) / 4;
-  adamw_kernel<<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0,
-                 stream>>>(master, reinterpret_cast<__nv_bfloat16*>(weights), m, v, grads, n, k,
+  std::size_t blocks = (threads + block_threads - 1) / block_threads;
+  if (max_blocks > 0) blocks = std::min(blocks, static_cast<std::size_t>(max_blocks));
+  adamw_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, stream>>>(master, reinterpret_cast<__nv_bfloat16*>(weights), m, v, grads, n, k,
                            grad_scale);
   SEXTANT_CHECK_LAUNCH("adamw_kernel");
 }

@@ -32,8 +32,11 @@ struct AdamWStep {
 /// Reading the scale from the device keeps the step free of host syncs. A
 /// non-finite *grad_scale (grad_clip_scale's answer to a non-finite gradient
 /// norm) skips the update: nothing is read or written.
+/// max_blocks > 0 caps the grid (1024 threads a block, looping over n): an
+/// update that runs beside other kernels on a few multiprocessors; 0 gives one
+/// thread per four elements.
 void adamw_update(float* master, Bf16* weights, float* m, float* v, const float* grads,
                   std::size_t n, const AdamWStep& step, const float* grad_scale,
-                  cudaStream_t stream);
+                  cudaStream_t stream, int max_blocks = 0);
 
 }  // namespace sextant::kernels

@@ -1,5 +1,7 @@
 #include "kernels/cross_entropy.h"
 
+#include <cuda_pipeline.h>
+
 #include <cfloat>
 #include <string>
 
@@ -27,40 +29,9 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
 }
 
-__global__ void __launch_bounds__(kThreads)
-    softmax_cross_entropy_kernel(float* losses, __nv_bfloat16* dlogits,
-                                 const __nv_bfloat16* logits, const std::int32_t* targets,
-                                 int vocab, float grad_scale) {
-  __shared__ float warp_max[kWarps];
-  __shared__ float warp_sum[kWarps];
-  const std::int64_t row = blockIdx.x;
-  const __nv_bfloat16* x = logits + row * vocab;
-  const int target = targets[row];
-
-  if (target < 0) {  // ignored row: uniform across the block
-    if (threadIdx.x == 0) losses[row] = 0.0f;
-    if (dlogits != nullptr) {
-      const float zeros[8] = {};
-      for (int c = threadIdx.x * kBf16PerVector; c < vocab; c += kThreads * kBf16PerVector)
-        detail::store_bf16x8(dlogits + row * vocab + c, zeros);
-    }
-    return;
-  }
-  // Read before the barrier below, after which other threads may overwrite it (in place).
-  const float target_logit = threadIdx.x == 0 ? __bfloat162float(x[target]) : 0.0f;
-
-  MaxSum local;
-  for (int c = threadIdx.x * kBf16PerVector; c < vocab; c += kThreads * kBf16PerVector) {
-    float v[8];
-    detail::load_bf16x8(x + c, v);
-    float m = local.max;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) m = fmaxf(m, v[i]);
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) s += expf(v[i] - m);
-    local = {m, local.sum * expf(local.max - m) + s};
-  }
+// The row's MaxSum from each thread's: warps by shuffles, then every thread
+// combines the warps in the same order (so all agree bit for bit).
+__device__ __forceinline__ MaxSum block_combine(MaxSum local, float* warp_max, float* warp_sum) {
 #pragma unroll
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     MaxSum other;
@@ -73,9 +44,113 @@ __global__ void __launch_bounds__(kThreads)
     warp_sum[threadIdx.x / kWarpSize] = local.sum;
   }
   __syncthreads();
-  MaxSum total;  // every thread combines the warps in the same order
+  MaxSum total;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) total = combine(total, MaxSum{warp_max[w], warp_sum[w]});
+  return total;
+}
+
+// Folds 8 values into a running MaxSum (one rescale per vector).
+__device__ __forceinline__ MaxSum accumulate(MaxSum local, const float (&v)[8]) {
+  float m = local.max;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) m = fmaxf(m, v[i]);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s += expf(v[i] - m);
+  return {m, local.sum * expf(local.max - m) + s};
+}
+
+// The gradient of 8 logits starting at column c.
+__device__ __forceinline__ void softmax_gradient(float (&v)[8], int c, int target, const MaxSum& total,
+                                                 float inv_sum, float grad_scale) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float p = expf(v[i] - total.max) * inv_sum;
+    v[i] = (p - (c + i == target ? 1.0f : 0.0f)) * grad_scale;
+  }
+}
+
+__device__ __forceinline__ void ignored_row(float* losses, __nv_bfloat16* dlogits, std::int64_t row,
+                                            int vocab) {
+  if (threadIdx.x == 0) losses[row] = 0.0f;
+  if (dlogits == nullptr) return;
+  const float zeros[8] = {};
+  for (int c = threadIdx.x * kBf16PerVector; c < vocab; c += kThreads * kBf16PerVector)
+    detail::store_bf16x8(dlogits + row * vocab + c, zeros);
+}
+
+// Rows that fit in shared memory (vocab x 2 bytes: 100 KiB for GPT-2's 51200,
+// two blocks per H100 SM): the row is copied in once (cp.async, every thread's
+// vectors in flight together), and both passes read it there, so the logits
+// cross the memory bus once instead of twice (the two-pass kernel below).
+__global__ void __launch_bounds__(kThreads)
+    softmax_cross_entropy_staged_kernel(float* losses, __nv_bfloat16* dlogits,
+                                        const __nv_bfloat16* logits, const std::int32_t* targets,
+                                        int vocab, float grad_scale) {
+  extern __shared__ uint4 staged[];  // the row, vocab / 8 vectors
+  __shared__ float warp_max[kWarps];
+  __shared__ float warp_sum[kWarps];
+  const std::int64_t row = blockIdx.x;
+  const int target = targets[row];
+  if (target < 0) {  // ignored row: uniform across the block
+    ignored_row(losses, dlogits, row, vocab);
+    return;
+  }
+  const int vectors = vocab / kBf16PerVector;
+  const uint4* x = reinterpret_cast<const uint4*>(logits + row * vocab);
+  for (int j = threadIdx.x; j < vectors; j += kThreads) __pipeline_memcpy_async(&staged[j], &x[j], sizeof(uint4));
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+  __syncthreads();
+
+  MaxSum local;
+  for (int j = threadIdx.x; j < vectors; j += kThreads) {
+    float v[8];
+    detail::unpack_bf16x8(staged[j], v);
+    local = accumulate(local, v);
+  }
+  const MaxSum total = block_combine(local, warp_max, warp_sum);
+  if (threadIdx.x == 0) {
+    const float target_logit = __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(staged)[target]);
+    losses[row] = logf(total.sum) + total.max - target_logit;
+  }
+  if (dlogits == nullptr) return;
+  const float inv_sum = 1.0f / total.sum;
+  __nv_bfloat16* dx = dlogits + row * vocab;
+  for (int j = threadIdx.x; j < vectors; j += kThreads) {
+    float v[8];
+    detail::unpack_bf16x8(staged[j], v);
+    softmax_gradient(v, j * kBf16PerVector, target, total, inv_sum, grad_scale);
+    detail::store_bf16x8(dx + j * kBf16PerVector, v);
+  }
+}
+
+// Rows too wide for shared memory (Llama 3's 128256): read twice.
+__global__ void __launch_bounds__(kThreads)
+    softmax_cross_entropy_kernel(float* losses, __nv_bfloat16* dlogits,
+                                 const __nv_bfloat16* logits, const std::int32_t* targets,
+                                 int vocab, float grad_scale) {
+  __shared__ float warp_max[kWarps];
+  __shared__ float warp_sum[kWarps];
+  const std::int64_t row = blockIdx.x;
+  const __nv_bfloat16* x = logits + row * vocab;
+  const int target = targets[row];
+
+  if (target < 0) {  // ignored row: uniform across the block
+    ignored_row(losses, dlogits, row, vocab);
+    return;
+  }
+  // Read before the barrier below, after which other threads may overwrite it (in place).
+  const float target_logit = threadIdx.x == 0 ? __bfloat162float(x[target]) : 0.0f;
+
+  MaxSum local;
+  for (int c = threadIdx.x * kBf16PerVector; c < vocab; c += kThreads * kBf16PerVector) {
+    float v[8];
+    detail::load_bf16x8(x + c, v);
+    local = accumulate(local, v);
+  }
+  const MaxSum total = block_combine(local, warp_max, warp_sum);
 
   if (threadIdx.x == 0) losses[row] = logf(total.sum) + total.max - target_logit;
   if (dlogits == nullptr) return;
@@ -85,11 +160,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int c = threadIdx.x * kBf16PerVector; c < vocab; c += kThreads * kBf16PerVector) {
     float v[8];
     detail::load_bf16x8(x + c, v);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float p = expf(v[i] - total.max) * inv_sum;
-      v[i] = (p - (c + i == target ? 1.0f : 0.0f)) * grad_scale;
-    }
+    softmax_gradient(v, c, target, total, inv_sum, grad_scale);
     detail::store_bf16x8(dx + c, v);
   }
 }
@@ -109,6 +180,20 @@ void softmax_cross_entropy(float* losses, Bf16* dlogits, const Bf16* logits,
   require_argument(losses != nullptr && targets != nullptr, kName,
                    "losses and targets must not be null");
   if (rows == 0) return;
+  int device = 0, max_shared = 0;
+  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&max_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const std::size_t row_bytes = static_cast<std::size_t>(vocab) * sizeof(Bf16);
+  // Room for the kernel's static shared memory (the per-warp partials) too.
+  if (row_bytes + 1024 <= static_cast<std::size_t>(max_shared)) {
+    SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(softmax_cross_entropy_staged_kernel,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(row_bytes)));
+    softmax_cross_entropy_staged_kernel<<<rows, kThreads, row_bytes, stream>>>(
+        losses, detail::cuda_bf16(dlogits), detail::cuda_bf16(logits), targets, vocab, grad_scale);
+    SEXTANT_CHECK_LAUNCH("softmax_cross_entropy_staged_kernel");
+    return;
+  }
   softmax_cross_entropy_kernel<<<rows, kThreads, 0, stream>>>(
       losses, detail::cuda_bf16(dlogits), detail::cuda_bf16(logits), targets, vocab, grad_scale);
   SEXTANT_CHECK_LAUNCH("softmax_cross_entropy_kernel");

@@ -1,9 +1,11 @@
 // Softmax cross-entropy over the vocabulary, fused with its gradient.
 //
-// The language-model head writes bf16 logits (rows, vocab); this kernel reads
-// each row twice (online max and sum of exponentials, Milakov & Gimelshein
-// 2018; then the gradient) and never stores fp32 logits or probabilities for the
-// batch: for GPT-1.3B at micro-batch 4 those would be 4 x 2048 x 51200 x 4 bytes
+// The language-model head writes bf16 logits (rows, vocab); this kernel makes
+// two passes over each row (online max and sum of exponentials, Milakov &
+// Gimelshein 2018; then the gradient), from a copy of the row in shared memory
+// when it fits (vocab x 2 bytes within the GPU's per-block limit: 227 KiB on
+// an H100, so up to ~116k entries), else from memory twice, and never stores
+// fp32 logits or probabilities for the batch: for GPT-1.3B at micro-batch 4 those would be 4 x 2048 x 51200 x 4 bytes
 // = 1.6 GiB. The gradient may overwrite the logits in place.
 #pragma once
 

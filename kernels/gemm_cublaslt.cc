@@ -93,6 +93,8 @@ std::string gemm_check(const GemmArgs& args) {
   if (gelu_backward(args.epilogue) && args.gelu_input == nullptr)
     return "a GELU backward epilogue needs gelu_input (saved by the forward)";
   if (args.c_source != nullptr && args.beta == 0.0f) return "c_source is read only when beta != 0";
+  if (args.sm_count_target < 0)
+    return "sm_count_target (" + std::to_string(args.sm_count_target) + ") must be >= 0 (0: every SM)";
   if (args.gelu_input != nullptr && args.n % 8 != 0)
     return "saving gelu_input needs n (" + std::to_string(args.n) +
            ") to be a multiple of 8 (cuBLASLt: the auxiliary leading dimension)";
@@ -130,6 +132,7 @@ std::string problem_key(const GemmArgs& a) {
   key += a.c_type == GemmOutput::kBf16 ? " bf16" : " fp32";
   key += " epilogue=" + std::to_string(static_cast<int>(a.epilogue));
   key += a.gelu_input != nullptr ? " aux" : "";
+  if (a.sm_count_target > 0) key += " sms=" + std::to_string(a.sm_count_target);
   key += " align=" + std::to_string(alignment_bytes(a.a)) + "," + std::to_string(alignment_bytes(a.b)) +
          "," + std::to_string(alignment_bytes(a.c_source != nullptr ? a.c_source : a.c)) + "," +
          std::to_string(alignment_bytes(a.c));
@@ -158,6 +161,10 @@ CublasLtGemm::Problem& CublasLtGemm::problem(const GemmArgs& args) {
   if (args.gelu_input != nullptr) {
     const std::int64_t aux_ld = args.n;
     set_attribute(p->op.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
+  }
+  if (args.sm_count_target > 0) {
+    const std::int32_t sms = args.sm_count_target;
+    set_attribute(p->op.desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, sms);
   }
   // Pointers are set per product; the heuristic needs them set to something.
   if (args.bias != nullptr) {

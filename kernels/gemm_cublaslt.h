@@ -57,6 +57,9 @@ struct GemmArgs {
   Bf16* gelu_input = nullptr;  // (m, n) bf16: written by kGelu/kBiasGelu when not null (the
                                // values GELU was applied to, after the bias); read by the
                                // GELU backward epilogues, which need it
+  int sm_count_target = 0;  // > 0: choose algorithms for this many multiprocessors, the
+                            // rest being busy with a concurrent stream's kernels
+                            // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); 0: all of them
 };
 
 /// Empty when `args` can run; otherwise what is wrong, with the values.

@@ -24,6 +24,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/gemm_cublaslt.h"
+#include "tests/bench/kernels/device_buffer.h"
 
 namespace sextant::kernels {
 namespace {
@@ -35,28 +36,8 @@ struct Options {
   int repeats = 10;
 };
 
-class Buffer {
- public:
-  explicit Buffer(std::size_t bytes) { SEXTANT_CUDA_CHECK(cudaMalloc(&data_, bytes)); }
-  ~Buffer() { cudaFree(data_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
-
- private:
-  void* data_ = nullptr;
-};
-
-void fill_random_bf16(const Buffer& buffer, std::size_t count, float scale) {
-  std::vector<Bf16> host(count);
-  std::uint32_t state = 2463534242u;  // xorshift32
-  for (auto& v : host) {
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    v = from_float(scale * (static_cast<float>(state) * 0x1p-31f - 1.0f));
-  }
-  SEXTANT_CUDA_CHECK(cudaMemcpy(buffer.as<void>(), host.data(), count * sizeof(Bf16), cudaMemcpyHostToDevice));
-}
+using bench::Buffer;
+using bench::fill_random_bf16;
 
 void run(const Options& o) {
   const long long T = o.tokens, C = o.hidden, F = o.ffn, V = o.vocab;
