@@ -2,8 +2,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/bias_gradient.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
 #include "kernels/embedding.h"
@@ -97,13 +99,15 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   reserve(tokens_, "tokens", kOther, step_tokens, plan);
   reserve(targets_, "targets", kOther, step_tokens, plan);
   reserve(losses_, "losses", kOther, step_tokens, plan);
-  reserve(ones_, "ones", kOther, T, plan);
 
   const int rows = static_cast<int>(T);
   norm_workspace_bytes_ = s.layernorm ? kernels::layernorm_backward_workspace_bytes(rows, s.hidden)
                                       : kernels::rmsnorm_backward_workspace_bytes(rows, s.hidden);
   reserve((norm_workspace_), "workspace.norm", kOther,
           norm_workspace_bytes_, plan);
+  const int widest_bias = std::max({s.qkv_width(), s.fc1_width(), s.hidden});
+  bias_workspace_bytes_ = kernels::bias_gradient_workspace_bytes(rows, widest_bias);
+  reserve((bias_workspace_), "workspace.bias_gradient", kOther, bias_workspace_bytes_, plan);
   embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
   reserve((embedding_workspace_), "workspace.embedding", kOther,
           embedding_workspace_bytes_, plan);
@@ -138,11 +142,6 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
   params_ = parameters;
   stream_ = stream;
   gemm_ = std::make_unique<kernels::CublasLtGemm>(gemm_workspace_, kernels::kCublasLtWorkspaceBytes);
-  // The ones vector of the bias gradients: bf16 1.0 is 0x3f80.
-  const std::vector<Bf16> ones(to_size(shape_.tokens()), Bf16{0x3f80});
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(ones_, ones.data(), ones.size() * sizeof(Bf16),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 kernels::FlashAttentionShape Transformer::attention_shape() const {
@@ -318,19 +317,9 @@ void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, i
   dw.c_type = GemmOutput::kFp32;
   dw.beta = gradient_beta();
   gemm_->run(dw, stream_);
-  if (bias_tensor != LayerTensors::kAbsent) {
-    // db (1, out) (+)= ones (1, T) dY (T, out).
-    GemmArgs db;
-    db.m = 1;
-    db.n = out_width;
-    db.k = T;
-    db.a = ones_;
-    db.b = dout;
-    db.c = gradient(bias_tensor);
-    db.c_type = GemmOutput::kFp32;
-    db.beta = gradient_beta();
-    gemm_->run(db, stream_);
-  }
+  if (bias_tensor != LayerTensors::kAbsent)
+    kernels::bias_gradient(gradient(bias_tensor), dout, T, out_width, accumulate_gradients_, bias_workspace_,
+                           bias_workspace_bytes_, stream_);
   if (din != nullptr) {
     // dX (T, in) = dY (T, out) W (out, in).
     GemmArgs dx;

@@ -148,7 +148,7 @@ class Transformer {
                      const float* mean, const float* rstd, const Bf16* residual_grad,
                      int next_bias);
   /// The biases of proj and fc2 (the layers that write the residual stream)
-  /// summed by the norms' backward instead of by a GEMV: their gradient is the
+  /// summed by the norms' backward instead of by a pass of their own: their gradient is the
   /// column sum of the residual stream's gradient (kernels/layernorm.h).
   bool residual_biases_from_norms() const;
   /// out = in W^T (+ b) (+ residual, when not null).
@@ -188,12 +188,13 @@ class Transformer {
   Bf16* dv_ = nullptr;
   Bf16* dact_ = nullptr;     // (T, ffn)
   Bf16* dfc1_ = nullptr;     // (T, fc1_width), SwiGLU only
-  Bf16* ones_ = nullptr;     // (T) ones: bias gradients as ones^T dY on the tensor cores
   std::int32_t* tokens_ = nullptr;
   std::int32_t* targets_ = nullptr;
   float* losses_ = nullptr;
   char* norm_workspace_ = nullptr;
   std::size_t norm_workspace_bytes_ = 0;
+  char* bias_workspace_ = nullptr;  // column partials of the bias gradients (kernels/bias_gradient.h)
+  std::size_t bias_workspace_bytes_ = 0;
   char* embedding_workspace_ = nullptr;
   std::size_t embedding_workspace_bytes_ = 0;
   char* attention_workspace_ = nullptr;

@@ -16,8 +16,13 @@
 //      dQ accumulator. (FA3's preprocessing kernel does the same, so the main
 //      kernel can bulk-copy 256-byte, 16-byte-aligned LSE and delta blocks.)
 //   2. One thread block of 3 warpgroups per block of 128 keys of one
-//      key/value head (grid (kv_heads, batch, key blocks), key block 0, which
-//      sees every query, launched first). One thread of warpgroup 0 issues the
+//      key/value head, in one of two launch orders (backward_heads_outer):
+//      up to s = 2048, grid (key blocks, kv_heads, batch): a head's blocks
+//      are launched together, key block 0, which sees every query, first, so
+//      the few heads in flight keep their Q, dO and fp32 dQ accumulator (8 s d
+//      bytes a head: 2 MiB at s = 2048) in L2 while their blocks share them;
+//      for longer sequences grid (kv_heads, batch, key blocks): every head's
+//      key block 0 first, so the longest blocks do not trail at the end. One thread of warpgroup 0 issues the
 //      TMA copies: K and V once, then Q + LSE and dO + delta of each
 //      (query head of the GQA group, 64-query block at or below the diagonal)
 //      step into kStages slots guarded by mbarriers (FA3 section 3.1, warp
@@ -491,7 +496,8 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
-// grid: (kv_heads, batch, key blocks); block: kThreads.
+// grid: (key blocks, kv_heads, batch) when heads_outer, else (kv_heads, batch,
+// key blocks); block: kThreads.
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_backward_sm90_kernel(const __grid_constant__ CUtensorMap q_map,
                                          const __grid_constant__ CUtensorMap do_map,
@@ -503,7 +509,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                          const float* __restrict__ lse_log2,  // (b, h, padded_seq)
                                          const float* __restrict__ delta,     // (b, h, padded_seq)
                                          int seq, int padded_seq, int heads, int kv_heads,
-                                         long long kv_row_stride, float scale, float scale_log2) {
+                                         long long kv_row_stride, float scale, float scale_log2,
+                                         bool heads_outer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout;
   extern __shared__ unsigned char shared_raw[];
@@ -517,10 +524,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                   reinterpret_cast<float*>(base + L::kDeltaOffset),
                   reinterpret_cast<Barriers*>(base + L::kBarrierOffset)};
   Walk walk;
-  walk.kv_head = static_cast<int>(blockIdx.x);
-  walk.batch = static_cast<int>(blockIdx.y);
+  walk.kv_head = static_cast<int>(heads_outer ? blockIdx.y : blockIdx.x);
+  walk.batch = static_cast<int>(heads_outer ? blockIdx.z : blockIdx.y);
   walk.group = heads / kv_heads;
-  walk.first_key = static_cast<int>(blockIdx.z) * kBlockKeys;
+  walk.first_key = static_cast<int>(heads_outer ? blockIdx.x : blockIdx.z) * kBlockKeys;
   walk.first_query_block = walk.first_key / kBlockQueries;
   walk.blocks_per_head = padded_seq / kBlockQueries - walk.first_query_block;
   walk.steps = walk.group * walk.blocks_per_head;
@@ -601,6 +608,13 @@ __global__ void __launch_bounds__(kConvertThreads)
   }
 }
 
+/// The launch order of the main kernel (file comment, launch 2), measured on an
+/// H100 with flash_attention_bench (d = 128, causal, all three launches;
+/// reports/measurements/2026-11-22-h100-engine-session4): heads outer took b8
+/// s1024 from 505 to 330 us and b4 s2048 from 604 to 486 us, but b2 s4096 from
+/// 760 to 793 and b1 s8192 from 1335 to 1412.
+bool backward_heads_outer(const FlashAttentionShape& shape) { return shape.seq <= 2048; }
+
 /// seq rounded up to whole 64-query blocks.
 long long padded_seq_of(const FlashAttentionShape& shape) {
   return (static_cast<long long>(shape.seq) + kBlockQueries - 1) / kBlockQueries * kBlockQueries;
@@ -611,8 +625,9 @@ long long padded_seq_of(const FlashAttentionShape& shape) {
 // Declared in kernels/flash_attention_backward.cu, which dispatches here.
 bool flash_attention_backward_sm90_supports(const FlashAttentionShape& shape) {
   if (shape.head_dim != kHeadDim) return false;
-  // Grid y and z dimensions (at most 65535) hold the heads and the key blocks.
-  if (shape.heads > 65535 || padded_seq_of(shape) / kBlockKeys + 1 > 65535) return false;
+  // Grid y and z dimensions (at most 65535) hold two of heads, batch and key blocks.
+  if (shape.heads > 65535 || shape.batch > 65535 || padded_seq_of(shape) / kBlockKeys + 1 > 65535)
+    return false;
   // TMA strides must be below 2^40 bytes.
   const long long widest = std::max({q_row_stride(shape), kv_row_stride(shape),
                                      static_cast<long long>(shape.heads) * shape.head_dim});
@@ -654,11 +669,15 @@ void flash_attention_backward_sm90(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dou
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(Layout::kBytes)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
-  const dim3 grid(shape.kv_heads, shape.batch, (shape.seq + kBlockKeys - 1) / kBlockKeys);
+  const int key_blocks = (shape.seq + kBlockKeys - 1) / kBlockKeys;
+  const bool heads_outer = backward_heads_outer(shape);
+  const dim3 grid = heads_outer ? dim3(key_blocks, shape.kv_heads, shape.batch)
+                                : dim3(shape.kv_heads, shape.batch, key_blocks);
   flash_attention_backward_sm90_kernel<<<grid, kThreads, Layout::kBytes, stream>>>(
       q_map, do_map, k_map, v_map, cuda_bf16(dk), cuda_bf16(dv), dq_accum, lse_log2, delta,
       shape.seq, padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
-      static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634));  // log2(e) / sqrt(d)
+      static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634),  // log2(e) / sqrt(d)
+      heads_outer);
   SEXTANT_CHECK_LAUNCH("flash_attention_backward_sm90_kernel");
 
   const dim3 convert_grid(padded_seq / kBlockQueries, shape.heads, shape.batch);

@@ -5,20 +5,23 @@
 // Layout: rows of `cols` bf16 values, row-major, cols % 8 == 0 and 16-byte
 // aligned rows (checked by the launchers). Statistics are fp32.
 //
-// One warp per row. The forward holds rows of up to 2048 columns
+// The forward runs one warp per row and holds rows of up to 2048 columns
 // (kMaxRegisterVectors x 256) in registers, all of a lane's 16-byte loads
-// issued back to back, and every pass works from there; the backward does the
-// same for rows of up to kNormBackwardMaxSummedCols in one fused pass that also
-// sums the parameter gradients. Wider rows loop over memory, re-reading the row
+// issued back to back, and every pass works from there. The backward for rows
+// of up to kNormBackwardMaxSummedCols is one fused pass that also sums the
+// parameter gradients, a block per chunk of rows with each thread owning
+// columns. Wider rows loop over memory, one warp per row, re-reading the row
 // (from L1 when it stays there), with the parameter gradients in a kernel of
 // their own. Column sums go through column_partials.h to stay deterministic.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/column_partials.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
+#include "kernels/flash_attention_mma.cuh"  // cp.async
 #include "kernels/layernorm.h"  // NormBackwardOptions
 #include "kernels/stream.h"
 
@@ -234,147 +237,213 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
-// The whole backward in one pass, for rows of up to kVectors x 256 columns:
-// one block per chunk of kRowsPerChunk rows, warp w taking rows w, w + kWarps,
-// ...; each row held in registers (as norm_forward_registers_kernel does), and on the way
-// each warp adds its rows' dout * xhat (-> dgamma), dout (-> dbeta) and, when
-// dsum_partials is not null, the written dinp (-> the bias gradient of the
-// linear layer whose output is this norm's input) into its own slice of
-// shared memory. The slices are then summed in warp order into the chunk's
-// partials (column_partials.h), so the result is deterministic. This reads
-// dout and inp once instead of twice (the two-kernel path) and replaces the
-// bias gradient's separate pass over dinp.
-// Shared memory: [array][warp][k * 8 + i][lane] floats, conflict-free for the
-// warp's accesses (array 0: dgamma, 1: dbeta if kCentered, then dsum).
-template <bool kCentered, int kVectors, int kWarps>
-__global__ void __launch_bounds__(kWarps * kWarpSize, 1)
+// The whole backward in one pass, for rows of up to kNormBackwardMaxSummedCols
+// columns. One block per chunk of kRowsPerChunk rows, and thread x of it owns
+// columns 8x .. 8x + 7 of every row of the chunk: its column sums of dout * xhat
+// (-> dgamma), dout (-> dbeta) and, when dsum_partials is not null, of the
+// written dinp (-> the bias gradient of the linear layer whose output is this
+// norm's input) stay in its registers, added row by row in row order, and go
+// straight into the chunk's partials (column_partials.h): no atomics, the same
+// bits on every run. This reads dout and inp once instead of twice (the
+// two-kernel path) and replaces the bias gradient's separate pass over dinp.
+//
+// The row sums of dxhat and dxhat * xhat that the input gradient needs
+// (input_gradient: LayerNorm of Ba et al. 2016 differentiated through its row
+// statistics, as llm.c's layernorm_backward computes it) span the row's
+// threads: a warp sum each, then every thread adds the warps' sums in warp
+// order from shared memory, after a barrier. Rows come
+// kNormBackwardRowsPerGroup at a time, so one barrier serves a group.
+//
+// Loads arrive by cp.async into a ring of kNormBackwardStages groups in shared
+// memory, each thread copying and reading back only its own 16-byte vectors (so
+// no barrier guards the ring): while a group is summed, reduced and written,
+// the next one is on its way and the one after is issued as soon as its slot is
+// read. Memory then stays busy across the barriers and the arithmetic.
+// Measured on an H100 SXM, LayerNorm at 8192 x 2048 with residual and column
+// sums (134 MB moved; 45 us at the 3.0 TB/s of a device-to-device copy): this
+// kernel 54 us; register-only versions (a group's loads, then their use) 55-64
+// us; rings of 3-4 groups of 2 rows or 8 of 1 row 1-4 us slower than this one
+// of 2 x 2. The whole call (kernel_bandwidth_bench, "(fused)" rows, with
+// accumulate_column_partials) went from 72-74 us with the one-warp-per-row
+// kernel this replaced, 192 KiB of per-warp column sums in shared memory and
+// one block per SM, to 59-60 us.
+//
+// Narrow rows leave threads over: the block then holds several teams
+// (threadIdx.y) of cols / 8 threads rounded up to whole warps, as many as fit in
+// kNormBackwardThreads. Team t takes row groups t, t + teams, ... of the chunk,
+// waits on a barrier of its own, and the teams' column sums are added in team
+// order at the end.
+inline constexpr int kNormBackwardThreads = 512;
+inline constexpr int kNormBackwardRowsPerGroup = 2;
+inline constexpr int kNormBackwardStages = 2;
+inline constexpr int kNormBackwardArrays = 3;  // dout, inp, residual
+// Team barriers take ids 1..8 of the 16 a block has (PTX ISA, "bar.sync"); 0 is __syncthreads'.
+inline constexpr int kNormBackwardMaxTeams = 8;
+
+static_assert(kNormBackwardMaxSummedCols <= kNormBackwardThreads * kBf16PerVector,
+              "norm_backward_fused_kernel gives each thread one 8-column vector of a row");
+static_assert(kNormBackwardStages * kNormBackwardRowsPerGroup * kNormBackwardArrays >= 2,
+              "the ring holds the teams' column sums (two float4 a thread) at the end");
+
+// Waits for the `threads` threads (a multiple of 32) that use barrier `id`.
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Adds the teams' sums of one array in team order and writes the total into
+// the chunk's row of `partials`. Every thread of the block calls it.
+__device__ __forceinline__ void store_team_sums(float (&sum)[8], float4 (*staged)[2],
+                                                float* partials, int c, int cols) {
+  const int slot = threadIdx.y * blockDim.x + threadIdx.x;
+  __syncthreads();  // staged may still be read for the previous array
+  if (threadIdx.y > 0) {
+    staged[slot][0] = make_float4(sum[0], sum[1], sum[2], sum[3]);
+    staged[slot][1] = make_float4(sum[4], sum[5], sum[6], sum[7]);
+  }
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    for (int team = 1; team < static_cast<int>(blockDim.y); ++team) {
+      const float4 lo = staged[team * blockDim.x + threadIdx.x][0];
+      const float4 hi = staged[team * blockDim.x + threadIdx.x][1];
+      sum[0] += lo.x, sum[1] += lo.y, sum[2] += lo.z, sum[3] += lo.w;
+      sum[4] += hi.x, sum[5] += hi.y, sum[6] += hi.z, sum[7] += hi.w;
+    }
+    auto* out =
+        reinterpret_cast<float4*>(partials + static_cast<std::size_t>(blockIdx.x) * cols + c);
+    out[0] = make_float4(sum[0], sum[1], sum[2], sum[3]);
+    out[1] = make_float4(sum[4], sum[5], sum[6], sum[7]);
+  }
+}
+
+// Block (cols / 8 rounded up to warps, teams); dynamic shared memory: the ring,
+// as launch_norm_backward_fused sizes it. RMSNorm drops the mean(dxhat) term
+// and mean may be null. dinp may alias dout and residual: each element is read
+// (by cp.async, waited for) and then written by one thread only.
+template <bool kCentered>
+__global__ void __launch_bounds__(kNormBackwardThreads, 1)
     norm_backward_fused_kernel(__nv_bfloat16* dinp, float* dgamma_partials, float* dbeta_partials,
                                float* dsum_partials, const __nv_bfloat16* dout,
                                const __nv_bfloat16* inp, const __nv_bfloat16* gamma,
                                const float* mean, const float* rstd,
                                const __nv_bfloat16* residual, int rows, int cols) {
-  extern __shared__ float column_sums[];
-  constexpr int kSlots = kVectors * kColsPerWarpStep;  // floats per warp and array
-  constexpr int kDbeta = kCentered ? 1 : 0;
+  constexpr int kRows = kNormBackwardRowsPerGroup, kStages = kNormBackwardStages;
+  // [stage][row of the group][array][thread of the block]: a warp's 16-byte
+  // accesses to one (stage, row, array) are 512 contiguous bytes, conflict-free.
+  extern __shared__ uint4 ring[];
+  // (sum of dxhat, sum of dxhat * xhat) per row of a group and warp of the block;
+  // two buffers, for alternate groups, so one barrier per group keeps them apart.
+  __shared__ float2 warp_sums[2][kRows][kNormBackwardThreads / kWarpSize];
+  __shared__ float chunk_mean[kRowsPerChunk], chunk_rstd[kRowsPerChunk];
+  const int threads = static_cast<int>(blockDim.x * blockDim.y);
+  const int slot = threadIdx.y * blockDim.x + threadIdx.x;
   const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
+  const int team_warps = blockDim.x / kWarpSize;
+  const int team_first_warp = threadIdx.y * team_warps;
+  const int warp = team_first_warp + threadIdx.x / kWarpSize;
+  const int c = threadIdx.x * kBf16PerVector;
+  const bool owner = c < cols;
   const bool with_dsum = dsum_partials != nullptr;
-  float* dg = column_sums + warp * kSlots;
-  float* db = column_sums + (kDbeta * kWarps + warp) * kSlots;             // used if kCentered
-  float* ds = column_sums + ((1 + kDbeta) * kWarps + warp) * kSlots;       // used if with_dsum
-  for (int slot = lane; slot < kSlots; slot += kWarpSize) {
-    dg[slot] = 0.0f;
-    if (kCentered) db[slot] = 0.0f;
-    if (with_dsum) ds[slot] = 0.0f;
-  }
-  const int chunk = blockIdx.x;
-  const int row_end = min(rows, (chunk + 1) * kRowsPerChunk);
+  const bool with_residual = residual != nullptr;
+  const int chunk_first = static_cast<int>(blockIdx.x) * kRowsPerChunk;
+  const int row_end = min(rows, chunk_first + kRowsPerChunk);
+  const int team_first = chunk_first + threadIdx.y * kRows;  // the team's first group
+  const int stride = static_cast<int>(blockDim.y) * kRows;   // between a team's groups
   const float inv_cols = 1.0f / static_cast<float>(cols);
+  auto at = [&](int stage, int j, int array) {
+    return ring + ((stage * kRows + j) * kNormBackwardArrays + array) * threads + slot;
+  };
+  // Issues the copies of the team's group q into stage q % kStages; rows past
+  // the chunk copy nothing, and the group is committed even when empty, as the
+  // waits count groups.
+  auto issue = [&](int q) {
+    const int first = team_first + q * stride;
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int row = first + j;
+      if (!owner || row >= row_end) continue;
+      const std::int64_t offset = static_cast<std::int64_t>(row) * cols + c;
+      flash::cp_async_16(at(q % kStages, j, 0), dout + offset, true);
+      flash::cp_async_16(at(q % kStages, j, 1), inp + offset, true);
+      if (with_residual) flash::cp_async_16(at(q % kStages, j, 2), residual + offset, true);
+    }
+    flash::cp_async_commit();
+  };
+#pragma unroll
+  for (int q = 0; q < kStages; ++q) issue(q);
+  for (int i = slot; i < row_end - chunk_first; i += threads) {
+    if (kCentered) chunk_mean[i] = mean[chunk_first + i];
+    chunk_rstd[i] = rstd[chunk_first + i];
+  }
+  float g[8] = {};
+  if (owner) load_bf16x8(gamma + c, g);
+  float dg[8] = {}, db[8] = {}, ds[8] = {};
+  __syncthreads();  // chunk_mean, chunk_rstd
 
-  for (int row = chunk * kRowsPerChunk + warp; row < row_end; row += kWarps) {
-    const std::int64_t offset = static_cast<std::int64_t>(row) * cols;
-    const float m = kCentered ? mean[row] : 0.0f;
-    const float r = rstd[row];
-    uint4 raw_dy[kVectors], raw_x[kVectors];
+  for (int q = 0, first = team_first; first < row_end; ++q, first += stride) {
+    const int stage = q % kStages, buffer = q % 2;
+    flash::cp_async_wait<kStages - 1>();  // group q has landed
 #pragma unroll
-    for (int k = 0; k < kVectors; ++k) {
-      const int c = (lane + k * kWarpSize) * kBf16PerVector;
-      raw_dy[k] = c < cols ? *reinterpret_cast<const uint4*>(dout + offset + c) : make_uint4(0, 0, 0, 0);
-      raw_x[k] = c < cols ? *reinterpret_cast<const uint4*>(inp + offset + c) : make_uint4(0, 0, 0, 0);
+    for (int j = 0; j < kRows; ++j) {
+      if (first + j >= row_end) break;
+      float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+      if (owner) {
+        float dy[8], x[8];
+        unpack_bf16x8(*at(stage, j, 0), dy);
+        unpack_bf16x8(*at(stage, j, 1), x);
+        accumulate_dxhat_sums(dy, x, g, kCentered ? chunk_mean[first + j - chunk_first] : 0.0f,
+                              chunk_rstd[first + j - chunk_first], sum_dxhat, sum_dxhat_xhat);
+      }
+      if (kCentered) sum_dxhat = warp_sum(sum_dxhat);
+      sum_dxhat_xhat = warp_sum(sum_dxhat_xhat);
+      if (lane == 0) warp_sums[buffer][j][warp] = make_float2(sum_dxhat, sum_dxhat_xhat);
     }
-    float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+    named_barrier(1 + threadIdx.y, blockDim.x);
 #pragma unroll
-    for (int k = 0; k < kVectors; ++k) {
-      const int c = (lane + k * kWarpSize) * kBf16PerVector;
-      if (c >= cols) continue;
-      float dy[8], x[8], g[8];
-      unpack_bf16x8(raw_dy[k], dy);
-      unpack_bf16x8(raw_x[k], x);
-      load_bf16x8(gamma + c, g);
-      accumulate_dxhat_sums(dy, x, g, m, r, sum_dxhat, sum_dxhat_xhat);
-    }
-    const float mean_dxhat = kCentered ? warp_sum(sum_dxhat) * inv_cols : 0.0f;
-    const float mean_dxhat_xhat = warp_sum(sum_dxhat_xhat) * inv_cols;
-    // The residual row, all of it before any store: dinp may alias it, so loads
-    // left between the stores could not be issued early (the compiler must keep
-    // their order), and each would wait its full latency.
-    uint4 raw_res[kVectors];
-#pragma unroll
-    for (int k = 0; k < kVectors; ++k) {
-      const int c = (lane + k * kWarpSize) * kBf16PerVector;
-      raw_res[k] = residual != nullptr && c < cols ? *reinterpret_cast<const uint4*>(residual + offset + c)
-                                                   : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int k = 0; k < kVectors; ++k) {
-      const int c = (lane + k * kWarpSize) * kBf16PerVector;
-      if (c >= cols) continue;
-      float dy[8], x[8], g[8];
-      unpack_bf16x8(raw_dy[k], dy);
-      unpack_bf16x8(raw_x[k], x);
-      load_bf16x8(gamma + c, g);
+    for (int j = 0; j < kRows; ++j) {
+      const int row = first + j;
+      if (row >= row_end) break;
+      float2 sums = warp_sums[buffer][j][team_first_warp];
+      for (int w = 1; w < team_warps; ++w) {
+        const float2 s = warp_sums[buffer][j][team_first_warp + w];
+        sums.x += s.x, sums.y += s.y;
+      }
+      if (!owner) continue;
+      const float m = kCentered ? chunk_mean[row - chunk_first] : 0.0f;
+      const float r = chunk_rstd[row - chunk_first];
+      float dy[8], x[8];
+      unpack_bf16x8(*at(stage, j, 0), dy);
+      unpack_bf16x8(*at(stage, j, 1), x);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        const int slot = (k * kBf16PerVector + i) * kWarpSize + lane;
-        dg[slot] += dy[i] * (x[i] - m) * r;
-        if (kCentered) db[slot] += dy[i];
+        dg[i] += dy[i] * (x[i] - m) * r;
+        if (kCentered) db[i] += dy[i];
       }
-      input_gradient(dy, x, g, m, r, mean_dxhat, mean_dxhat_xhat);
-      if (residual != nullptr) {
+      input_gradient(dy, x, g, m, r, kCentered ? sums.x * inv_cols : 0.0f, sums.y * inv_cols);
+      if (with_residual) {
         float res[8];
-        unpack_bf16x8(raw_res[k], res);
+        unpack_bf16x8(*at(stage, j, 2), res);
 #pragma unroll
         for (int i = 0; i < 8; ++i) dy[i] += res[i];
       }
       if (with_dsum) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) ds[(k * kBf16PerVector + i) * kWarpSize + lane] += dy[i];
+        for (int i = 0; i < 8; ++i) ds[i] += dy[i];
       }
-      store_bf16x8(dinp + offset + c, dy);
+      store_bf16x8(dinp + static_cast<std::int64_t>(row) * cols + c, dy);
     }
+    issue(q + kStages);  // into the stage just read, which only this thread uses
   }
-  __syncthreads();
-  // Column c of a slot: lane l, vector k, element i hold column (l + 32 k) * 8 + i.
-  const std::size_t first = static_cast<std::size_t>(chunk) * cols;
-  for (int slot = threadIdx.x; slot < kSlots; slot += kWarps * kWarpSize) {
-    const int l = slot % kWarpSize, i = (slot / kWarpSize) % kBf16PerVector,
-              k = slot / kColsPerWarpStep;
-    const int c = (l + k * kWarpSize) * kBf16PerVector + i;
-    if (c >= cols) continue;
-    float sum_g = 0.0f, sum_b = 0.0f, sum_s = 0.0f;
-    for (int w = 0; w < kWarps; ++w) {
-      sum_g += column_sums[w * kSlots + slot];
-      if (kCentered) sum_b += column_sums[(kDbeta * kWarps + w) * kSlots + slot];
-      if (with_dsum) sum_s += column_sums[((1 + kDbeta) * kWarps + w) * kSlots + slot];
-    }
-    dgamma_partials[first + c] = sum_g;
-    if (kCentered) dbeta_partials[first + c] = sum_b;
-    if (with_dsum) dsum_partials[first + c] = sum_s;
-  }
+  flash::cp_async_wait<0>();
+
+  auto* staged = reinterpret_cast<float4(*)[2]>(ring);
+  store_team_sums(dg, staged, dgamma_partials, c, cols);
+  if (kCentered) store_team_sums(db, staged, dbeta_partials, c, cols);
+  if (with_dsum) store_team_sums(ds, staged, dsum_partials, c, cols);
 }
 
-static_assert(kNormBackwardMaxSummedCols == 16 * kColsPerWarpStep,
-              "launch_norm_backward_fused's widest variant holds 16 vectors per lane");
-
-template <bool kCentered, int kVectors, int kWarps>
-void launch_norm_backward_fused_variant(__nv_bfloat16* dinp, float* dgamma_partials,
-                                        float* dbeta_partials, float* dsum_partials,
-                                        const __nv_bfloat16* dout, const __nv_bfloat16* inp,
-                                        const __nv_bfloat16* gamma, const float* mean,
-                                        const float* rstd, const __nv_bfloat16* residual, int rows,
-                                        int cols, cudaStream_t stream) {
-  const int arrays = 1 + (kCentered ? 1 : 0) + (dsum_partials != nullptr ? 1 : 0);
-  const int smem = arrays * kWarps * kVectors * kColsPerWarpStep * static_cast<int>(sizeof(float));
-  auto kernel = norm_backward_fused_kernel<kCentered, kVectors, kWarps>;
-  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<row_chunks(rows), kWarps * kWarpSize, smem, stream>>>(
-      dinp, dgamma_partials, dbeta_partials, dsum_partials, dout, inp, gamma, mean, rstd, residual,
-      rows, cols);
-}
-
-// The fused backward for rows of up to kNormBackwardMaxSummedCols columns: 8 warps per
-// block up to 2048 columns, 4 above (shared memory: at most 3 arrays x 8 warps
-// x 2048 floats = 192 KiB, one block per SM). Partials: (chunks, cols) each.
+// The fused backward for rows of up to kNormBackwardMaxSummedCols columns
+// (shared memory: at most 2 x 2 x 3 x 512 x 16 bytes = 96 KiB of ring).
+// Partials: (chunks, cols) each.
 template <bool kCentered>
 void launch_norm_backward_fused(__nv_bfloat16* dinp, float* dgamma_partials, float* dbeta_partials,
                                 float* dsum_partials, const __nv_bfloat16* dout,
@@ -382,19 +451,17 @@ void launch_norm_backward_fused(__nv_bfloat16* dinp, float* dgamma_partials, flo
                                 const float* mean, const float* rstd,
                                 const __nv_bfloat16* residual, int rows, int cols,
                                 cudaStream_t stream) {
-  const int vectors = (cols + kColsPerWarpStep - 1) / kColsPerWarpStep;
-  if (vectors <= 2)
-    launch_norm_backward_fused_variant<kCentered, 2, 8>(dinp, dgamma_partials, dbeta_partials, dsum_partials,
-                                                        dout, inp, gamma, mean, rstd, residual, rows, cols, stream);
-  else if (vectors <= 4)
-    launch_norm_backward_fused_variant<kCentered, 4, 8>(dinp, dgamma_partials, dbeta_partials, dsum_partials,
-                                                        dout, inp, gamma, mean, rstd, residual, rows, cols, stream);
-  else if (vectors <= 8)
-    launch_norm_backward_fused_variant<kCentered, 8, 8>(dinp, dgamma_partials, dbeta_partials, dsum_partials,
-                                                        dout, inp, gamma, mean, rstd, residual, rows, cols, stream);
-  else
-    launch_norm_backward_fused_variant<kCentered, 16, 4>(dinp, dgamma_partials, dbeta_partials, dsum_partials,
-                                                         dout, inp, gamma, mean, rstd, residual, rows, cols, stream);
+  const int vectors = cols / kBf16PerVector;
+  const int team_threads = (vectors + kWarpSize - 1) / kWarpSize * kWarpSize;
+  const int teams = std::min(kNormBackwardMaxTeams, kNormBackwardThreads / team_threads);
+  const int ring_bytes = kNormBackwardStages * kNormBackwardRowsPerGroup * kNormBackwardArrays *
+                         team_threads * teams * static_cast<int>(sizeof(uint4));
+  auto kernel = norm_backward_fused_kernel<kCentered>;
+  SEXTANT_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes));
+  kernel<<<row_chunks(rows), dim3(team_threads, teams), ring_bytes, stream>>>(
+      dinp, dgamma_partials, dbeta_partials, dsum_partials, dout, inp, gamma, mean, rstd, residual,
+      rows, cols);
 }
 
 // Launches the forward for rows of `cols`: the smallest register variant that

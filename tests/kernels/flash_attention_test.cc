@@ -289,7 +289,8 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
 
 // Sequences 128 and 256 fill the blocks (64 queries, 64 or 128 keys); 1000 and
 // 65 end in a partial block; 1 is a single padded block. kv_heads 1 and 2 are
-// GQA, 4 is MHA.
+// GQA, 4 is MHA. 2050 is past 2048, where the Hopper backward launches its
+// blocks in the other order (key blocks outermost), and ends in a partial block.
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                          ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64},
                                            FlashAttentionShape{2, 128, 4, 1, 128},
@@ -298,7 +299,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                                            FlashAttentionShape{1, 1000, 4, 1, 128},
                                            FlashAttentionShape{2, 1000, 4, 4, 64},
                                            FlashAttentionShape{3, 65, 4, 2, 128},
-                                           FlashAttentionShape{1, 1, 4, 2, 64}),
+                                           FlashAttentionShape{1, 1, 4, 2, 64},
+                                           FlashAttentionShape{1, 2050, 2, 1, 128}),
                          shape_name);
 
 // Forward only (the backward's reference would take minutes): a long sequence,

@@ -240,8 +240,15 @@ TEST_P(LayerNormTest, BackwardAddsResidualGradientAndWritesParameterGradients) {
 // cols: one vector (8), a GPT-2 width (768), a width that is not a multiple of
 // the 256-column tile (1032), wide rows (4096, 12288); rows: partial blocks of
 // 8 rows and partial chunks of 64 rows (130 = 2 x 64 + 2).
+// The fused backward (cols <= 4096) gives each thread 8 columns and splits a
+// chunk's rows over teams of cols / 8 threads rounded up to whole warps, as
+// many as fit in 512 threads: 8 teams of one warp (8), 5 of 96 threads (768),
+// 3 of 160 (1032), 2 of 256 (GPT-1.3B's 2048), one of 320 (2560), one of 512
+// with its last thread idle (4088) and all busy (4096). Rows come 2 at a time
+// per team: odd row counts (7, 67, 201) end chunks on a partial group.
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormTest,
                          ::testing::Values(Shape{1, 8}, Shape{7, 768}, Shape{64, 1032},
+                                           Shape{130, 2048}, Shape{201, 2560}, Shape{67, 4088},
                                            Shape{130, 4096}, Shape{3, 12288}),
                          shape_name);
 

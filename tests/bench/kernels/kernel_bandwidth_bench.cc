@@ -38,6 +38,7 @@
 #include "kernels/layernorm.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
+#include "tests/bench/kernels/device_buffer.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 
@@ -50,35 +51,8 @@ struct Options {
   int iters = 20;
 };
 
-/// Device memory freed at scope exit, zero-filled.
-class Buffer {
- public:
-  explicit Buffer(std::size_t bytes) {
-    SEXTANT_CUDA_CHECK(cudaMalloc(&data_, bytes));
-    SEXTANT_CUDA_CHECK(cudaMemset(data_, 0, bytes));
-  }
-  ~Buffer() { cudaFree(data_); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
-
- private:
-  void* data_ = nullptr;
-};
-
-/// Fills `count` bf16 values with uniform noise in [-1, 1): tensor cores draw
-/// less power on zeros and run faster on them (KINDS.md: 894 vs 788 TFLOP/s).
-void fill_random_bf16(const Buffer& buffer, std::size_t count) {
-  std::vector<Bf16> host(count);
-  std::uint32_t state = 2463534242u;  // xorshift32: fast, and quality does not matter here
-  for (auto& v : host) {
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    v = from_float(static_cast<float>(state) * 0x1p-31f - 1.0f);
-  }
-  SEXTANT_CUDA_CHECK(cudaMemcpy(buffer.as<void>(), host.data(), count * sizeof(Bf16),
-                                cudaMemcpyHostToDevice));
-}
+using bench::Buffer;
+using bench::fill_random_bf16;
 
 struct Row {
   std::string kernel, shape;
@@ -195,6 +169,39 @@ void run(const Options& options) {
     });
     bench.time("residual_add", shape, 3 * act, 0, [&] {
       residual_add(out.as<Bf16>(), x.as<Bf16>(), dout.as<Bf16>(), rows * C, stream);
+    });
+  }
+  {
+    // The engine's fused form (engine/transformer.cc norm_backward) at micro-batch
+    // 4 of GPT-1.3B: the residual stream's gradient added in place (residual_grad
+    // = dinp), parameter gradients written (the first micro-batch), and dinp's
+    // column sums (the next bias gradient). Bytes: dout, inp and the residual
+    // read, dinp written, 4 (rows, C) bf16 tensors (134 MB, 2.5x a 50 MiB L2).
+    // mean and rstd stay zero, so repeated in-place launches stay finite.
+    const long long fused_rows = 4 * T;
+    const double fused_act = 2.0 * fused_rows * C;
+    Buffer x(fused_act), gamma(2 * C), mean(4 * fused_rows), rstd(4 * fused_rows),
+        dout(fused_act), dinp(fused_act), dgamma(4 * C), dbeta(4 * C), dsum(4 * C);
+    fill_random_bf16(x, fused_rows * C);
+    fill_random_bf16(gamma, C);
+    fill_random_bf16(dout, fused_rows * C);
+    fill_random_bf16(dinp, fused_rows * C);
+    const std::size_t ws_bytes = layernorm_backward_workspace_bytes(fused_rows, C);
+    Buffer ws(ws_bytes);
+    NormBackwardOptions fused;
+    fused.residual_grad = dinp.as<Bf16>();
+    fused.accumulate_param_grads = false;
+    fused.dinp_column_sums = dsum.as<float>();
+    const std::string shape = dims({fused_rows, C}) + " +res +dsum";
+    bench.time("layernorm_backward (fused)", shape, 4 * fused_act, 0, [&] {
+      layernorm_backward(dinp.as<Bf16>(), dgamma.as<float>(), dbeta.as<float>(), dout.as<Bf16>(),
+                         x.as<Bf16>(), gamma.as<Bf16>(), mean.as<float>(), rstd.as<float>(),
+                         fused_rows, C, ws.as<void>(), ws_bytes, stream, fused);
+    });
+    bench.time("rmsnorm_backward (fused)", shape, 4 * fused_act, 0, [&] {
+      rmsnorm_backward(dinp.as<Bf16>(), dgamma.as<float>(), dout.as<Bf16>(), x.as<Bf16>(),
+                       gamma.as<Bf16>(), rstd.as<float>(), fused_rows, C, ws.as<void>(), ws_bytes,
+                       stream, fused);
     });
   }
   {
