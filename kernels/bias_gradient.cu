@@ -16,7 +16,9 @@ using detail::kWarpSize;
 // Block (32, 8) over 256 columns and one chunk of 64 rows: thread (x, y) takes
 // the 8 columns of vector x and rows y, y + 8, ..., all eight loads issued
 // before any is used; then the 8 row groups are added in order through shared
-// memory into the chunk's partials.
+// memory into the chunk's partials. Chunks are taken from the last to the
+// first: the product or kernel that wrote dout finished with its last rows,
+// the ones most likely still in L2.
 constexpr int kColsPerBlock = kWarpSize * kBf16PerVector;
 constexpr int kRowGroups = 8;
 constexpr int kLoadsPerThread = kRowsPerChunk / kRowGroups;
@@ -25,7 +27,7 @@ __global__ void __launch_bounds__(kWarpSize * kRowGroups)
     bias_gradient_partials_kernel(float* partials, const __nv_bfloat16* dout, int rows, int cols) {
   __shared__ float staged[kRowGroups][kColsPerBlock];
   const int col = blockIdx.x * kColsPerBlock + threadIdx.x * kBf16PerVector;
-  const int chunk = blockIdx.y;
+  const int chunk = static_cast<int>(gridDim.y - 1 - blockIdx.y);
   float sum[8] = {};
   if (col < cols) {
     uint4 raw[kLoadsPerThread];
