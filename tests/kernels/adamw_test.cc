@@ -23,16 +23,18 @@ using testing::to_double;
 struct Case {
   std::size_t n;
   bool device_scale;
+  int max_blocks = 0;  // adamw_update's grid cap (0: one thread per four elements)
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  return "size" + std::to_string(info.param.n) + (info.param.device_scale ? "_scaled" : "_unscaled");
+  return "size" + std::to_string(info.param.n) + (info.param.device_scale ? "_scaled" : "_unscaled") +
+         (info.param.max_blocks > 0 ? "_blocks" + std::to_string(info.param.max_blocks) : "");
 }
 
 class AdamWTest : public testing::GpuTestWithParam<Case> {};
 
 TEST_P(AdamWTest, MatchesReference) {
-  const auto [n, device_scale] = GetParam();
+  const auto [n, device_scale, max_blocks] = GetParam();
   const auto master0 = testing::random_float(rng(), n, 0.0, 0.02);
   const auto grads = testing::random_float(rng(), n, 0.0, 1e-2);
   const auto m0 = testing::random_float(rng(), n, 0.0, 1e-2);
@@ -48,7 +50,7 @@ TEST_P(AdamWTest, MatchesReference) {
       d_scale(std::vector<float>{scale});
   DeviceBuffer<Bf16> d_weights(n);
   adamw_update(d_master.get(), d_weights.get(), d_m.get(), d_v.get(), d_grads.get(), n, step,
-               device_scale ? d_scale.get() : nullptr, nullptr);
+               device_scale ? d_scale.get() : nullptr, nullptr, max_blocks);
 
   const double lr = step.learning_rate, b1 = step.beta1, b2 = step.beta2, eps = step.eps,
                wd = step.weight_decay;
@@ -75,9 +77,12 @@ TEST_P(AdamWTest, MatchesReference) {
 }
 
 // n = 1 and 7: only the element-wise tail; 4099: vectors and a tail of 3.
+// Capped grids loop: one block of 1024 threads takes 4099 elements in two
+// passes (the tail in the second); three blocks take 2^20 in 86 passes.
 INSTANTIATE_TEST_SUITE_P(Sizes, AdamWTest,
                          ::testing::Values(Case{1, false}, Case{7, true}, Case{4099, true},
-                                           Case{1 << 20, false}),
+                                           Case{1 << 20, false}, Case{4099, true, 1},
+                                           Case{1 << 20, false, 3}),
                          case_name);
 
 // A NaN clip scale (grad_clip_scale's answer to a non-finite gradient norm)
