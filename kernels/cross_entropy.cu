@@ -1,10 +1,9 @@
 #include "kernels/cross_entropy.h"
 
-#include <cuda_pipeline.h>
-
 #include <cfloat>
 #include <string>
 
+#include "kernels/cp_async.cuh"
 #include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
 
@@ -99,9 +98,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int vectors = vocab / kBf16PerVector;
   const uint4* x = reinterpret_cast<const uint4*>(logits + row * vocab);
-  for (int j = threadIdx.x; j < vectors; j += kThreads) __pipeline_memcpy_async(&staged[j], &x[j], sizeof(uint4));
-  __pipeline_commit();
-  __pipeline_wait_prior(0);
+  for (int j = threadIdx.x; j < vectors; j += kThreads) detail::cp_async_16(&staged[j], &x[j], true);
+  detail::cp_async_commit();
+  detail::cp_async_wait<0>();
   __syncthreads();
 
   MaxSum local;

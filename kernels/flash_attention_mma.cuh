@@ -1,7 +1,7 @@
 // The warp-level tensor-core instructions the flash attention kernels are
 // written in, as inline PTX (PTX ISA 8.x, "Warp-level matrix instructions"):
 // mma.sync m16n8k16 bf16 with fp32 accumulators, ldmatrix (plain and .trans)
-// and cp.async. All exist from sm_80 on. Included by .cu files only.
+// and cp.async (kernels/cp_async.cuh). All exist from sm_80 on. Included by .cu files only.
 //
 // Fragment layouts of mma.m16n8k16 (PTX ISA, "Matrix fragments for
 // mma.m16n8k16"); lane l, g = l / 4, t = l % 4, each register two adjacent
@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "kernels/cp_async.cuh"
+
 namespace sextant::kernels::detail::flash {
 
 /// c += a * b, one m16n8k16 tile, bf16 inputs, fp32 accumulation.
@@ -32,9 +34,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ std::uint32_t shared_address(const void* pointer) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(pointer));
-}
 
 /// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i,
 /// and lane l receives row l/4, columns 2(l%4) and 2(l%4)+1 of each.
@@ -68,27 +67,10 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-/// Asynchronous 16-byte global-to-shared copy, bypassing L1; when !valid the
-/// 16 bytes are zero-filled and `src` is not read (src-size 0).
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
-               "l"(src), "r"(valid ? 16 : 0));
-}
-
-/// As cp_async_16 for one 4-byte word.
-__device__ __forceinline__ void cp_async_4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)),
-               "l"(src), "r"(valid ? 4 : 0));
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/// Waits until at most `kPending` of this thread's committed groups are in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+using detail::cp_async_16;
+using detail::cp_async_4;
+using detail::cp_async_commit;
+using detail::cp_async_wait;
+using detail::shared_address;
 
 }  // namespace sextant::kernels::detail::flash

@@ -20,8 +20,8 @@
 
 #include "kernels/column_partials.h"
 #include "kernels/cuda_check.h"
+#include "kernels/cp_async.cuh"
 #include "kernels/device_common.cuh"
-#include "kernels/flash_attention_mma.cuh"  // cp.async
 #include "kernels/layernorm.h"  // NormBackwardOptions
 #include "kernels/stream.h"
 
@@ -362,11 +362,11 @@ __global__ void __launch_bounds__(kNormBackwardThreads, 1)
       const int row = first + j;
       if (!owner || row >= row_end) continue;
       const std::int64_t offset = static_cast<std::int64_t>(row) * cols + c;
-      flash::cp_async_16(at(q % kStages, j, 0), dout + offset, true);
-      flash::cp_async_16(at(q % kStages, j, 1), inp + offset, true);
-      if (with_residual) flash::cp_async_16(at(q % kStages, j, 2), residual + offset, true);
+      cp_async_16(at(q % kStages, j, 0), dout + offset, true);
+      cp_async_16(at(q % kStages, j, 1), inp + offset, true);
+      if (with_residual) cp_async_16(at(q % kStages, j, 2), residual + offset, true);
     }
-    flash::cp_async_commit();
+    cp_async_commit();
   };
 #pragma unroll
   for (int q = 0; q < kStages; ++q) issue(q);
@@ -381,7 +381,7 @@ __global__ void __launch_bounds__(kNormBackwardThreads, 1)
 
   for (int q = 0, first = team_first; first < row_end; ++q, first += stride) {
     const int stage = q % kStages, buffer = q % 2;
-    flash::cp_async_wait<kStages - 1>();  // group q has landed
+    cp_async_wait<kStages - 1>();  // group q has landed
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       if (first + j >= row_end) break;
@@ -433,7 +433,7 @@ __global__ void __launch_bounds__(kNormBackwardThreads, 1)
     }
     issue(q + kStages);  // into the stage just read, which only this thread uses
   }
-  flash::cp_async_wait<0>();
+  cp_async_wait<0>();
 
   auto* staged = reinterpret_cast<float4(*)[2]>(ring);
   store_team_sums(dg, staged, dgamma_partials, c, cols);
