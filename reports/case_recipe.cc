@@ -52,6 +52,12 @@ void apply_architecture(ModelFamily family, sim::ModelConfig& m) {
   m.tie_embeddings = false;
 }
 
+std::string framework_of(const std::string& source) {
+  if (follows_nemo_recipe(source)) return "nemo-24.07";
+  if (contains(source, "Narayanan et al.")) return "megatron-lm-2021";
+  return "";
+}
+
 bool follows_nemo_recipe(const std::string& source) {
   return contains(source, "NeMo") || contains(source, "NeMo performance scripts");
 }

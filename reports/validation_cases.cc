@@ -56,6 +56,7 @@ ValidationCase read_case(StrictMap& c) {
   const std::string source = c.optional_string("source").value_or("");
   const std::string notes = c.optional_string("notes").value_or("");
   out.source_group = source_group(source);
+  out.framework = framework_of(source);
 
   StrictMap model = c.child("model");
   sim::ModelConfig& m = out.model;

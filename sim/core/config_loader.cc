@@ -272,4 +272,20 @@ CostProfile load_profile_file(const std::string& path) {
   return load_file<CostProfile>(path, &load_profile_text);
 }
 
+Framework load_framework_text(const std::string& text, const std::string& file) {
+  return load<Framework>(text, file, [&](StrictMap& map) {
+    Framework f;
+    f.name = map.required_string("name");
+    f.description = map.required_string("description");
+    f.sustained_compute_fraction = fraction(map, "sustained_compute_fraction");
+    f.source = map.required_string("source");
+    map.finish({"name", "description", "sustained_compute_fraction", "source"});
+    return f;
+  });
+}
+
+Framework load_framework_file(const std::string& path) {
+  return load_file<Framework>(path, &load_framework_text);
+}
+
 }  // namespace sextant::sim
