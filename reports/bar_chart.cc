@@ -13,11 +13,29 @@ std::string render_bar_chart(const BarChartSpec& spec) {
   for (const BarSeries& s : spec.series) legend.push_back({s.name, s.color, LegendSymbol::kBox});
   const double top = draw_title_and_legend(svg, spec.title, legend) +
                      (spec.top_labels.empty() ? 8 : 22);
-  constexpr double kLeft = 70, kRight = 20, kBottom = 66;
-  const double bottom = kChartHeight - kBottom, right = kChartWidth - kRight;
+  constexpr double kLeft = 66, kRight = 16;
+  const double right = kChartWidth - kRight;
+  const std::size_t n = spec.categories.size();
+  const double slot = (right - kLeft) / static_cast<double>(std::max<std::size_t>(n, 1));
+  const double group_width = slot * 0.72;
+  const std::size_t bars_per_group = spec.stacked ? 1 : std::max<std::size_t>(spec.series.size(), 1);
+  const double bar_width = group_width / static_cast<double>(bars_per_group);
+  // Category labels turn 40° when the widest line would not fit its slot; the
+  // space below the axis grows with them (sin 40° ≈ 0.64 of their length).
+  double widest = 0;
+  for (const std::string& c : spec.categories) {
+    std::size_t start = 0;
+    while (start <= c.size()) {
+      const std::size_t end = std::min(c.find('\n', start), c.size());
+      widest = std::max(widest, estimated_text_width_px(c.substr(start, end - start), 13));
+      start = end + 1;
+    }
+  }
+  const bool rotate = widest > slot - 4;
+  const double below_axis = rotate ? std::max(70.0, 0.64 * widest + 40) : 70.0;
+  const double bottom = kChartHeight - below_axis;
 
   // Range over what is drawn: each bar, or each category's stack.
-  const std::size_t n = spec.categories.size();
   double data_low = 0, data_high = 0;
   for (std::size_t c = 0; c < n; ++c) {
     double positive = 0, negative = 0;
@@ -45,22 +63,6 @@ std::string render_bar_chart(const BarChartSpec& spec) {
     svg.line(kLeft, py, right, py, "grid");
     svg.text(kLeft - 6, py + 4, tick_label(t), TextAnchor::kEnd, "tick");
   }
-
-  const double slot = (right - kLeft) / static_cast<double>(std::max<std::size_t>(n, 1));
-  const double group_width = slot * 0.72;
-  const std::size_t bars_per_group = spec.stacked ? 1 : std::max<std::size_t>(spec.series.size(), 1);
-  const double bar_width = group_width / static_cast<double>(bars_per_group);
-  // Category labels turn 40° when the widest line would not fit its slot.
-  double widest = 0;
-  for (const std::string& c : spec.categories) {
-    std::size_t start = 0;
-    while (start <= c.size()) {
-      const std::size_t end = std::min(c.find('\n', start), c.size());
-      widest = std::max(widest, estimated_text_width_px(c.substr(start, end - start), 12));
-      start = end + 1;
-    }
-  }
-  const bool rotate = widest > slot - 4;
 
   const double zero_px = ys.to_pixel(std::clamp(0.0, y_low, y_high));
   for (std::size_t c = 0; c < n; ++c) {
@@ -92,9 +94,9 @@ std::string render_bar_chart(const BarChartSpec& spec) {
       std::replace(flat.begin(), flat.end(), '\n', ' ');
       svg.text(centre + 4, bottom + 14, flat, TextAnchor::kEnd, "tick", -40);
     } else {
-      svg.text(centre, bottom + 17, label.substr(0, split), TextAnchor::kMiddle, "tick");
+      svg.text(centre, bottom + 18, label.substr(0, split), TextAnchor::kMiddle, "tick");
       if (split != std::string::npos) {
-        svg.text(centre, bottom + 31, label.substr(split + 1), TextAnchor::kMiddle, "tick");
+        svg.text(centre, bottom + 33, label.substr(split + 1), TextAnchor::kMiddle, "tick");
       }
     }
   }

@@ -120,10 +120,14 @@ std::string scatter_svg(const std::vector<CalibrationPoint>& points,
   c.bands.push_back({"±5 %", {lo, hi}, {lo * (1 - kBand), hi * (1 - kBand)},
                      {lo * (1 + kBand), hi * (1 + kBand)}, palette[2]});
   c.series.push_back({"y = x", {lo, hi}, {lo, hi}, SeriesStyle::kDashedLine, palette[7]});
-  std::size_t color = 0;
+  // Every palette colour but the band's green, yellow last (least contrast on
+  // white); past seven kinds the colours repeat with hollow markers.
+  const int order[] = {0, 1, 3, 4, 5, 7, 6};
+  std::size_t index = 0;
   for (const KindSummary& k : kinds) {
-    XySeries s{k.kind, {}, {}, SeriesStyle::kMarkers, palette[color++ % 7]};
-    if (s.color == palette[2]) s.color = palette[color++ % 7];  // not the band's colour
+    XySeries s{k.kind, {}, {}, index < 7 ? SeriesStyle::kMarkers : SeriesStyle::kHollowMarkers,
+               palette[order[index % 7]]};
+    ++index;
     for (const CalibrationPoint& p : points) {
       if (p.task_kind != k.kind || p.measured_s <= 0 || p.predicted_s <= 0) continue;
       s.x.push_back(p.measured_s);

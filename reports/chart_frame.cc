@@ -23,7 +23,7 @@ void draw_marker(SvgDocument& svg, double x, double y, const std::string& color,
 double draw_title_and_legend(SvgDocument& svg, const std::string& title,
                              const std::vector<LegendEntry>& legend) {
   svg.text(svg.width() / 2, 22, title, TextAnchor::kMiddle, "title");
-  constexpr double kRowHeight = 20, kSymbolWidth = 26, kGap = 18, kFontPx = 13, kMargin = 16;
+  constexpr double kRowHeight = 20, kSymbolWidth = 24, kGap = 14, kFontPx = 14, kMargin = 12;
   double x = kMargin, y = 44;
   for (const LegendEntry& e : legend) {
     const double width = kSymbolWidth + 6 + estimated_text_width_px(e.name, kFontPx);

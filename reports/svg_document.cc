@@ -104,12 +104,12 @@ std::string SvgDocument::str() const {
          svg_number(height_) + "\" role=\"img\" aria-label=\"" + xml_escape(title_) +
          "\" font-family=\"Helvetica, Arial, sans-serif\">\n"
          "<title>" + xml_escape(title_) + "</title>\n"
-         "<style>text{font-size:13px;fill:#222}.title{font-size:15px;font-weight:bold}"
+         "<style>text{font-size:14px;fill:#222}.title{font-size:16px;font-weight:bold}"
          ".axis{stroke:#444;stroke-width:1}.grid{stroke:#ddd;stroke-width:1}"
-         ".tick{font-size:12px}.series{fill:none;stroke-width:2}"
+         ".tick{font-size:13px}.series{fill:none;stroke-width:2}"
          ".dashed{fill:none;stroke-width:1.5;stroke-dasharray:6 4}"
          ".band{opacity:0.18}.bar{stroke:#fff;stroke-width:0.5}.marker{stroke:#fff;stroke-width:1}"
-         ".hollow{fill:#fff;stroke-width:2}.label{font-size:11px}</style>\n"
+         ".hollow{fill:#fff;stroke-width:2}.label{font-size:12px}</style>\n"
          "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n" +
          body_ + "</svg>\n";
 }

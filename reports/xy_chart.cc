@@ -76,7 +76,7 @@ std::string render_xy_chart(const XyChartSpec& spec) {
     }
   }
   const double top = draw_title_and_legend(svg, spec.title, legend) + 8;
-  constexpr double kLeft = 70, kRight = 20, kBottom = 56;
+  constexpr double kLeft = 66, kRight = 16, kBottom = 56;
   const double bottom = kChartHeight - kBottom, right = kChartWidth - kRight;
 
   double x_low, x_high, y_low, y_high;
@@ -93,9 +93,9 @@ std::string render_xy_chart(const XyChartSpec& spec) {
     const double px = xs.to_pixel(t);
     svg.line(px, top, px, bottom, "grid");
     const std::string label = tick_label(t);
-    const double half = estimated_text_width_px(label, 12) / 2;
+    const double half = estimated_text_width_px(label, 13) / 2;
     if (px - half < last_label_end + 4) continue;
-    svg.text(px, bottom + 17, label, TextAnchor::kMiddle, "tick");
+    svg.text(px, bottom + 18, label, TextAnchor::kMiddle, "tick");
     last_label_end = px + half;
   }
   for (double t : y_ticks) {
@@ -106,7 +106,7 @@ std::string render_xy_chart(const XyChartSpec& spec) {
   }
   svg.line(kLeft, bottom, right, bottom, "axis");
   svg.line(kLeft, top, kLeft, bottom, "axis");
-  svg.text((kLeft + right) / 2, bottom + 40, spec.x.label, TextAnchor::kMiddle, "");
+  svg.text((kLeft + right) / 2, bottom + 44, spec.x.label, TextAnchor::kMiddle, "");
   svg.text(18, (top + bottom) / 2, spec.y.label, TextAnchor::kMiddle, "", -90);
 
   auto clamp_y = [&](double v) {
