@@ -11,37 +11,6 @@ namespace sextant::reports {
 
 namespace {
 
-// Results of measured profiles may carry `step_time_interval_s` (added by the
-// calibration work); read it when this build's SimulationResult has it, as an
-// optional or plain pair-like value of (low, high) seconds.
-template <typename Value>
-std::optional<StepTimeInterval> interval_from(const Value& v) {
-  if constexpr (requires { v.has_value(); *v; }) {
-    if (!v.has_value()) return std::nullopt;
-    return interval_from(*v);
-  } else if constexpr (requires { v.low_s; v.high_s; }) {
-    return StepTimeInterval{static_cast<double>(v.low_s), static_cast<double>(v.high_s)};
-  } else if constexpr (requires { v.low; v.high; }) {
-    return StepTimeInterval{static_cast<double>(v.low), static_cast<double>(v.high)};
-  } else if constexpr (requires { v.first; v.second; }) {
-    return StepTimeInterval{static_cast<double>(v.first), static_cast<double>(v.second)};
-  } else if constexpr (requires { v[0]; v[1]; v.size(); }) {
-    if (v.size() < 2) return std::nullopt;
-    return StepTimeInterval{static_cast<double>(v[0]), static_cast<double>(v[1])};
-  } else {
-    return std::nullopt;
-  }
-}
-
-template <typename Result>
-std::optional<StepTimeInterval> result_interval(const Result& r) {
-  if constexpr (requires { r.step_time_interval_s; }) {
-    return interval_from(r.step_time_interval_s);
-  } else {
-    return std::nullopt;
-  }
-}
-
 sim::ModelConfig load_model(const ReportRowSpec& row, const sim::PresetCatalog& catalog) {
   sim::ModelConfig model = catalog.model(row.model);
   if (row.seq_length) model.seq_length = *row.seq_length;
@@ -87,7 +56,7 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
   }
   if (row.result) {
     row.searched = searched_knobs(s.layout, row.result->layout);
-    row.step_time_interval = result_interval(*row.result);
+    row.step_time_interval = step_time_interval_of(*row.result);
   }
 }
 

@@ -23,6 +23,41 @@ struct StepTimeInterval {
   double low_s = 0, high_s = 0;
 };
 
+namespace detail {
+template <typename Value>
+std::optional<StepTimeInterval> interval_from(const Value& v) {
+  if constexpr (requires { v.has_value(); *v; }) {
+    if (!v.has_value()) return std::nullopt;
+    return interval_from(*v);
+  } else if constexpr (requires { v.low_s; v.high_s; }) {
+    return StepTimeInterval{static_cast<double>(v.low_s), static_cast<double>(v.high_s)};
+  } else if constexpr (requires { v.low; v.high; }) {
+    return StepTimeInterval{static_cast<double>(v.low), static_cast<double>(v.high)};
+  } else if constexpr (requires { v.first; v.second; }) {
+    return StepTimeInterval{static_cast<double>(v.first), static_cast<double>(v.second)};
+  } else if constexpr (requires { v[0]; v[1]; v.size(); }) {
+    if (v.size() < 2) return std::nullopt;
+    return StepTimeInterval{static_cast<double>(v[0]), static_cast<double>(v[1])};
+  } else {
+    return std::nullopt;
+  }
+}
+}  // namespace detail
+
+/// The step-time interval a result carries, or nothing: results of measured
+/// profiles may carry `step_time_interval_s` (added by the calibration work) as
+/// an optional or plain (low, high) pair, a struct of low_s/high_s or low/high,
+/// or a two-element array. Read whichever this build's SimulationResult has.
+template <typename Result>
+std::optional<StepTimeInterval> step_time_interval_of(const Result& r) {
+  if constexpr (requires { r.step_time_interval_s; }) {
+    return detail::interval_from(r.step_time_interval_s);
+  } else {
+    return std::nullopt;
+  }
+}
+
+
 struct ReportRow {
   ReportRowSpec spec;
   sim::ModelConfig model;              // with the spec's overrides applied

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -145,6 +146,38 @@ TEST(ScalingReport, WeakScalingOfTwoPresetModelsWritesASelfContainedFolder) {
   std::size_t svgs = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
   EXPECT_EQ(svgs, files.size() - 3);  // every .svg written is inline too
+}
+
+}  // namespace
+}  // namespace sextant::reports
+
+namespace sextant::reports {
+namespace {
+
+// Results that carry a step-time interval in the shapes the calibration work
+// may give it, and one without it.
+struct WithOptionalPair {
+  std::optional<std::pair<double, double>> step_time_interval_s;
+};
+struct Bounds {
+  double low_s, high_s;
+};
+struct WithStruct {
+  Bounds step_time_interval_s;
+};
+struct WithArray {
+  std::array<double, 2> step_time_interval_s;
+};
+struct Without {
+  double step_time_s;
+};
+
+TEST(ScalingRows, ReadsAStepTimeIntervalWhateverItsShape) {
+  EXPECT_DOUBLE_EQ(step_time_interval_of(WithOptionalPair{{{1.5, 2.5}}})->high_s, 2.5);
+  EXPECT_FALSE(step_time_interval_of(WithOptionalPair{}).has_value());
+  EXPECT_DOUBLE_EQ(step_time_interval_of(WithStruct{{0.9, 1.1}})->low_s, 0.9);
+  EXPECT_DOUBLE_EQ(step_time_interval_of(WithArray{{{3, 4}}})->high_s, 4);
+  EXPECT_FALSE(step_time_interval_of(Without{1.0}).has_value());
 }
 
 }  // namespace
