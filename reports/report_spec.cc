@@ -184,6 +184,7 @@ ReportSpec load_report_spec(const std::string& path) {
           continue;
         }
         ReportRowSpec row = defaults;
+        row.origin = sim::diagnostic_at(node, path, prefix + "gpus", "");
         read_row(r, row);
         r.finish(kRowKeys);
         auto missing = [&](const char* key, bool absent) {
@@ -242,6 +243,7 @@ ReportSpec sweep_spec(const std::string& model, const std::string& cluster,
     row.global_batch = global_batch;
     row.layout = partial;
     row.constraints = constraints;
+    row.origin = {"--gpus", 0, 0, "", ""};
     spec.rows.push_back(row);
   }
   return spec;

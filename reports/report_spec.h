@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "search/search_constraints.h"
+#include "sim/core/config_error.h"
 #include "sim/core/parallel_layout.h"
 
 namespace sextant::reports {
@@ -57,6 +58,9 @@ struct ReportRowSpec {
   sim::PartialLayout layout;  // gbs always set; what is left out is searched
   search::SearchConstraints constraints;
   std::optional<ReferenceValue> reference;
+  /// Where the row was given, for messages about it: the spec's file:line:col
+  /// and "rows[i]", or the --gpus option of a flag sweep.
+  sim::Diagnostic origin;
 };
 
 enum class ReportEngine { kAnalytic, kEvent };

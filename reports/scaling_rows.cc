@@ -27,10 +27,12 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
   const sim::ClusterConfig cluster = catalog.cluster(s.cluster);
   const sim::CostProfile profile = catalog.profile(spec.profile, cluster.gpu.name);
   row.peak_flops_per_s = cluster.gpu.peak_bf16_flops_per_s;
-  if (s.gpus > cluster.total_gpus()) {
-    row.failure = "cluster " + cluster.name + " has " + std::to_string(cluster.total_gpus()) +
-                  " GPUs, fewer than " + std::to_string(s.gpus);
-    return;
+  if (s.gpus > cluster.total_gpus()) {  // bad input, not an outcome: the row cannot run
+    sim::Diagnostic d = s.origin;
+    d.message = std::to_string(s.gpus) + " GPUs, but cluster " + cluster.name + " has " +
+                std::to_string(cluster.total_gpus()) + " (" + std::to_string(cluster.num_nodes) +
+                " nodes of " + std::to_string(cluster.gpus_per_node) + ")";
+    throw sim::ConfigError({d});
   }
   if (spec.engine == ReportEngine::kEvent) {
     search::SearchOptions options;
