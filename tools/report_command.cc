@@ -27,6 +27,7 @@ struct ReportOptions {
   std::string model, cluster, layout;
   std::vector<long> gpus;
   int global_batch = 0;
+  long seq_length = 0;
   int max_tp = 0;
   bool tp_within_node = false;
   // calibration
@@ -74,10 +75,14 @@ int run_scaling(const ReportOptions& o, reports::ScalingKind kind, const CommonO
     if (o.max_tp > 0) constraints.max_tp = o.max_tp;
     constraints.tp_within_node = o.tp_within_node;
     spec = reports::sweep_spec(o.model, o.cluster, o.gpus, o.global_batch, o.layout, constraints);
+    if (o.seq_length > 0) {
+      for (reports::ReportRowSpec& row : spec.rows) row.seq_length = o.seq_length;
+    }
     std::ostringstream gpus;
     for (std::size_t i = 0; i < o.gpus.size(); ++i) gpus << (i ? "," : "") << o.gpus[i];
     spec.source = "sextant report strong-scaling --model " + o.model + " --cluster " + o.cluster +
                   " --gpus " + gpus.str() + " --global-batch " + std::to_string(o.global_batch) +
+                  (o.seq_length > 0 ? " --seq-length " + std::to_string(o.seq_length) : "") +
                   (o.layout.empty() ? "" : " --layout " + o.layout);
   }
   if (o.engine == "event") spec.engine = reports::ReportEngine::kEvent;
@@ -132,6 +137,9 @@ void add_scaling_options(CLI::App* cmd, ReportOptions& o, bool flag_form) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--layout", o.layout,
                   "knobs fixed at every point (flag form); the rest are searched at each point");
+  cmd->add_option("--seq-length", o.seq_length,
+                  "training sequence length (flag form; overrides the model's)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-tp", o.max_tp, "largest tensor-parallel size the search tries")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--tp-within-node", o.tp_within_node, "keep every TP group inside one node");

@@ -84,6 +84,12 @@ TEST(ReportExamples, Gpt3StrongScalingIsCurrent) {
                          "report strong-scaling --spec configs/reports/gpt3-175b-strong-h100.yaml");
 }
 
+TEST(ReportExamples, Gpt3StrongScalingTp8Pp12IsCurrent) {
+  expect_example_current(
+      "gpt3-175b-strong-h100-tp8-pp12",
+      "report strong-scaling --spec configs/reports/gpt3-175b-strong-h100-tp8-pp12.yaml");
+}
+
 TEST(ReportExamples, Narayanan21IsCurrent) {
   expect_example_current("narayanan21-a100",
                          "report weak-scaling --spec configs/reports/narayanan21-a100.yaml");
