@@ -22,17 +22,19 @@ std::string render_bar_chart(const BarChartSpec& spec) {
   const double bar_width = group_width / static_cast<double>(bars_per_group);
   // Category labels turn 40° when the widest line would not fit its slot; the
   // space below the axis grows with them (sin 40° ≈ 0.64 of their length).
-  double widest = 0;
+  // A turned label is written on one line (its '\n' becomes a space).
+  double widest_line = 0, widest_flat = 0;
   for (const std::string& c : spec.categories) {
     std::size_t start = 0;
     while (start <= c.size()) {
       const std::size_t end = std::min(c.find('\n', start), c.size());
-      widest = std::max(widest, estimated_text_width_px(c.substr(start, end - start), 13));
+      widest_line = std::max(widest_line, estimated_text_width_px(c.substr(start, end - start), 13));
       start = end + 1;
     }
+    widest_flat = std::max(widest_flat, estimated_text_width_px(c, 13));
   }
-  const bool rotate = widest > slot - 4;
-  const double below_axis = rotate ? std::max(70.0, 0.64 * widest + 40) : 70.0;
+  const bool rotate = widest_line > slot - 4;
+  const double below_axis = rotate ? std::max(70.0, 0.64 * widest_flat + 44) : 70.0;
   const double bottom = kChartHeight - below_axis;
 
   // Range over what is drawn: each bar, or each category's stack.
