@@ -40,14 +40,16 @@ figcaption{font-size:0.85rem;color:#444;margin-top:4px}
   figcaption{padding:0 4px}
 }
 @media print{
+  /* Landscape: the scaling table has some 26 columns; cells may wrap. */
+  @page{size:A4 landscape;margin:10mm}
   main{max-width:none;padding:0}
   .page-scroll{overflow:visible;border:none}
-  table{font-size:7pt}
+  table{font-size:6.5pt;width:100%}
   th,th:first-child,td:first-child{position:static}
-  th,td{padding:2px 3px}
-  .page-figures{display:block}
-  figure{break-inside:avoid;page-break-inside:avoid;margin-bottom:10px;border:none}
-  figure svg{max-width:16cm}
+  th,td{padding:1px 2px;white-space:normal}
+  .page-figures{display:grid;grid-template-columns:1fr 1fr;gap:6mm}
+  figure{break-inside:avoid;page-break-inside:avoid;border:none;overflow:visible}
+  figure svg{min-width:0}
   a{color:inherit;text-decoration:none}
 }
 )";
