@@ -182,3 +182,29 @@ TEST(ScalingRows, ReadsAStepTimeIntervalWhateverItsShape) {
 
 }  // namespace
 }  // namespace sextant::reports
+
+namespace sextant::reports {
+namespace {
+
+TEST(ScalingReport, RowsWithoutAResultStayInTheTableAndOutOfThePlots) {
+  ReportRow failed;
+  failed.spec.gpus = 8;
+  failed.spec.global_batch = 16;
+  failed.model.name = "big";
+  failed.model.seq_length = 2048;
+  failed.failure = "the smallest layout needs 95.0 GiB";
+  const std::vector<ReportRow> rows = {made_row(64, 10, 2.56e17), failed};
+  const Table t = scaling_table(rows);
+  EXPECT_EQ(t.rows[1].back(), "not predicted: the smallest layout needs 95.0 GiB");
+  EXPECT_EQ(t.rows[1][18], "-");  // MFU
+  // One point still gives every plot but the reference comparison (no reference).
+  const std::vector<NamedPlot> plots = scaling_plots(rows, ScalingKind::kStrong);
+  ASSERT_EQ(plots.size(), 4u);
+  EXPECT_EQ(plots[0].file, "mfu.svg");
+  EXPECT_EQ(scaling_summary(rows, ScalingKind::kStrong).front(),
+            "1 of 2 rows predicted (see the table for why not).");
+  EXPECT_TRUE(scaling_plots({failed}, ScalingKind::kWeak).empty());
+}
+
+}  // namespace
+}  // namespace sextant::reports
