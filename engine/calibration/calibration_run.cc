@@ -103,6 +103,17 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   ctx.timing = settings.timing;
   ProgressBar bar(progress_out, total_work, settings.progress);
 
+  // A point a launcher refuses (its argument checks run before any launch, so
+  // the device is untouched) is left out and counted, not fatal to the run.
+  int skipped = 0;
+  std::string first_skip;
+  auto guarded = [&](const std::string& what, const auto& measure) {
+    try {
+      measure();
+    } catch (const kernels::KernelArgumentError& e) {
+      if (skipped++ == 0) first_skip = what + ": " + e.what();
+    }
+  };
   MeasuredProfile profile;
   profile.overheads = measure_overheads(ctx);
   bar.advance(0.05, "overheads", 1, 1);
@@ -110,21 +121,21 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   const int linear_points = static_cast<int>(plan.linear.size());
   for (int i = 0; i < linear_points; ++i) {
     const LinearShape& s = plan.linear[static_cast<std::size_t>(i)];
-    profile.linear_bf16.push_back(measure_linear(s, gemm, ctx));
+    guarded("linear", [&] { profile.linear_bf16.push_back(measure_linear(s, gemm, ctx)); });
     bar.advance(launches_cost(linear_estimate_s(s), 3, linear_estimate_s(s) < 1e-3 ? 32 : 8), "linear", i + 1,
                 linear_points);
   }
   const int attention_points = static_cast<int>(plan.attention.size());
   for (int i = 0; i < attention_points; ++i) {
     const AttentionShape& s = plan.attention[static_cast<std::size_t>(i)];
-    profile.attention.push_back(measure_attention(s, ctx));
+    guarded("attention", [&] { profile.attention.push_back(measure_attention(s, ctx)); });
     bar.advance(launches_cost(attention_estimate_s(s), 1, 0), "attention", i + 1, attention_points);
   }
   int done = 0;
   for (const auto& [kernel, shapes] : plan.elementwise) {
     ElementwiseTable table{kernel, {}};
     for (const ElementwiseShape& s : shapes) {
-      table.points.push_back(measure_elementwise(kernel, s, ctx));
+      guarded(kernel, [&] { table.points.push_back(measure_elementwise(kernel, s, ctx)); });
       bar.advance(launches_cost(elementwise_estimate_s(kernel, s), 1, 0), "elementwise", ++done, elementwise_points);
     }
     profile.elementwise.push_back(std::move(table));
@@ -159,6 +170,7 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
              "(16 heuristic candidates, 4 past 1 ms, timed once each) as the engine tunes before its first step; "
              "attention with kv_heads = heads; overheads on an 8-element residual_add";
   if (!nccl_note.empty()) m.method += "; NCCL: " + nccl_note;
+  if (skipped > 0) m.method += "; " + std::to_string(skipped) + " point(s) refused by a launcher and left out, first: " + first_skip;
   char seconds[32];
   std::snprintf(seconds, sizeof seconds, "%.0f", duration_s);
   m.duration_s = seconds;
