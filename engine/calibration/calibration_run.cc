@@ -72,7 +72,7 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   double total_work = 0;
   for (const LinearShape& s : plan.linear) {
     scratch_bytes = std::max(scratch_bytes, linear_scratch_bytes(s, info.l2_bytes));
-    total_work += launches_cost(linear_estimate_s(s), 3, linear_estimate_s(s) < 1e-3 ? 32 : 8);
+    total_work += launches_cost(linear_estimate_s(s), 3, 32);
   }
   for (const AttentionShape& s : plan.attention) {
     scratch_bytes = std::max(scratch_bytes, attention_scratch_bytes(s, info.l2_bytes));
@@ -122,7 +122,7 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   for (int i = 0; i < linear_points; ++i) {
     const LinearShape& s = plan.linear[static_cast<std::size_t>(i)];
     guarded("linear", [&] { profile.linear_bf16.push_back(measure_linear(s, gemm, ctx)); });
-    bar.advance(launches_cost(linear_estimate_s(s), 3, linear_estimate_s(s) < 1e-3 ? 32 : 8), "linear", i + 1,
+    bar.advance(launches_cost(linear_estimate_s(s), 3, 32), "linear", i + 1,
                 linear_points);
   }
   const int attention_points = static_cast<int>(plan.attention.size());
@@ -167,7 +167,7 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   m.method = settings.timing.description() + "; L2 " + std::to_string(info.l2_bytes) + " bytes, " +
              std::to_string(info.sm_count) +
              " SMs (read from the device); GEMMs through the engine's CublasLtGemm, each problem tuned first "
-             "(16 heuristic candidates, 4 past 1 ms, timed once each) as the engine tunes before its first step; "
+             "(its first 16 heuristic candidates, each timed once after a warm-up launch, the fastest kept) as the engine tunes before its first step; "
              "attention with kv_heads = heads; overheads on an 8-element residual_add";
   if (!nccl_note.empty()) m.method += "; NCCL: " + nccl_note;
   if (skipped > 0) m.method += "; " + std::to_string(skipped) + " point(s) refused by a launcher and left out, first: " + first_skip;

@@ -22,7 +22,9 @@ std::string dotted(int code, int major_div, int minor_div, bool patch) {
   return s;
 }
 
-// /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ...".
+// /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..."
+// or "... UNIX Open Kernel Module for x86_64  580.159.04 ...": the first word
+// after "Kernel Module" that starts with a digit and holds a dot.
 std::string kernel_module_version() {
   std::ifstream file("/proc/driver/nvidia/version");
   std::string line;
@@ -31,9 +33,10 @@ std::string kernel_module_version() {
   const std::size_t at = line.find(marker);
   if (at == std::string::npos) return "";
   std::istringstream rest(line.substr(at + marker.size()));
-  std::string version;
-  rest >> version;
-  return version;
+  std::string word;
+  while (rest >> word)
+    if (!word.empty() && word[0] >= '0' && word[0] <= '9' && word.find('.') != std::string::npos) return word;
+  return "";
 }
 
 }  // namespace

@@ -85,10 +85,10 @@ LinearPoint measure_linear(const LinearShape& shape, kernels::CublasLtGemm& gemm
     b.dw = ctx.scratch->take_as<float>(o * i);
     sets.push_back(b);
   }
-  // The engine tunes 16 candidates x 3 repeats per problem (CublasLtGemm::
-  // set_tune_new_problems); past a millisecond a product keeps to the heuristic's
-  // first 4 (timed once each), which holds the calibration to minutes.
-  const int candidates = linear_estimate_s(shape) < 1e-3 ? 16 : 4;
+  // The engine tunes each problem over cuBLASLt's first 16 heuristic candidates
+  // (CublasLtGemm::set_tune_new_problems: 3 timed launches each); here each is
+  // timed once, which keeps the whole calibration within minutes.
+  constexpr int candidates = 16;
   auto time_product = [&](GemmArgs (*args_of)(const LinearShape&, const LinearSet&)) {
     gemm.tune(args_of(shape, sets[0]), ctx.stream, candidates, 1);
     return median_seconds([&](int set) { gemm.run(args_of(shape, sets[static_cast<std::size_t>(set)]), ctx.stream); },
