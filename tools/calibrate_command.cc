@@ -198,7 +198,7 @@ CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, 
       "      --model gpt-1.3b --cluster dgx-h100 --gpus 1 --layout mbs=4,gbs=4");
   cmd->add_option("--out", a->out, "the profile YAML to write (its folder must exist)")->required();
   cmd->add_flag("--quick", a->quick,
-                "a subset in about a minute: micro-batches 1, 2, 4, 8 and coarser grids (for a check, "
+                "a subset in about 30 s on an H100: micro-batches 1, 2, 4, 8 and coarser grids (for a check, "
                 "not for the committed profile)");
   cmd->add_option("--device", a->device, "the CUDA device to measure (NCCL uses GPUs 0..n-1)")
       ->capture_default_str();
