@@ -49,9 +49,11 @@ LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const Cluste
   }
   if (moe_layer && m.moe && l.ep > 1) {
     // Dispatch and combine: each token's hidden state to and from its topk experts
-    // (Lepikhin et al. 2020, GShard); backward mirrors both.
+    // (Lepikhin et al. 2020, GShard); backward mirrors both. The all-to-all ends
+    // when the busiest rank has its expert_load_factor times the mean.
     const GroupPlacement ep = place_group(l.ep, l.etp, n);
-    const double bytes = kBf16Bytes * T * m.moe->router_topk * h * l.etp / l.tp;
+    const double bytes = kBf16Bytes * T * m.moe->router_topk * h * l.etp / l.tp *
+                         m.moe->expert_load_factor;
     out.ep_forward_s = 2.0 * all_to_all_time_s(bytes, ep, r);
     out.ep_backward_s = out.ep_forward_s;
   }

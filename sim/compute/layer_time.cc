@@ -97,7 +97,6 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
   t.attention_core_backward_s += t.backward_s - before_backward;
 }
 
-
 // FP8 as Transformer Engine runs it under Megatron-Core/NeMo (TE 1.x,
 // transformer_engine/pytorch/module/{layernorm_linear,layernorm_mlp,linear}.py):
 // the norms write the QKV and fc1 inputs in FP8 themselves (layernorm_fwd_fp8)
@@ -109,27 +108,35 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
 // saved FP8 inputs for the weight gradients (read 1, write 1: fp8_transpose of
 // the QKV, fc1, projection and fc2 inputs), as Hopper's FP8 GEMMs take only the
 // TN layout. Weights are cast once per step (is_first_microbatch), not here.
+//
+// The MLP's FP8 GEMM inputs one GPU converts per micro-batch: `rows` tokens of
+// width h enter fc1 and leave fc2; `activations` elements (rows x ffn width)
+// enter fc2. A MoE layer's experts see their routed tokens, its shared expert all.
+struct MlpFp8Shape {
+  double rows = 0;
+  double activations = 0;
+};
+
+// Adds the conversions above to one layer's forward and backward.
 void add_fp8_conversions(PassTime& t, const ModelConfig& m, const ParallelLayout& l,
-                         const DeviceRates& r) {
+                         const MlpFp8Shape& mlp, const DeviceRates& r) {
   const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
   const double h = static_cast<double>(m.hidden_size);
   const double q = static_cast<double>(m.query_width()) / l.tp;
   const double kv = static_cast<double>(m.kv_width()) / l.tp;
-  const double ffn = static_cast<double>(m.ffn_hidden_size) / l.tp;
   const double forward_s = 3.0 * T * q / r.memory_bytes_per_s + r.kernel_overhead_s;
-  const double cast_transpose_bytes = 4.0 * T * ((q + 2 * kv) + h + h);
-  const double transpose_bytes = 2.0 * T * (h + h + q + ffn);
-  const double backward_s =
-      (cast_transpose_bytes + transpose_bytes) / r.memory_bytes_per_s + 7 * r.kernel_overhead_s;
+  // cast_transpose of the QKV, projection and fc2 output gradients; transposes
+  // of the QKV, projection, fc1 and fc2 inputs.
+  const double attention_bytes = 4.0 * T * ((q + 2 * kv) + h) + 2.0 * T * (h + q);
+  const double mlp_bytes = 4.0 * mlp.rows * h + 2.0 * (mlp.rows * h + mlp.activations);
   t.forward_s += forward_s;
-  t.backward_s += backward_s;
+  t.backward_s += (attention_bytes + mlp_bytes) / r.memory_bytes_per_s + 7 * r.kernel_overhead_s;
   // The attention block's share: the projection input's cast, the QKV and
   // projection output gradients' cast-transposes and their inputs' transposes.
   t.attention_forward_s += forward_s;
-  t.attention_backward_s +=
-      (4.0 * T * ((q + 2 * kv) + h) + 2.0 * T * (h + q)) / r.memory_bytes_per_s +
-      4 * r.kernel_overhead_s;
+  t.attention_backward_s += attention_bytes / r.memory_bytes_per_s + 4 * r.kernel_overhead_s;
 }
+
 }  // namespace
 
 PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
@@ -159,15 +166,24 @@ PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceR
 
   // MLP block: norm, MLP (dense, or router + routed experts + shared expert), dropout-add.
   add_elementwise(t, 4.0 * W, 1, r);
+  MlpFp8Shape mlp_fp8{T, T * static_cast<double>(m.ffn_hidden_size) / tp};
   if (moe_layer && m.moe) {
     const MoeConfig& e = *m.moe;
     add_linear(t, T, e.num_experts, h, 1, r);  // router logits
-    // Each GPU's experts see T·topk·etp/tp tokens (balanced routing), as a grouped
-    // GEMM over its num_experts/ep local experts.
-    const double expert_tokens = T * e.router_topk * l.etp / tp;
+    // Router: softmax and top-k over the fp32 logits (read and write 4 bytes per
+    // logit, twice), Megatron-Core's TopKRouter (moe/router.py).
+    add_elementwise(t, 2.0 * 2.0 * 4.0 * T * e.num_experts, 2, r);
+    // Each GPU's experts see T·topk·etp/tp tokens with balanced routing, as a
+    // grouped GEMM over its num_experts/ep local experts; the busiest rank,
+    // which the others wait for, expert_load_factor times that.
+    const double expert_tokens = T * e.router_topk * l.etp / tp * e.expert_load_factor;
     const double local_experts = static_cast<double>(e.num_experts) / l.ep;
     add_mlp(t, m, expert_tokens, static_cast<double>(e.ffn_hidden_size), l.etp, local_experts, r);
     add_mlp(t, m, T, static_cast<double>(e.shared_expert_ffn_hidden_size), tp, 1, r);
+    const double shared_rows = e.shared_expert_ffn_hidden_size > 0 ? T : 0.0;
+    mlp_fp8 = {expert_tokens + shared_rows,
+               expert_tokens * static_cast<double>(e.ffn_hidden_size) / l.etp +
+                   shared_rows * static_cast<double>(e.shared_expert_ffn_hidden_size) / tp};
     // Token permutation and un-permutation: read and write topk copies of each token.
     add_elementwise(t, 2.0 * 2.0 * 2.0 * expert_tokens * h, 2, r);
   } else {
@@ -175,7 +191,7 @@ PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceR
   }
   add_elementwise(t, dropout_add_bytes * W, 1, r);
 
-  if (r.fp8) add_fp8_conversions(t, m, l, r);
+  if (r.fp8) add_fp8_conversions(t, m, l, mlp_fp8, r);
   return t;
 }
 

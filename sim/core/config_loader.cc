@@ -1,5 +1,6 @@
 #include "sim/core/config_loader.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -164,8 +165,11 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
       }
       e.first_dense_layers =
           first_dense >= 0 && first_dense < m.num_layers ? static_cast<int>(first_dense) : 0;
+      e.expert_load_factor = moe.optional_double("expert_load_factor").value_or(1.0);
+      moe.require_in_range("expert_load_factor", e.expert_load_factor, 1.0,
+                           static_cast<double>(std::max(e.num_experts, 1)));
       moe.finish({"num_experts", "router_topk", "ffn_hidden_size",
-                  "shared_expert_ffn_hidden_size", "first_dense_layers"});
+                  "shared_expert_ffn_hidden_size", "first_dense_layers", "expert_load_factor"});
       m.moe = e;
     }
     map.finish({"name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",

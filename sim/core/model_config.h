@@ -24,6 +24,12 @@ struct MoeConfig {
   std::int64_t ffn_hidden_size = 0;                 // per expert
   std::int64_t shared_expert_ffn_hidden_size = 0;   // 0: no shared expert
   int first_dense_layers = 0;                       // leading layers with a dense MLP
+  /// Tokens the busiest expert-parallel rank receives over the mean, >= 1
+  /// (1: balanced routing, the default). The grouped GEMMs and the all-to-all
+  /// wait for that rank, and it stores that many expert activations. A run
+  /// with Megatron's --moe-expert-capacity-factor C drops tokens beyond C, so
+  /// its factor is at most C.
+  double expert_load_factor = 1.0;
 };
 
 struct ModelConfig {

@@ -68,7 +68,7 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
     const MoeConfig& e = *m.moe;
     // Tokens this GPU's experts see: T·topk·etp/tp with balanced routing (each
     // of the tp·cp·dp ranks' tokens visits topk experts spread over ep groups).
-    const double expert_tokens = T * e.router_topk * l.etp / t;
+    const double expert_tokens = T * e.router_topk * l.etp / t * e.expert_load_factor;
     mlp += kBf16Bytes * T * h / rep;  // router input
     mlp += mlp_tensors(static_cast<double>(e.ffn_hidden_size), expert_tokens, l.etp, 1.0);
     mlp += mlp_tensors(static_cast<double>(e.shared_expert_ffn_hidden_size), T, t, rep);
