@@ -27,6 +27,10 @@ std::string format_seconds(double s) {
 std::string format_gib(double bytes) { return sim::format_gib(bytes, 2); }
 
 nlohmann::json layout_json(const sim::ParallelLayout& l) {
+  // The split knobs: null (or false) when not set, Megatron's even split.
+  const auto layers_or_null = [](int layers) {
+    return layers > 0 ? nlohmann::json(layers) : nlohmann::json(nullptr);
+  };
   return {{"tp", l.tp},
           {"pp", l.pp},
           {"vpp", l.vpp},
@@ -45,7 +49,12 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"attention", sim::to_string(l.attention)},
           {"overlap_grad_reduce", l.overlap_grad_reduce},
           {"overlap_param_gather", l.overlap_param_gather},
-          {"tp_comm_overlap", l.tp_comm_overlap}};
+          {"tp_comm_overlap", l.tp_comm_overlap},
+          {"first_stage_layers", layers_or_null(l.first_stage_layers)},
+          {"last_stage_layers", layers_or_null(l.last_stage_layers)},
+          {"embedding_in_split", l.embedding_in_split},
+          {"loss_in_split", l.loss_in_split},
+          {"pp_layout", l.pp_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pp_layout)}};
 }
 
 nlohmann::json simulation_json(const SimulationContext& c, const sim::SimulationResult& r) {

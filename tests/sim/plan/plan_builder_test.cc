@@ -50,7 +50,7 @@ std::map<std::string, int> count_by_kind(const Plan& plan, int stage) {
 // forward and one backward per chunk and micro-batch (3·96 each).
 TEST(PlanBuilder, CountsTasksOfAnInterleavedStage) {
   const Plan plan = build_plan(testing::gpt3_175b(), gpt3_layout());
-  EXPECT_EQ(plan.shape.layers_per_chunk, 4);
+  EXPECT_EQ(layers_in_chunk(plan.shape, 0, 0), 4);
   EXPECT_EQ(plan.shape.microbatches, 96);
   EXPECT_FALSE(plan.shape.blocking_p2p);
   const std::map<std::string, int> middle = count_by_kind(plan, 3);
