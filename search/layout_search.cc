@@ -45,6 +45,12 @@ void keep_best(std::vector<SimulationResult>& best, const SimulationResult& r, i
   if (static_cast<int>(best.size()) > top) best.pop_back();
 }
 
+bool same_split(const ParallelLayout& a, const ParallelLayout& b) {
+  return a.pp == b.pp && a.vpp == b.vpp && a.first_stage_layers == b.first_stage_layers &&
+         a.last_stage_layers == b.last_stage_layers && a.embedding_in_split == b.embedding_in_split &&
+         a.loss_in_split == b.loss_in_split && a.pp_layout == b.pp_layout;
+}
+
 // Layouts of the first pass (each with the default split of its pp and vpp)
 // whose other splits are tried. A split moves layers between stages, so it
 // changes the step by at most the pipeline's imbalance: the layouts that win
@@ -81,6 +87,10 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   std::atomic<std::size_t> done{0};
 
   auto work = [&](Partial& mine) {
+    // Layouts of one grid point share a few splits (one per vpp): build each once.
+    PipelineSplit split;
+    ParallelLayout split_of;
+    bool have_split = false;
     for (std::size_t i = next++; i < grid.size(); i = next++) {
       for (const ParallelLayout& l : layouts_at(m, partial, grid[i], options.constraints)) {
         ++mine.evaluated;
@@ -92,8 +102,12 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
           continue;
         }
         ++mine.valid;
+        if (!have_split || !same_split(split_of, l)) {
+          split = pipeline_split(m, l);
+          split_of = l;
+          have_split = true;
+        }
         // Memory is cheap: prune before timing the step.
-        const PipelineSplit split = pipeline_split(m, l);
         const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
         const double bytes = memory.total();
         const bool fits = bytes <= out.memory_limit_bytes;

@@ -171,3 +171,43 @@ TEST(PlanBuilder, RejectsZeroBubbleWithVirtualStages) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// An uneven split: 94 layers, pp=8, vpp=3 is no even split, first/last stages
+// of 10 leave 74 = 6·12 + 2 — not whole either; the explicit layout below
+// gives rank 0 E+3t/4t/4t, rank 7 4t/4t/3t+L and the others 4t per chunk:
+// 11 + 6·12 + 11 = 94. Every layer's forward runs once per micro-batch on the
+// rank the split names, and the buckets hold what stage_params_per_gpu counts.
+TEST(PlanBuilder, UnevenSplitPlacesEveryLayerOnce) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 94;
+  ParallelLayout l = gpt3_layout();
+  l.pp_layout = "Et*3|(t*4|)*22t*3L";
+  const Plan plan = build_plan(m, l);
+  const PipelineSplit& split = plan.shape.split;
+  ASSERT_EQ(split.stage(0).num_layers, 11);
+  ASSERT_EQ(split.stage(7).num_layers, 11);
+  std::vector<int> forwards(94, 0);
+  for (const Task& t : plan.tasks) {
+    if (t.kind != TaskKind::kCompute || t.block != Block::kAttention || t.pass != Pass::kForward) {
+      continue;
+    }
+    ++forwards[t.layer];
+    const ChunkLayers& c = split.chunk(t.stage, t.chunk);
+    EXPECT_GE(t.layer, c.first_layer);
+    EXPECT_LT(t.layer, c.first_layer + c.num_layers);
+  }
+  for (int layer = 0; layer < 94; ++layer) EXPECT_EQ(forwards[layer], 96) << "layer " << layer;
+  for (int stage : {0, 3, 7}) {
+    double total = 0;
+    for (const GradientBucket& b : plan.buckets) {
+      if (b.stage == stage) total += b.dense_params + b.expert_params;
+    }
+    EXPECT_NEAR(total, stage_params_per_gpu(m, l, stage).total(), 1.0) << "stage " << stage;
+  }
+}
+
+}  // namespace
+}  // namespace sextant::sim
