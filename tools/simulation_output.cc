@@ -106,7 +106,9 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   std::string out;
   out += "sextant simulate: " + c.model + " on " + std::to_string(c.gpus) + " x " + c.gpu +
          " (" + c.cluster + "), " + c.engine + " model\n";
-  out += "layout: " + r.layout.to_spec() + "\n\n";
+  out += "layout: " + r.layout.to_spec() + "\n";
+  if (!c.pipeline_split.empty()) out += "pipeline split (per rank, chunks /): " + c.pipeline_split + "\n";
+  out += "\n";
   out += "FLOPs per iteration\n";
   out += line("model", printf_string("%.4g", r.model_flops_per_step));
   out += line("hardware (+recompute)", printf_string("%.4g", r.hardware_flops_per_step));
