@@ -146,7 +146,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   double all_stages = 0;
   StageTime run_time;
   for (int s = 0; s < l.pp; ++s) {
-    if (s == 0 || !(split.stage(s) == split.stage(s - 1))) {
+    if (s == 0 || split.stage(s) != split.stage(s - 1)) {
       run_time = stage_time(split.stage(s), l, dense, moe, embedding, output);
       if (s == 0 || run_time.total() > slowest.total()) slowest = run_time;
     }
