@@ -176,7 +176,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   // Data-parallel sync of the stage holding most weights.
   StageParams params;
   for (int s = 0; s < l.pp; ++s) {
-    if (s > 0 && split.stage(s) == split.stage(s - 1)) continue;
+    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
     const StageParams here = stage_params_per_gpu(m, l, split.stage(s));
     if (s == 0 || here.total() > params.total()) params = here;
   }

@@ -70,6 +70,13 @@ struct StageLayers {
   bool loss = false;
   int moe_layers() const { return num_layers - dense_layers; }
   bool operator==(const StageLayers&) const = default;
+  /// Holds the same layers as `other` and at least its embedding and loss: it
+  /// needs at least as many weights, and (earlier in the pipeline, with at
+  /// least as many micro-batches in flight) at least as much memory.
+  bool covers(const StageLayers& other) const {
+    return num_layers == other.num_layers && dense_layers == other.dense_layers &&
+           (embedding || !other.embedding) && (loss || !other.loss);
+  }
 };
 
 /// The split of a model's layers over pp ranks × vpp chunks. Invariant: the

@@ -47,8 +47,8 @@ MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& 
   MemoryBreakdown peak;
   double peak_bytes = -1;
   for (int s = 0; s < split.pp(); ++s) {
-    // A stage holding what the one before it holds keeps no more micro-batches.
-    if (s > 0 && split.stage(s - 1) == split.stage(s)) continue;
+    // The stage before holds as much and keeps as many micro-batches or more.
+    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
     const MemoryBreakdown here = stage_memory(m, l, split, s);
     if (here.total() > peak_bytes) {
       peak = here;

@@ -34,8 +34,8 @@ MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& lay
 
 /// The breakdown of the stage that needs most memory. Stages holding the same
 /// layers differ only in micro-batches in flight, which never grow with the
-/// stage index, so a stage holding what the one before it holds is skipped (with
-/// an even split: the first, the second and the last are evaluated).
+/// stage index, so a stage the one before it covers (StageLayers::covers) is
+/// skipped: with an even split only the first and the last are evaluated.
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout);
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
                                     const PipelineSplit& split);
