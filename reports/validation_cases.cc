@@ -8,6 +8,7 @@
 #include "reports/case_recipe.h"
 #include "reports/validation_groups.h"
 #include "sim/core/config_error.h"
+#include "sim/core/pipeline_split.h"
 #include "sim/core/strict_yaml.h"
 
 namespace sextant::reports {
@@ -94,6 +95,19 @@ ValidationCase read_case(StrictMap& c) {
   l.cp = optional_count(parallel, "cp");
   l.ep = optional_count(parallel, "ep");
   l.sp = parallel.optional_bool("sp");
+  // The pipeline split, where a case publishes it (Megatron's
+  // --decoder-first/last-pipeline-num-layers, --account-for-embedding/loss-in-
+  // pipeline-split, --pipeline-model-parallel-layout); left out, the search picks it.
+  l.first_stage_layers = optional_count(parallel, "first_stage_layers");
+  l.last_stage_layers = optional_count(parallel, "last_stage_layers");
+  l.embedding_in_split = parallel.optional_bool("embedding_in_split");
+  l.loss_in_split = parallel.optional_bool("loss_in_split");
+  if (auto text = parallel.optional_string("pp_layout")) {
+    std::vector<std::string> stages;
+    std::string error;
+    if (sim::expand_pp_layout(*text, stages, error)) l.pp_layout = *text;
+    else parallel.report("pp_layout", error);
+  }
   bool zero_stated = false;
   if (auto zero = parallel.optional_string("zero")) {
     zero_stated = true;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "search/split_options.h"
+#include "sim/core/pipeline_split.h"
+
 namespace sextant::search {
 
 using namespace sim;
@@ -39,13 +42,23 @@ std::vector<GridPoint> grid_points(const ModelConfig& m, const ClusterConfig& cl
   if (c.max_tp) tp_limit = std::min<long>(tp_limit, *c.max_tp);
   if (c.tp_within_node) tp_limit = std::min<long>(tp_limit, cluster.gpus_per_node);
   const long heads_and_groups = std::gcd(m.num_attention_heads, m.num_query_groups);
+  long layout_stages = 0;  // an explicit pp_layout's virtual stages: pp must divide them
+  if (p.pp_layout) {
+    std::vector<std::string> stages;
+    std::string error;
+    expand_pp_layout(*p.pp_layout, stages, error);
+    layout_stages = static_cast<long>(stages.size());
+  }
   std::vector<GridPoint> out;
   for (int tp : given_or(p.tp, powers_of_two_dividing(heads_and_groups, tp_limit))) {
     for (int cp : given_or(p.cp, powers_of_two_dividing(m.seq_length / 2, 16))) {
       const long tp_cp = static_cast<long>(tp) * cp;
       if (gpus % tp_cp != 0) continue;
-      for (int pp : given_or(p.pp, divisors(m.num_layers, gpus / tp_cp))) {
+      // Any pp up to the layer count: pipeline_split.h splits unevenly where
+      // the layers do not divide.
+      for (int pp : given_or(p.pp, divisors(gpus / tp_cp, std::min<long>(gpus / tp_cp, m.num_layers)))) {
         if ((gpus / tp_cp) % pp != 0) continue;
+        if (layout_stages > 0 && !p.pp && layout_stages % pp != 0) continue;
         const int dp = static_cast<int>(gpus / tp_cp / pp);
         if (p.dp && *p.dp != dp) continue;
         out.push_back({tp, cp, pp, dp});
@@ -58,9 +71,16 @@ std::vector<GridPoint> grid_points(const ModelConfig& m, const ClusterConfig& cl
 std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout& p,
                                        const GridPoint& g, const SearchConstraints& c) {
   const int gbs = p.gbs.value_or(0);
-  const int layers_per_stage = m.num_layers / g.pp;
-  const std::vector<int> vpps =
-      given_or(p.vpp, g.pp > 1 ? divisors(layers_per_stage, layers_per_stage) : std::vector<int>{1});
+  std::vector<int> vpp_choices = g.pp > 1 ? vpp_options(m.num_layers, g.pp) : std::vector<int>{1};
+  if (p.pp_layout) {
+    // An explicit layout fixes pp·vpp: its number of virtual stages.
+    std::vector<std::string> stages;
+    std::string error;
+    expand_pp_layout(*p.pp_layout, stages, error);
+    const int count = static_cast<int>(stages.size());
+    vpp_choices = {count % g.pp == 0 ? std::max(1, count / g.pp) : 1};
+  }
+  const std::vector<int> vpps = given_or(p.vpp, vpp_choices);
   const long per_replica = gbs % g.dp == 0 ? gbs / g.dp : 0;
   const std::vector<int> mbss = given_or(p.mbs, divisors(per_replica, 16));
   const int experts = m.moe ? m.moe->num_experts : 1;
@@ -82,6 +102,9 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
 
   std::vector<ParallelLayout> out;
   for (int vpp : vpps) {
+    // The user's split, or the default for this (pp, vpp); the search tries
+    // the other splits on its best layouts (layout_search.cc).
+    const SplitKnobs split = p.split_given() ? given_split(p) : default_split(m, g.pp, vpp);
     // With one model chunk per stage, 1F1B holds fewer micro-batches than GPipe
     // and is never slower; GPipe is tried only when asked for.
     const std::vector<Schedule> schedules = given_or(
@@ -125,6 +148,7 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                           l.overlap_grad_reduce = grad_overlap;
                           l.overlap_param_gather = gather_overlap;
                           l.tp_comm_overlap = tp_overlap;
+                          split.apply_to(l);
                           out.push_back(l);
                         }
   }

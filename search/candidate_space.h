@@ -1,8 +1,9 @@
 // The space of complete layouts a search enumerates.
 //
 // Outer grid: (tp, cp, pp, dp) with tp·cp·pp·dp = GPUs; tp and cp powers of two
-// dividing the heads (and the sequence), pp dividing the layers. Inner knobs per
-// grid point: vpp dividing the layers per stage, micro-batch dividing the batch
+// dividing the heads (and the sequence), pp up to the layer count. Inner knobs per
+// grid point: vpp from vpp_options (split_options.h) with the default split
+// for (pp, vpp) or the user's, micro-batch dividing the batch
 // per replica (up to 16), ep dividing the experts and etp in {1, tp} for MoE,
 // sp, recompute, ZeRO stage (2 and 3 only with pp = 1), schedule, and the three
 // overlaps. Knobs fixed in the partial layout take only their given value.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "search/split_options.h"
 #include "sim/core/layout_check.h"
 #include "sim/core/text_format.h"
 
@@ -41,6 +42,7 @@ std::vector<Diagnostic> explain_empty_search(const ModelConfig& m, const Cluster
     example.gbs = p.gbs.value_or(example.mbs * example.dp);
     example.schedule = p.schedule.value_or(example.vpp > 1 ? Schedule::kInterleaved
                                                            : Schedule::kOneFOneB);
+    given_split(p).apply_to(example);
   }
   std::vector<Diagnostic> reasons = check_layout(m, cluster, gpus, example);
   if (reasons.empty()) {

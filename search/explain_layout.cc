@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "search/complete_layout.h"
+#include "search/split_options.h"
+#include "sim/core/pipeline_split.h"
 #include "sim/core/layout_check.h"
 #include "sim/core/text_format.h"
 #include "sim/memory/memory_model.h"
@@ -73,7 +75,8 @@ std::vector<std::pair<std::string, ParallelLayout>> memory_remedies(const ModelC
     c.schedule = Schedule::kOneFOneB;
     c.overlap_param_gather = c.overlap_param_gather && c.zero >= 1;
     if (c.zero >= 2) c.zero = 1;
-    if (m.num_layers % c.pp == 0) add("pp=" + std::to_string(c.pp), c);
+    default_split(m, c.pp, c.vpp).apply_to(c);
+    if (check_pipeline_split(m, c) == SplitProblem::kNone) add("pp=" + std::to_string(c.pp), c);
     ParallelLayout t = l;
     t.tp *= 2;
     t.dp /= 2;

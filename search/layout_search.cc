@@ -4,9 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <map>
 #include <tuple>
 
 #include "search/candidate_space.h"
+#include "search/split_options.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/layout_check.h"
 #include "sim/memory/memory_model.h"
@@ -21,7 +23,9 @@ auto knobs(const ParallelLayout& l) {
   return std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.vpp, l.ep, l.etp, l.mbs, l.sp,
                          static_cast<int>(l.recompute), l.zero, static_cast<int>(l.schedule),
                          static_cast<int>(l.precision), static_cast<int>(l.attention),
-                         l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap);
+                         l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap,
+                         l.first_stage_layers, l.last_stage_layers, l.embedding_in_split,
+                         l.loss_in_split, std::string_view(l.pp_layout));
 }
 
 // What one worker found.
@@ -40,6 +44,18 @@ void keep_best(std::vector<SimulationResult>& best, const SimulationResult& r, i
   best.insert(std::upper_bound(best.begin(), best.end(), r, ranks_before), r);
   if (static_cast<int>(best.size()) > top) best.pop_back();
 }
+
+bool same_split(const ParallelLayout& a, const ParallelLayout& b) {
+  return a.pp == b.pp && a.vpp == b.vpp && a.first_stage_layers == b.first_stage_layers &&
+         a.last_stage_layers == b.last_stage_layers && a.embedding_in_split == b.embedding_in_split &&
+         a.loss_in_split == b.loss_in_split && a.pp_layout == b.pp_layout;
+}
+
+// Layouts of the first pass (each with the default split of its pp and vpp)
+// whose other splits are tried. A split moves layers between stages, so it
+// changes the step by at most the pipeline's imbalance: the layouts that win
+// with the default split are where another split can win.
+constexpr int kSplitPool = 16;
 
 }  // namespace
 
@@ -60,6 +76,8 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   out.memory_limit_bytes = (1.0 - options.constraints.memory_headroom) * capacity;
   const std::vector<GridPoint> grid =
       grid_points(m, cluster, gpus, partial, options.constraints);
+  const bool try_splits = !partial.split_given();
+  const int pool = try_splits ? std::max(options.top, kSplitPool) : options.top;
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int workers = std::max(1, std::min<int>(options.threads > 0 ? options.threads : hardware,
@@ -69,6 +87,10 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   std::atomic<std::size_t> done{0};
 
   auto work = [&](Partial& mine) {
+    // Layouts of one grid point share a few splits (one per vpp): build each once.
+    PipelineSplit split;
+    ParallelLayout split_of;
+    bool have_split = false;
     for (std::size_t i = next++; i < grid.size(); i = next++) {
       for (const ParallelLayout& l : layouts_at(m, partial, grid[i], options.constraints)) {
         ++mine.evaluated;
@@ -80,8 +102,13 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
           continue;
         }
         ++mine.valid;
+        if (!have_split || !same_split(split_of, l)) {
+          split = pipeline_split(m, l);
+          split_of = l;
+          have_split = true;
+        }
         // Memory is cheap: prune before timing the step.
-        const MemoryBreakdown memory = peak_memory_per_gpu(m, l);
+        const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
         const double bytes = memory.total();
         const bool fits = bytes <= out.memory_limit_bytes;
         if (fits) {
@@ -92,9 +119,9 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         }
         const bool rank = fits || !options.require_memory_fit;
         if (!rank && !options.keep_all) continue;
-        SimulationResult r = simulate_analytic(m, cluster, profile, l, memory);
+        SimulationResult r = simulate_analytic(m, cluster, profile, l, memory, split);
         r.fits_memory = fits;  // against the search's limit, headroom included
-        if (rank) keep_best(mine.best, r, options.top);
+        if (rank) keep_best(mine.best, r, pool);
         if (options.keep_all) mine.all.push_back(r);
       }
       ++done;
@@ -121,7 +148,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
     out.evaluated += p.evaluated;
     out.valid += p.valid;
     out.feasible += p.feasible;
-    for (const SimulationResult& r : p.best) keep_best(out.best, r, options.top);
+    for (const SimulationResult& r : p.best) keep_best(out.best, r, pool);
     out.all.insert(out.all.end(), p.all.begin(), p.all.end());
     if (p.smallest_unfit && (!out.smallest_unfit || p.smallest_unfit_bytes < out.smallest_unfit_bytes ||
                              (p.smallest_unfit_bytes == out.smallest_unfit_bytes &&
@@ -138,6 +165,36 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
       out.first_invalid = p.first_invalid;
     }
   }
+  if (try_splits) {
+    std::vector<SimulationResult> refined = out.best;
+    std::map<std::pair<int, int>, std::vector<SplitKnobs>> options_at;  // by (pp, vpp)
+    for (const SimulationResult& base : out.best) {
+      const ParallelLayout& b = base.layout;
+      if (b.pp < 2) continue;
+      auto [it, fresh] = options_at.try_emplace({b.pp, b.vpp});
+      if (fresh) it->second = split_options(m, b.pp, b.vpp);
+      for (const SplitKnobs& k : it->second) {
+        ParallelLayout l = b;
+        k.apply_to(l);
+        if (knobs(l) == knobs(b)) continue;
+        ++out.evaluated;
+        if (!is_valid_layout(m, cluster, gpus, l)) continue;
+        ++out.valid;
+        const PipelineSplit split = pipeline_split(m, l);
+        const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
+        const bool fits = memory.total() <= out.memory_limit_bytes;
+        if (fits) ++out.feasible;
+        const bool rank = fits || !options.require_memory_fit;
+        if (!rank && !options.keep_all) continue;
+        SimulationResult r = simulate_analytic(m, cluster, profile, l, memory, split);
+        r.fits_memory = fits;
+        if (rank) keep_best(refined, r, pool);
+        if (options.keep_all) out.all.push_back(r);
+      }
+    }
+    out.best = std::move(refined);
+  }
+  if (static_cast<int>(out.best.size()) > options.top) out.best.resize(options.top);
   std::sort(out.all.begin(), out.all.end(), ranks_before);
   out.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

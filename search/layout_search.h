@@ -1,6 +1,8 @@
 // Search of every valid layout: enumerate, prune by memory, score with the
 // analytical model, rank by step time (ties: less memory, then the layout's
-// knobs, so the order never depends on threads).
+// knobs, so the order never depends on threads). Each (pp, vpp) is enumerated
+// with one pipeline split (split_options.h's default, or the user's); when the
+// user gave no split knob, every other split of the 16 best is tried after.
 //
 // Thread-safety: search_layouts runs its own worker threads over the outer grid
 // (candidate_space.h); each keeps its own best list, merged at the end.

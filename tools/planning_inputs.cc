@@ -48,7 +48,12 @@ void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_requ
                  "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1), recompute (none|selective|full),\n"
                  "dist_opt (0|1), zero (0-3), schedule (1f1b|1f1b-interleaved|gpipe|zb-h1),\n"
                  "precision (bf16|fp16|fp8; default bf16), attention (flash|unfused; default flash),\n"
-                 "overlap_grad_reduce, overlap_param_gather, tp_comm_overlap (0|1)");
+                 "overlap_grad_reduce, overlap_param_gather, tp_comm_overlap (0|1);\n"
+                 "pipeline split (left out: searched, starting from the even split where it exists):\n"
+                 "first_stage_layers, last_stage_layers (N), embedding_in_split, loss_in_split (0|1),\n"
+                 "or pp_layout (Megatron's --pipeline-model-parallel-layout without commas:\n"
+                 "virtual stages split by '|', E embedding, t layer, L loss, x*n, (...)*n;\n"
+                 "e.g. pp_layout=Et*3|(t*4|)*6t*3L)");
   cmd.add_option("--global-batch", a.global_batch,
                  "global batch in sequences (same as gbs= in --layout)")
       ->check(CLI::PositiveNumber);

@@ -37,6 +37,7 @@ struct SearchCommandOptions {
 std::string short_layout(const sim::ParallelLayout& l) {
   std::string out = "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp);
   if (l.vpp > 1) out += " vpp=" + std::to_string(l.vpp);
+  if (l.custom_split()) out += " " + l.split_spec();
   out += " dp=" + std::to_string(l.dp);
   if (l.cp > 1) out += " cp=" + std::to_string(l.cp);
   if (l.ep > 1) out += " ep=" + std::to_string(l.ep);

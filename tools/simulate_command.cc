@@ -8,6 +8,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/config_error.h"
 #include "sim/core/layout_check.h"
+#include "sim/core/pipeline_split.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/event/chrome_trace.h"
 #include "sim/event/event_simulation.h"
@@ -92,6 +93,9 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
 
   SimulationContext context{model.name, cluster.name, cluster.gpu.name, gpus,
                             static_cast<double>(cluster.gpu.memory_bytes), o.engine};
+  if (const sim::PipelineSplit split = sim::pipeline_split(model, result.layout); !split.even()) {
+    context.pipeline_split = split.describe();
+  }
   if (o.format == "json") {
     nlohmann::json j = simulation_json(context, result);
     if (event) j["event"] = event_json(*event, o.trace);

@@ -27,6 +27,10 @@ std::string format_seconds(double s) {
 std::string format_gib(double bytes) { return sim::format_gib(bytes, 2); }
 
 nlohmann::json layout_json(const sim::ParallelLayout& l) {
+  // The split knobs: null (or false) when not set, Megatron's even split.
+  const auto layers_or_null = [](int layers) {
+    return layers > 0 ? nlohmann::json(layers) : nlohmann::json(nullptr);
+  };
   return {{"tp", l.tp},
           {"pp", l.pp},
           {"vpp", l.vpp},
@@ -45,7 +49,12 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"attention", sim::to_string(l.attention)},
           {"overlap_grad_reduce", l.overlap_grad_reduce},
           {"overlap_param_gather", l.overlap_param_gather},
-          {"tp_comm_overlap", l.tp_comm_overlap}};
+          {"tp_comm_overlap", l.tp_comm_overlap},
+          {"first_stage_layers", layers_or_null(l.first_stage_layers)},
+          {"last_stage_layers", layers_or_null(l.last_stage_layers)},
+          {"embedding_in_split", l.embedding_in_split},
+          {"loss_in_split", l.loss_in_split},
+          {"pp_layout", l.pp_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pp_layout)}};
 }
 
 nlohmann::json simulation_json(const SimulationContext& c, const sim::SimulationResult& r) {
@@ -97,7 +106,9 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   std::string out;
   out += "sextant simulate: " + c.model + " on " + std::to_string(c.gpus) + " x " + c.gpu +
          " (" + c.cluster + "), " + c.engine + " model\n";
-  out += "layout: " + r.layout.to_spec() + "\n\n";
+  out += "layout: " + r.layout.to_spec() + "\n";
+  if (!c.pipeline_split.empty()) out += "pipeline split (per rank, chunks /): " + c.pipeline_split + "\n";
+  out += "\n";
   out += "FLOPs per iteration\n";
   out += line("model", printf_string("%.4g", r.model_flops_per_step));
   out += line("hardware (+recompute)", printf_string("%.4g", r.hardware_flops_per_step));

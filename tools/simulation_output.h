@@ -17,6 +17,8 @@ struct SimulationContext {
   long gpus = 0;
   double gpu_memory_bytes = 0;
   std::string engine = "analytic";
+  /// PipelineSplit::describe() of the layout shown, when its stages are uneven.
+  std::string pipeline_split;
 };
 
 nlohmann::json layout_json(const sim::ParallelLayout& layout);

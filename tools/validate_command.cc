@@ -38,7 +38,8 @@ void print_table(const reports::ValidationSummary& s, std::ostream& out) {
       const sim::ParallelLayout& l = o.predicted->layout;
       const std::string layout =
           "tp=" + std::to_string(l.tp) + " pp=" + std::to_string(l.pp) +
-          " vpp=" + std::to_string(l.vpp) + " dp=" + std::to_string(l.dp) +
+          " vpp=" + std::to_string(l.vpp) + (l.custom_split() ? " " + l.split_spec() : "") +
+          " dp=" + std::to_string(l.dp) +
           " mbs=" + std::to_string(l.mbs) + " sp=" + std::to_string(l.sp) + " rc=" +
           std::string(sim::to_string(l.recompute)) + " zero=" + std::to_string(l.zero) + " " +
           std::string(sim::to_string(l.attention));

@@ -80,19 +80,16 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
   stage.ep_s += count * ep_exposed;
 }
 
-StageTime stage_time(const ModelConfig& m, const ParallelLayout& l, int stage,
-                     const LayerCosts& dense, const LayerCosts& moe, const PassTime& embedding,
-                     const PassTime& output) {
-  const int per_stage = m.num_layers / l.pp;
-  const int dense_here = std::clamp(m.dense_layers() - stage * per_stage, 0, per_stage);
+StageTime stage_time(const StageLayers& stage, const ParallelLayout& l, const LayerCosts& dense,
+                     const LayerCosts& moe, const PassTime& embedding, const PassTime& output) {
   StageTime out;
-  add_layers(out, dense, dense_here, l);
-  add_layers(out, moe, per_stage - dense_here, l);
-  if (stage == 0) {
+  add_layers(out, dense, stage.dense_layers, l);
+  add_layers(out, moe, stage.moe_layers(), l);
+  if (stage.embedding) {
     out.forward_s += embedding.forward_s;
     out.backward_s += embedding.backward_s;
   }
-  if (stage == l.pp - 1) {
+  if (stage.loss) {
     out.forward_s += output.forward_s;
     out.backward_s += output.backward_s;
   }
@@ -116,12 +113,19 @@ double exposed_after_chunked_overlap(double total_s, double v, int pp, double co
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l) {
-  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l));
+  const PipelineSplit split = pipeline_split(m, l);
+  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split), split);
 }
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const MemoryBreakdown& memory) {
+  return simulate_analytic(m, cluster, profile, l, memory, pipeline_split(m, l));
+}
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const MemoryBreakdown& memory, const PipelineSplit& split) {
   SimulationResult r;
   r.layout = l;
   const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
@@ -134,21 +138,20 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   const PassTime embedding = embedding_time(m, l, rates);
   const PassTime output = output_layer_time(m, l, rates);
 
-  // Stages differ only at the ends (embedding, output layer, leading dense layers
-  // of a MoE model): simulate the first, the last and one in the middle.
-  const StageTime first = stage_time(m, l, 0, dense, moe, embedding, output);
-  const StageTime last = l.pp > 1 ? stage_time(m, l, l.pp - 1, dense, moe, embedding, output)
-                                  : first;
-  const StageTime middle = l.pp > 2 ? stage_time(m, l, l.pp / 2, dense, moe, embedding, output)
-                                    : first;
-  const std::array<const StageTime*, 3> stages{&first, &middle, &last};
-  const StageTime& slowest =
-      **std::max_element(stages.begin(), stages.end(),
-                         [](const StageTime* a, const StageTime* b) { return a->total() < b->total(); });
-  const double all_stages =
-      l.pp == 1 ? first.total()
-                : first.total() + last.total() + (l.pp - 2) * middle.total();
-
+  // Stages differ by the layers the split gives them (and the embedding, the
+  // output layer, a MoE model's leading dense layers); a run of stages holding
+  // the same is timed once. `slowest` paces the steady state, the sum of all
+  // stages the fill and drain.
+  StageTime slowest;
+  double all_stages = 0;
+  StageTime run_time;
+  for (int s = 0; s < l.pp; ++s) {
+    if (s == 0 || split.stage(s) != split.stage(s - 1)) {
+      run_time = stage_time(split.stage(s), l, dense, moe, embedding, output);
+      if (s == 0 || run_time.total() > slowest.total()) slowest = run_time;
+    }
+    all_stages += run_time.total();
+  }
   const double microbatches = l.num_microbatches();
   const double v = l.schedule == Schedule::kInterleaved ? l.vpp : 1.0;
   double bubble_s = (all_stages - slowest.total()) / v;
@@ -170,11 +173,13 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
                                   ? 2.0 * (l.pp - 1) * p2p_s
                                   : 2.0 * (microbatches + l.pp - 1) * p2p_s;
 
-  // Data-parallel sync of the stage holding most weights (first or last).
-  const StageParams params_first = stage_params_per_gpu(m, l, 0);
-  const StageParams params_last = stage_params_per_gpu(m, l, l.pp - 1);
-  const StageParams& params =
-      params_first.total() >= params_last.total() ? params_first : params_last;
+  // Data-parallel sync of the stage holding most weights.
+  StageParams params;
+  for (int s = 0; s < l.pp; ++s) {
+    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
+    const StageParams here = stage_params_per_gpu(m, l, split.stage(s));
+    if (s == 0 || here.total() > params.total()) params = here;
+  }
   const DataParallelComm dp = data_parallel_comm(params.dense, params.expert, l, cluster, links);
   double exposed_dp_s = 0;
   if (l.zero >= 3) {

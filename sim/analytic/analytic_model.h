@@ -8,6 +8,8 @@
 // Fast enough for the search: no allocation, a few hundred floating-point operations.
 #pragma once
 
+#include "sim/core/pipeline_split.h"
+
 #include "sim/analytic/simulation_result.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
@@ -25,5 +27,10 @@ SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig
 SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& layout,
                                    const MemoryBreakdown& memory);
+
+/// The same, with the pipeline split (pipeline_split) already computed too.
+SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& layout,
+                                   const MemoryBreakdown& memory, const PipelineSplit& split);
 
 }  // namespace sextant::sim

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "sim/core/pipeline_split.h"
+
 namespace sextant::sim {
 
 namespace {
@@ -15,7 +17,6 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
   // Products in 64 bits: knobs come from users and may be large.
   const long long product = l.total_gpus();
   const long long mbs_dp = 1LL * l.mbs * l.dp;
-  const long long pp_vpp = 1LL * l.pp * l.vpp;
   const long long ep_etp = 1LL * l.ep * l.etp;
   const long long tp_cp_dp = 1LL * l.tp * l.cp * l.dp;
   if (product != gpus) {
@@ -48,11 +49,8 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
              to_string(l.tp) + ")";
     });
   }
-  if (m.num_layers % pp_vpp != 0) {
-    report("pp", [&] {
-      return "num_layers (" + to_string(m.num_layers) + ") must be a multiple of pp·vpp (" +
-             to_string(l.pp) + "·" + to_string(l.vpp) + ")";
-    });
+  if (const SplitProblem split = check_pipeline_split(m, l); split != SplitProblem::kNone) {
+    report(split_problem_knob(split), [&] { return split_problem_message(split, m, l); });
   }
   if (l.gbs % mbs_dp != 0) {
     report("gbs", [&] {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "sim/core/config_error.h"
+#include "sim/core/pipeline_split.h"
 
 namespace sextant::sim {
 
@@ -54,12 +55,25 @@ std::string ParallelLayout::to_spec() const {
   out += std::string(",overlap_grad_reduce=") + flag(overlap_grad_reduce) +
          ",overlap_param_gather=" + flag(overlap_param_gather) +
          ",tp_comm_overlap=" + flag(tp_comm_overlap);
+  if (custom_split()) out += "," + split_spec();
+  return out;
+}
+
+std::string ParallelLayout::split_spec() const {
+  std::string out;
+  auto add = [&](const std::string& item) { out += (out.empty() ? "" : ",") + item; };
+  if (first_stage_layers > 0) add("first_stage_layers=" + std::to_string(first_stage_layers));
+  if (last_stage_layers > 0) add("last_stage_layers=" + std::to_string(last_stage_layers));
+  if (embedding_in_split) add("embedding_in_split=1");
+  if (loss_in_split) add("loss_in_split=1");
+  if (!pp_layout.empty()) add("pp_layout=" + pp_layout);
   return out;
 }
 
 std::string_view layout_knob_names() {
   return "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, "
-         "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap";
+         "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, "
+         "first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, pp_layout";
 }
 
 namespace {
@@ -141,6 +155,20 @@ class LayoutParser {
     else if (k == "overlap_grad_reduce") out.overlap_grad_reduce = boolean(item);
     else if (k == "overlap_param_gather") out.overlap_param_gather = boolean(item);
     else if (k == "tp_comm_overlap") out.tp_comm_overlap = boolean(item);
+    else if (k == "first_stage_layers") out.first_stage_layers = positive(item);
+    else if (k == "last_stage_layers") out.last_stage_layers = positive(item);
+    else if (k == "embedding_in_split") out.embedding_in_split = boolean(item);
+    else if (k == "loss_in_split") out.loss_in_split = boolean(item);
+    else if (k == "pp_layout") {
+      std::vector<std::string> stages;
+      std::string why;
+      if (!expand_pp_layout(item.value, stages, why)) {
+        error(item.column, "pp_layout",
+              why + " (stages separated by '|'; no commas: they separate --layout knobs)");
+      } else {
+        out.pp_layout = std::string(item.value);
+      }
+    }
     else if (k == "zero") {
       auto z = integer(item);
       if (z && (*z < 0 || *z > 3)) {

@@ -47,6 +47,19 @@ struct ParallelLayout {
   bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
+  // How the layers split over pipeline stages (sim/core/pipeline_split.h has the
+  // semantics). All unset is Megatron's even split.
+  int first_stage_layers = 0;        // --decoder-first-pipeline-num-layers; 0: not set
+  int last_stage_layers = 0;         // --decoder-last-pipeline-num-layers; 0: not set
+  bool embedding_in_split = false;   // --account-for-embedding-in-pipeline-split
+  bool loss_in_split = false;        // --account-for-loss-in-pipeline-split
+  std::string pp_layout;             // --pipeline-model-parallel-layout; empty: not set
+
+  /// Any of the five split knobs is set (the split is not Megatron's default).
+  bool custom_split() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || embedding_in_split ||
+           loss_in_split || !pp_layout.empty();
+  }
 
   long long total_gpus() const { return 1LL * tp * cp * pp * dp; }
   /// Micro-batches each pipeline processes per step: gbs / (mbs · dp).
@@ -55,8 +68,12 @@ struct ParallelLayout {
   int expert_dp() const { return static_cast<int>(1LL * tp * cp * dp / (1LL * ep * etp)); }
   bool dist_opt() const { return zero >= 1; }
 
-  /// "tp=8,pp=16,..." with every knob, parseable by parse_layout.
+  /// "tp=8,pp=16,..." with every knob, parseable by parse_layout. The split
+  /// knobs are written only when set (custom_split()).
   std::string to_spec() const;
+  /// The split knobs that are set, "first_stage_layers=5,last_stage_layers=5"
+  /// style; empty for Megatron's even split.
+  std::string split_spec() const;
 };
 
 /// A layout as the user gave it: knobs left out are std::nullopt and are
@@ -70,9 +87,20 @@ struct PartialLayout {
   std::optional<Precision> precision;
   std::optional<AttentionKernel> attention;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+  // Split knobs: when any is given the others are unset (not searched); when
+  // none is, the search picks the split (even where the layers divide).
+  std::optional<int> first_stage_layers, last_stage_layers;
+  std::optional<bool> embedding_in_split, loss_in_split;
+  std::optional<std::string> pp_layout;
+  bool split_given() const {
+    return first_stage_layers || last_stage_layers || embedding_in_split || loss_in_split ||
+           pp_layout;
+  }
 };
 
-/// Parses "tp=8,pp=12,recompute=selective,..." (DESIGN.md). `dist_opt=1` means
+/// Parses "tp=8,pp=12,recompute=selective,..." (DESIGN.md). `pp_layout` takes
+/// Megatron's --pipeline-model-parallel-layout string without commas (stages
+/// separated by '|', e.g. pp_layout=Et*3|(t*4|)*6t*3L); its syntax is checked here. `dist_opt=1` means
 /// zero=1 and `dist_opt=0` zero=0. Throws ConfigError naming every bad item, its
 /// column in `spec` and the accepted values; `source` names the input ("--layout").
 PartialLayout parse_layout(std::string_view spec, std::string_view source = "--layout");

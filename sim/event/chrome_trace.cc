@@ -20,9 +20,9 @@ std::string stage_title(const Plan& plan, int stage) {
   std::string out = "stage " + std::to_string(stage) + " (layers ";
   for (int c = 0; c < plan.shape.vpp; ++c) {
     const int first = global_layer(plan.shape, stage, c, 0);
+    const int count = layers_in_chunk(plan.shape, stage, c);
     if (c > 0) out += ", ";
-    out += std::to_string(first) + "-" +
-           std::to_string(first + plan.shape.layers_per_chunk - 1);
+    out += count > 0 ? std::to_string(first) + "-" + std::to_string(first + count - 1) : "none";
   }
   return out + ")";
 }

@@ -65,18 +65,19 @@ LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const Devi
 // embedding's dropout mask (first stage) and the output layer's buffers (last
 // stage). They are stage_activation_bytes of a one-micro-batch 1F1B layout
 // less its layers, so the formulas stay in activation_memory.cc.
-double stage_extra_bytes(const ModelConfig& m, const ParallelLayout& l, int stage) {
+double stage_extra_bytes(const ModelConfig& m, const ParallelLayout& l, const PipelineSplit& split,
+                         int stage) {
   ParallelLayout one = l;
   one.schedule = Schedule::kOneFOneB;
   one.vpp = 1;
   one.gbs = l.mbs * l.dp;  // one micro-batch: one in flight on every stage
-  const int per_stage = m.num_layers / l.pp;
-  const int dense_here = std::clamp(m.dense_layers() - stage * per_stage, 0, per_stage);
-  const int moe_here = per_stage - dense_here;
-  double layers = dense_here * stored_layer_activation_bytes(m, one, false) +
-                  moe_here * stored_layer_activation_bytes(m, one, true);
-  if (l.recompute == Recompute::kFull) layers += layer_activation_bytes(m, one, moe_here > 0, false);
-  return stage_activation_bytes(m, one, stage) - layers;
+  const StageLayers& here = split.stage(stage);
+  double layers = here.dense_layers * stored_layer_activation_bytes(m, one, false) +
+                  here.moe_layers() * stored_layer_activation_bytes(m, one, true);
+  if (l.recompute == Recompute::kFull && here.num_layers > 0) {
+    layers += layer_activation_bytes(m, one, here.moe_layers() > 0, false);
+  }
+  return stage_activation_bytes(m, one, stage, here) - layers;
 }
 
 LinkKind link_of(const GroupPlacement& group) {
@@ -117,8 +118,8 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
                          (b.expert_params > 0 && expert_dp_link == LinkKind::kNetwork);
     bucket_link.push_back(network ? LinkKind::kNetwork : LinkKind::kNvlink);
   }
-  const double extra_first = stage_extra_bytes(m, l, 0);
-  const double extra_last = l.pp > 1 ? stage_extra_bytes(m, l, l.pp - 1) : 0.0;
+  const double extra_first = stage_extra_bytes(m, l, plan.shape.split, 0);
+  const double extra_last = l.pp > 1 ? stage_extra_bytes(m, l, plan.shape.split, l.pp - 1) : 0.0;
 
   std::vector<TaskCost> out(plan.tasks.size());
   for (std::size_t i = 0; i < plan.tasks.size(); ++i) {

@@ -109,10 +109,13 @@ double first_stage_inflight_microbatches(const ParallelLayout& l) {
 }
 
 double stage_activation_bytes(const ModelConfig& m, const ParallelLayout& l, int stage) {
-  const int per_stage = m.num_layers / l.pp;
-  const int first = stage * per_stage;
-  const int dense_here = std::clamp(m.dense_layers() - first, 0, per_stage);
-  const int moe_here = per_stage - dense_here;
+  return stage_activation_bytes(m, l, stage, pipeline_split(m, l).stage(stage));
+}
+
+double stage_activation_bytes(const ModelConfig& m, const ParallelLayout& l, int stage,
+                              const StageLayers& layers) {
+  const int dense_here = layers.dense_layers;
+  const int moe_here = layers.moe_layers();
   const double per_microbatch = dense_here * stored_layer_activation_bytes(m, l, false) +
                                 moe_here * stored_layer_activation_bytes(m, l, true);
   // Stage k of 1F1B holds (p − k) micro-batches at its peak (Narayanan et al. 2021, Fig. 4).
@@ -126,14 +129,14 @@ double stage_activation_bytes(const ModelConfig& m, const ParallelLayout& l, int
 
   const double T = tokens_per_gpu(m, l);
   const double h = static_cast<double>(m.hidden_size);
-  if (l.recompute == Recompute::kFull) {
+  if (l.recompute == Recompute::kFull && layers.num_layers > 0) {
     // The layer being recomputed holds all its activations during its backward.
     bytes += layer_activation_bytes(m, l, moe_here > 0, false);
   }
-  if (stage == 0 && m.hidden_dropout > 0) {
+  if (layers.embedding && m.hidden_dropout > 0) {
     bytes += kMaskBytes * T * h / replicated_divisor(l) * inflight;  // embedding dropout mask
   }
-  if (stage == l.pp - 1) {
+  if (layers.loss) {
     // Final norm input and output-layer input, and the fp32 softmax of the
     // vocabulary-parallel cross entropy kept for its backward (one micro-batch:
     // the last stage runs each backward right after its forward).

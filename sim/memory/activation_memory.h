@@ -12,6 +12,7 @@
 
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/core/pipeline_split.h"
 
 namespace sextant::sim {
 
@@ -34,5 +35,8 @@ double first_stage_inflight_microbatches(const ParallelLayout& layout);
 /// in-flight micro-batches of its layers, embedding and output-layer buffers,
 /// and the one layer being recomputed under full recomputation.
 double stage_activation_bytes(const ModelConfig& model, const ParallelLayout& layout, int stage);
+/// The same for stage `stage` holding `layers` (of a split already computed).
+double stage_activation_bytes(const ModelConfig& model, const ParallelLayout& layout, int stage,
+                              const StageLayers& layers);
 
 }  // namespace sextant::sim

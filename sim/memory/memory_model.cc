@@ -13,7 +13,13 @@ StateBytesPerParam state_bytes_per_param(int zero_stage, double shards) {
 }
 
 MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l, int stage) {
-  const StageParams params = stage_params_per_gpu(m, l, stage);
+  return stage_memory(m, l, pipeline_split(m, l), stage);
+}
+
+MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l,
+                             const PipelineSplit& split, int stage) {
+  const StageLayers& layers = split.stage(stage);
+  const StageParams params = stage_params_per_gpu(m, l, layers);
   // Dense weights are sharded over data-parallel and context-parallel ranks
   // (Megatron's dp-cp group), expert weights over expert-data-parallel ranks.
   const StateBytesPerParam dense = state_bytes_per_param(l.zero, static_cast<double>(l.dp) * l.cp);
@@ -23,21 +29,33 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l, int 
   out.gradients = params.dense * dense.gradients + params.expert * expert.gradients;
   out.optimizer_states =
       params.dense * dense.optimizer_states + params.expert * expert.optimizer_states;
-  out.activations = stage_activation_bytes(m, l, stage);
-  if (l.zero >= 3) {
+  out.activations = stage_activation_bytes(m, l, stage, layers);
+  if (l.zero >= 3 && layers.num_layers > 0) {
     // ZeRO-3 gathers each layer's bf16 weights before use and prefetches the
     // next: two layers' full (unsharded over dp) weights.
-    const int layers = m.num_layers / l.pp;
-    out.other = 2.0 * 2.0 * params.total() / layers;
+    out.other = 2.0 * 2.0 * params.total() / layers.num_layers;
   }
   return out;
 }
 
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& l) {
-  const MemoryBreakdown first = stage_memory(m, l, 0);
-  if (l.pp == 1) return first;
-  const MemoryBreakdown last = stage_memory(m, l, l.pp - 1);
-  return last.total() > first.total() ? last : first;
+  return peak_memory_per_gpu(m, l, pipeline_split(m, l));
+}
+
+MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& l,
+                                    const PipelineSplit& split) {
+  MemoryBreakdown peak;
+  double peak_bytes = -1;
+  for (int s = 0; s < split.pp(); ++s) {
+    // The stage before holds as much and keeps as many micro-batches or more.
+    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
+    const MemoryBreakdown here = stage_memory(m, l, split, s);
+    if (here.total() > peak_bytes) {
+      peak = here;
+      peak_bytes = here.total();
+    }
+  }
+  return peak;
 }
 
 }  // namespace sextant::sim

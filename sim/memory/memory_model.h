@@ -3,6 +3,7 @@
 
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/core/pipeline_split.h"
 
 namespace sextant::sim {
 
@@ -28,10 +29,15 @@ StateBytesPerParam state_bytes_per_param(int zero_stage, double shards);
 
 /// The breakdown of pipeline stage `stage`.
 MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout, int stage);
+MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout,
+                             const PipelineSplit& split, int stage);
 
-/// The breakdown of whichever of the first and last stage needs more memory
-/// (they bound every stage: the first holds the most micro-batches and the
-/// embedding, the last the output layer and logits).
+/// The breakdown of the stage that needs most memory. Stages holding the same
+/// layers differ only in micro-batches in flight, which never grow with the
+/// stage index, so a stage the one before it covers (StageLayers::covers) is
+/// skipped: with an even split only the first and the last are evaluated.
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout);
+MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
+                                    const PipelineSplit& split);
 
 }  // namespace sextant::sim

@@ -54,14 +54,15 @@ double total_params(const ModelConfig& m) {
 }
 
 StageParams stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l, int stage) {
-  // Layers are split evenly over pp stages (layout_check requires it); within a
-  // stage, the leading first_dense_layers of the model are dense.
-  const int per_stage = m.num_layers / l.pp;
-  const int first = stage * per_stage;
-  const int dense_before = m.dense_layers();  // dense layers come first
-  int dense_here = 0;
-  if (first < dense_before) dense_here = std::min(per_stage, dense_before - first);
-  const int moe_here = per_stage - dense_here;
+  return stage_params_per_gpu(m, l, pipeline_split(m, l).stage(stage));
+}
+
+StageParams stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l,
+                                 const StageLayers& stage) {
+  // The split says how many of the stage's layers are dense (the model's
+  // leading first_dense_layers) and whether it holds the embedding or the loss.
+  const int dense_here = stage.dense_layers;
+  const int moe_here = stage.moe_layers();
   const LayerParams dense = layer_params(m, false);
   const LayerParams moe = layer_params(m, true);
   auto sharded = [&](const LayerParams& p) {
@@ -72,9 +73,9 @@ StageParams stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l, 
   out.expert = moe_here * moe.experts / (static_cast<double>(l.ep) * l.etp);
   const double h = static_cast<double>(m.hidden_size);
   const double vocab_shard = static_cast<double>(m.vocab_size) * h / l.tp;
-  if (stage == 0) out.dense += embedding_params(m) - static_cast<double>(m.vocab_size) * h +
+  if (stage.embedding) out.dense += embedding_params(m) - static_cast<double>(m.vocab_size) * h +
                                vocab_shard;
-  if (stage == l.pp - 1) {
+  if (stage.loss) {
     out.dense += norm_params(m);  // final norm
     // Untied: the output layer. Tied with pp > 1: the last stage keeps its own copy
     // of the word embedding, kept in sync by an all-reduce (Megatron-LM).

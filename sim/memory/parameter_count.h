@@ -7,6 +7,7 @@
 
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/core/pipeline_split.h"
 
 namespace sextant::sim {
 
@@ -38,5 +39,8 @@ struct StageParams {
 /// `stage` in [0, pp). The first stage holds the embedding, the last the output
 /// layer (or, when tied and pp > 1, a copy of the embedding) and final norm.
 StageParams stage_params_per_gpu(const ModelConfig& model, const ParallelLayout& layout, int stage);
+/// The same for a stage of a split already computed (what the hot paths use).
+StageParams stage_params_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
+                                 const StageLayers& stage);
 
 }  // namespace sextant::sim

@@ -38,10 +38,10 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
   // final norm and output layer on the last) is stage_params_per_gpu's total
   // less the layers. On a single stage the output layer's share is its
   // vocabulary shard (the final norm's 2h parameters go with the embedding).
-  const StageParams stage_total = stage_params_per_gpu(m, l, stage);
+  const StageParams stage_total = stage_params_per_gpu(m, l, shape.split.stage(stage));
   double layers_dense = 0;
   for (int c = 0; c < shape.vpp; ++c) {
-    for (int j = 0; j < shape.layers_per_chunk; ++j) {
+    for (int j = 0; j < layers_in_chunk(shape, stage, c); ++j) {
       layers_dense += share_of(global_layer(shape, stage, c, j)).dense;
     }
   }
@@ -84,7 +84,7 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
       open.dense_params += output_params;
       if (full()) close();
     }
-    for (int j = shape.layers_per_chunk - 1; j >= 0; --j) {
+    for (int j = layers_in_chunk(shape, stage, c) - 1; j >= 0; --j) {
       if (!has_open) start();
       const int layer = global_layer(shape, stage, c, j);
       const LayerShare share = share_of(layer);

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "sim/core/pipeline_split.h"
 #include "sim/plan/pipeline_schedule.h"
 #include "sim/plan/task.h"
 
@@ -40,7 +41,8 @@ struct PlanShape {
   int vpp = 1;
   int microbatches = 1;
   int num_layers = 0;
-  int layers_per_chunk = 0;
+  /// Which layers each (stage, chunk) holds (sim/core/pipeline_split.h).
+  PipelineSplit split;
   /// Sends block the sender's next compute until the receiver took them
   /// (Megatron's batched send/recv under GPipe and 1F1B).
   bool blocking_p2p = true;
@@ -65,11 +67,15 @@ struct Plan {
   int num_stages() const { return static_cast<int>(stage_begin.size()) - 1; }
 };
 
-/// Global index of local layer `local` of chunk `chunk` on stage `stage`: chunk
-/// c of stage s holds layers [(c·p + s)·L/(p·v), ...) (Megatron-Core's
-/// interleaved layer assignment; with v = 1, stage s holds s·L/p onwards).
+/// Global index of local layer `local` of chunk `chunk` on stage `stage`
+/// (Megatron-Core's interleaved layer assignment, evenly split or not).
 inline int global_layer(const PlanShape& shape, int stage, int chunk, int local) {
-  return (chunk * shape.pp + stage) * shape.layers_per_chunk + local;
+  return shape.split.chunk(stage, chunk).first_layer + local;
+}
+
+/// Transformer layers chunk `chunk` of stage `stage` holds.
+inline int layers_in_chunk(const PlanShape& shape, int stage, int chunk) {
+  return shape.split.chunk(stage, chunk).num_layers;
 }
 
 }  // namespace sextant::sim

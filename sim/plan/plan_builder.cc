@@ -28,7 +28,7 @@ class PlanBuilder {
     }
     s.microbatches = l_.num_microbatches();
     s.num_layers = m_.num_layers;
-    s.layers_per_chunk = m_.num_layers / (s.pp * s.vpp);
+    s.split = pipeline_split(m_, l_);
     // Megatron's non-interleaved schedule exchanges activations and gradients
     // with blocking batched send/recv. The interleaved schedule overlaps them,
     // and ZB-H1 needs that too: Qi et al.'s schedule assumes that only data
@@ -291,7 +291,7 @@ class PlanBuilder {
     } else {
       receive(kForwardDir, chunk, mb);
     }
-    for (int j = 0; j < plan_.shape.layers_per_chunk; ++j) {
+    for (int j = 0; j < layers_in_chunk(plan_.shape, stage_, chunk); ++j) {
       const int layer = global_layer(plan_.shape, stage_, chunk, j);
       const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
       if (b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) use_for_forward(b, mb);
@@ -323,7 +323,7 @@ class PlanBuilder {
     } else {
       receive(kBackwardDir, chunk, mb);
     }
-    for (int j = plan_.shape.layers_per_chunk - 1; j >= 0; --j) {
+    for (int j = layers_in_chunk(plan_.shape, stage_, chunk) - 1; j >= 0; --j) {
       const int layer = global_layer(plan_.shape, stage_, chunk, j);
       const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
       if (b >= 0 && layer == bucket(b).last_layer && !bucket(b).output_layer) {
@@ -349,7 +349,7 @@ class PlanBuilder {
   }
 
   void weight_gradients(int chunk, int mb) {
-    for (int j = plan_.shape.layers_per_chunk - 1; j >= 0; --j) {
+    for (int j = layers_in_chunk(plan_.shape, stage_, chunk) - 1; j >= 0; --j) {
       const int layer = global_layer(plan_.shape, stage_, chunk, j);
       mlp(chunk, mb, layer, Pass::kBackwardWeight);
       attention(chunk, mb, layer, Pass::kBackwardWeight);

@@ -174,3 +174,45 @@ TEST(SearchQuality, NeverWorseThanThePublishedLayout) {
 
 }  // namespace
 }  // namespace sextant::search
+
+namespace sextant::search {
+namespace {
+
+// Llama 3 8B at pp=8 (32 layers): the output layer (h·V = 4096·128256 = 525M
+// weights, about 2.4 of its 218M-weight layers) makes the even split's last
+// stage the slowest. The search proposes first_stage_layers=1,
+// last_stage_layers=1 (5 layers on each middle rank) and wins over even.
+TEST_F(LayoutSearch, ProposesAnUnevenSplitWhereItWins) {
+  model = catalog.model("llama3-8b");
+  cluster = catalog.cluster("dgx-h100");
+  profile = catalog.profile("", cluster.gpu.name);
+  partial = sim::parse_layout("tp=1,pp=8,vpp=1,dp=1,mbs=1,gbs=64,sp=0,recompute=none,zero=0");
+  const Completion c = complete_layout(model, cluster, profile, 8, partial);
+  ASSERT_TRUE(c.best);
+  const sim::ParallelLayout& best = c.best->layout;
+  EXPECT_EQ(best.first_stage_layers, 1);
+  EXPECT_EQ(best.last_stage_layers, 1);
+  // The even split, asked for by giving a split knob its default.
+  partial.embedding_in_split = false;
+  const Completion even = complete_layout(model, cluster, profile, 8, partial);
+  ASSERT_TRUE(even.best);
+  EXPECT_FALSE(even.best->layout.custom_split());
+  EXPECT_LT(c.best->step_time_s, 0.9 * even.best->step_time_s);
+}
+
+// Llama 3 405B as Megatron-LM's example runs it (126 layers, pp=8, vpp=8):
+// completed with the embedding and loss counted in the split (128 = 8·8·2).
+TEST_F(LayoutSearch, CompletesLlama405bAtPp8Vpp8) {
+  model = catalog.model("llama3-405b");
+  cluster = catalog.cluster("dgx-h100");
+  profile = catalog.profile("", cluster.gpu.name);
+  partial = sim::parse_layout("tp=8,pp=8,vpp=8,cp=2,dp=8,mbs=1,gbs=512,sp=1,zero=1,precision=fp8");
+  const Completion c = complete_layout(model, cluster, profile, 1024, partial);
+  ASSERT_TRUE(c.best) << (c.reasons.empty() ? "" : c.reasons.front().to_string());
+  EXPECT_TRUE(c.best->layout.embedding_in_split);
+  EXPECT_TRUE(c.best->layout.loss_in_split);
+  EXPECT_TRUE(sim::is_valid_layout(model, cluster, 1024, c.best->layout));
+}
+
+}  // namespace
+}  // namespace sextant::search

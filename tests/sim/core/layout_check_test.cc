@@ -143,13 +143,15 @@ TEST(CheckLayout, LayersMustBeAMultipleOfPpTimesVpp) {
   l.pp = 3;  // 8 % 3 != 0
   l.dp = 1;
   EXPECT_EQ(broken(dense_model(), l, 6),
-            Lines{"--layout: pp: num_layers (8) must be a multiple of pp·vpp (3·1)"});
+            Lines{"--layout: pp: num_layers (8) must be a multiple of pp·vpp (3·1 = 3), or give an uneven split: first_stage_layers, last_stage_layers, "
+                 "embedding_in_split, loss_in_split or pp_layout"});
   // 8 layers over pp=2 and vpp=8 chunks would need 16.
   l = valid_layout();
   l.vpp = 8;
   l.schedule = Schedule::kInterleaved;
   EXPECT_EQ(broken(dense_model(), l, 8),
-            Lines{"--layout: pp: num_layers (8) must be a multiple of pp·vpp (2·8)"});
+            Lines{"--layout: pp: num_layers (8) must be a multiple of pp·vpp (2·8 = 16), or give an uneven split: first_stage_layers, last_stage_layers, "
+                 "embedding_in_split, loss_in_split or pp_layout"});
 }
 
 TEST(CheckLayout, GlobalBatchMustBeAMultipleOfMbsTimesDp) {
@@ -301,7 +303,8 @@ TEST(CheckLayout, EveryBrokenRuleIsReported) {
             (Lines{"--layout: dp: tp·cp·pp·dp = 3·1·2·2 = 12 must equal the GPU count (8)",
                    "--layout: tp: num_attention_heads (16) must be a multiple of tp (3)",
                    "--layout: tp: ffn_hidden_size (4096) must be a multiple of tp (3)",
-                   "--layout: pp: num_layers (8) must be a multiple of pp·vpp (2·3)",
+                   "--layout: pp: num_layers (8) must be a multiple of pp·vpp (2·3 = 6), or give an uneven split: first_stage_layers, last_stage_layers, "
+                 "embedding_in_split, loss_in_split or pp_layout",
                    "--layout: gbs: gbs (15) must be a multiple of mbs·dp (1·2)",
                    "--layout: vpp: vpp=3 needs schedule=1f1b-interleaved, got schedule=1f1b",
                    "--layout: ep: model 'dense-test' has no experts; ep and etp must be 1, got "

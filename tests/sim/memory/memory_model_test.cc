@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/memory/activation_memory.h"
 #include "sim/memory/parameter_count.h"
 #include "tests/support/test_models.h"
 
@@ -52,6 +53,43 @@ TEST(StageMemory, Gpt3MiddleStageStates) {
   EXPECT_NEAR(mem.parameters, 6 * per_layer_per_gpu * 2, 1.0);
   EXPECT_NEAR(mem.gradients, 6 * per_layer_per_gpu * 4, 1.0);
   EXPECT_NEAR(mem.optimizer_states, 6 * per_layer_per_gpu * 12 / 12, 1.0);
+}
+
+}  // namespace
+}  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// With uneven stages the heaviest stage decides, not the first or the last:
+// 16 layers at pp=4 with one layer on each end leave 7 on ranks 1 and 2.
+// 1F1B with m ≥ p: rank 1 holds p − 1 = 3 micro-batches of its 7 layers
+// (Narayanan et al. 2021, Fig. 4), 21 layer-micro-batches against rank 0's 4
+// (plus the embedding's mask) and rank 3's 1 (plus the logits).
+TEST(MemoryModel, HeaviestStageDecides) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 16;
+  ParallelLayout l;
+  l.tp = 8;
+  l.sp = true;
+  l.pp = 4;
+  l.mbs = 1;
+  l.gbs = 16;
+  l.recompute = Recompute::kSelective;
+  l.first_stage_layers = 1;
+  l.last_stage_layers = 1;
+  const MemoryBreakdown peak = peak_memory_per_gpu(m, l);
+  const MemoryBreakdown rank1 = stage_memory(m, l, 1);
+  EXPECT_DOUBLE_EQ(peak.total(), rank1.total());
+  EXPECT_GT(rank1.total(), stage_memory(m, l, 0).total());
+  EXPECT_GT(rank1.total(), stage_memory(m, l, 3).total());
+  EXPECT_DOUBLE_EQ(rank1.activations, 21 * stored_layer_activation_bytes(m, l, false));
+  // 7 layers' weights: 18 bytes per parameter without the distributed optimizer.
+  EXPECT_DOUBLE_EQ(rank1.parameters + rank1.gradients + rank1.optimizer_states,
+                   18 * stage_params_per_gpu(m, l, 1).total());
+  EXPECT_DOUBLE_EQ(stage_params_per_gpu(m, l, 1).total(),
+                   7 * ((layer_params(m, false).attention + layer_params(m, false).dense_mlp) / 8 +
+                        layer_params(m, false).norms));
 }
 
 }  // namespace

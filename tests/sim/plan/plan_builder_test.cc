@@ -50,7 +50,7 @@ std::map<std::string, int> count_by_kind(const Plan& plan, int stage) {
 // forward and one backward per chunk and micro-batch (3·96 each).
 TEST(PlanBuilder, CountsTasksOfAnInterleavedStage) {
   const Plan plan = build_plan(testing::gpt3_175b(), gpt3_layout());
-  EXPECT_EQ(plan.shape.layers_per_chunk, 4);
+  EXPECT_EQ(layers_in_chunk(plan.shape, 0, 0), 4);
   EXPECT_EQ(plan.shape.microbatches, 96);
   EXPECT_FALSE(plan.shape.blocking_p2p);
   const std::map<std::string, int> middle = count_by_kind(plan, 3);
@@ -167,6 +167,46 @@ TEST(PlanBuilder, RejectsZeroBubbleWithVirtualStages) {
   EXPECT_THROW(build_plan(testing::gpt3_175b(), gpt3_layout(),
                           with_schedule(PipelineSchedule::kZeroBubbleH1)),
                std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// An uneven split: 94 layers, pp=8, vpp=3 is no even split, first/last stages
+// of 10 leave 74 = 6·12 + 2 — not whole either; the explicit layout below
+// gives rank 0 E+3t/4t/4t, rank 7 4t/4t/3t+L and the others 4t per chunk:
+// 11 + 6·12 + 11 = 94. Every layer's forward runs once per micro-batch on the
+// rank the split names, and the buckets hold what stage_params_per_gpu counts.
+TEST(PlanBuilder, UnevenSplitPlacesEveryLayerOnce) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 94;
+  ParallelLayout l = gpt3_layout();
+  l.pp_layout = "Et*3|(t*4|)*22t*3L";
+  const Plan plan = build_plan(m, l);
+  const PipelineSplit& split = plan.shape.split;
+  ASSERT_EQ(split.stage(0).num_layers, 11);
+  ASSERT_EQ(split.stage(7).num_layers, 11);
+  std::vector<int> forwards(94, 0);
+  for (const Task& t : plan.tasks) {
+    if (t.kind != TaskKind::kCompute || t.block != Block::kAttention || t.pass != Pass::kForward) {
+      continue;
+    }
+    ++forwards[t.layer];
+    const ChunkLayers& c = split.chunk(t.stage, t.chunk);
+    EXPECT_GE(t.layer, c.first_layer);
+    EXPECT_LT(t.layer, c.first_layer + c.num_layers);
+  }
+  for (int layer = 0; layer < 94; ++layer) EXPECT_EQ(forwards[layer], 96) << "layer " << layer;
+  for (int stage : {0, 3, 7}) {
+    double total = 0;
+    for (const GradientBucket& b : plan.buckets) {
+      if (b.stage == stage) total += b.dense_params + b.expert_params;
+    }
+    EXPECT_NEAR(total, stage_params_per_gpu(m, l, stage).total(), 1.0) << "stage " << stage;
+  }
 }
 
 }  // namespace
