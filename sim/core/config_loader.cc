@@ -131,7 +131,8 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
     const std::string activation = map.required_string("activation");
     if (activation == "gelu") m.activation = Activation::kGelu;
     else if (activation == "swiglu") m.activation = Activation::kSwiglu;
-    else if (map.has("activation")) map.report("activation", "got '" + activation + "'; accepted: gelu, swiglu");
+    else if (activation == "squared_relu") m.activation = Activation::kSquaredRelu;
+    else if (map.has("activation")) map.report("activation", "got '" + activation + "'; accepted: gelu, swiglu, squared_relu");
     const std::string norm = map.required_string("normalization");
     if (norm == "layernorm") m.normalization = Normalization::kLayerNorm;
     else if (norm == "rmsnorm") m.normalization = Normalization::kRmsNorm;
