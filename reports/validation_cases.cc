@@ -85,6 +85,10 @@ ValidationCase read_case(StrictMap& c) {
     e.router_topk = static_cast<int>(model.required_int("topk"));
     e.ffn_hidden_size = model.required_int("moe_ffn_hidden");
     m.moe = e;
+  } else {
+    for (const char* key : {"topk", "moe_ffn_hidden"}) {
+      if (model.optional_int(key)) model.report(key, "is given without num_experts (a dense model)");
+    }
   }
   model.optional_double("params_billion");  // the source's rounded size, for readers
   // A key the loader does not read would be silently ignored: refuse it instead.

@@ -159,7 +159,7 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
     std::snprintf(line, sizeof line, "fits: stage %d needs %s per GPU of %s", stage,
                   gib(worst.total()).c_str(), available.c_str());
     out.lines.push_back(line);
-    std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %%", r.step_time_s, 100 * r.mfu);
+    std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %% (Megatron convention)", r.step_time_s, 100 * r.mfu);
     out.lines.push_back(line);
     out.lines.push_back("limited by " + describe_limiter(r, cluster, limit));
     return out;

@@ -221,9 +221,12 @@ const Architecture* find_architecture(Reader& r) {
     for (const Architecture& a : kArchitectures) {
       if (a.name == name) return &a;
     }
-    r.diags().push_back(diagnostic_at(list[0], r.file(), "architectures",
-                                      "unsupported architecture '" + name + "'; accepted: " +
-                                          join(hf_supported_architectures())));
+    const bool deepseek = name.rfind("Deepseek", 0) == 0;
+    r.diags().push_back(diagnostic_at(
+        list[0], r.file(), "architectures",
+        "unsupported architecture '" + name + "'" +
+            (deepseek ? " (its multi-head latent attention, kv_lora_rank, is not modelled)" : "") +
+            "; accepted: " + join(hf_supported_architectures())));
     return nullptr;
   }
   if (auto type = r.optional_string("model_type")) {
@@ -250,11 +253,17 @@ std::string model_name(Reader& r) {
   }
   const std::filesystem::path path(r.file());
   // Hub checkouts are <model>/config.json: the folder names the model.
+  std::string name = path.stem().string();
   if (path.stem() == "config") {
     const std::string folder = path.parent_path().filename().string();
-    if (!folder.empty() && folder != "." && folder != "..") return folder;
+    if (!folder.empty() && folder != "." && folder != "..") name = folder;
   }
-  return path.stem().string();
+  if (const std::string problem = name_problem(name); !problem.empty()) {
+    r.diags().push_back({r.file(), 0, 0, "_name_or_path",
+                         "absent, and the name taken from the file's path " + problem +
+                             "; give the model a name with _name_or_path"});
+  }
+  return name;
 }
 
 double dropout(Reader& r, std::string_view key, double fallback) {

@@ -426,11 +426,11 @@ TEST(HfConfig, InvalidSlidingWindowsAreRefused) {
   const std::string mistral = with(kLlama, "LlamaForCausalLM", "MistralForCausalLM");
   EXPECT_EQ(text_errors(with(mistral, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"sliding_window\": -5")),
-            Lines{"config.json:9:39: sliding_window: expected a positive integer (the keys each "
+            Lines{"config.json:9:41: sliding_window: expected a positive integer (the keys each "
                   "query sees) or null, got '-5'"});
   EXPECT_EQ(text_errors(with(mistral, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"sliding_window\": \"abc\"")),
-            Lines{"config.json:9:39: sliding_window: expected a positive integer (the keys each "
+            Lines{"config.json:9:41: sliding_window: expected a positive integer (the keys each "
                   "query sees) or null, got the string \"abc\""});
 }
 
@@ -442,7 +442,7 @@ TEST(HfConfig, QwenSlidingWindowOnSomeLayersIsRefusedOnAllIsModelled) {
                 "\"max_window_layers\": " + first);
   };
   EXPECT_EQ(text_errors(window("2")),
-            Lines{"config.json:9:99: max_window_layers: is 2: only layers 2 to 3 use the sliding "
+            Lines{"config.json:9:95: max_window_layers: is 2: only layers 2 to 3 use the sliding "
                   "window; sextant models one attention for every layer (max_window_layers 0: "
                   "all slide; >= num_hidden_layers: none)"});
   EXPECT_EQ(load_hf_config_text(window("0"), "c.json", 2048).sliding_window, 256);
@@ -459,19 +459,19 @@ TEST(HfConfig, KeysAnArchitectureDoesNotReadAreRefusedNamingTheKey) {
                    "(DeepSeek), which LlamaForCausalLM does not have (transformers would ignore "
                    "the key and build a different model); sextant refuses rather than simulate "
                    "that: fix architectures or remove the key",
-                   "config.json:9:37: kv_lora_rank: describes multi-head latent attention "
+                   "config.json:9:39: kv_lora_rank: describes multi-head latent attention "
                    "(DeepSeek-V2/V3), which LlamaForCausalLM does not have (transformers would "
                    "ignore the key and build a different model); sextant refuses rather than "
                    "simulate that: fix architectures or remove the key"}));
   EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"sliding_window\": 4096")),
-            Lines{"config.json:9:39: sliding_window: describes sliding-window attention, which "
+            Lines{"config.json:9:41: sliding_window: describes sliding-window attention, which "
                   "LlamaForCausalLM does not have (transformers would ignore the key and build a "
                   "different model); sextant refuses rather than simulate that: fix "
                   "architectures or remove the key"});
   EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"num_local_experts\": 8")),
-            Lines{"config.json:9:42: num_local_experts: describes a mixture of experts, which "
+            Lines{"config.json:9:44: num_local_experts: describes a mixture of experts, which "
                   "LlamaForCausalLM does not have (transformers would ignore the key and build a "
                   "different model); sextant refuses rather than simulate that: fix "
                   "architectures or remove the key"});
@@ -479,6 +479,15 @@ TEST(HfConfig, KeysAnArchitectureDoesNotReadAreRefusedNamingTheKey) {
   EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"sliding_window\": null, \"num_experts\": 0")),
             Lines{});
+}
+
+TEST(HfConfig, DeepSeekArchitecturesAreRefusedNamingMla) {
+  EXPECT_EQ(text_errors(with(kLlama, "LlamaForCausalLM", "DeepseekV3ForCausalLM")),
+            Lines{"config.json:2:21: architectures: unsupported architecture "
+                  "'DeepseekV3ForCausalLM' (its multi-head latent attention, kv_lora_rank, is not "
+                  "modelled); accepted: LlamaForCausalLM, MistralForCausalLM, "
+                  "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
 }
 
 TEST(HfConfig, LlamaBiasesAreModelledOrRefused) {
@@ -490,11 +499,11 @@ TEST(HfConfig, LlamaBiasesAreModelledOrRefused) {
   EXPECT_TRUE(load_hf_config_text(biases("true", "true"), "c.json", 2048).add_bias_linear);
   EXPECT_FALSE(load_hf_config_text(biases("false", "false"), "c.json", 2048).add_bias_linear);
   EXPECT_EQ(text_errors(biases("true", "false")),
-            Lines{"config.json:9:39: attention_bias: true with mlp_bias false is not modelled: "
+            Lines{"config.json:9:41: attention_bias: true with mlp_bias false is not modelled: "
                   "sextant represents biases on every linear layer (both true) or on none (both "
                   "false)"});
   EXPECT_EQ(text_errors(biases("false", "true")),
-            Lines{"config.json:9:57: mlp_bias: true with attention_bias false is not modelled: "
+            Lines{"config.json:9:60: mlp_bias: true with attention_bias false is not modelled: "
                   "sextant represents biases on every linear layer (both true) or on none (both "
                   "false)"});
 }
