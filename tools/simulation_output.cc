@@ -179,8 +179,8 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   out += line("HFU", percent(r.hfu));
   if (r.limiter == sim::Limiter::kCompute) {
     out += line("largest non-compute cost",
-                "none stands out: compute is " + percent(r.time.compute_s / r.step_time_s) +
-                    " of the step");
+                "none (compute is " + percent(r.time.compute_s / r.step_time_s) +
+                    " of the step)");
   } else {
     const double part = [&] {
       switch (r.limiter) {

@@ -205,5 +205,33 @@ TEST(CliInputs, ValidateRefusesABadCaseNamingTheField) {
                  "moe_ffn_hidden, params_billion\n");
 }
 
+TEST(CliInputs, SearchTableColumnsLineUpForLongLayoutsAndHaveALegend) {
+  TempDir dir;
+  // Mixtral on 64 GPUs: ep, etp and overlaps make some layouts long.
+  const CommandResult r = run_sextant(
+      dir, "search --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --global-batch 256 --top 10");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::size_t header_at = r.out.find("  #  layout");
+  ASSERT_NE(header_at, std::string::npos) << r.out;
+  const std::string header = r.out.substr(header_at, r.out.find('\n', header_at) - header_at);
+  // "MFU" is right-aligned over "%5.1f%%": each row's '%' sits under the header's 'U'.
+  const std::size_t mfu_end = header.find("MFU") + 2;
+  int rows = 0;
+  std::size_t at = r.out.find('\n', header_at) + 1;
+  while (at < r.out.size() && r.out[at] != '\n') {
+    const std::string row = r.out.substr(at, r.out.find('\n', at) - at);
+    ASSERT_GT(row.size(), mfu_end) << row;
+    EXPECT_EQ(row[mfu_end], '%') << header << "\n" << row;
+    ++rows;
+    at += row.size() + 1;
+  }
+  EXPECT_EQ(rows, 10);
+  EXPECT_NE(r.out.find("\nLegend: vpp virtual pipeline stages per GPU;"), std::string::npos);
+  EXPECT_NE(r.out.find("  rc= activation recomputation (none|selective|full);"), std::string::npos);
+  EXPECT_NE(r.out.find("  ovl= overlaps on: g grad reduce-scatter, p param all-gather, t TP "
+                       "communication;"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace sextant::tools
