@@ -81,10 +81,12 @@
 //    128·tp.
 //
 // Strictness (STYLE.md #5): the JSON is read with yaml-cpp (JSON is YAML 1.2
-// flow syntax). Unknown keys are ignored — a config.json carries many that do
-// not matter here — but an unsupported architecture, a missing or mistyped
-// key (a JSON string or null where a number belongs) and impossible values
-// are all reported at once as a ConfigError, each as file:line:col: key: message.
+// flow syntax). Keys that do not change the computation (token ids, dtype,
+// rms_norm_eps, ...) are ignored — a config.json carries many — but a key that
+// does and that the architecture does not read (kStructuralKeys in the .cc), an
+// unsupported architecture, a missing or mistyped key (a JSON string or null
+// where a number belongs) and impossible values are all reported at once as a
+// ConfigError, each as file:line:col: key: message.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "tests/support/test_models.h"
+
 namespace sextant::tools {
 namespace {
 
@@ -66,16 +68,7 @@ TEST(SimulationOutput, CsvFieldsAreQuotedPerRfc4180) {
 // causal 96·(24h² + 2sh) + 2hV = 353,982,480,384 (h 12288, s 2048, V 51200):
 // the fraction is 0.98653; the backward's factor 3 cancels.
 TEST(SimulationOutput, CausalMfuScalesByTheCausalFlopsFraction) {
-  sim::ModelConfig m;
-  m.num_layers = 96;
-  m.hidden_size = 12288;
-  m.ffn_hidden_size = 4 * 12288;
-  m.num_attention_heads = 96;
-  m.num_query_groups = 96;
-  m.kv_channels = 128;
-  m.vocab_size = 51200;
-  m.seq_length = 2048;
-  const double fraction = causal_flops_fraction(m);
+  const double fraction = causal_flops_fraction(sextant::testing::gpt3_175b());
   EXPECT_NEAR(fraction, 353982480384.0 / 358814318592.0, 1e-12);
   sim::SimulationResult r;
   r.mfu = 0.5;
