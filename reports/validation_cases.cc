@@ -54,6 +54,9 @@ ValidationCase read_case(StrictMap& c) {
                         "'; accepted: A100-SXM4-80GB, H100-SXM-80GB, H200-SXM-141GB");
   }
   out.num_gpus = static_cast<long>(c.required_int("num_gpus"));
+  if (c.has("num_gpus") && !c.has_error("num_gpus") && out.num_gpus < 1) {
+    c.report("num_gpus", "must be positive, got " + std::to_string(out.num_gpus));
+  }
   const std::string source = c.optional_string("source").value_or("");
   const std::string notes = c.optional_string("notes").value_or("");
   out.source_group = source_group(source);
@@ -84,7 +87,15 @@ ValidationCase read_case(StrictMap& c) {
     e.router_topk = static_cast<int>(model.required_int("topk"));
     e.ffn_hidden_size = model.required_int("moe_ffn_hidden");
     m.moe = e;
+  } else {
+    for (const char* key : {"topk", "moe_ffn_hidden"}) {
+      if (model.optional_int(key)) model.report(key, "is given without num_experts (a dense model)");
+    }
   }
+  model.optional_double("params_billion");  // the source's rounded size, for readers
+  // A key the loader does not read would be silently ignored: refuse it instead.
+  model.finish({"layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "seq_len",
+                "num_experts", "topk", "moe_ffn_hidden", "params_billion"});
 
   StrictMap parallel = c.child("parallel");
   sim::PartialLayout& l = out.layout;

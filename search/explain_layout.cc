@@ -62,6 +62,11 @@ std::vector<std::pair<std::string, ParallelLayout>> memory_remedies(const ModelC
     c.zero = 1;
     add("dist_opt=1", c);
   }
+  if (l.zero < 3 && l.dp > 1) {
+    ParallelLayout c = l;
+    c.zero = 3;
+    add("zero=3", c);
+  }
   if (l.mbs > 1) {
     ParallelLayout c = l;
     c.mbs = 1;
@@ -123,6 +128,7 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
   Explanation out;
   const Completion any = complete_layout(m, cluster, profile, gpus, partial, constraints, false);
   if (!any.best) {
+    out.reasons = any.reasons;
     for (const Diagnostic& d : any.reasons) {
       out.lines.push_back((d.key.empty() ? "" : d.key + ": ") + d.message);
     }
@@ -156,23 +162,45 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
     std::snprintf(line, sizeof line, "fits: stage %d needs %s per GPU of %s", stage,
                   gib(worst.total()).c_str(), available.c_str());
     out.lines.push_back(line);
-    std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %%", r.step_time_s, 100 * r.mfu);
+    std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %% (Megatron convention)", r.step_time_s, 100 * r.mfu);
     out.lines.push_back(line);
     out.lines.push_back("limited by " + describe_limiter(r, cluster, limit));
     return out;
   }
-  const Component big = largest(worst);
-  out.lines.push_back(std::string(big.name) + " need " + gib(big.bytes) + " on stage " +
-                      std::to_string(stage) + " (" + gib(worst.total()) + " in all); " + available);
+  // The model state alone (weights, their gradients, the optimizer's moments)
+  // may exceed the memory: then activations are not the cause and a smaller
+  // micro-batch or more recomputation cannot help; only sharding the state can.
+  const double state = worst.parameters + worst.gradients + worst.optimizer_states;
+  const bool state_too_big = state > limit;
+  if (state_too_big) {
+    out.lines.push_back("parameters, gradients and optimizer states alone need " + gib(state) +
+                        " on stage " + std::to_string(stage) + " (" + gib(worst.parameters) +
+                        " + " + gib(worst.gradients) + " + " + gib(worst.optimizer_states) +
+                        "), more than the " + available +
+                        "; activations (" + gib(worst.activations) +
+                        ") are not the cause, so a smaller micro-batch or recomputation cannot "
+                        "make it fit");
+  } else {
+    const Component big = largest(worst);
+    out.lines.push_back(std::string(big.name) + " need " + gib(big.bytes) + " on stage " +
+                        std::to_string(stage) + " (" + gib(worst.total()) + " in all); " +
+                        available);
+  }
   std::string tries;
   for (const auto& [label, changed] : memory_remedies(m, r.layout)) {
     if (!is_valid_layout(m, cluster, gpus, changed)) continue;
     if (peak_memory_per_gpu(m, changed).total() > limit) continue;
     tries += (tries.empty() ? "" : " or ") + label;
   }
-  out.lines.push_back(tries.empty() ? "no single change of recompute, sp, dist_opt, mbs, pp or tp "
-                                      "makes it fit; use more GPUs or a smaller micro-batch"
-                                    : "try " + tries);
+  if (!tries.empty()) {
+    out.lines.push_back("try " + tries);
+  } else if (state_too_big) {
+    out.lines.push_back("no single change of zero, pp or tp makes it fit; shard the model state "
+                        "over more GPUs (more tp or pp, zero=3) or use GPUs with more memory");
+  } else {
+    out.lines.push_back("no single change of recompute, sp, dist_opt, mbs, pp or tp makes it fit; "
+                        "use more GPUs or a smaller micro-batch");
+  }
   return out;
 }
 

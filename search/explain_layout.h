@@ -8,6 +8,7 @@
 
 #include "search/search_constraints.h"
 #include "sim/analytic/simulation_result.h"
+#include "sim/core/config_error.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
@@ -20,6 +21,7 @@ struct Explanation {
   bool fits = false;
   std::string layout;               // the completed layout explained (empty if none)
   std::vector<std::string> lines;   // the explanation, one sentence per line
+  std::vector<sim::Diagnostic> reasons;  // why it is invalid (empty when valid)
 };
 
 /// Completes `partial` with the fastest valid layout (fitting or not) and

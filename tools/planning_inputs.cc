@@ -2,15 +2,17 @@
 
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
+#include "tools/numeric_option.h"
+#include "tools/simulation_output.h"
 
 namespace sextant::tools {
 
 PlanningInputs load_planning_inputs(const std::string& configs_dir, const PlanningArguments& a) {
   const sim::PresetCatalog catalog(configs_dir);
   PlanningInputs in;
-  in.model = catalog.model(a.model);
-  if (a.seq_length > 0) in.model.seq_length = a.seq_length;
+  in.model = catalog.model(a.model, a.seq_length);
   in.cluster = catalog.cluster(a.cluster);
+  if (a.nodes > 0) in.cluster.num_nodes = static_cast<int>(a.nodes);
   in.profile = catalog.profile(a.profile, in.cluster.gpu.name);
   if (!a.framework.empty()) in.profile = sim::with_framework(in.profile, catalog.framework(a.framework));
   in.layout = sim::parse_layout(a.layout);
@@ -28,6 +30,15 @@ PlanningInputs load_planning_inputs(const std::string& configs_dir, const Planni
           "the global batch is needed: give --global-batch N or gbs=N in --layout"}});
   }
   return in;
+}
+
+SimulationContext simulation_context(const PlanningInputs& in, const PlanningArguments& a,
+                                     long gpus, const std::string& engine) {
+  SimulationContext c{in.model.name, in.cluster.name, in.cluster.gpu.name, gpus,
+                      static_cast<double>(in.cluster.gpu.memory_bytes), engine};
+  c.mfu_convention = a.mfu == "causal" ? MfuConvention::kCausal : MfuConvention::kMegatron;
+  c.causal_flops_fraction = causal_flops_fraction(in.model);
+  return c;
 }
 
 void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_required) {
@@ -54,11 +65,21 @@ void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_requ
                  "or pp_layout (Megatron's --pipeline-model-parallel-layout without commas:\n"
                  "virtual stages split by '|', E embedding, t layer, L loss, x*n, (...)*n;\n"
                  "e.g. pp_layout=Et*3|(t*4|)*6t*3L)");
-  cmd.add_option("--global-batch", a.global_batch,
-                 "global batch in sequences (same as gbs= in --layout)")
-      ->check(CLI::PositiveNumber);
-  cmd.add_option("--seq-length", a.seq_length, "training sequence length (overrides the model's)")
-      ->check(CLI::PositiveNumber);
+  add_whole_number_option(cmd, "--global-batch", a.global_batch,
+                          "global batch in sequences (same as gbs= in --layout)", 1, kLargestBatch);
+  add_whole_number_option(cmd, "--seq-length", a.seq_length,
+                          "training sequence length (overrides the model's; required for a\n"
+                          "HuggingFace config.json that does not give its pretraining length)",
+                          1, kLongestSequence);
+  add_whole_number_option(cmd, "--nodes", a.nodes,
+                          "size the cluster preset to N nodes (default: the preset's num_nodes)", 1,
+                          kMostGpus);
+  cmd.add_option("--mfu", a.mfu,
+                 "attention FLOPs MFU counts: megatron (every query against all s keys, as\n"
+                 "Megatron-LM and published MFU figures do) or causal (only the scores a causal\n"
+                 "mask keeps: about half the attention FLOPs); JSON gives both either way")
+      ->check(CLI::IsMember({"megatron", "causal"}))
+      ->capture_default_str();
   cmd.add_option("--profile", a.profile,
                  "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
   cmd.add_option("--framework", a.framework,
@@ -70,9 +91,13 @@ void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_requ
 
 void check_gpu_count(long gpus, const sim::ClusterConfig& cluster) {
   if (gpus > cluster.total_gpus()) {
+    const long nodes = (gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
     throw sim::ConfigError({{"--gpus", 0, 0, "",
                              std::to_string(gpus) + " GPUs asked for; cluster '" + cluster.name +
-                                 "' has " + std::to_string(cluster.total_gpus())}});
+                                 "' has " + std::to_string(cluster.total_gpus()) + " (" +
+                                 std::to_string(cluster.num_nodes) + " nodes of " +
+                                 std::to_string(cluster.gpus_per_node) + "); give --nodes " +
+                                 std::to_string(nodes) + " to size it"}});
   }
 }
 

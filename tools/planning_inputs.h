@@ -12,6 +12,10 @@
 
 namespace sextant::tools {
 
+/// Largest --global-batch and --seq-length taken (2^30, the model loader's bound on sizes).
+constexpr long kLargestBatch = 1L << 30;
+constexpr long kLongestSequence = 1L << 30;
+
 struct PlanningArguments {
   std::string model;
   std::string cluster;
@@ -20,6 +24,8 @@ struct PlanningArguments {
   std::string layout;      // --layout spec
   int global_batch = 0;    // 0: take gbs from the layout
   long seq_length = 0;     // 0: the model's
+  long nodes = 0;          // 0: the cluster preset's num_nodes
+  std::string mfu = "megatron";  // --mfu: megatron | causal
 };
 
 struct PlanningInputs {
@@ -31,10 +37,15 @@ struct PlanningInputs {
 
 /// Loads and cross-checks; throws sim::ConfigError (exit code 2) naming the
 /// option at fault: a --global-batch that contradicts gbs=, no global batch at all.
+/// The SimulationContext of these inputs (names, GPU count, --mfu convention).
+struct SimulationContext;
+SimulationContext simulation_context(const PlanningInputs& in, const PlanningArguments& arguments,
+                                     long gpus, const std::string& engine);
+
 PlanningInputs load_planning_inputs(const std::string& configs_dir,
                                     const PlanningArguments& arguments);
 
-/// Registers --model, --cluster, --layout, --global-batch, --seq-length and
+/// Registers --model, --cluster, --layout, --global-batch, --seq-length, --nodes,
 /// --profile and --framework on `command`; with `presets_required` --model and --cluster must be given.
 void add_planning_options(CLI::App& command, PlanningArguments& arguments, bool presets_required);
 

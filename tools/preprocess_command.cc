@@ -12,6 +12,13 @@ namespace sextant::tools {
 
 namespace {
 int run_preprocess(const engine::data::PreprocessOptions& o, std::ostream& out) {
+  // "" or "data/" would write "_text_document.bin" into that folder, a name nobody asked for.
+  if (o.output_prefix.empty() || o.output_prefix.back() == '/') {
+    throw sim::ConfigError({{"--output-prefix", 0, 0, "",
+                             "'" + o.output_prefix + "' names no file; give a path prefix such "
+                             "as data/corpus (writes data/corpus_" + o.json_key +
+                             "_document.bin and .idx)"}});
+  }
   const auto start = std::chrono::steady_clock::now();
   engine::data::PreprocessStats stats;
   try {

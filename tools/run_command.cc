@@ -9,6 +9,8 @@
 #include "sim/core/layout_check.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
+#include "tools/numeric_option.h"
+#include "tools/planning_inputs.h"
 #include "tools/run_settings.h"
 
 namespace sextant::tools {
@@ -65,8 +67,14 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   RunSettings s = a.settings;
   s.configs_dir = configs_dir;
   const sim::PresetCatalog catalog(configs_dir);
-  s.model = catalog.model(a.model);
-  if (a.seq_length > 0) s.model.seq_length = a.seq_length;
+  s.model = catalog.model(a.model, a.seq_length);
+  // The engine builds full causal attention and Megatron's all-or-nothing biases.
+  if (s.model.sliding_window > 0)
+    throw_option_error("--model", "sliding_window", "the engine has no sliding-window attention; "
+                                                    "simulate this model instead of running it");
+  if (s.model.add_qkv_bias && !s.model.add_bias_linear)
+    throw_option_error("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
+                                                  "simulate this model instead of running it");
   s.layout = single_gpu_layout(a);
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
@@ -117,30 +125,47 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--layout", a->layout,
                   "mbs (default 1), gbs (default mbs), recompute (none|selective|full); "
                   "parallel knobs must be 1");
-  cmd->add_option("--global-batch", a->global_batch, "global batch in sequences (same as gbs=)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--seq-length", a->seq_length, "training sequence length (default: the model's)")
-      ->check(CLI::PositiveNumber);
+  add_whole_number_option(*cmd, "--global-batch", a->global_batch,
+                          "global batch in sequences (same as gbs=)", 1, kLargestBatch);
+  add_whole_number_option(*cmd, "--seq-length", a->seq_length,
+                          "training sequence length (default: the model's)", 1, kLongestSequence);
   cmd->add_option("--data", s.data,
                   "'synthetic' (random tokens, no files) or the prefix of a Megatron indexed\n"
                   "dataset (<prefix>.bin/.idx, e.g. from `sextant preprocess`)")
       ->capture_default_str();
-  cmd->add_option("--steps", s.steps, "optimizer steps to run")->capture_default_str();
-  cmd->add_option("--lr", s.lr, "peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr", s.min_lr, "learning rate at the end of the cosine (default lr / 10)");
-  cmd->add_option("--warmup-steps", s.warmup_steps, "linear warmup steps (default steps / 10, at most 2000)");
-  cmd->add_option("--lr-decay-steps", s.lr_decay_steps, "step where the cosine ends (default --steps)");
-  cmd->add_option("--weight-decay", s.weight_decay, "AdamW weight decay of matrices")->capture_default_str();
-  cmd->add_option("--clip-grad", s.grad_clip, "clip the global gradient norm to this (0: off)")
+  constexpr std::int64_t kMostSteps = 1'000'000'000;
+  add_whole_number_option(*cmd, "--steps", s.steps, "optimizer steps to run", 1, kMostSteps)
       ->capture_default_str();
-  cmd->add_option("--adam-beta1", s.adam_beta1)->capture_default_str();
-  cmd->add_option("--adam-beta2", s.adam_beta2)->capture_default_str();
-  cmd->add_option("--adam-eps", s.adam_eps)->capture_default_str();
-  cmd->add_option("--init-method-std", s.init_std, "std of the normal weight initialisation")
+  add_number_option(*cmd, "--lr", s.lr, "peak learning rate", 0.0, 1.0)->capture_default_str();
+  add_number_option(*cmd, "--min-lr", s.min_lr,
+                    "learning rate at the end of the cosine (default lr / 10)", 0.0, 1.0);
+  add_whole_number_option(*cmd, "--warmup-steps", s.warmup_steps,
+                          "linear warmup steps (default steps / 10, at most 2000)", 0, kMostSteps);
+  add_whole_number_option(*cmd, "--lr-decay-steps", s.lr_decay_steps,
+                          "step where the cosine ends (default --steps)", 1, kMostSteps);
+  add_number_option(*cmd, "--weight-decay", s.weight_decay, "AdamW weight decay of matrices", 0.0,
+                    1.0)
       ->capture_default_str();
-  cmd->add_option("--seed", s.seed, "seed of the weights and of the data order")->capture_default_str();
-  cmd->add_option("--log-interval", s.log_interval, "print every N steps")->capture_default_str();
-  cmd->add_option("--device", s.device, "CUDA device index")->capture_default_str();
+  add_number_option(*cmd, "--clip-grad", s.grad_clip,
+                    "clip the global gradient norm to this (0: off)", 0.0, 1e6)
+      ->capture_default_str();
+  add_number_option(*cmd, "--adam-beta1", s.adam_beta1, "AdamW beta1", 0.0, 0.999999)
+      ->capture_default_str();
+  add_number_option(*cmd, "--adam-beta2", s.adam_beta2, "AdamW beta2", 0.0, 0.999999)
+      ->capture_default_str();
+  add_number_option(*cmd, "--adam-eps", s.adam_eps, "AdamW epsilon", 1e-30, 1.0)
+      ->capture_default_str();
+  add_number_option(*cmd, "--init-method-std", s.init_std,
+                    "std of the normal weight initialisation", 0.0, 1.0)
+      ->capture_default_str();
+  add_whole_number_option(*cmd, "--seed", s.seed, "seed of the weights and of the data order", 0,
+                          INT64_MAX)
+      ->capture_default_str();
+  add_whole_number_option(*cmd, "--log-interval", s.log_interval, "print every N steps", 1,
+                          kMostSteps)
+      ->capture_default_str();
+  add_whole_number_option(*cmd, "--device", s.device, "CUDA device index", 0, 1023)
+      ->capture_default_str();
   cmd->add_option("--gpu", s.gpu, "GPU preset for the peak FLOP/s of MFU (default: from the device name)");
   cmd->add_option("--format", s.format, "table (progress lines) or json (one object at the end;\n"
                                         "progress goes to stderr)")

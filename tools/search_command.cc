@@ -13,6 +13,7 @@
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
+#include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
 #include "tools/simulation_output.h"
 
@@ -73,6 +74,30 @@ std::function<void(double)> progress_bar() {
   };
 }
 
+// Options that contradict --layout or the hardware are refused, not resolved silently.
+void check_search_conflicts(const SearchCommandOptions& o, const sim::ClusterConfig& cluster,
+                            const sim::PartialLayout& partial) {
+  std::vector<sim::Diagnostic> problems;
+  if (o.max_tp > 0 && partial.tp && *partial.tp > o.max_tp) {
+    problems.push_back({"--max-tp", 0, 0, "",
+                        "is " + std::to_string(o.max_tp) + " but --layout fixes tp=" +
+                            std::to_string(*partial.tp) + "; drop one of them"});
+  }
+  if (o.fp8 && cluster.gpu.peak_fp8_flops_per_s <= 0) {
+    problems.push_back({"--fp8", 0, 0, "",
+                        "the cluster's GPU " + cluster.gpu.name +
+                            " has no FP8 tensor cores (its preset gives no peak_flops_per_s.fp8); "
+                            "FP8 needs Hopper or Blackwell GPUs"});
+  }
+  if (o.fp8 && partial.precision && *partial.precision != sim::Precision::kFp8) {
+    problems.push_back({"--fp8", 0, 0, "",
+                        std::string("asks to consider FP8 but --layout fixes precision=") +
+                            std::string(sim::to_string(*partial.precision)) +
+                            "; drop one of them"});
+  }
+  if (!problems.empty()) throw sim::ConfigError(std::move(problems));
+}
+
 int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::ostream& out) {
   const PlanningInputs in = load_planning_inputs(common.configs_dir, o.planning);
   const sim::ModelConfig& model = in.model;
@@ -80,6 +105,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   const sim::CostProfile& profile = in.profile;
   const sim::PartialLayout& partial = in.layout;
   check_gpu_count(o.gpus, cluster);
+  check_search_conflicts(o, cluster, partial);
   search::SearchConstraints constraints;
   if (o.max_tp > 0) constraints.max_tp = o.max_tp;
   constraints.tp_within_node = o.tp_within_node;
@@ -98,6 +124,8 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   if (o.explain) {
     const search::Explanation e =
         search::explain_layout(model, cluster, profile, o.gpus, partial, constraints);
+    // An invalid layout is bad input here as in `simulate`: exit code 2.
+    if (!e.valid) throw sim::ConfigError(e.reasons);
     if (o.format == "json") {
       out << nlohmann::json{{"valid", e.valid}, {"fits", e.fits}, {"layout", e.layout},
                             {"explanation", e.lines}}
@@ -126,8 +154,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
     throw sim::ConfigError(
         search::explain_empty_search(model, cluster, o.gpus, partial, result, constraints));
   }
-  const SimulationContext context{model.name, cluster.name, cluster.gpu.name, o.gpus,
-                                  static_cast<double>(cluster.gpu.memory_bytes), o.engine};
+  const SimulationContext context = simulation_context(in, o.planning, o.gpus, o.engine);
   if (o.format == "json") {
     nlohmann::json results = nlohmann::json::array();
     for (const sim::SimulationResult& r : result.best) {
@@ -149,23 +176,29 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
     for (const sim::SimulationResult& r : result.all) out << simulation_csv_row(context, r);
     return 0;
   }
-  char line[512];
+  char line[1024];
   out << "sextant search: " << model.name << " on " << o.gpus << " x " << cluster.gpu.name << " ("
       << cluster.name << "), global batch " << *partial.gbs << ", seq " << model.seq_length
       << "\n\n";
-  std::snprintf(line, sizeof line, "%3s  %-58s %9s %9s %6s %10s %9s  %s\n", "#", "layout", "step",
-                "tok/s/GPU", "MFU", "mem/GPU", "headroom", "limited by");
+  // The layout column is as wide as its longest entry, so the columns after it line up.
+  int width = 6;
+  for (const sim::SimulationResult& r : result.best) {
+    width = std::max(width, static_cast<int>(short_layout(r.layout).size()));
+  }
+  std::snprintf(line, sizeof line, "%3s  %-*s %9s %9s %6s %10s %9s  %s\n", "#", width, "layout",
+                "step", "tok/s/GPU", "MFU", "mem/GPU", "headroom", "limited by");
   out << line;
   int rank = 1;
   for (const sim::SimulationResult& r : result.best) {
     const double headroom = 1.0 - r.memory.total() / static_cast<double>(cluster.gpu.memory_bytes);
-    std::snprintf(line, sizeof line, "%3d  %-58s %9s %9.0f %5.1f%% %10s %8.1f%%  %s\n", rank++,
-                  short_layout(r.layout).c_str(), format_seconds(r.step_time_s).c_str(),
-                  r.tokens_per_s_per_gpu, 100 * r.mfu, format_gib(r.memory.total()).c_str(),
-                  100 * headroom,
+    std::snprintf(line, sizeof line, "%3d  %-*s %9s %9.0f %5.1f%% %10s %8.1f%%  %s\n", rank++,
+                  width, short_layout(r.layout).c_str(), format_seconds(r.step_time_s).c_str(),
+                  r.tokens_per_s_per_gpu, 100 * reported_mfu(context, r),
+                  format_gib(r.memory.total()).c_str(), 100 * headroom,
                   search::describe_limiter(r, cluster, result.memory_limit_bytes).c_str());
     out << line;
   }
+  out << "\n" << search_table_legend(context.mfu_convention);
   std::snprintf(line, sizeof line,
                 "\nConsidered %ld layouts: %ld valid, %ld fit in memory (limit %s per GPU after "
                 "%.0f %% headroom).\nSearched in %.3f s (%.0f layouts/s). Best layout in full:\n  %s\n",
@@ -193,30 +226,28 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       "      --explain --layout tp=8,pp=1,mbs=1");
   cmd->alias("plan");
   add_planning_options(*cmd, o->planning, true);
-  cmd->add_option("--gpus", o->gpus, "number of GPUs")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--top", o->top, "how many layouts to print")
-      ->check(CLI::Range(1, 1000))
+  add_whole_number_option(*cmd, "--gpus", o->gpus, "number of GPUs", 1, kMostGpus)->required();
+  add_whole_number_option(*cmd, "--top", o->top, "how many layouts to print", 1, 1000)
       ->capture_default_str();
   cmd->add_flag("--explain", o->explain,
                 "explain the (completed) --layout: why it is invalid or does not fit, or what "
                 "limits it");
-  cmd->add_option("--max-tp", o->max_tp, "largest tensor-parallel size to consider")
-      ->check(CLI::PositiveNumber);
+  add_whole_number_option(*cmd, "--max-tp", o->max_tp, "largest tensor-parallel size to consider",
+                          1, kMostGpus);
   cmd->add_flag("--tp-within-node", o->tp_within_node, "keep each TP group inside one node");
-  cmd->add_option("--memory-limit-gib", o->memory_limit_gib,
-                  "memory per GPU to plan for, below the GPU's (GiB)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--memory-headroom", o->memory_headroom,
-                  "fraction of the memory kept free (context, workspaces, fragmentation)")
-      ->check(CLI::Range(0.0, 0.9))
+  add_number_option(*cmd, "--memory-limit-gib", o->memory_limit_gib,
+                    "memory per GPU to plan for, below the GPU's (GiB)", 0.001, 1e6);
+  add_number_option(*cmd, "--memory-headroom", o->memory_headroom,
+                    "fraction of the memory kept free (context, workspaces, fragmentation)", 0.0,
+                    0.9)
       ->capture_default_str();
   cmd->add_flag("--fp8", o->fp8, "also consider FP8 GEMMs (Hopper)");
   cmd->add_option("--engine", o->engine,
                   "analytic, or event: re-score the best (at least 8) on the event-driven simulator")
       ->check(CLI::IsMember({"analytic", "event"}))
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "worker threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  add_whole_number_option(*cmd, "--threads", o->threads, "worker threads (default 0: all cores)",
+                          0, 4096);
   cmd->add_option("--format", o->format,
                   "table (the best --top), json (DESIGN.md shape), csv (every valid layout, with fits_memory)")
       ->check(CLI::IsMember({"table", "json", "csv"}))

@@ -1,22 +1,52 @@
 // The `sextant` command line: plan, simulate and validate parallel LLM training.
 //
 // Exit codes (DESIGN.md): 0 success, 2 bad input (each problem on its own line
-// as file:line:col: key: message), 1 anything else.
+// as `sextant: error: file:line:col: key: message`), 1 anything else.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
+#include <string_view>
 
 #include "sim/core/config_error.h"
 #include "tools/commands.h"
+#include "tools/subcommand_suggestion.h"
+
+namespace {
+
+// What `sextant --version` prints, fixed by CMake at configure time (tools/CMakeLists.txt).
+std::string version_text() {
+  return std::string("sextant ") + SEXTANT_VERSION + "\ncommit " + SEXTANT_GIT_COMMIT +
+         " (at configure time)\nbuild type " + SEXTANT_BUILD_TYPE + "\n" +
+         SEXTANT_CUDA_DESCRIPTION;
+}
+
+// The first word that is not an option (or --configs' value): the subcommand.
+std::optional<std::string> first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--configs") {
+      ++i;
+      continue;
+    }
+    if (a.empty() || a[0] == '-') continue;
+    return std::string(a);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace sextant;
   CLI::App app{
       "sextant: plans, simulates and runs the parallel training of large language models.\n"
-      "Presets are names under the configs folder (models, clusters, gpus, profiles) or paths.",
+      "Presets are names under the configs folder (models, clusters, gpus, profiles) or paths;\n"
+      "`sextant presets` lists them.",
       "sextant"};
   app.require_subcommand(1);
   app.fallthrough();  // --configs may also follow the subcommand
+  app.set_version_flag("--version", version_text(), "print the version, commit, build type and "
+                                                    "whether the CUDA engine was built");
   tools::CommonOptions common;
   common.configs_dir = SEXTANT_DEFAULT_CONFIG_DIR;
   app.add_option("--configs", common.configs_dir, "folder holding the presets")
@@ -29,6 +59,19 @@ int main(int argc, char** argv) {
   tools::CommandRunner run = tools::add_run_command(app, common);
   tools::CommandRunner report = tools::add_report_command(app, common);
   tools::CommandRunner calibrate = tools::add_calibrate_command(app, common, argc, argv);
+  tools::CommandRunner presets = tools::add_presets_command(app, common);
+
+  if (const std::optional<std::string> word = first_word(argc, argv)) {
+    std::vector<std::string> known;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      known.push_back(sub->get_name());
+      for (const std::string& alias : sub->get_aliases()) known.push_back(alias);
+    }
+    if (auto message = tools::unknown_subcommand_message(*word, known)) {
+      std::cerr << "sextant: error: " << *message << "\n";
+      return 2;
+    }
+  }
 
   try {
     app.parse(argc, argv);
@@ -36,8 +79,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // Bad options are bad input: the same form and exit code as a bad preset.
+    std::cerr << "sextant: error: " << e.what() << "\n"
+              << "Run with --help for more information.\n";
     return 2;
   }
 
@@ -53,6 +100,7 @@ int main(int argc, char** argv) {
     else if (app.got_subcommand("search")) code = search(out);
     else if (app.got_subcommand("preprocess")) code = preprocess(out);
     else if (app.got_subcommand("report")) code = report(out);
+    else if (app.got_subcommand("presets")) code = presets(out);
     std::cout << out.str();
     return code;
   } catch (const sim::ConfigError& e) {

@@ -13,6 +13,7 @@
 #include "sim/event/chrome_trace.h"
 #include "sim/event/event_simulation.h"
 #include "tools/commands.h"
+#include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
 #include "tools/simulation_output.h"
 
@@ -91,9 +92,8 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
     }
   }
 
-  SimulationContext context{model.name, cluster.name, cluster.gpu.name, gpus,
-                            static_cast<double>(cluster.gpu.memory_bytes), o.engine};
-  if (const sim::PipelineSplit split = sim::pipeline_split(model, result.layout); !split.even()) {
+  SimulationContext context = simulation_context(in, o.planning, gpus, o.engine);
+  if (const sim::PipelineSplit split = sim::pipeline_split(in.model, result.layout); !split.even()) {
     context.pipeline_split = split.describe();
   }
   if (o.format == "json") {
@@ -130,9 +130,9 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
       "  sextant simulate --model gpt3-175b --cluster dgx-a100 --gpus 1536 \\\n"
       "      --layout tp=8,pp=16,dp=12,mbs=1,gbs=1536,recompute=selective,sp=1");
   add_planning_options(*cmd, options->planning, false);
-  cmd->add_option("--gpus", options->gpus,
-                  "number of GPUs (default: tp*cp*pp*dp when all are in --layout)")
-      ->check(CLI::PositiveNumber);
+  add_whole_number_option(*cmd, "--gpus", options->gpus,
+                          "number of GPUs (default: tp*cp*pp*dp when all are in --layout)", 1,
+                          kMostGpus);
   cmd->add_option("--format", options->format, "output format")
       ->check(CLI::IsMember({"table", "json", "csv"}))
       ->capture_default_str();
@@ -145,10 +145,10 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--trace", options->trace,
                   "with --engine event: write the timeline as a Chrome/Perfetto trace to FILE\n"
                   "(one process per pipeline stage, one track per stream)");
-  cmd->add_option("--memory-headroom", options->memory_headroom,
-                  "fraction of GPU memory kept free when completing a layout (context, workspaces, "
-                  "fragmentation)")
-      ->check(CLI::Range(0.0, 0.9))
+  add_number_option(*cmd, "--memory-headroom", options->memory_headroom,
+                    "fraction of GPU memory kept free when completing a layout (context, "
+                    "workspaces, fragmentation)",
+                    0.0, 0.9)
       ->capture_default_str();
   return [options, &common](std::ostream& out) { return run_simulate(*options, common, out); };
 }

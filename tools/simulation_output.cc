@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "sim/core/text_format.h"
+#include "sim/flops/model_flops.h"
 
 namespace sextant::tools {
 
@@ -17,6 +18,46 @@ std::string printf_string(const char* format, double value) {
 std::string percent(double fraction) { return sim::format_percent(fraction); }
 std::int64_t whole_bytes(double bytes) { return static_cast<std::int64_t>(std::llround(bytes)); }
 }  // namespace
+
+const char* to_string(MfuConvention c) {
+  return c == MfuConvention::kCausal ? "causal" : "megatron";
+}
+
+double causal_flops_fraction(const sim::ModelConfig& model) {
+  sim::ParallelLayout one;  // one sequence; the fraction does not depend on the layout
+  one.gbs = 1;
+  const double megatron = sim::step_flops(model, one, sim::AttentionCounting::kMegatron).model_flops;
+  const double causal = sim::step_flops(model, one, sim::AttentionCounting::kCausal).model_flops;
+  return megatron > 0 ? causal / megatron : 1.0;
+}
+
+double reported_mfu(const SimulationContext& c, const sim::SimulationResult& r) {
+  return c.mfu_convention == MfuConvention::kCausal ? r.mfu * c.causal_flops_fraction : r.mfu;
+}
+
+std::string search_table_legend(MfuConvention convention) {
+  return std::string(
+             "Legend: vpp virtual pipeline stages per GPU; mbs micro-batch; sp sequence "
+             "parallelism;\n"
+             "  rc= activation recomputation (none|selective|full); zero= ZeRO stage (1: "
+             "distributed optimizer);\n"
+             "  ovl= overlaps on: g grad reduce-scatter, p param all-gather, t TP communication;\n"
+             "  headroom: memory left free of the GPU's; MFU counts attention ") +
+         (convention == MfuConvention::kCausal
+              ? "causally (only the scores a causal mask keeps; --mfu causal).\n"
+              : "as Megatron does (every query against all s keys; --mfu causal counts the "
+                "causal half).\n");
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char ch : text) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
 
 std::string format_seconds(double s) {
   if (s >= 1.0) return printf_string("%.3f s", s);
@@ -70,7 +111,11 @@ nlohmann::json simulation_json(const SimulationContext& c, const sim::Simulation
       {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
       {"model_flops_per_step", r.model_flops_per_step},
       {"hardware_flops_per_step", r.hardware_flops_per_step},
-      {"mfu", r.mfu},
+      {"mfu", reported_mfu(c, r)},
+      {"mfu_convention", to_string(c.mfu_convention)},
+      {"mfu_megatron", r.mfu},
+      {"mfu_causal", r.mfu * c.causal_flops_fraction},
+      {"model_flops_per_step_causal", r.model_flops_per_step * c.causal_flops_fraction},
       {"hfu", r.hfu},
       {"memory_bytes_per_gpu",
        {{"total", whole_bytes(m.total())},
@@ -136,9 +181,34 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   out += "\nThroughput\n";
   out += line("tokens/s", printf_string("%.0f", r.tokens_per_s));
   out += line("tokens/s per GPU", printf_string("%.1f", r.tokens_per_s_per_gpu));
-  out += line("MFU", percent(r.mfu));
+  const bool causal = c.mfu_convention == MfuConvention::kCausal;
+  out += line("MFU", percent(reported_mfu(c, r)) +
+                         (causal ? " (causal attention; Megatron's convention " +
+                                       percent(r.mfu) + ")"
+                                 : " (Megatron convention, full s x s attention; causal " +
+                                       percent(r.mfu * c.causal_flops_fraction) + ")"));
   out += line("HFU", percent(r.hfu));
-  out += line("largest non-compute cost", std::string(sim::to_string(r.limiter)));
+  if (r.limiter == sim::Limiter::kCompute) {
+    out += line("largest non-compute cost",
+                "none (compute is " + percent(r.time.compute_s / r.step_time_s) +
+                    " of the step)");
+  } else {
+    const double part = [&] {
+      switch (r.limiter) {
+        case sim::Limiter::kTensorParallelComm: return r.exposed_tp_s;
+        case sim::Limiter::kContextParallelComm: return r.exposed_cp_s;
+        case sim::Limiter::kExpertParallelComm: return r.exposed_ep_s;
+        case sim::Limiter::kPipelineComm: return r.exposed_pp_s;
+        case sim::Limiter::kDataParallelComm: return r.exposed_dp_s;
+        case sim::Limiter::kPipelineBubble: return r.time.pipeline_bubble_s;
+        case sim::Limiter::kOptimizer: return r.time.optimizer_s;
+        case sim::Limiter::kCompute: break;
+      }
+      return 0.0;
+    }();
+    out += line("largest non-compute cost", std::string(sim::to_string(r.limiter)) + " (" +
+                                                percent(part / r.step_time_s) + " of the step)");
+  }
   return out;
 }
 
@@ -243,15 +313,15 @@ std::string simulation_csv_header() {
          "model_flops_per_step,hardware_flops_per_step,mfu,hfu,memory_total_bytes,"
          "memory_parameters_bytes,memory_gradients_bytes,memory_optimizer_states_bytes,"
          "memory_activations_bytes,memory_other_bytes,fits_memory,compute_s,"
-         "exposed_communication_s,pipeline_bubble_s,optimizer_s\n";
+         "exposed_communication_s,pipeline_bubble_s,optimizer_s,mfu_convention,mfu_causal\n";
 }
 
 std::string simulation_csv_row(const SimulationContext& c, const sim::SimulationResult& r) {
   const sim::MemoryBreakdown& m = r.memory;
-  std::string out = c.model + "," + c.cluster + "," + std::to_string(c.gpus) + ",\"" +
-                    r.layout.to_spec() + "\"";
+  std::string out = csv_field(c.model) + "," + csv_field(c.cluster) + "," +
+                    std::to_string(c.gpus) + "," + csv_field(r.layout.to_spec());
   for (double v : {r.step_time_s, r.tokens_per_s, r.tokens_per_s_per_gpu, r.model_flops_per_step,
-                   r.hardware_flops_per_step, r.mfu, r.hfu}) {
+                   r.hardware_flops_per_step, reported_mfu(c, r), r.hfu}) {
     out += "," + printf_string("%.6g", v);
   }
   for (double v : {m.total(), m.parameters, m.gradients, m.optimizer_states, m.activations,
@@ -263,6 +333,8 @@ std::string simulation_csv_row(const SimulationContext& c, const sim::Simulation
                    r.time.optimizer_s}) {
     out += "," + printf_string("%.6g", v);
   }
+  out += std::string(",") + to_string(c.mfu_convention) + "," +
+         printf_string("%.6g", r.mfu * c.causal_flops_fraction);
   return out + "\n";
 }
 

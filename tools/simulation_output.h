@@ -6,9 +6,16 @@
 #include <string>
 
 #include "sim/analytic/simulation_result.h"
+#include "sim/core/model_config.h"
 #include "sim/event/event_simulation.h"
 
 namespace sextant::tools {
+
+/// Which attention FLOPs MFU counts (sim/flops/model_flops.h): "megatron" (every
+/// query against all s keys, Narayanan et al. 2021 eq. 3, the published figures'
+/// convention) or "causal" (only the pairs a causal mask keeps, about half at long s).
+enum class MfuConvention { kMegatron, kCausal };
+const char* to_string(MfuConvention c);
 
 struct SimulationContext {
   std::string model;
@@ -19,7 +26,25 @@ struct SimulationContext {
   std::string engine = "analytic";
   /// PipelineSplit::describe() of the layout shown, when its stages are uneven.
   std::string pipeline_split;
+  MfuConvention mfu_convention = MfuConvention::kMegatron;
+  // Causal over Megatron model FLOPs of this model: the same for every layout
+  // and batch (both scale with gbs); 1 when unknown. causal_flops_fraction().
+  double causal_flops_fraction = 1.0;
 };
+
+/// step_flops(kCausal) / step_flops(kMegatron) of `model`: 0.987 for GPT-3 175B at
+/// s = 2048, where attention is a small part; it falls as s grows.
+double causal_flops_fraction(const sim::ModelConfig& model);
+
+/// MFU in the context's convention.
+double reported_mfu(const SimulationContext& context, const sim::SimulationResult& r);
+
+/// One line per abbreviation the search table uses (rc=, ovl=, ...).
+std::string search_table_legend(MfuConvention convention);
+
+/// A CSV field per RFC 4180: quoted (inner quotes doubled) when it holds a comma,
+/// a quote, a CR or a LF; as is otherwise.
+std::string csv_field(const std::string& text);
 
 nlohmann::json layout_json(const sim::ParallelLayout& layout);
 nlohmann::json simulation_json(const SimulationContext& context, const sim::SimulationResult& r);

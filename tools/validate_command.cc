@@ -1,4 +1,5 @@
 // `sextant validate`: predicted against measured step time for published runs.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -27,12 +28,17 @@ std::string fixed(const char* format, double value) {
 
 void print_table(const reports::ValidationSummary& s, std::ostream& out) {
   char row[512];
-  std::snprintf(row, sizeof row, "%-28s %5s %10s %10s %8s  %s\n", "case", "gpus", "measured",
+  // The case column is as wide as the longest id, so the numbers after it line up.
+  int width = 4;
+  for (const reports::CaseOutcome& o : s.outcomes) {
+    width = std::max(width, static_cast<int>(o.input.id.size()));
+  }
+  std::snprintf(row, sizeof row, "%-*s %5s %10s %10s %8s  %s\n", width, "case", "gpus", "measured",
                 "predicted", "error", "completed layout");
   out << row;
   for (const reports::CaseOutcome& o : s.outcomes) {
     if (!o.predicted) {
-      std::snprintf(row, sizeof row, "%-28s %5ld %10.3f %10s %8s  %s\n", o.input.id.c_str(),
+      std::snprintf(row, sizeof row, "%-*s %5ld %10.3f %10s %8s  %s\n", width, o.input.id.c_str(),
                     o.input.num_gpus, o.input.measured_step_time_s, "-", "-", o.failure.c_str());
     } else {
       const sim::ParallelLayout& l = o.predicted->layout;
@@ -43,7 +49,7 @@ void print_table(const reports::ValidationSummary& s, std::ostream& out) {
           " mbs=" + std::to_string(l.mbs) + " sp=" + std::to_string(l.sp) + " rc=" +
           std::string(sim::to_string(l.recompute)) + " zero=" + std::to_string(l.zero) + " " +
           std::string(sim::to_string(l.attention));
-      std::snprintf(row, sizeof row, "%-28s %5ld %10.3f %10.3f %+7.1f%%  %s\n",
+      std::snprintf(row, sizeof row, "%-*s %5ld %10.3f %10.3f %+7.1f%%  %s\n", width,
                     o.input.id.c_str(), o.input.num_gpus, o.input.measured_step_time_s,
                     o.predicted->step_time_s, 100.0 * o.relative_error, layout.c_str());
     }

@@ -1,6 +1,7 @@
 #include "sim/compute/layer_time.h"
 
 #include "sim/compute/gemm_time.h"
+#include "sim/flops/model_flops.h"
 
 namespace sextant::sim {
 
@@ -65,12 +66,16 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
   const double before = t.forward_s;
   const double before_backward = t.backward_s;
   if (l.attention == AttentionKernel::kFlash) {
-    // Causal flash attention does half of the 4·s²·d FLOPs per head and sequence;
+    // Causal flash attention does half of the 4·s²·d FLOPs per head and sequence
+    // (4·d per query-key pair kept by the mask; with a sliding window it skips the
+    // tiles outside it: attention_pairs_per_sequence, sim/flops/model_flops.h);
     // its backward recomputes the scores: 5 GEMMs to the forward's 2, so 2.5×
     // (Dao 2023, FlashAttention-2, Sec. 3). Context parallelism splits the work evenly.
     // Few query tiles (batch·heads·s/128 per GPU) leave SMs idle: the rate is
     // scaled by u/(u + u_half), fitted on our H100 cuDNN attention sweep.
-    const double forward_flops = l.mbs * heads * 4.0 * s * s * d / 2.0 / l.cp;
+    const double forward_flops =
+        l.mbs * heads * 4.0 * d * attention_pairs_per_sequence(m, AttentionCounting::kCausal) /
+        l.cp;
     const double tiles = l.mbs * heads * s / l.cp / 128.0;
     const double occupancy = tiles / (tiles + r.attention_half_efficiency_tiles);
     t.forward_s +=
@@ -79,7 +84,7 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
                     r.kernel_overhead_s;
   } else {
     // Megatron's unfused path: batched Q·Kᵀ and P·V over every score (no causal
-    // skip), a fused scale-mask-softmax (read 2 + write 2 bytes per score) and,
+    // or sliding-window skip: the mask is applied to the full s×s scores), a fused scale-mask-softmax (read 2 + write 2 bytes per score) and,
     // with attention dropout, a dropout (read 2, write 2, mask 1).
     const double batch = l.mbs * heads;
     PassTime core;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/core/strict_yaml.h"
+#include "sim/core/text_format.h"
 
 namespace sextant::sim {
 
@@ -76,6 +77,14 @@ int positive_int(StrictMap& map, std::string_view key) {
   return value > 0 ? static_cast<int>(value) : 0;
 }
 
+// A preset's name (or the GPU a cluster names) as it will appear in tables, JSON and CSV.
+std::string checked_name(StrictMap& map, std::string_view key) {
+  std::string name = map.required_string(key);
+  if (!map.has(key) || map.has_error(key)) return name;
+  if (const std::string problem = name_problem(name); !problem.empty()) map.report(key, problem);
+  return name;
+}
+
 double positive_double(StrictMap& map, std::string_view key) {
   const double value = map.required_double(key);
   map.require_positive(key, value);
@@ -93,7 +102,7 @@ double fraction(StrictMap& map, std::string_view key) {
 ModelConfig load_model_text(const std::string& text, const std::string& file) {
   return load<ModelConfig>(text, file, [&](StrictMap& map) {
     ModelConfig m;
-    m.name = map.required_string("name");
+    m.name = checked_name(map, "name");
     m.num_layers = positive_int(map, "num_layers");
     m.hidden_size = positive_int(map, "hidden_size");
     m.ffn_hidden_size = positive_int(map, "ffn_hidden_size");
@@ -136,6 +145,11 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
       else map.report("position_embedding_type", "got '" + *pos + "'; accepted: learned_absolute, rope");
     }
     m.add_bias_linear = map.optional_bool("add_bias_linear").value_or(true);
+    m.add_qkv_bias = map.optional_bool("add_qkv_bias").value_or(false);
+    if (auto window = map.optional_int("sliding_window")) {
+      // 0 is "no window", as in the HF configs that write sliding_window: null.
+      if (*window != 0) m.sliding_window = bounded_positive_int(map, "sliding_window", *window);
+    }
     m.rotary_base = map.optional_double("rotary_base").value_or(10000.0);
     map.require_in_range("rotary_base", m.rotary_base, 1.0, 1e9);
     m.hidden_dropout = map.optional_double("hidden_dropout").value_or(0.1);
@@ -175,6 +189,7 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
     map.finish({"name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                 "num_query_groups", "kv_channels", "vocab_size", "seq_length", "activation",
                 "normalization", "tie_embeddings", "position_embedding_type", "add_bias_linear",
+                "add_qkv_bias", "sliding_window",
                 "rotary_base", "hidden_dropout", "attention_dropout", "moe", "source"});
     return m;
   });
@@ -187,7 +202,7 @@ ModelConfig load_model_file(const std::string& path) {
 GpuConfig load_gpu_text(const std::string& text, const std::string& file) {
   return load<GpuConfig>(text, file, [&](StrictMap& map) {
     GpuConfig g;
-    g.name = map.required_string("name");
+    g.name = checked_name(map, "name");
     StrictMap peak = map.child("peak_flops_per_s");
     if (map.check_required("peak_flops_per_s", "a mapping of bf16, fp8, fp32") && peak.is_map()) {
       g.peak_bf16_flops_per_s = positive_double(peak, "bf16");
@@ -216,8 +231,8 @@ ClusterFile load_cluster_text(const std::string& text, const std::string& file) 
   return load<ClusterFile>(text, file, [&](StrictMap& map) {
     ClusterFile out;
     ClusterConfig& c = out.cluster;
-    c.name = map.required_string("name");
-    out.gpu_name = map.required_string("gpu");
+    c.name = checked_name(map, "name");
+    out.gpu_name = checked_name(map, "gpu");
     c.gpus_per_node = positive_int(map, "gpus_per_node");
     c.num_nodes = positive_int(map, "num_nodes");
     c.intra_node_bandwidth_bytes_per_s = positive_double(map, "intra_node_bandwidth_bytes_per_s");
@@ -241,8 +256,8 @@ ClusterFile load_cluster_file(const std::string& path) {
 CostProfile load_profile_text(const std::string& text, const std::string& file) {
   return load<CostProfile>(text, file, [&](StrictMap& map) {
     CostProfile p;
-    p.name = map.required_string("name");
-    p.gpu = map.required_string("gpu");
+    p.name = checked_name(map, "name");
+    p.gpu = checked_name(map, "gpu");
     p.gemm_efficiency = fraction(map, "gemm_efficiency");
     p.fp8_gemm_efficiency = fraction(map, "fp8_gemm_efficiency");
     p.gemm_tile_m = positive_int(map, "gemm_tile_m");

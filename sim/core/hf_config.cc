@@ -12,6 +12,7 @@
 
 #include "sim/core/config_error.h"
 #include "sim/core/strict_yaml.h"
+#include "sim/core/text_format.h"
 
 namespace sextant::sim {
 
@@ -58,6 +59,60 @@ constexpr std::array<std::string_view, 6> kGeluNames = {
     "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "gelu_python"};
 
 constexpr std::int64_t kImplausible = std::int64_t{1} << 30;
+
+// Keys that change what the model computes. transformers ignores a key its
+// config class does not define, so a Llama config carrying DeepSeek's
+// kv_lora_rank loads as a dense Llama; sextant refuses it instead, naming the key.
+struct StructuralKey {
+  std::string_view key;
+  std::string_view describes;
+};
+constexpr std::array<StructuralKey, 24> kStructuralKeys = {{
+    {"sliding_window", "sliding-window attention"},
+    {"use_sliding_window", "sliding-window attention"},
+    {"max_window_layers", "sliding-window attention on some layers"},
+    {"layer_types", "a per-layer choice of attention (e.g. sliding windows on some layers)"},
+    {"attention_chunk_size", "chunked attention (Llama 4)"},
+    {"attention_bias", "biases on the attention projections"},
+    {"mlp_bias", "biases on the MLP projections"},
+    {"num_local_experts", "a mixture of experts"},
+    {"num_experts", "a mixture of experts"},
+    {"n_routed_experts", "a mixture of experts (DeepSeek)"},
+    {"n_shared_experts", "shared experts (DeepSeek)"},
+    {"num_experts_per_tok", "a mixture of experts"},
+    {"moe_intermediate_size", "a mixture of experts"},
+    {"shared_expert_intermediate_size", "a shared expert"},
+    {"decoder_sparse_step", "a mixture of experts on some layers"},
+    {"mlp_only_layers", "a mixture of experts on some layers"},
+    {"first_k_dense_replace", "a mixture of experts after leading dense layers (DeepSeek)"},
+    {"moe_layer_freq", "a mixture of experts on some layers (DeepSeek)"},
+    {"q_lora_rank", "multi-head latent attention (DeepSeek-V2/V3)"},
+    {"kv_lora_rank", "multi-head latent attention (DeepSeek-V2/V3)"},
+    {"qk_rope_head_dim", "multi-head latent attention (DeepSeek-V2/V3)"},
+    {"qk_nope_head_dim", "multi-head latent attention (DeepSeek-V2/V3)"},
+    {"v_head_dim", "multi-head latent attention (DeepSeek-V2/V3)"},
+    {"num_nextn_predict_layers", "multi-token prediction layers (DeepSeek-V3)"},
+}};
+
+// Which of kStructuralKeys each architecture's config class reads (and the
+// importer models or refuses by value).
+bool reads_key(const Architecture& a, std::string_view key) {
+  const std::string_view n = a.name;
+  const bool qwen = n.substr(0, 4) == "Qwen";
+  const bool qwen_moe = n == "Qwen2MoeForCausalLM" || n == "Qwen3MoeForCausalLM";
+  if (key == "attention_bias") return n == "LlamaForCausalLM" || n.substr(0, 5) == "Qwen3";
+  if (key == "mlp_bias") return n == "LlamaForCausalLM";
+  if (key == "sliding_window") return n == "MistralForCausalLM" || n == "MixtralForCausalLM" || qwen;
+  if (key == "use_sliding_window" || key == "max_window_layers") return qwen;
+  if (key == "num_local_experts") return n == "MixtralForCausalLM";
+  if (key == "num_experts_per_tok") return n == "MixtralForCausalLM" || qwen_moe;
+  if (key == "num_experts" || key == "moe_intermediate_size" || key == "decoder_sparse_step" ||
+      key == "mlp_only_layers") {
+    return qwen_moe;
+  }
+  if (key == "shared_expert_intermediate_size") return n == "Qwen2MoeForCausalLM";
+  return false;
+}
 
 template <typename Names>
 std::string join(const Names& names) {
@@ -166,9 +221,12 @@ const Architecture* find_architecture(Reader& r) {
     for (const Architecture& a : kArchitectures) {
       if (a.name == name) return &a;
     }
-    r.diags().push_back(diagnostic_at(list[0], r.file(), "architectures",
-                                      "unsupported architecture '" + name + "'; accepted: " +
-                                          join(hf_supported_architectures())));
+    const bool deepseek = name.rfind("Deepseek", 0) == 0;
+    r.diags().push_back(diagnostic_at(
+        list[0], r.file(), "architectures",
+        "unsupported architecture '" + name + "'" +
+            (deepseek ? " (its multi-head latent attention, kv_lora_rank, is not modelled)" : "") +
+            "; accepted: " + join(hf_supported_architectures())));
     return nullptr;
   }
   if (auto type = r.optional_string("model_type")) {
@@ -187,14 +245,25 @@ const Architecture* find_architecture(Reader& r) {
 }
 
 std::string model_name(Reader& r) {
-  if (auto name = r.optional_string("_name_or_path"); name && !name->empty()) return *name;
+  if (auto name = r.optional_string("_name_or_path"); name && !name->empty()) {
+    if (const std::string problem = name_problem(*name); !problem.empty()) {
+      r.map().report("_name_or_path", problem);
+    }
+    return *name;
+  }
   const std::filesystem::path path(r.file());
   // Hub checkouts are <model>/config.json: the folder names the model.
+  std::string name = path.stem().string();
   if (path.stem() == "config") {
     const std::string folder = path.parent_path().filename().string();
-    if (!folder.empty() && folder != "." && folder != "..") return folder;
+    if (!folder.empty() && folder != "." && folder != "..") name = folder;
   }
-  return path.stem().string();
+  if (const std::string problem = name_problem(name); !problem.empty()) {
+    r.diags().push_back({r.file(), 0, 0, "_name_or_path",
+                         "absent, and the name taken from the file's path " + problem +
+                             "; give the model a name with _name_or_path"});
+  }
+  return name;
 }
 
 double dropout(Reader& r, std::string_view key, double fallback) {
@@ -304,6 +373,141 @@ void read_activation(Reader& r, const Architecture& a, ModelConfig& m) {
   if (!known) r.map().report(key, "got '" + act + "'; accepted: " + join(kGeluNames));
 }
 
+// "Off" values (null, false, 0, an empty list) describe nothing to misread.
+bool is_off(const YAML::Node& v) {
+  if (v.IsNull()) return true;
+  if (v.IsMap()) return v.size() == 0;
+  if (v.IsSequence()) {  // layer_types written out with every layer "full_attention"
+    for (const YAML::Node& item : v) {
+      if (!item.IsScalar() || item.Scalar() != "full_attention") return false;
+    }
+    return true;
+  }
+  return v.Scalar() == "false" || v.Scalar() == "0";
+}
+
+void refuse_keys_not_read(Reader& r, const Architecture& a) {
+  for (const StructuralKey& k : kStructuralKeys) {
+    const YAML::Node v = r.value(k.key);
+    if (!v.IsDefined() || is_off(v) || reads_key(a, k.key)) continue;
+    r.diags().push_back(diagnostic_at(
+        v, r.file(), std::string(k.key),
+        "describes " + std::string(k.describes) + ", which " + std::string(a.name) +
+            " does not have (transformers would ignore the key and build a different model); "
+            "sextant refuses rather than simulate that: fix architectures or remove the key"));
+  }
+}
+
+// The length to simulate. max_position_embeddings is the longest context a
+// model supports, not the one it was trained at (131,072 for Llama 3.1,
+// trained at 8,192), so a RoPE model takes rope_scaling's
+// original_max_position_embeddings (its pretraining length, before the context
+// was extended) or --seq-length; without either it is an error saying so.
+// GPT-2's learned position table has exactly n_positions rows, all trained:
+// n_positions is its training length.
+std::int64_t training_length(Reader& r, const Architecture& a, std::string_view max_key,
+                             std::int64_t seq_length_override) {
+  if (seq_length_override > 0) return seq_length_override;
+  if (seq_length_override < 0) return 0;  // reported as a bad --seq-length already
+  if (a.family == Family::kGpt2) return r.positive_int(max_key);
+  const YAML::Node scaling = r.value("rope_scaling");
+  if (scaling.IsDefined() && scaling.IsMap() && scaling["original_max_position_embeddings"]) {
+    const YAML::Node original = scaling["original_max_position_embeddings"];
+    std::int64_t length = 0;
+    if (original.IsScalar() && original.Tag() != "!" &&
+        YAML::convert<std::int64_t>::decode(original, length) && length > 0 &&
+        length <= kImplausible) {
+      return length;
+    }
+    r.diags().push_back(diagnostic_at(original, r.file(),
+                                      "rope_scaling.original_max_position_embeddings",
+                                      "expected a positive integer, got '" +
+                                          (original.IsScalar() ? original.Scalar() : "a non-number") +
+                                          "'"));
+    return 0;
+  }
+  const std::string longest =
+      r.map().has(max_key) && r.value(max_key).IsScalar()
+          ? " (" + std::string(max_key) + " " + r.value(max_key).Scalar() + ")"
+          : "";
+  r.diags().push_back({"--seq-length", 0, 0, "",
+                       "is required for " + r.file() + ": it gives the longest context the model "
+                       "supports" + longest + ", not the length it was trained at (no "
+                       "rope_scaling.original_max_position_embeddings); give --seq-length N, e.g. "
+                       "--seq-length 4096"});
+  return 0;
+}
+
+// Biases of the linear layers, by architecture (transformers' modelling code):
+// Llama's attention_bias puts biases on q, k, v and o, mlp_bias on gate, up and
+// down; Qwen2 and Qwen2-MoE always have q, k, v biases and no others; Qwen3's
+// attention_bias is Llama's; Mistral and Mixtral have none; GPT-2 and GPT-NeoX
+// have all. sextant represents all (add_bias_linear) or q, k, v only
+// (add_qkv_bias); a mix beyond those is refused, not rounded.
+void read_biases(Reader& r, const Architecture& a, ModelConfig& m) {
+  m.add_bias_linear = a.family != Family::kLlama;
+  m.add_qkv_bias = a.name == "Qwen2ForCausalLM" || a.name == "Qwen2MoeForCausalLM";
+  if (!reads_key(a, "attention_bias")) return;
+  const bool attention_bias = r.optional_bool("attention_bias").value_or(false);
+  const bool mlp_bias = reads_key(a, "mlp_bias") && r.optional_bool("mlp_bias").value_or(false);
+  if (attention_bias && mlp_bias) {
+    m.add_bias_linear = true;
+  } else if (attention_bias || mlp_bias) {
+    const char* key = attention_bias ? "attention_bias" : "mlp_bias";
+    r.map().report(key, std::string("true with ") +
+                            (attention_bias ? "mlp_bias false" : "attention_bias false") +
+                            " is not modelled: sextant represents biases on every linear layer "
+                            "(both true) or on none (both false)");
+  }
+}
+
+// Sliding-window attention. Mistral and Mixtral read sliding_window (null: none);
+// the Qwen families read it only with use_sliding_window, and then only in the
+// layers from max_window_layers on (Qwen2Attention); sextant models one window
+// for every layer, so a window on some layers only is refused.
+void read_sliding_window(Reader& r, const Architecture& a, ModelConfig& m) {
+  if (!reads_key(a, "sliding_window")) return;
+  if (reads_key(a, "use_sliding_window") &&
+      !r.optional_bool("use_sliding_window").value_or(false)) {
+    return;  // transformers ignores sliding_window then, and so does the model
+  }
+  const YAML::Node w = r.value("sliding_window");
+  if (!w.IsDefined() && a.name == "MistralForCausalLM") {
+    m.sliding_window = 4096;  // MistralConfig's default (Mistral 7B v0.1's window)
+    return;
+  }
+  if (!w.IsDefined() || w.IsNull()) {
+    if (reads_key(a, "use_sliding_window")) {
+      r.map().report("use_sliding_window", "is true but sliding_window is missing or null");
+    }
+    return;
+  }
+  std::int64_t window = 0;
+  if (!w.IsScalar() || w.Tag() == "!" || !YAML::convert<std::int64_t>::decode(w, window) ||
+      window < 1 || window > kImplausible) {
+    r.diags().push_back(diagnostic_at(
+        w, r.file(), "sliding_window",
+        "expected a positive integer (the keys each query sees) or null, got " +
+            (w.IsScalar() ? (w.Tag() == "!" ? "the string \"" + w.Scalar() + "\""
+                                            : "'" + w.Scalar() + "'")
+                          : std::string("a non-number"))));
+    return;
+  }
+  if (reads_key(a, "max_window_layers")) {
+    const std::int64_t first = r.optional_int("max_window_layers").value_or(0);
+    if (first > 0 && first < m.num_layers) {
+      r.map().report("max_window_layers",
+                     "is " + std::to_string(first) + ": only layers " + std::to_string(first) +
+                         " to " + std::to_string(m.num_layers - 1) +
+                         " use the sliding window; sextant models one attention for every layer "
+                         "(max_window_layers 0: all slide; >= num_hidden_layers: none)");
+      return;
+    }
+    if (first >= m.num_layers) return;  // no layer slides
+  }
+  m.sliding_window = window;
+}
+
 ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length_override) {
   const bool llama = a.family == Family::kLlama;
   const bool gpt2 = a.family == Family::kGpt2;
@@ -352,9 +556,8 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
     m.ffn_hidden_size = r.positive_int(ffn_key);
   }
   m.vocab_size = r.positive_int("vocab_size");
-  m.seq_length = seq_length_override > 0
-                     ? seq_length_override
-                     : r.positive_int(key("max_position_embeddings", "n_positions"));
+  m.seq_length = training_length(r, a, key("max_position_embeddings", "n_positions"),
+                                 seq_length_override);
 
   read_activation(r, a, m);
   m.normalization = llama ? Normalization::kRmsNorm : Normalization::kLayerNorm;
@@ -365,13 +568,8 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
     m.rotary_base = r.optional_double(base_key).value_or(10000.0);
     r.map().require_in_range(base_key, m.rotary_base, 1.0, 1e9);
   }
-  if (llama) {
-    const bool attention_bias = r.optional_bool("attention_bias").value_or(false);
-    const bool mlp_bias = r.optional_bool("mlp_bias").value_or(false);
-    m.add_bias_linear = attention_bias && mlp_bias;
-  } else {
-    m.add_bias_linear = true;
-  }
+  read_biases(r, a, m);
+  read_sliding_window(r, a, m);
   switch (a.family) {
     case Family::kLlama:  // no residual dropout in these blocks
       m.hidden_dropout = 0.0;
@@ -387,6 +585,7 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
       break;
   }
   read_moe(r, a, m);
+  refuse_keys_not_read(r, a);
   return m;
 }
 

@@ -6,13 +6,13 @@
 // keys that on `architectures[0]` (or `model_type` when there is no list):
 //
 //   architecture          model_type  MLP     norm       positions  biases  MoE
-//   LlamaForCausalLM      llama       swiglu  rmsnorm    rope       no (1)  -
+//   LlamaForCausalLM      llama       swiglu  rmsnorm    rope       (1)     -
 //   MistralForCausalLM    mistral     swiglu  rmsnorm    rope       no      -
 //   MixtralForCausalLM    mixtral     swiglu  rmsnorm    rope       no      every layer
-//   Qwen2ForCausalLM      qwen2       swiglu  rmsnorm    rope       no (2)  -
-//   Qwen2MoeForCausalLM   qwen2_moe   swiglu  rmsnorm    rope       no (2)  routed + shared
-//   Qwen3ForCausalLM      qwen3       swiglu  rmsnorm    rope       no      -
-//   Qwen3MoeForCausalLM   qwen3_moe   swiglu  rmsnorm    rope       no      routed
+//   Qwen2ForCausalLM      qwen2       swiglu  rmsnorm    rope       qkv     -
+//   Qwen2MoeForCausalLM   qwen2_moe   swiglu  rmsnorm    rope       qkv     routed + shared
+//   Qwen3ForCausalLM      qwen3       swiglu  rmsnorm    rope       (1)     -
+//   Qwen3MoeForCausalLM   qwen3_moe   swiglu  rmsnorm    rope       (1)     routed
 //   GPT2LMHeadModel       gpt2        gelu    layernorm  learned    yes     -
 //   GPTNeoXForCausalLM    gpt_neox    gelu    layernorm  rope (3)   yes     -
 //
@@ -27,10 +27,15 @@
 //   num_query_groups          num_key_value_heads (Llama family)      = heads
 //   kv_channels               head_dim (Llama family)                 hidden / heads
 //   vocab_size                vocab_size                              error
-//   seq_length                max_position_embeddings | n_positions   error (unless overridden)
+//   seq_length                rope_scaling.original_max_position_     --seq-length required
+//                             embeddings (RoPE); n_positions (GPT-2)
 //   tie_embeddings            tie_word_embeddings                     transformers' class default
 //                                                                     (GPT-2 true, others false)
-//   add_bias_linear           attention_bias && mlp_bias (Llama fam.) false; GPT-2, NeoX true
+//   add_bias_linear           attention_bias && mlp_bias (Llama),     false; GPT-2, NeoX true
+//                             attention_bias (Qwen3)
+//   add_qkv_bias              (Qwen2, Qwen2-MoE: always)              false
+//   sliding_window            sliding_window (Mistral, Mixtral; Qwen  none; Mistral 4096
+//                             with use_sliding_window, all layers)    (MistralConfig default)
 //   rotary_base               rope_theta | rotary_emb_base (NeoX)     10000 (RoPE families)
 //   hidden_dropout            resid_pdrop (GPT-2), hidden_dropout     0.1 (GPT-2), 0
 //                             (NeoX); 0 for the Llama family
@@ -47,19 +52,26 @@
 //                             1 and []): layer i is MoE unless i is in mlp_only_layers or
 //                             (i+1) % decoder_sparse_step != 0, as in transformers
 //
-// seq_length is the model's *maximum* context (131072 for Llama 3.1), not the
-// length it was trained at; callers pass `seq_length_override` (the CLI's
-// --seq-length) to simulate a training length.
+// max_position_embeddings is the model's *longest* context (131072 for Llama
+// 3.1), not the length it was trained at, so it is never simulated: a RoPE model
+// takes rope_scaling.original_max_position_embeddings (Llama 3.1: 8192) or
+// `seq_length_override` (the CLI's --seq-length), and is an error without both.
+//
+// Keys of other architectures (experts under LlamaForCausalLM, DeepSeek's
+// multi-head latent attention kv_lora_rank, a sliding_window that the class does
+// not read, ...) are refused naming the key: transformers would silently ignore
+// them and build a different model than the file describes.
 //
 // What a ModelConfig cannot represent, and what is done instead:
-//  (1) a Llama with only one of attention_bias / mlp_bias: add_bias_linear is
-//      true only when both are (biases are < 0.01% of the parameters).
-//  (2) Qwen2's bias on the q/k/v projections only: treated as no bias.
+//  (1) Llama: attention_bias and mlp_bias both true (add_bias_linear) or both
+//      false; one without the other is refused (sextant represents biases on
+//      every linear layer or on q, k, v only). Qwen3's attention_bias true (no MLP
+//      bias key) is refused the same way.
 //  (3) GPT-NeoX's partial rotary (rotary_pct) and parallel residual
 //      (use_parallel_residual): modelled as full RoPE and sequential blocks
 //      (same GEMMs; a little less element-wise work).
-//  - sliding-window attention (sliding_window, use_sliding_window): attention
-//    is modelled as full causal attention.
+//  - a sliding window on some layers only (Qwen's max_window_layers between 1
+//    and num_hidden_layers - 1, or a mixed layer_types): refused.
 //  - Qwen3's q/k RMSNorm, Qwen2-MoE's sigmoid gate on the shared expert,
 //    rope_scaling and GPT-2's embedding dropout (embd_pdrop): not modelled.
 //  - MoE layers interleaved with dense ones (decoder_sparse_step > 1, or
@@ -69,10 +81,12 @@
 //    128·tp.
 //
 // Strictness (STYLE.md #5): the JSON is read with yaml-cpp (JSON is YAML 1.2
-// flow syntax). Unknown keys are ignored — a config.json carries many that do
-// not matter here — but an unsupported architecture, a missing or mistyped
-// key (a JSON string or null where a number belongs) and impossible values
-// are all reported at once as a ConfigError, each as file:line:col: key: message.
+// flow syntax). Keys that do not change the computation (token ids, dtype,
+// rms_norm_eps, ...) are ignored — a config.json carries many — but a key that
+// does and that the architecture does not read (kStructuralKeys in the .cc), an
+// unsupported architecture, a missing or mistyped key (a JSON string or null
+// where a number belongs) and impossible values are all reported at once as a
+// ConfigError, each as file:line:col: key: message.
 #pragma once
 
 #include <cstdint>
@@ -87,8 +101,8 @@ namespace sextant::sim {
 std::vector<std::string> hf_supported_architectures();
 
 /// `file` names the text in messages and gives the default name.
-/// `seq_length_override`: 0 takes max_position_embeddings (n_positions for
-/// GPT-2); > 0 replaces it; < 0 is a ConfigError about --seq-length.
+/// `seq_length_override`: 0 takes the pretraining length (see above); > 0
+/// replaces it; < 0 is a ConfigError about --seq-length.
 ModelConfig load_hf_config_text(const std::string& text, const std::string& file,
                                 std::int64_t seq_length_override);
 ModelConfig load_hf_config_file(const std::string& path, std::int64_t seq_length_override);

@@ -47,6 +47,14 @@ struct ModelConfig {
   bool tie_embeddings = false;
   PositionEmbedding position_embedding = PositionEmbedding::kLearnedAbsolute;
   bool add_bias_linear = true;   // Megatron --add-bias-linear (default on; Llama off)
+  // Megatron --add-qkv-bias: a bias on the Q, K and V projections even without
+  // add_bias_linear (Qwen2). Parameters only: a bias add is 1 FLOP per output
+  // element, 1/(2h) of its GEMM's, and the Megatron FLOP count leaves it out.
+  bool add_qkv_bias = false;
+  // Sliding-window attention (Beltagy et al. 2020, Longformer, Sec. 3.1; Mistral 7B,
+  // Jiang et al. 2023, Sec. 2): each query attends to at most the `sliding_window`
+  // latest keys, itself included. 0: full causal attention.
+  std::int64_t sliding_window = 0;
   // RoPE's base (theta of Su et al. 2021, eq. 15): Megatron --rotary-base, HF rope_theta.
   // 10000 is both tools' default; Llama 3 uses 500000. Read only with rope.
   double rotary_base = 10000.0;
@@ -67,6 +75,10 @@ struct ModelConfig {
   /// Layers whose MLP is a routed MoE layer (0 for dense models).
   int moe_layers() const { return moe ? num_layers - moe->first_dense_layers : 0; }
   int dense_layers() const { return num_layers - moe_layers(); }
+  /// Keys a query can attend to at most: min(seq_length, sliding_window).
+  std::int64_t attention_span() const {
+    return sliding_window > 0 && sliding_window < seq_length ? sliding_window : seq_length;
+  }
 };
 
 }  // namespace sextant::sim

@@ -33,9 +33,14 @@ std::vector<std::string> PresetCatalog::names(const std::string& kind) const {
 
 std::string PresetCatalog::resolve(const std::string& kind, const std::string& name_or_path,
                                    const std::string& option) const {
+  std::error_code ec;
+  if (fs::is_directory(name_or_path, ec)) {
+    throw ConfigError({{option, 0, 0, "",
+                        "'" + name_or_path + "' is a directory; give a " +
+                            kind.substr(0, kind.size() - 1) + " preset name or a .yaml file"}});
+  }
   if (looks_like_path(name_or_path)) return name_or_path;
   const fs::path path = fs::path(root_) / kind / (name_or_path + ".yaml");
-  std::error_code ec;
   if (fs::is_regular_file(path, ec)) return path.string();
   std::string known;
   for (const std::string& n : names(kind)) known += (known.empty() ? "" : ", ") + n;
@@ -46,14 +51,28 @@ std::string PresetCatalog::resolve(const std::string& kind, const std::string& n
                           (known.empty() ? "(none found)" : known)}});
 }
 
-ModelConfig PresetCatalog::model(const std::string& name_or_path) const {
-  // A Hugging Face config.json; its seq_length is max_position_embeddings.
+ModelConfig PresetCatalog::model(const std::string& name_or_path,
+                                 std::int64_t seq_length) const {
+  // A Hugging Face model folder (a Hub checkout) holds its config.json.
+  std::error_code ec;
+  if (fs::is_directory(name_or_path, ec) &&
+      fs::is_regular_file(fs::path(name_or_path) / "config.json", ec)) {
+    return load_hf_config_file((fs::path(name_or_path) / "config.json").string(), seq_length);
+  }
   const std::string json = ".json";
   if (name_or_path.size() > json.size() &&
       name_or_path.compare(name_or_path.size() - json.size(), json.size(), json) == 0) {
-    return load_hf_config_file(name_or_path, 0);
+    return load_hf_config_file(name_or_path, seq_length);
   }
-  return load_model_file(resolve("models", name_or_path, "--model"));
+  if (fs::is_directory(name_or_path, ec)) {
+    throw ConfigError({{"--model", 0, 0, "",
+                        "'" + name_or_path + "' is a directory without a config.json; give a "
+                        "model preset name, a model .yaml file, a HuggingFace config.json or "
+                        "the folder holding one"}});
+  }
+  ModelConfig m = load_model_file(resolve("models", name_or_path, "--model"));
+  if (seq_length > 0) m.seq_length = seq_length;
+  return m;
 }
 
 GpuConfig PresetCatalog::gpu(const std::string& name_or_path) const {

@@ -5,6 +5,7 @@
 // listing the names that are.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,10 @@ class PresetCatalog {
  public:
   explicit PresetCatalog(std::string root) : root_(std::move(root)) {}
 
-  ModelConfig model(const std::string& name_or_path) const;
+  /// A preset name, a model YAML, a HuggingFace config.json or a folder holding
+  /// one. `seq_length` > 0 replaces the model's sequence length (--seq-length);
+  /// a config.json without a pretraining length needs it (hf_config.h).
+  ModelConfig model(const std::string& name_or_path, std::int64_t seq_length = 0) const;
   GpuConfig gpu(const std::string& name_or_path) const;
   /// Loads the cluster and the GPU preset it names.
   ClusterConfig cluster(const std::string& name_or_path) const;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace sextant::sim {
 
@@ -9,5 +10,10 @@ namespace sextant::sim {
 std::string format_gib(double bytes, int digits = 1);
 /// "8.1 %" for 0.081.
 std::string format_percent(double fraction, int digits = 1);
+
+/// Why `name` cannot name a preset in messages, JSON and CSV, or "" when it can:
+/// it must be non-empty, valid UTF-8 (RFC 3629: no overlong forms, surrogates or
+/// code points above U+10FFFF) and free of control characters.
+std::string name_problem(std::string_view name);
 
 }  // namespace sextant::sim

@@ -11,15 +11,26 @@ double mlp_forward_flops(const ModelConfig& m, double tokens, double ffn) {
 }
 }  // namespace
 
-LayerFlops layer_forward_flops(const ModelConfig& m, double tokens, bool moe_layer) {
-  const double h = static_cast<double>(m.hidden_size);
+double attention_pairs_per_sequence(const ModelConfig& m, AttentionCounting counting) {
   const double s = static_cast<double>(m.seq_length);
+  const double w = static_cast<double>(m.attention_span());
+  if (counting == AttentionCounting::kMegatron) return s * w;
+  return w < s ? s * w - w * w / 2.0 : s * s / 2.0;
+}
+
+LayerFlops layer_forward_flops(const ModelConfig& m, double tokens, bool moe_layer,
+                               AttentionCounting counting) {
+  const double h = static_cast<double>(m.hidden_size);
+  // Keys per query, on average over the sequence: s without a window (Megatron).
+  const double keys = m.seq_length > 0 ? attention_pairs_per_sequence(m, counting) /
+                                             static_cast<double>(m.seq_length)
+                                       : 0.0;
   const double q = static_cast<double>(m.query_width());
   const double kv = static_cast<double>(m.kv_width());
   LayerFlops f;
   f.qkv = 2.0 * tokens * h * (q + 2.0 * kv);
-  f.attention_scores = 2.0 * tokens * s * q;
-  f.attention_values = 2.0 * tokens * s * q;
+  f.attention_scores = 2.0 * tokens * keys * q;
+  f.attention_values = 2.0 * tokens * keys * q;
   f.projection = 2.0 * tokens * q * h;
   if (moe_layer && m.moe) {
     const MoeConfig& e = *m.moe;
@@ -36,10 +47,10 @@ double logits_forward_flops(const ModelConfig& m, double tokens) {
   return 2.0 * tokens * static_cast<double>(m.hidden_size) * static_cast<double>(m.vocab_size);
 }
 
-StepFlops step_flops(const ModelConfig& m, const ParallelLayout& l) {
+StepFlops step_flops(const ModelConfig& m, const ParallelLayout& l, AttentionCounting counting) {
   const double tokens = static_cast<double>(l.gbs) * static_cast<double>(m.seq_length);
-  const LayerFlops dense = layer_forward_flops(m, tokens, false);
-  const LayerFlops moe = layer_forward_flops(m, tokens, true);
+  const LayerFlops dense = layer_forward_flops(m, tokens, false, counting);
+  const LayerFlops moe = layer_forward_flops(m, tokens, true, counting);
   const double layers_forward = m.dense_layers() * dense.total() + m.moe_layers() * moe.total();
   const double forward = layers_forward + logits_forward_flops(m, tokens);
   StepFlops out;

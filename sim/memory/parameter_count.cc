@@ -22,7 +22,8 @@ LayerParams layer_params(const ModelConfig& m, bool moe_layer) {
   const double q = static_cast<double>(m.query_width());
   const double kv = static_cast<double>(m.kv_width());
   LayerParams p;
-  p.attention = h * (q + 2 * kv) + q * h + (m.add_bias_linear ? q + 2 * kv + h : 0.0);
+  const double qkv_bias = m.add_bias_linear || m.add_qkv_bias ? q + 2 * kv : 0.0;
+  p.attention = h * (q + 2 * kv) + q * h + qkv_bias + (m.add_bias_linear ? h : 0.0);
   p.norms = 2 * norm_params(m);
   if (moe_layer && m.moe) {
     const MoeConfig& e = *m.moe;

@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "tests/support/test_models.h"
+
 namespace sextant::tools {
 namespace {
 
@@ -52,6 +54,47 @@ TEST(SimulationOutput, FormatsUnits) {
   EXPECT_EQ(format_seconds(0.0123), "12.30 ms");
   EXPECT_EQ(format_seconds(4.5e-5), "45.0 us");
   EXPECT_EQ(format_gib(1024.0 * 1024 * 1024 * 80), "80.00 GiB");
+}
+
+// RFC 4180, Sec. 2: fields with a comma, quote or line break are quoted, quotes doubled.
+TEST(SimulationOutput, CsvFieldsAreQuotedPerRfc4180) {
+  EXPECT_EQ(csv_field("gpt3-175b"), "gpt3-175b");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+}
+
+// GPT-3 175B, one token: Megatron 96·(24h² + 4sh) + 2hV = 358,814,318,592 FLOPs,
+// causal 96·(24h² + 2sh) + 2hV = 353,982,480,384 (h 12288, s 2048, V 51200):
+// the fraction is 0.98653; the backward's factor 3 cancels.
+TEST(SimulationOutput, CausalMfuScalesByTheCausalFlopsFraction) {
+  const double fraction = causal_flops_fraction(sextant::testing::gpt3_175b());
+  EXPECT_NEAR(fraction, 353982480384.0 / 358814318592.0, 1e-12);
+  sim::SimulationResult r;
+  r.mfu = 0.5;
+  r.step_time_s = 1;
+  SimulationContext c{"gpt3-175b", "dgx-a100", "a100", 8, 80e9};
+  c.causal_flops_fraction = fraction;
+  EXPECT_DOUBLE_EQ(reported_mfu(c, r), 0.5);
+  const nlohmann::json megatron = simulation_json(c, r);
+  EXPECT_EQ(megatron["mfu_convention"], "megatron");
+  EXPECT_DOUBLE_EQ(megatron["mfu_causal"].get<double>(), 0.5 * fraction);
+  c.mfu_convention = MfuConvention::kCausal;
+  EXPECT_DOUBLE_EQ(reported_mfu(c, r), 0.5 * fraction);
+  EXPECT_DOUBLE_EQ(simulation_json(c, r)["mfu"].get<double>(), 0.5 * fraction);
+  EXPECT_DOUBLE_EQ(simulation_json(c, r)["mfu_megatron"].get<double>(), 0.5);
+}
+
+// "largest non-compute cost: compute" read as a contradiction.
+TEST(SimulationOutput, ComputeBoundStepSaysNoNonComputeCostStandsOut) {
+  sim::SimulationResult r;
+  r.step_time_s = 2;
+  r.time.compute_s = 1.9;
+  r.limiter = sim::Limiter::kCompute;
+  const std::string table = simulation_table({"m", "c", "g", 8, 80e9}, r);
+  EXPECT_NE(table.find("  largest non-compute cost none (compute is 95.0 % of the step)\n"),
+            std::string::npos)
+      << table;
 }
 
 }  // namespace

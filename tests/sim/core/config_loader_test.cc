@@ -78,7 +78,8 @@ const std::string kModel =
 const std::string kModelKeys =
     "name, num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, "
     "kv_channels, vocab_size, seq_length, activation, normalization, tie_embeddings, "
-    "position_embedding_type, add_bias_linear, rotary_base, hidden_dropout, attention_dropout, moe, "
+    "position_embedding_type, add_bias_linear, add_qkv_bias, sliding_window, rotary_base, "
+    "hidden_dropout, attention_dropout, moe, "
     "source";
 
 TEST(LoadModel, DenseModelLoadsWithDefaults) {
@@ -132,6 +133,30 @@ TEST(LoadModel, EveryOptionalKeyIsRead) {
 TEST(LoadModel, RotaryBaseMustBePositive) {
   EXPECT_EQ(model_errors(kModel + "rotary_base: 0\n"),
             Lines{"model.yaml:10:14: rotary_base: must be in [1, 1000000000], got 0"});
+}
+
+TEST(LoadModel, SlidingWindowAndQkvBias) {
+  const ModelConfig plain = load_model_text(kModel, "model.yaml");
+  EXPECT_EQ(plain.sliding_window, 0);
+  EXPECT_FALSE(plain.add_qkv_bias);
+  const ModelConfig m =
+      load_model_text(kModel + "sliding_window: 64\nadd_qkv_bias: true\n", "model.yaml");
+  EXPECT_EQ(m.sliding_window, 64);
+  EXPECT_EQ(m.attention_span(), 64);  // min(seq_length 128, window 64)
+  EXPECT_TRUE(m.add_qkv_bias);
+  EXPECT_EQ(load_model_text(kModel + "sliding_window: 0\n", "model.yaml").sliding_window, 0);
+  EXPECT_EQ(model_errors(kModel + "sliding_window: -5\n"),
+            Lines{"model.yaml:10:17: sliding_window: must be positive, got -5"});
+  EXPECT_EQ(model_errors(kModel + "sliding_window: abc\n"),
+            Lines{"model.yaml:10:17: sliding_window: expected an integer, got 'abc'"});
+}
+
+TEST(LoadModel, NamesMustBeValidUtf8) {
+  EXPECT_EQ(model_errors(replaced(kModel, "name: tiny", "name: \"ti\xff" "ny\"")),
+            Lines{"model.yaml:1:7: name: is not valid UTF-8 (byte 0xff at byte 2)"});
+  EXPECT_EQ(model_errors(replaced(kModel, "name: tiny", "name: \"ti\\x01\"")),
+            Lines{"model.yaml:1:7: name: contains a control character at byte 2"});
+  EXPECT_EQ(model_errors(replaced(kModel, "name: tiny", "name: \"caf\u00e9\"")), Lines{});
 }
 
 TEST(LoadModel, UnknownKeyListsTheAcceptedKeys) {

@@ -10,12 +10,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "sim/core/config_error.h"
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
+#include "tests/support/temp_dir.h"
 
 namespace sextant::sim {
 namespace {
@@ -37,7 +39,7 @@ std::vector<std::string> errors(Load&& load) {
 }
 
 std::vector<std::string> text_errors(const std::string& text) {
-  return errors([&] { load_hf_config_text(text, "config.json", 0); });
+  return errors([&] { load_hf_config_text(text, "config.json", 2048); });
 }
 
 using Lines = std::vector<std::string>;
@@ -80,7 +82,7 @@ TEST(HfConfig, Llama31_8B) {
   EXPECT_EQ(m.num_query_groups, 8);
   EXPECT_EQ(m.kv_channels, 128);  // 4096 / 32
   EXPECT_EQ(m.vocab_size, 128256);
-  EXPECT_EQ(m.seq_length, 131072);  // max_position_embeddings when not overridden
+  EXPECT_EQ(m.seq_length, 8192);  // rope_scaling.original_max_position_embeddings, not 131072
   EXPECT_EQ(m.activation, Activation::kSwiglu);
   EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
   EXPECT_FALSE(m.tie_embeddings);
@@ -100,7 +102,7 @@ TEST(HfConfig, Llama31_8BAtItsPretrainingLengthIsTheLlama3_8BPreset) {
 }
 
 TEST(HfConfig, Mixtral8x7B) {
-  const ModelConfig m = load_hf_config_file(kHf + "mixtral-8x7b.json", 0);
+  const ModelConfig m = load_hf_config_file(kHf + "mixtral-8x7b.json", 32768);
   EXPECT_EQ(m.name, "mixtral-8x7b");
   EXPECT_EQ(m.num_layers, 32);
   EXPECT_EQ(m.hidden_size, 4096);
@@ -126,7 +128,7 @@ TEST(HfConfig, Mixtral8x7B) {
 }
 
 TEST(HfConfig, Qwen2MoeA27B) {
-  const ModelConfig m = load_hf_config_file(kHf + "qwen2-moe-a2.7b.json", 0);
+  const ModelConfig m = load_hf_config_file(kHf + "qwen2-moe-a2.7b.json", 8192);
   EXPECT_EQ(m.name, "qwen2-moe-a2.7b");
   EXPECT_EQ(m.num_layers, 24);
   EXPECT_EQ(m.hidden_size, 2048);
@@ -140,7 +142,9 @@ TEST(HfConfig, Qwen2MoeA27B) {
   EXPECT_EQ(m.normalization, Normalization::kRmsNorm);
   EXPECT_EQ(m.position_embedding, PositionEmbedding::kRope);
   EXPECT_FALSE(m.tie_embeddings);
-  EXPECT_FALSE(m.add_bias_linear);  // Qwen2's q/k/v bias is not representable
+  EXPECT_FALSE(m.add_bias_linear);
+  EXPECT_TRUE(m.add_qkv_bias);  // Qwen2MoeAttention: q, k, v with bias, o without
+  EXPECT_EQ(m.sliding_window, 0);  // sliding_window 32768 is read only with use_sliding_window
   ASSERT_TRUE(m.moe.has_value());
   EXPECT_EQ(m.moe->num_experts, 60);
   EXPECT_EQ(m.moe->router_topk, 4);
@@ -150,7 +154,7 @@ TEST(HfConfig, Qwen2MoeA27B) {
 }
 
 TEST(HfConfig, Qwen3Moe30BA3BHasWiderHeadsThanHiddenOverHeads) {
-  const ModelConfig m = load_hf_config_file(kHf + "qwen3-30b-a3b.json", 0);
+  const ModelConfig m = load_hf_config_file(kHf + "qwen3-30b-a3b.json", 40960);
   EXPECT_EQ(m.num_layers, 48);
   EXPECT_EQ(m.hidden_size, 2048);
   EXPECT_EQ(m.ffn_hidden_size, 6144);
@@ -192,7 +196,7 @@ TEST(HfConfig, Gpt2) {
 }
 
 TEST(HfConfig, GptNeoXPythia160M) {
-  const ModelConfig m = load_hf_config_file(kHf + "pythia-160m.json", 0);
+  const ModelConfig m = load_hf_config_file(kHf + "pythia-160m.json", 2048);
   EXPECT_EQ(m.num_layers, 12);
   EXPECT_EQ(m.hidden_size, 768);
   EXPECT_EQ(m.ffn_hidden_size, 3072);
@@ -211,7 +215,7 @@ TEST(HfConfig, GptNeoXPythia160M) {
 
 TEST(HfConfig, PresetCatalogLoadsJsonPathsThroughTheImporter) {
   const PresetCatalog catalog(kConfigs);
-  const ModelConfig m = catalog.model(kHf + "mixtral-8x7b.json");
+  const ModelConfig m = catalog.model(kHf + "mixtral-8x7b.json", 32768);
   EXPECT_EQ(m.name, "mixtral-8x7b");
   EXPECT_EQ(m.seq_length, 32768);
   ASSERT_TRUE(m.moe.has_value());
@@ -240,14 +244,13 @@ std::string with(std::string text, const std::string& from, const std::string& t
 
 TEST(HfConfig, SmallLlamaLoads) {
   EXPECT_EQ(text_errors(kLlama), Lines{});
-  const ModelConfig m = load_hf_config_text(kLlama, "tiny.json", 0);
+  const ModelConfig m = load_hf_config_text(kLlama, "tiny.json", 2048);
   EXPECT_EQ(m.name, "tiny");
   EXPECT_EQ(m.num_query_groups, 2);
   EXPECT_EQ(m.kv_channels, 32);  // 256 / 8
 }
 
 TEST(HfConfig, SeqLengthOverrideReplacesMaxPositionEmbeddings) {
-  EXPECT_EQ(load_hf_config_text(kLlama, "c.json", 0).seq_length, 2048);
   EXPECT_EQ(load_hf_config_text(kLlama, "c.json", 512).seq_length, 512);
   // With an override, max_position_embeddings is not needed.
   const std::string none = with(kLlama, "  \"max_position_embeddings\": 2048,\n", "");
@@ -258,16 +261,16 @@ TEST(HfConfig, SeqLengthOverrideReplacesMaxPositionEmbeddings) {
 
 TEST(HfConfig, NameComesFromNameOrPathThenTheFolderOfConfigJsonThenTheStem) {
   const std::string named = with(kLlama, "{\n", "{\n  \"_name_or_path\": \"meta-llama/Tiny\",");
-  EXPECT_EQ(load_hf_config_text(named, "x/config.json", 0).name, "meta-llama/Tiny");
-  EXPECT_EQ(load_hf_config_text(kLlama, "models/Tiny-Llama/config.json", 0).name, "Tiny-Llama");
-  EXPECT_EQ(load_hf_config_text(kLlama, "./config.json", 0).name, "config");
-  EXPECT_EQ(load_hf_config_text(kLlama, "tiny-llama.json", 0).name, "tiny-llama");
+  EXPECT_EQ(load_hf_config_text(named, "x/config.json", 2048).name, "meta-llama/Tiny");
+  EXPECT_EQ(load_hf_config_text(kLlama, "models/Tiny-Llama/config.json", 2048).name, "Tiny-Llama");
+  EXPECT_EQ(load_hf_config_text(kLlama, "./config.json", 2048).name, "config");
+  EXPECT_EQ(load_hf_config_text(kLlama, "tiny-llama.json", 2048).name, "tiny-llama");
 }
 
 TEST(HfConfig, ModelTypeIsUsedWhenThereIsNoArchitecturesList) {
   const std::string typed = with(kLlama, "\"architectures\": [\"LlamaForCausalLM\"]",
                                  "\"model_type\": \"qwen3\"");
-  EXPECT_EQ(load_hf_config_text(typed, "c.json", 0).normalization, Normalization::kRmsNorm);
+  EXPECT_EQ(load_hf_config_text(typed, "c.json", 2048).normalization, Normalization::kRmsNorm);
   EXPECT_EQ(text_errors(with(typed, "\"qwen3\"", "\"gemma\"")),
             Lines{"config.json:2:17: model_type: unsupported model_type 'gemma'; accepted: "
                   "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gpt2, gpt_neox"});
@@ -342,7 +345,7 @@ std::string qwen_moe(const std::string& extra) {
 }
 
 TEST(HfConfig, QwenMoeLeadingMlpOnlyLayersAreFirstDenseLayers) {
-  const ModelConfig m = load_hf_config_text(qwen_moe(", \"mlp_only_layers\": [1, 0]"), "c.json", 0);
+  const ModelConfig m = load_hf_config_text(qwen_moe(", \"mlp_only_layers\": [1, 0]"), "c.json", 2048);
   ASSERT_TRUE(m.moe.has_value());
   EXPECT_EQ(m.moe->first_dense_layers, 2);
   EXPECT_EQ(m.moe->num_experts, 8);
@@ -351,7 +354,7 @@ TEST(HfConfig, QwenMoeLeadingMlpOnlyLayersAreFirstDenseLayers) {
   EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 512);
   EXPECT_EQ(m.ffn_hidden_size, 1024);  // the dense layers' MLP: intermediate_size
   // Every layer MLP-only: a dense model.
-  EXPECT_FALSE(load_hf_config_text(qwen_moe(", \"mlp_only_layers\": [0, 1, 2, 3]"), "c.json", 0)
+  EXPECT_FALSE(load_hf_config_text(qwen_moe(", \"mlp_only_layers\": [0, 1, 2, 3]"), "c.json", 2048)
                    .moe.has_value());
 }
 
@@ -385,6 +388,141 @@ TEST(HfConfig, FileAndSyntaxErrors) {
             Lines{"config.json:1:1: invalid JSON: end of map flow not found"});
   EXPECT_EQ(text_errors("[1, 2]"),
             Lines{"config.json:1:1: expected a JSON object (a config.json)"});
+}
+
+// --- Inputs that used to be silently misread (issue 17) ---
+
+TEST(HfConfig, WithoutAPretrainingLengthSeqLengthIsRequired) {
+  // Mixtral's config.json gives max_position_embeddings 32768 and no rope_scaling.
+  EXPECT_EQ(errors([] { load_hf_config_file(kHf + "mixtral-8x7b.json", 0); }),
+            Lines{"--seq-length: is required for " + kHf +
+                  "mixtral-8x7b.json: it gives the longest context the model supports "
+                  "(max_position_embeddings 32768), not the length it was trained at (no "
+                  "rope_scaling.original_max_position_embeddings); give --seq-length N, e.g. "
+                  "--seq-length 4096"});
+  EXPECT_EQ(errors([] { load_hf_config_text(kLlama, "c.json", 0); }).size(), 1u);
+  // Llama 3.1: original_max_position_embeddings 8192, not max_position_embeddings 131072.
+  EXPECT_EQ(load_hf_config_file(kHf + "llama3.1-8b.json", 0).seq_length, 8192);
+  EXPECT_EQ(load_hf_config_file(kHf + "llama3.1-8b.json", 2048).seq_length, 2048);
+}
+
+TEST(HfConfig, MistralSlidingWindowIsModelled) {
+  const std::string mistral = with(kLlama, "LlamaForCausalLM", "MistralForCausalLM");
+  EXPECT_EQ(load_hf_config_text(with(mistral, "\"vocab_size\": 1000",
+                                     "\"vocab_size\": 1000, \"sliding_window\": 512"),
+                                "c.json", 2048)
+                .sliding_window,
+            512);
+  EXPECT_EQ(load_hf_config_text(with(mistral, "\"vocab_size\": 1000",
+                                     "\"vocab_size\": 1000, \"sliding_window\": null"),
+                                "c.json", 2048)
+                .sliding_window,
+            0);
+  // Absent: MistralConfig's default, 4096.
+  EXPECT_EQ(load_hf_config_text(mistral, "c.json", 2048).sliding_window, 4096);
+}
+
+TEST(HfConfig, InvalidSlidingWindowsAreRefused) {
+  const std::string mistral = with(kLlama, "LlamaForCausalLM", "MistralForCausalLM");
+  EXPECT_EQ(text_errors(with(mistral, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"sliding_window\": -5")),
+            Lines{"config.json:9:41: sliding_window: expected a positive integer (the keys each "
+                  "query sees) or null, got '-5'"});
+  EXPECT_EQ(text_errors(with(mistral, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"sliding_window\": \"abc\"")),
+            Lines{"config.json:9:41: sliding_window: expected a positive integer (the keys each "
+                  "query sees) or null, got the string \"abc\""});
+}
+
+TEST(HfConfig, QwenSlidingWindowOnSomeLayersIsRefusedOnAllIsModelled) {
+  const std::string qwen = with(kLlama, "LlamaForCausalLM", "Qwen2ForCausalLM");
+  const auto window = [&](const std::string& first) {
+    return with(qwen, "\"vocab_size\": 1000",
+                "\"vocab_size\": 1000, \"use_sliding_window\": true, \"sliding_window\": 256, "
+                "\"max_window_layers\": " + first);
+  };
+  EXPECT_EQ(text_errors(window("2")),
+            Lines{"config.json:9:95: max_window_layers: is 2: only layers 2 to 3 use the sliding "
+                  "window; sextant models one attention for every layer (max_window_layers 0: "
+                  "all slide; >= num_hidden_layers: none)"});
+  EXPECT_EQ(load_hf_config_text(window("0"), "c.json", 2048).sliding_window, 256);
+  EXPECT_EQ(load_hf_config_text(window("4"), "c.json", 2048).sliding_window, 0);
+  EXPECT_TRUE(load_hf_config_text(window("4"), "c.json", 2048).add_qkv_bias);
+}
+
+TEST(HfConfig, KeysAnArchitectureDoesNotReadAreRefusedNamingTheKey) {
+  // A DeepSeek-V3 config relabelled LlamaForCausalLM: transformers would build a dense Llama.
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"kv_lora_rank\": 512, \"q_lora_rank\": null,\n"
+                             "  \"n_routed_experts\": 256")),
+            (Lines{"config.json:10:23: n_routed_experts: describes a mixture of experts "
+                   "(DeepSeek), which LlamaForCausalLM does not have (transformers would ignore "
+                   "the key and build a different model); sextant refuses rather than simulate "
+                   "that: fix architectures or remove the key",
+                   "config.json:9:39: kv_lora_rank: describes multi-head latent attention "
+                   "(DeepSeek-V2/V3), which LlamaForCausalLM does not have (transformers would "
+                   "ignore the key and build a different model); sextant refuses rather than "
+                   "simulate that: fix architectures or remove the key"}));
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"sliding_window\": 4096")),
+            Lines{"config.json:9:41: sliding_window: describes sliding-window attention, which "
+                  "LlamaForCausalLM does not have (transformers would ignore the key and build a "
+                  "different model); sextant refuses rather than simulate that: fix "
+                  "architectures or remove the key"});
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"num_local_experts\": 8")),
+            Lines{"config.json:9:44: num_local_experts: describes a mixture of experts, which "
+                  "LlamaForCausalLM does not have (transformers would ignore the key and build a "
+                  "different model); sextant refuses rather than simulate that: fix "
+                  "architectures or remove the key"});
+  // Off values describe nothing: accepted.
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"sliding_window\": null, \"num_experts\": 0")),
+            Lines{});
+}
+
+TEST(HfConfig, DeepSeekArchitecturesAreRefusedNamingMla) {
+  EXPECT_EQ(text_errors(with(kLlama, "LlamaForCausalLM", "DeepseekV3ForCausalLM")),
+            Lines{"config.json:2:21: architectures: unsupported architecture "
+                  "'DeepseekV3ForCausalLM' (its multi-head latent attention, kv_lora_rank, is not "
+                  "modelled); accepted: LlamaForCausalLM, MistralForCausalLM, "
+                  "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
+                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
+}
+
+TEST(HfConfig, LlamaBiasesAreModelledOrRefused) {
+  const auto biases = [&](const char* attention, const char* mlp) {
+    return with(kLlama, "\"vocab_size\": 1000",
+                std::string("\"vocab_size\": 1000, \"attention_bias\": ") + attention +
+                    ", \"mlp_bias\": " + mlp);
+  };
+  EXPECT_TRUE(load_hf_config_text(biases("true", "true"), "c.json", 2048).add_bias_linear);
+  EXPECT_FALSE(load_hf_config_text(biases("false", "false"), "c.json", 2048).add_bias_linear);
+  EXPECT_EQ(text_errors(biases("true", "false")),
+            Lines{"config.json:9:41: attention_bias: true with mlp_bias false is not modelled: "
+                  "sextant represents biases on every linear layer (both true) or on none (both "
+                  "false)"});
+  EXPECT_EQ(text_errors(biases("false", "true")),
+            Lines{"config.json:9:60: mlp_bias: true with attention_bias false is not modelled: "
+                  "sextant represents biases on every linear layer (both true) or on none (both "
+                  "false)"});
+}
+
+TEST(HfConfig, AFolderHoldingConfigJsonIsAModelAnyOtherFolderIsRefused) {
+  const PresetCatalog catalog(kConfigs);
+  testing::TempDir dir;
+  std::filesystem::create_directory(dir.file("Tiny-Llama"));
+  testing::write_file(dir.file("Tiny-Llama/config.json"), kLlama);
+  const ModelConfig m = catalog.model(dir.file("Tiny-Llama"), 1024);
+  EXPECT_EQ(m.name, "Tiny-Llama");
+  EXPECT_EQ(m.seq_length, 1024);
+  EXPECT_EQ(errors([&] { catalog.model(dir.path().string(), 0); }),
+            Lines{"--model: '" + dir.path().string() +
+                  "' is a directory without a config.json; give a model preset name, a model "
+                  ".yaml file, a HuggingFace config.json or the folder holding one"});
+  EXPECT_EQ(errors([&] { catalog.profile(dir.path().string(), "h100-sxm-80gb"); }),
+            Lines{"--profile: '" + dir.path().string() +
+                  "' is a directory; give a profile preset name or a .yaml file"});
 }
 
 }  // namespace

@@ -83,5 +83,41 @@ TEST(ModelFlops, MoeCountsTopkExpertsAndRouter) {
   EXPECT_DOUBLE_EQ(f.mlp, 2 * 2.0 * 3 * 4096 * 14336);
 }
 
+// Sliding window (Mistral 7B: s 8192, w 4096): Megatron's convention counts
+// min(s, w) = 4096 keys per query; causally query i sees min(i, w) keys, so
+// s·w − w²/2 = 8192·4096 − 4096²/2 = 25,165,824 pairs per sequence and head
+// (33,554,432 = s²/2 without the window).
+TEST(ModelFlops, SlidingWindowCountsAtMostWindowKeysPerQuery) {
+  ModelConfig m = testing::gpt3_175b();
+  m.seq_length = 8192;
+  EXPECT_DOUBLE_EQ(attention_pairs_per_sequence(m, AttentionCounting::kMegatron), 8192.0 * 8192);
+  EXPECT_DOUBLE_EQ(attention_pairs_per_sequence(m, AttentionCounting::kCausal), 33554432.0);
+  const LayerFlops full = layer_forward_flops(m, 1.0, false);
+  m.sliding_window = 4096;
+  EXPECT_DOUBLE_EQ(attention_pairs_per_sequence(m, AttentionCounting::kMegatron), 8192.0 * 4096);
+  EXPECT_DOUBLE_EQ(attention_pairs_per_sequence(m, AttentionCounting::kCausal), 25165824.0);
+  const LayerFlops windowed = layer_forward_flops(m, 1.0, false);
+  // One token: Q·Kᵀ 2·4096·a·d with a·d = 12288, half of the full 2·8192·12288.
+  EXPECT_DOUBLE_EQ(windowed.attention_scores, 2.0 * 4096 * 12288);
+  EXPECT_DOUBLE_EQ(windowed.attention_scores, full.attention_scores / 2);
+  EXPECT_DOUBLE_EQ(windowed.qkv, full.qkv);  // the GEMMs do not change
+  // A window at least s long is no window.
+  m.sliding_window = 8192;
+  EXPECT_DOUBLE_EQ(layer_forward_flops(m, 1.0, false).attention_scores, full.attention_scores);
+}
+
+// The causal convention for MFU: attention counts s²/2 pairs; GPT-3 175B at s 2048
+// (one sequence): Megatron 3·(96·(24h² + 4sh) + 2hV)·s, causal takes 2sh off each layer's 4sh.
+TEST(ModelFlops, CausalCountingHalvesTheAttentionScores) {
+  const ModelConfig m = testing::gpt3_175b();
+  ParallelLayout l;
+  l.gbs = 1;
+  const double s = 2048, h = 12288, V = 51200, L = 96;
+  const double megatron = 3 * s * (L * (24 * h * h + 4 * s * h) + 2 * h * V);
+  const double causal = 3 * s * (L * (24 * h * h + 2 * s * h) + 2 * h * V);
+  EXPECT_NEAR(step_flops(m, l).model_flops / megatron, 1.0, 1e-12);
+  EXPECT_NEAR(step_flops(m, l, AttentionCounting::kCausal).model_flops / causal, 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace sextant::sim
