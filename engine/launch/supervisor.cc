@@ -193,7 +193,8 @@ SupervisorResult supervise(const SupervisorOptions& o, std::ostream& log) {
       result.message = describe(r, status) + (c.tail.empty() ? "" : ": " + c.tail.back());
       stopping = true;
       kill_at = Clock::now() + o.grace;
-      log << "sextant run: " << result.message << "; stopping the other ranks\n";
+      log << "sextant run: " << result.message << (o.nproc > 1 ? "; stopping the other ranks" : "")
+          << "\n";
       signal_others(SIGTERM);
     }
     if (stopping && Clock::now() >= kill_at) {
