@@ -6,10 +6,12 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 
 #include "engine/comm/comm_error.h"
 #include "engine/comm/parallel_groups.h"
+#include "engine/comm/world_setup.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/kernels/gpu_test_support.h"
@@ -103,6 +105,22 @@ TEST_P(NcclWorldOfOne, AnInvalidPeerNamesTheCallAndTheGroup) {
         << e.what();
   }
   cudaFree(data);
+}
+
+class NcclJob : public kernels::testing::GpuTest {};
+
+TEST_F(NcclJob, AWorldOfOneMeetsJoinsAndPrintsTheRankMap) {
+  // What `sextant run --nproc-per-node 1` does before training: rendezvous
+  // (world of one: no socket), NCCL world, five groups of one, rank map.
+  launch::RankEnvironment rank;
+  rank.launcher = "env";
+  std::ostringstream log;
+  const auto job = join_job(rank, sim::ParallelLayout{}, log);
+  EXPECT_EQ(job->world->size(), 1);
+  EXPECT_EQ(job->groups.pp->size(), 1);
+  EXPECT_NE(log.str().find("sextant run: 1 ranks (env), NCCL 2."), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("rank  host"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("    0   0   0   0   0   0\n"), std::string::npos) << log.str();
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, NcclWorldOfOne,

@@ -31,9 +31,9 @@ for t in sextant_comm_tests sextant_nccl_tests; do
   grep -E '^\[  FAILED|Failure|rror' "$out/${t#sextant_}.txt" | head -n 20
 done
 if command -v compute-sanitizer >/dev/null; then
-  timeout 100 compute-sanitizer --tool memcheck --print-limit 20 "$bin/sextant_comm_tests" \
+  timeout 80 compute-sanitizer --tool memcheck --print-limit 20 "$bin/sextant_comm_tests" \
     --gtest_brief=1 >"$out/memcheck.txt" 2>&1
-  echo "memcheck exit code: $? (124: stopped at its 100 s limit)"
+  echo "memcheck exit code: $? (124: stopped at its 80 s limit)"
   grep -E "ERROR SUMMARY|Invalid|out of bounds" "$out/memcheck.txt" | head -n 10
 fi
 exit "$status"
