@@ -72,4 +72,45 @@ void row_parallel_backward(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
   weight_gradient(gemm, tp.stream(), s, dy, x, dw);
 }
 
+namespace {
+
+// Elements of one rank's token shard of a (tokens, width) activation.
+std::size_t shard_elements(const comm::Communicator& tp, int tokens, int width) {
+  return static_cast<std::size_t>(tokens / tp.size()) * width;
+}
+
+}  // namespace
+
+void column_parallel_forward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                                const LinearShard& s, const Bf16* x_shard, Bf16* x_gathered,
+                                const Bf16* w, Bf16* y) {
+  tp.all_gather(x_shard, x_gathered, shard_elements(tp, s.tokens, s.in_local), comm::DataType::kBf16);
+  forward_product(gemm, tp.stream(), s, x_gathered, w, y);
+}
+
+void column_parallel_backward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                                 const LinearShard& s, const Bf16* dy, const Bf16* x_gathered,
+                                 const Bf16* w, Bf16* dx_full, Bf16* dx_shard, float* dw) {
+  input_gradient(gemm, tp.stream(), s, dy, w, dx_full);
+  tp.reduce_scatter_sum(dx_full, dx_shard, shard_elements(tp, s.tokens, s.in_local),
+                        comm::DataType::kBf16);
+  weight_gradient(gemm, tp.stream(), s, dy, x_gathered, dw);
+}
+
+void row_parallel_forward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                             const LinearShard& s, const Bf16* x, const Bf16* w, Bf16* y_full,
+                             Bf16* y_shard) {
+  forward_product(gemm, tp.stream(), s, x, w, y_full);
+  tp.reduce_scatter_sum(y_full, y_shard, shard_elements(tp, s.tokens, s.out_local),
+                        comm::DataType::kBf16);
+}
+
+void row_parallel_backward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                              const LinearShard& s, const Bf16* dy_shard, Bf16* dy_gathered,
+                              const Bf16* x, const Bf16* w, Bf16* dx, float* dw) {
+  tp.all_gather(dy_shard, dy_gathered, shard_elements(tp, s.tokens, s.out_local),
+                comm::DataType::kBf16);
+  row_parallel_backward(gemm, tp, s, dy_gathered, x, w, dx, dw);
+}
+
 }  // namespace sextant::engine::tensor_parallel

@@ -50,4 +50,35 @@ void row_parallel_backward(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
                            const LinearShard& s, const kernels::Bf16* dy, const kernels::Bf16* x,
                            const kernels::Bf16* w, kernels::Bf16* dx, float* dw);
 
+// With sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2) the
+// activations between the linears are split by tokens — rank r holds rows
+// [r·tokens/tp, (r+1)·tokens/tp) — and the all-reduces become an all-gather
+// before the column-parallel product and a reduce-scatter after the
+// row-parallel one (the same bytes, and norms and dropouts run on 1/tp of the
+// tokens). `s.tokens` is still the whole micro-batch's; tokens % tp == 0.
+
+/// x_gathered (tokens, in_local) = all-gather of x_shard (tokens/tp, in_local),
+/// kept for the backward; y (tokens, out_local) = x_gathered · wᵀ.
+void column_parallel_forward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                                const LinearShard& s, const kernels::Bf16* x_shard,
+                                kernels::Bf16* x_gathered, const kernels::Bf16* w,
+                                kernels::Bf16* y);
+/// dx_shard (tokens/tp, in_local) = reduce-scatter of dy · w (dx_full: (tokens,
+/// in_local) scratch); dw (out_local, in_local) += dyᵀ · x_gathered (fp32).
+void column_parallel_backward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                                 const LinearShard& s, const kernels::Bf16* dy,
+                                 const kernels::Bf16* x_gathered, const kernels::Bf16* w,
+                                 kernels::Bf16* dx_full, kernels::Bf16* dx_shard, float* dw);
+/// y_shard (tokens/tp, out_local) = reduce-scatter of x · wᵀ (y_full: (tokens,
+/// out_local) scratch).
+void row_parallel_forward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                             const LinearShard& s, const kernels::Bf16* x, const kernels::Bf16* w,
+                             kernels::Bf16* y_full, kernels::Bf16* y_shard);
+/// dy_gathered (tokens, out_local) = all-gather of dy_shard; dx (tokens,
+/// in_local) = dy_gathered · w; dw += dy_gatheredᵀ · x (fp32).
+void row_parallel_backward_sp(kernels::CublasLtGemm& gemm, comm::Communicator& tp,
+                              const LinearShard& s, const kernels::Bf16* dy_shard,
+                              kernels::Bf16* dy_gathered, const kernels::Bf16* x,
+                              const kernels::Bf16* w, kernels::Bf16* dx, float* dw);
+
 }  // namespace sextant::engine::tensor_parallel

@@ -4,8 +4,9 @@
 #
 #   bash tests/engine/comm/run_gpu_comm_checks.sh BIN_DIR OUT_DIR
 #
-# BIN_DIR holds sextant_comm_tests and sextant_nccl_tests; OUT_DIR gets
-# comm_tests.txt, nccl_tests.txt and memcheck.txt.
+# BIN_DIR holds sextant_comm_tests, sextant_nccl_tests and (when built)
+# sextant_tensor_parallel_tests; OUT_DIR gets comm_tests.txt, nccl_tests.txt,
+# tensor_parallel_tests.txt and memcheck.txt.
 set -uo pipefail
 bin=${1:?usage: run_gpu_comm_checks.sh BIN_DIR OUT_DIR}
 out=${2:?usage: run_gpu_comm_checks.sh BIN_DIR OUT_DIR}
@@ -23,7 +24,8 @@ if ldd "$bin/sextant_nccl_tests" | grep -q "not found"; then
 fi
 
 status=0
-for t in sextant_comm_tests sextant_nccl_tests; do
+for t in sextant_comm_tests sextant_nccl_tests sextant_tensor_parallel_tests; do
+  [[ -x "$bin/$t" ]] || { echo "$t: not in $bin, skipped"; continue; }
   SEXTANT_REQUIRE_GPU=1 "$bin/$t" >"$out/${t#sextant_}.txt" 2>&1
   rc=$?
   [[ $rc -ne 0 ]] && status=$rc

@@ -1,6 +1,7 @@
 // Tensor-parallel parity: a column-parallel linear followed by a row-parallel
 // one (an MLP without its activation: H = X·W1ᵀ, Y = H·W2ᵀ), run at tp = 2 and
-// tp = 4 on the in-process communicator, against the same code at tp = 1. The
+// tp = 4, with and without sequence parallelism, on the in-process
+// communicator, against the same code at tp = 1. The
 // loss L = Σ Y⊙G (G random, so dL/dY = G) and every rank's gradient shards
 // must match the single rank's.
 //
@@ -17,7 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <numeric>
+#include <tuple>
 
 #include "engine/comm/communicator.h"
 #include "kernels/cuda_check.h"
@@ -36,12 +37,12 @@ using comm::testing::to_device;
 
 constexpr int kTokens = 256, kHidden = 512, kFfn = 1024;
 
+// What each rank ends with: Y and dX (whole, or the rank's token shard under
+// sp), and its weight-gradient shards.
 struct Results {
-  std::vector<float> y;              // (tokens, hidden), rank 0's
-  std::vector<float> dx;             // (tokens, hidden), rank 0's
-  std::vector<std::vector<float>> dw1;  // per rank: (ffn/tp, hidden)
-  std::vector<std::vector<float>> dw2;  // per rank: (hidden, ffn/tp)
-  std::vector<std::vector<float>> y_of_rank;
+  std::vector<std::vector<float>> y, dx;  // per rank
+  std::vector<std::vector<float>> dw1;    // per rank: (ffn/tp, hidden)
+  std::vector<std::vector<float>> dw2;    // per rank: (hidden, ffn/tp)
 };
 
 std::vector<float> random_values(std::mt19937_64& rng, std::size_t n, double stddev) {
@@ -63,7 +64,7 @@ std::vector<float> columns(const std::vector<float>& m, int cols, int first, int
   return out;
 }
 
-class ParallelLinearParity : public kernels::testing::GpuTestWithParam<int> {
+class ParallelLinearParity : public kernels::testing::GpuTestWithParam<std::tuple<int, bool>> {
  protected:
   void SetUp() override {
     GpuTest::SetUp();
@@ -74,44 +75,60 @@ class ParallelLinearParity : public kernels::testing::GpuTestWithParam<int> {
     g_ = random_values(rng(), kTokens * kHidden, 1.0);
   }
 
-  Results run(int tp) {
+  Results run(int tp, bool sp) {
     Results out;
-    out.dw1.resize(tp), out.dw2.resize(tp), out.y_of_rank.resize(tp);
-    const int f = kFfn / tp;
+    out.y.resize(tp), out.dx.resize(tp), out.dw1.resize(tp), out.dw2.resize(tp);
+    const int f = kFfn / tp, shard = kTokens / tp;
     run_in_process(tp, [&](int r, Communicator& comm) {
+      std::vector<void*> owned;
+      auto bf16 = [&](const std::vector<float>& values) {
+        owned.push_back(to_device(values, DataType::kBf16));
+        return static_cast<kernels::Bf16*>(owned.back());
+      };
+      auto bf16_zeros = [&](std::size_t n) { return bf16(std::vector<float>(n)); };
+      auto fp32_zeros = [&](std::size_t n) {
+        owned.push_back(to_device(std::vector<float>(n), DataType::kFp32));
+        return static_cast<float*>(owned.back());
+      };
       void* workspace = nullptr;
       SEXTANT_CUDA_CHECK(cudaMalloc(&workspace, kernels::kCublasLtWorkspaceBytes));
-      {
-        kernels::CublasLtGemm gemm(workspace, kernels::kCublasLtWorkspaceBytes);
-        auto* x = static_cast<kernels::Bf16*>(to_device(x_, DataType::kBf16));
-        auto* w1 = static_cast<kernels::Bf16*>(to_device(rows(w1_, kHidden, r * f, f), DataType::kBf16));
-        auto* w2 = static_cast<kernels::Bf16*>(to_device(columns(w2_, kFfn, r * f, f), DataType::kBf16));
-        auto* g = static_cast<kernels::Bf16*>(to_device(g_, DataType::kBf16));
-        auto* h = static_cast<kernels::Bf16*>(to_device(std::vector<float>(kTokens * f), DataType::kBf16));
-        auto* y = static_cast<kernels::Bf16*>(to_device(std::vector<float>(kTokens * kHidden), DataType::kBf16));
-        auto* dh = static_cast<kernels::Bf16*>(to_device(std::vector<float>(kTokens * f), DataType::kBf16));
-        auto* dx = static_cast<kernels::Bf16*>(to_device(std::vector<float>(kTokens * kHidden), DataType::kBf16));
-        auto* dw1 = static_cast<float*>(to_device(std::vector<float>(f * kHidden, 0.0f), DataType::kFp32));
-        auto* dw2 = static_cast<float*>(to_device(std::vector<float>(kHidden * f, 0.0f), DataType::kFp32));
-        const LinearShard fc1{kTokens, kHidden, f}, fc2{kTokens, f, kHidden};
+      owned.push_back(workspace);
+      kernels::CublasLtGemm gemm(workspace, kernels::kCublasLtWorkspaceBytes);
+      kernels::Bf16* w1 = bf16(rows(w1_, kHidden, r * f, f));       // (f, hidden)
+      kernels::Bf16* w2 = bf16(columns(w2_, kFfn, r * f, f));       // (hidden, f)
+      kernels::Bf16* h = bf16_zeros(static_cast<std::size_t>(kTokens) * f);      // (tokens, f)
+      kernels::Bf16* dh = bf16_zeros(static_cast<std::size_t>(kTokens) * f);
+      float* dw1 = fp32_zeros(static_cast<std::size_t>(f) * kHidden);
+      float* dw2 = fp32_zeros(static_cast<std::size_t>(kHidden) * f);
+      const LinearShard fc1{kTokens, kHidden, f}, fc2{kTokens, f, kHidden};
+      const std::size_t y_rows = sp ? shard : kTokens;
+      kernels::Bf16* y = bf16_zeros(y_rows * kHidden);
+      kernels::Bf16* dx = bf16_zeros(y_rows * kHidden);
+      if (!sp) {
+        kernels::Bf16* x = bf16(x_);
+        kernels::Bf16* g = bf16(g_);
         column_parallel_forward(gemm, comm, fc1, x, w1, h);
         row_parallel_forward(gemm, comm, fc2, h, w2, y);
         row_parallel_backward(gemm, comm, fc2, g, h, w2, dh, dw2);
         column_parallel_backward(gemm, comm, fc1, dh, x, w1, dx, dw1);
-        SEXTANT_CUDA_CHECK(cudaStreamSynchronize(comm.stream()));
-        out.y_of_rank[r] = from_device(y, kTokens * kHidden, DataType::kBf16);
-        if (r == 0) out.dx = from_device(dx, kTokens * kHidden, DataType::kBf16);
-        out.dw1[r] = from_device(dw1, f * kHidden, DataType::kFp32);
-        out.dw2[r] = from_device(dw2, kHidden * f, DataType::kFp32);
-        for (void* p : {static_cast<void*>(x), static_cast<void*>(w1), static_cast<void*>(w2),
-                        static_cast<void*>(g), static_cast<void*>(h), static_cast<void*>(y),
-                        static_cast<void*>(dh), static_cast<void*>(dx), static_cast<void*>(dw1),
-                        static_cast<void*>(dw2)})
-          cudaFree(p);
+      } else {
+        // Each rank holds tokens [r·shard, (r+1)·shard) of X, Y, G and dX.
+        kernels::Bf16* x_shard = bf16(rows(x_, kHidden, r * shard, shard));
+        kernels::Bf16* g_shard = bf16(rows(g_, kHidden, r * shard, shard));
+        kernels::Bf16* x_gathered = bf16_zeros(std::size_t{kTokens} * kHidden);
+        kernels::Bf16* full = bf16_zeros(std::size_t{kTokens} * kHidden);  // Y, then dY, then dX
+        column_parallel_forward_sp(gemm, comm, fc1, x_shard, x_gathered, w1, h);
+        row_parallel_forward_sp(gemm, comm, fc2, h, w2, full, y);
+        row_parallel_backward_sp(gemm, comm, fc2, g_shard, full, h, w2, dh, dw2);
+        column_parallel_backward_sp(gemm, comm, fc1, dh, x_gathered, w1, full, dx, dw1);
       }
-      cudaFree(workspace);
+      SEXTANT_CUDA_CHECK(cudaStreamSynchronize(comm.stream()));
+      out.y[r] = from_device(y, y_rows * kHidden, DataType::kBf16);
+      out.dx[r] = from_device(dx, y_rows * kHidden, DataType::kBf16);
+      out.dw1[r] = from_device(dw1, static_cast<std::size_t>(f) * kHidden, DataType::kFp32);
+      out.dw2[r] = from_device(dw2, static_cast<std::size_t>(kHidden) * f, DataType::kFp32);
+      for (void* p : owned) cudaFree(p);
     });
-    out.y = out.y_of_rank[0];
     return out;
   }
 
@@ -134,24 +151,33 @@ class ParallelLinearParity : public kernels::testing::GpuTestWithParam<int> {
 };
 
 TEST_P(ParallelLinearParity, LossAndGradientShardsMatchOneRank) {
-  const int tp = GetParam();
-  const int f = kFfn / tp;
-  const Results one = run(1);
-  const Results many = run(tp);
+  const auto [tp, sp] = GetParam();
+  const int f = kFfn / tp, shard = kTokens / tp;
+  const Results one = run(1, false);
+  const Results many = run(tp, sp);
+  std::vector<float> y;  // the whole Y, for the loss: rank 0's, or the shards in rank order
   for (int r = 0; r < tp; ++r) {
-    EXPECT_TRUE(close(many.y_of_rank[r], one.y)) << "Y on rank " << r;
+    // Without sp every rank has all of Y and dX; with sp its token rows.
+    const std::vector<float> want_y = sp ? rows(one.y[0], kHidden, r * shard, shard) : one.y[0];
+    const std::vector<float> want_dx = sp ? rows(one.dx[0], kHidden, r * shard, shard) : one.dx[0];
+    EXPECT_TRUE(close(many.y[r], want_y)) << "Y on rank " << r;
+    EXPECT_TRUE(close(many.dx[r], want_dx)) << "dX on rank " << r;
     EXPECT_TRUE(close(many.dw1[r], rows(one.dw1[0], kHidden, r * f, f))) << "dW1 shard of rank " << r;
     EXPECT_TRUE(close(many.dw2[r], columns(one.dw2[0], kFfn, r * f, f))) << "dW2 shard of rank " << r;
+    if (sp || r == 0) y.insert(y.end(), many.y[r].begin(), many.y[r].end());
   }
-  EXPECT_TRUE(close(many.dx, one.dx)) << "dX";
   // L = Σ Y⊙G over N = 256·512 terms, Y and G of rms 1. Y's extra roundings
   // differ by about 2^-9/√3·√3 ≈ 0.002 per element, of random sign, so L by
   // about √N·0.002 ≈ 0.72: allow 4.0 (5.5 of those) plus 1e-3 of |L|.
-  EXPECT_NEAR(loss(many.y), loss(one.y), 4.0 + 1e-3 * std::abs(loss(one.y)));
+  EXPECT_NEAR(loss(y), loss(one.y[0]), 4.0 + 1e-3 * std::abs(loss(one.y[0])));
 }
 
-INSTANTIATE_TEST_SUITE_P(TensorParallel, ParallelLinearParity, ::testing::Values(2, 4),
-                         [](const auto& info) { return "tp" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(TensorParallel, ParallelLinearParity,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "tp" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_sp" : "");
+                         });
 
 }  // namespace
 }  // namespace sextant::engine::tensor_parallel
