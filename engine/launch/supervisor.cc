@@ -104,7 +104,11 @@ SupervisorResult supervise(const SupervisorOptions& o, std::ostream& log) {
     if (pid == 0) {
       ::setpgid(0, 0);
       ::dup2(fds[1], STDERR_FILENO);
-      pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+      // The child takes Ctrl-C and SIGTERM itself, whatever the caller had blocked.
+      sigset_t child_mask = old_mask;
+      sigdelset(&child_mask, SIGINT);
+      sigdelset(&child_mask, SIGTERM);
+      pthread_sigmask(SIG_SETMASK, &child_mask, nullptr);
       ::execvpe(argv[0], argv.data(), envp.data());
       const std::string why = "cannot start " + argv_strings[0] + ": " + std::strerror(errno) + "\n";
       [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, why.data(), why.size());
