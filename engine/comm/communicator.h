@@ -15,6 +15,7 @@
 // Thread safety: one communicator is used by one thread at a time.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -63,6 +64,11 @@ class Communicator {
   /// Returns on the host once every rank has called barrier() and the work
   /// queued on this rank's stream before it is done.
   virtual void barrier() = 0;
+  /// Waits on the host until the work queued on this rank's stream is done.
+  /// Throws CommError when it is not within `timeout` or the library reports
+  /// an asynchronous error (a peer died, a network failure); NCCL's
+  /// communicator is then aborted, so no later call hangs on it either.
+  virtual void synchronize(std::chrono::milliseconds timeout) = 0;
 
   /// Collective over this group: ranks giving the same color form a new group,
   /// ordered by key (ties by rank), named `name` and bound to `stream`. A

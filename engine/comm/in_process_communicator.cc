@@ -11,6 +11,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "engine/comm/comm_error.h"
@@ -79,6 +80,19 @@ std::string seconds_text(std::chrono::milliseconds timeout) {
   std::ostringstream out;
   out << std::chrono::duration<double>(timeout).count() << " s";
   return out.str();
+}
+
+// Polls the stream until its work is done (true) or `timeout` passes (false);
+// throws CudaError for a fault in that work.
+bool wait_for_stream(cudaStream_t stream, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(stream);
+    if (state == cudaSuccess) return true;
+    if (state != cudaErrorNotReady) SEXTANT_CUDA_CHECK(state);
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 // The bytes at element `offset` of a buffer of `type`.
@@ -232,6 +246,12 @@ void InProcessCommunicator::barrier() {
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   meet("barrier", nullptr, 0, DataType::kFp32);
   wait_all("barrier");  // nobody posts the next collective while another still reads the slots
+}
+
+void InProcessCommunicator::synchronize(std::chrono::milliseconds timeout) {
+  if (!wait_for_stream(stream_, timeout))
+    fail("synchronize", "timeout",
+         "the stream's work was not done within " + seconds_text(timeout));
 }
 
 std::unique_ptr<Communicator> InProcessCommunicator::split(int color, int key, std::string name,

@@ -3,7 +3,10 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
+#include <sstream>
+#include <thread>
 #include <stdexcept>
 #include <utility>
 
@@ -86,11 +89,15 @@ NcclCommunicator::NcclCommunicator(ncclComm* comm, std::string name, cudaStream_
 NcclCommunicator::~NcclCommunicator() {
   // A destructor cannot report; a failed finalize still frees the communicator.
   if (barrier_word_ != nullptr) cudaFree(barrier_word_);
+  if (comm_ == nullptr) return;  // aborted by synchronize()
   ncclCommFinalize(comm_);
   ncclCommDestroy(comm_);
 }
 
 void NcclCommunicator::check(int status, const char* collective) const {
+  if (comm_ == nullptr)
+    throw CommError(collective, name_, rank_, size_, "aborted",
+                    "the communicator was aborted by an earlier failure");
   const auto result = static_cast<ncclResult_t>(status);
   if (result == ncclSuccess) return;
   throw CommError(collective, name_, rank_, size_, result_name(result),
@@ -149,6 +156,35 @@ void NcclCommunicator::barrier() {
   check(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_),
         "barrier");
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void NcclCommunicator::synchronize(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const cudaError_t state = cudaStreamQuery(stream_);
+    if (state == cudaSuccess) return;
+    if (state != cudaErrorNotReady) SEXTANT_CUDA_CHECK(state);
+    ncclResult_t async_error = ncclSuccess;
+    check(ncclCommGetAsyncError(comm_, &async_error), "synchronize");
+    if (async_error != ncclSuccess && async_error != ncclInProgress) {
+      const std::string detail = ncclGetLastError(comm_);
+      ncclCommAbort(comm_);  // unblocks the stream's kernels
+      comm_ = nullptr;
+      throw CommError("synchronize", name_, rank_, size_, result_name(async_error),
+                      std::string(ncclGetErrorString(async_error)) + " (" + detail +
+                          "); the communicator was aborted");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      std::ostringstream why;
+      why << "the stream's collectives were not done within "
+          << std::chrono::duration<double>(timeout).count()
+          << " s (a rank that stopped or never called them?); the communicator was aborted";
+      throw CommError("synchronize", name_, rank_, size_, "timeout", why.str());
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, std::string name,

@@ -51,6 +51,7 @@ class NcclCommunicator final : public Communicator {
   void send_recv(const void* send_data, std::size_t send_count, int send_peer, void* recv_data,
                  std::size_t recv_count, int recv_peer, DataType type) override;
   void barrier() override;
+  void synchronize(std::chrono::milliseconds timeout) override;
   std::unique_ptr<Communicator> split(int color, int key, std::string name,
                                       cudaStream_t stream) override;
 

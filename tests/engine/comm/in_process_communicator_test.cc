@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -274,6 +275,24 @@ TEST_F(InProcessGroups, ARankThatNeverArrivesTimesOut) {
     cudaFree(buffer);
   }, std::chrono::milliseconds(200));
   EXPECT_EQ(error, "all_reduce on group 'world' (rank 0 of 2): timeout: 1 of 2 ranks arrived within 0.2 s");
+}
+
+TEST_F(InProcessGroups, SynchronizeWaitsForTheStreamOrTimesOut) {
+  // A host function that sleeps 300 ms holds the stream: a 50 ms synchronize
+  // fails naming the group, a 10 s one returns once the sleep is over.
+  std::string error;
+  run_in_process(1, [&](int, Communicator& comm) {
+    const auto sleep_300_ms = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+    SEXTANT_CUDA_CHECK(cudaLaunchHostFunc(comm.stream(), sleep_300_ms, nullptr));
+    try {
+      comm.synchronize(std::chrono::milliseconds(50));
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+    comm.synchronize(std::chrono::seconds(10));
+  });
+  EXPECT_EQ(error, "synchronize on group 'world' (rank 0 of 1): timeout: the stream's work was "
+                   "not done within 0.05 s");
 }
 
 TEST_F(InProcessGroups, ARecvWithoutASendTimesOut) {

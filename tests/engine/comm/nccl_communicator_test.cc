@@ -73,6 +73,8 @@ TEST_P(NcclWorldOfOne, EveryCollectiveIsACopy) {
   world_->send_recv(send, n, 0, recv, n, 0, type);
   EXPECT_EQ(read(recv, n), x) << "send_recv to itself";
   world_->barrier();
+  world_->all_reduce_sum(send, recv, n, type);
+  world_->synchronize(std::chrono::seconds(30));
   cudaFree(send);
   cudaFree(recv);
 }
