@@ -119,6 +119,11 @@ LaunchedJob join_launched_job(RunArguments& a) {
   LaunchedJob job;
 #ifdef SEXTANT_HAVE_NCCL
   job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
+#else
+  if (rank->world_size > 1)
+    throw_option_error("WORLD_SIZE", "",
+        std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
+        "(libnccl and nccl.h), so it runs one rank only");
 #endif
   if (rank->world_size > 1)
     throw_option_error("--layout", "",
