@@ -22,6 +22,13 @@ struct CUevent_st;
 
 namespace sextant::engine::data_parallel {
 
+/// All-reduce (zero=0: every rank gets every bucket's sum) or reduce-scatter
+/// (zero>=1, Megatron's distributed optimizer; Rajbhandari et al. 2020, ZeRO,
+/// Sec. 5.1: rank r of the group gets the sum of block r of each bucket, the
+/// part of the fp32 masters and Adam moments it updates; the rest of the
+/// bucket is left as it was).
+enum class Reduction { kAllReduce, kReduceScatter };
+
 struct GradientBucket {
   std::size_t begin = 0;     // first element in the flat gradient buffer
   std::size_t elements = 0;
@@ -32,7 +39,10 @@ class GradientReducer {
   /// `grads`: the flat fp32 gradient buffer on the device; `buckets`: disjoint
   /// ranges of it. `dp` should be bound to a stream of its own (not the
   /// compute stream), or nothing overlaps.
-  GradientReducer(comm::Communicator& dp, float* grads, std::vector<GradientBucket> buckets);
+  /// With kReduceScatter every bucket's size must be a multiple of the group
+  /// size (the parameter layout pads buckets so); std::invalid_argument otherwise.
+  GradientReducer(comm::Communicator& dp, float* grads, std::vector<GradientBucket> buckets,
+                  Reduction reduction = Reduction::kAllReduce);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -40,6 +50,9 @@ class GradientReducer {
   /// Backward has queued the last write to bucket `index` on `compute`: queue
   /// its all-reduce behind that write.
   void bucket_ready(int index, cudaStream_t compute);
+  /// The block of bucket `index` this rank owns after a reduce-scatter (all of
+  /// it after an all-reduce).
+  GradientBucket owned(int index) const;
   /// Makes `compute` wait for every reduction queued since the last finish.
   /// Throws std::logic_error naming the buckets not marked ready.
   void finish(cudaStream_t compute);
@@ -48,6 +61,7 @@ class GradientReducer {
   comm::Communicator& dp_;
   float* grads_;
   std::vector<GradientBucket> buckets_;
+  Reduction reduction_;
   std::vector<CUevent_st*> ready_;  // cudaEvent_t, one per bucket
   std::vector<bool> marked_;
   CUevent_st* done_ = nullptr;

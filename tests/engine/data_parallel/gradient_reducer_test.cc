@@ -70,6 +70,42 @@ TEST_P(GradientReducerTest, EveryRankEndsWithTheSumOfEveryBucket) {
   }
 }
 
+TEST_P(GradientReducerTest, ReduceScatterLeavesEachRankItsBlockOfTheSum) {
+  // Two buckets of 12·25 = 300 elements (divisible by dp = 1, 2, 3, 4):
+  // rank r's block [begin + r·300/dp, +300/dp) of each holds the sum.
+  const int dp = GetParam();
+  constexpr std::size_t kElements = 600;
+  const std::vector<GradientBucket> buckets{{0, 300}, {300, 300}};
+  std::vector<std::vector<float>> local(dp), result(dp);
+  for (auto& v : local) v = kernels::testing::random_float(rng(), kElements, 0.0, 1.0);
+  std::vector<std::vector<GradientBucket>> owned(dp);
+  comm::testing::run_in_process(dp, [&](int r, Communicator& comm) {
+    auto* grads = static_cast<float*>(comm::testing::to_device(local[r], DataType::kFp32));
+    {
+      GradientReducer reducer(comm, grads, buckets, Reduction::kReduceScatter);
+      reducer.bucket_ready(1, comm.stream());
+      reducer.bucket_ready(0, comm.stream());
+      reducer.finish(comm.stream());
+      owned[r] = {reducer.owned(0), reducer.owned(1)};
+      SEXTANT_CUDA_CHECK(cudaStreamSynchronize(comm.stream()));
+    }
+    result[r] = comm::testing::from_device(grads, kElements, DataType::kFp32);
+    cudaFree(grads);
+  });
+  const std::size_t block = 300 / dp;
+  for (int r = 0; r < dp; ++r) {
+    for (int b = 0; b < 2; ++b) {
+      EXPECT_EQ(owned[r][b].begin, b * 300 + r * block);
+      EXPECT_EQ(owned[r][b].elements, block);
+      for (std::size_t i = owned[r][b].begin; i < owned[r][b].begin + block; ++i) {
+        float want = local[0][i];
+        for (int j = 1; j < dp; ++j) want += local[j][i];
+        ASSERT_EQ(result[r][i], want) << "rank " << r << ", element " << i;
+      }
+    }
+  }
+}
+
 TEST_P(GradientReducerTest, FinishNamesTheBucketsNotMarked) {
   const int dp = GetParam();
   std::vector<std::string> errors(dp);
