@@ -1,10 +1,12 @@
 // `sextant run`: train a model on this machine's GPU with the engine.
 #include <algorithm>
+#include <iostream>
 #include <memory>
 #include <vector>
 #include <ostream>
 
 #include "engine/data/data_error.h"
+#include "engine/launch/run_launcher.h"
 #include "sim/core/config_error.h"
 #include "sim/core/layout_check.h"
 #include "sim/core/preset_catalog.h"
@@ -12,6 +14,9 @@
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
 #include "tools/run_settings.h"
+#ifdef SEXTANT_HAVE_NCCL
+#include "engine/comm/world_setup.h"
+#endif
 
 namespace sextant::tools {
 
@@ -23,6 +28,7 @@ struct RunArguments {
   int global_batch = 0;
   long seq_length = 0;
   RunSettings settings;
+  engine::launch::LaunchOptions launch;
 };
 
 // The layout: micro-batch, global batch and recompute; everything that needs
@@ -104,6 +110,53 @@ std::unique_ptr<engine::data::TokenBatches> open_data(const RunSettings& s, int 
   }
 }
 
+// A process a launcher started (--nproc-per-node, Slurm, Open MPI): meet the
+// other ranks, join NCCL and split the parallel groups (rank 0 prints the rank
+// map), train on the rank's GPU. The engine trains a world of one so far.
+struct LaunchedJob {
+#ifdef SEXTANT_HAVE_NCCL
+  std::unique_ptr<engine::comm::JobCommunicators> communicators;
+#endif
+};
+
+LaunchedJob join_launched_job(RunArguments& a) {
+  const auto rank = engine::launch::rank_environment(engine::launch::process_environment());
+  if (!rank) return {};
+  const sim::ParallelLayout layout =
+      engine::launch::layout_for_world(sim::parse_layout(a.layout), rank->world_size);
+  LaunchedJob job;
+#ifdef SEXTANT_HAVE_NCCL
+  job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
+#else
+  if (rank->world_size > 1)
+    throw_option_error("WORLD_SIZE", "",
+        std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
+        "(libnccl and nccl.h), so it runs one rank only");
+#endif
+  if (rank->world_size > 1)
+    throw_option_error("--layout", "",
+        layout.to_spec() + ": the " + std::to_string(rank->world_size) +
+            " ranks met and their tp/cp/ep/dp/pp groups are ready, but the engine trains a "
+            "layout of one GPU so far (issue 13)");
+  a.settings.device = rank->local_rank;
+  return job;
+}
+
+void add_launch_options(CLI::App& cmd, engine::launch::LaunchOptions& launch) {
+  cmd.add_option("--nproc-per-node", launch.nproc_per_node,
+                 "start N processes on this node, one per GPU, and supervise them (one fails:\n"
+                 "all stop; Ctrl-C: all stop); under Slurm or mpirun leave it out")
+      ->check(CLI::PositiveNumber);
+  cmd.add_flag("--print-sbatch", launch.print_sbatch,
+               "print a Slurm batch script that runs this command on --nodes nodes of\n"
+               "--gpus-per-node GPUs (one task per GPU), instead of running it");
+  cmd.add_option("--nodes", launch.nodes, "with --print-sbatch: nodes")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd.add_option("--gpus-per-node", launch.gpus_per_node, "with --print-sbatch: GPUs (tasks) per node")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cmd.add_option("--time", launch.time_limit, "with --print-sbatch: the job's time limit, HH:MM:SS");
+}
+
 }  // namespace
 
 CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
@@ -180,7 +233,14 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                 "launch every kernel of every step from the host instead of replaying one "
                 "CUDA graph of the forward and backward");
   cmd->add_option("--timing-file", s.timing_file, "write per-task times of the last step as CSV (implies --timing)");
+  add_launch_options(*cmd, a->launch);
   return [a, &common](std::ostream& out) {
+    if (const auto code = engine::launch::launch_or_continue(
+            a->launch, engine::launch::process_environment(),
+            engine::launch::this_process_arguments(), engine::launch::this_executable(), out,
+            std::cerr))
+      return *code;
+    const LaunchedJob job = join_launched_job(*a);
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
     return run_training(run, out);
   };

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
 
 namespace sextant::engine {
 
@@ -46,10 +47,17 @@ struct TransformerShape {
   std::int64_t tokens() const { return static_cast<std::int64_t>(micro_batch) * seq; }
 };
 
-/// The shape of `model` at `micro_batch` sequences of `seq_length` tokens.
-/// Never throws; transformer_shape_problems says whether the engine can run it.
+/// The shape of `model` at `micro_batch` sequences of `seq_length` tokens on
+/// one GPU. Never throws; transformer_shape_problems says whether the engine
+/// can run it.
 TransformerShape transformer_shape_of(const sim::ModelConfig& model, int micro_batch,
                                       int seq_length);
+
+/// One rank's shard under `layout` (heads, query groups and ffn divided by tp,
+/// seq by cp), from the simulator's sim::layer_shape, so the engine's GEMMs are
+/// the ones the simulator costs. With tp = cp = 1 it is the whole model.
+TransformerShape transformer_shape_of(const sim::ModelConfig& model,
+                                      const sim::ParallelLayout& layout);
 
 /// Why the engine cannot train `shape`, one line each ("head dimension 96: the
 /// attention kernel takes 64 or 128"); empty when it can.

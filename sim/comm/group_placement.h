@@ -6,6 +6,10 @@
 // and spans size/(members per node) nodes (Megatron-Core parallel_state).
 #pragma once
 
+#include <string_view>
+
+#include "sim/core/parallel_layout.h"
+
 namespace sextant::sim {
 
 struct GroupPlacement {
@@ -16,5 +20,31 @@ struct GroupPlacement {
 };
 
 GroupPlacement place_group(int size, int stride, int gpus_per_node);
+
+/// Where one global rank sits in each parallel dimension. Dense layers number
+/// ranks tp-cp-dp-pp, tp fastest: rank = tp + tp_size·(cp + cp_size·(dp +
+/// dp_size·pp)). Expert layers fold each stage's tp·cp·dp ranks as etp-ep-edp
+/// (Megatron-Core RankGenerator, MoE parallel folding), so `ep` is the rank's
+/// expert-parallel index and `edp`, `etp` its expert data/tensor indices.
+struct RankCoordinates {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+  int etp = 0, ep = 0, edp = 0;
+};
+
+/// The parallel dimensions a communicator group spans.
+enum class ParallelGroup { kTp, kCp, kEp, kDp, kPp };
+std::string_view to_string(ParallelGroup group);
+
+/// Coordinates of `rank` (0 <= rank < layout.total_gpus()).
+RankCoordinates rank_coordinates(int rank, const ParallelLayout& layout);
+
+/// Which group of kind `group` holds `rank`, and the rank's place in it: two
+/// ranks share a group exactly when their `color` is equal, and `key` is the
+/// rank's coordinate along the group (what ncclCommSplit takes).
+struct GroupMembership {
+  int color = 0;
+  int key = 0;
+};
+GroupMembership group_membership(int rank, const ParallelLayout& layout, ParallelGroup group);
 
 }  // namespace sextant::sim

@@ -1,6 +1,7 @@
 #include "sim/compute/layer_time.h"
 
 #include "sim/compute/gemm_time.h"
+#include "sim/core/layer_shape.h"
 #include "sim/flops/model_flops.h"
 
 namespace sextant::sim {
@@ -61,8 +62,9 @@ void add_mlp(PassTime& t, const ModelConfig& m, double tokens, double ffn, doubl
 void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout& l,
                         const DeviceRates& r) {
   const double s = static_cast<double>(m.seq_length);
-  const double d = m.kv_channels;
-  const double heads = static_cast<double>(m.num_attention_heads) / l.tp;
+  const LayerShape shape = layer_shape(m, l);
+  const double d = shape.head_dim;
+  const double heads = shape.heads;
   const double before = t.forward_s;
   const double before_backward = t.backward_s;
   if (l.attention == AttentionKernel::kFlash) {
@@ -147,23 +149,23 @@ void add_fp8_conversions(PassTime& t, const ModelConfig& m, const ParallelLayout
 PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
                     bool moe_layer) {
   PassTime t;
-  const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
-  const double h = static_cast<double>(m.hidden_size);
-  const double q = static_cast<double>(m.query_width());
-  const double kv = static_cast<double>(m.kv_width());
+  const LayerShape shape = layer_shape(m, l);  // one rank's shard, as the engine runs it
+  const double T = static_cast<double>(shape.tokens);
+  const double h = static_cast<double>(shape.hidden);
   const double tp = l.tp;
   // Without sequence parallelism every TP rank runs the norms and dropouts on all T tokens.
-  const double W = T * h / (l.sp ? tp : 1.0);
+  const double W = shape.norm_tokens() * h;
   const double dropout_add_bytes = m.hidden_dropout > 0 ? 7.0 : 6.0;  // x, residual in; out (+mask)
 
   // Attention block: norm (read+write 2+2 bytes), QKV, core, projection, dropout-add.
   add_elementwise(t, 4.0 * W, 1, r);
-  add_linear(t, T, (q + 2 * kv) / tp, h, 1, r);
+  add_linear(t, T, static_cast<double>(shape.qkv_width()), h, 1, r);
   if (m.position_embedding == PositionEmbedding::kRope) {
-    add_elementwise(t, 2.0 * 2.0 * T * (q + kv) / tp, 1, r);  // rotate Q and K in place
+    // rotate Q and K in place
+    add_elementwise(t, 2.0 * 2.0 * T * static_cast<double>(shape.q_width() + shape.kv_width()), 1, r);
   }
   add_attention_core(t, m, l, r);
-  add_linear(t, T, h, q / tp, 1, r);
+  add_linear(t, T, h, static_cast<double>(shape.q_width()), 1, r);
   add_elementwise(t, dropout_add_bytes * W, 1, r);
   t.attention_forward_s = t.forward_s;
   t.attention_backward_s = t.backward_s;

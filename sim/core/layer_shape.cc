@@ -1,0 +1,19 @@
+#include "sim/core/layer_shape.h"
+
+namespace sextant::sim {
+
+LayerShape layer_shape(const ModelConfig& m, const ParallelLayout& l) {
+  LayerShape s;
+  s.tp = l.tp;
+  s.sp = l.sp;
+  s.hidden = m.hidden_size;
+  s.head_dim = m.kv_channels;
+  s.heads = m.num_attention_heads / l.tp;
+  s.kv_heads = m.num_query_groups / l.tp;
+  s.ffn = m.ffn_hidden_size / l.tp;
+  s.swiglu = m.activation == Activation::kSwiglu;
+  s.tokens = static_cast<std::int64_t>(l.mbs) * m.seq_length / l.cp;
+  return s;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,48 @@
+#include "engine/model/transformer_shape.h"
+
+#include <gtest/gtest.h>
+
+namespace sextant::engine {
+namespace {
+
+sim::ModelConfig gpt_like() {
+  // GPT-3 1.3B's widths: h 2048, 16 heads of 128, ffn 8192, vocab 51200, seq 2048.
+  sim::ModelConfig m;
+  m.num_layers = 24;
+  m.hidden_size = 2048;
+  m.ffn_hidden_size = 8192;
+  m.num_attention_heads = 16;
+  m.num_query_groups = 16;
+  m.kv_channels = 128;
+  m.vocab_size = 51200;
+  m.seq_length = 2048;
+  return m;
+}
+
+TEST(TransformerShape, OneGpuIsTheWholeModel) {
+  const TransformerShape s = transformer_shape_of(gpt_like(), 4, 1024);
+  EXPECT_EQ(s.heads, 16);
+  EXPECT_EQ(s.ffn_hidden, 8192);
+  EXPECT_EQ(s.qkv_width(), 3 * 2048);
+  EXPECT_EQ(s.seq, 1024);  // the seq_length argument overrides the model's
+  EXPECT_EQ(s.tokens(), 4 * 1024);
+}
+
+TEST(TransformerShape, ATensorParallelRankHoldsItsShard) {
+  // tp=2, cp=2: 16/2 = 8 heads (QKV 3·8·128 = 3072 columns), ffn 8192/2 = 4096,
+  // 2048/2 = 1024 tokens of each sequence; the hidden size stays 2048.
+  sim::ParallelLayout l;
+  l.tp = 2, l.cp = 2, l.mbs = 2;
+  const TransformerShape s = transformer_shape_of(gpt_like(), l);
+  EXPECT_EQ(s.heads, 8);
+  EXPECT_EQ(s.kv_heads, 8);
+  EXPECT_EQ(s.qkv_width(), 3072);
+  EXPECT_EQ(s.ffn_hidden, 4096);
+  EXPECT_EQ(s.fc1_width(), 4096);
+  EXPECT_EQ(s.hidden, 2048);
+  EXPECT_EQ(s.seq, 1024);
+  EXPECT_EQ(s.tokens(), 2 * 1024);
+}
+
+}  // namespace
+}  // namespace sextant::engine
