@@ -21,7 +21,8 @@ auto knobs(const ParallelLayout& l) {
   return std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.vpp, l.ep, l.etp, l.mbs, l.sp,
                          static_cast<int>(l.recompute), l.zero, static_cast<int>(l.schedule),
                          static_cast<int>(l.precision), static_cast<int>(l.attention),
-                         l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap);
+                         l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap,
+                         static_cast<int>(l.fsdp));
 }
 
 // What one worker found.

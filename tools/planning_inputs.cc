@@ -47,7 +47,8 @@ void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_requ
                  "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1), recompute (none|selective|full),\n"
                  "dist_opt (0|1), zero (0-3), schedule (1f1b|1f1b-interleaved|gpipe|zb-h1),\n"
                  "precision (bf16|fp16|fp8; default bf16), attention (flash|unfused; default flash),\n"
-                 "overlap_grad_reduce, overlap_param_gather, tp_comm_overlap (0|1)");
+                 "overlap_grad_reduce, overlap_param_gather, tp_comm_overlap (0|1),\n"
+                 "fsdp (megatron-fsdp|fsdp2|deepspeed-zero3; with zero=3, default megatron-fsdp)");
   cmd.add_option("--global-batch", a.global_batch,
                  "global batch in sequences (same as gbs= in --layout)")
       ->check(CLI::PositiveNumber);

@@ -45,6 +45,7 @@ std::string short_layout(const sim::ParallelLayout& l) {
   if (l.sp) out += " sp";
   out += " rc=" + std::string(sim::to_string(l.recompute));
   out += " zero=" + std::to_string(l.zero);
+  if (l.zero >= 3) out += " " + std::string(sim::to_string(l.fsdp));
   if (l.precision != sim::Precision::kBf16) out += " " + std::string(sim::to_string(l.precision));
   std::string overlaps;
   if (l.overlap_grad_reduce) overlaps += "g";

@@ -45,7 +45,8 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"attention", sim::to_string(l.attention)},
           {"overlap_grad_reduce", l.overlap_grad_reduce},
           {"overlap_param_gather", l.overlap_param_gather},
-          {"tp_comm_overlap", l.tp_comm_overlap}};
+          {"tp_comm_overlap", l.tp_comm_overlap},
+          {"fsdp", sim::to_string(l.fsdp)}};
 }
 
 nlohmann::json simulation_json(const SimulationContext& c, const sim::SimulationResult& r) {

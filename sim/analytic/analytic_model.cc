@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/analytic/fsdp_exposure.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
@@ -178,10 +179,21 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   const DataParallelComm dp = data_parallel_comm(params.dense, params.expert, l, cluster, links);
   double exposed_dp_s = 0;
   if (l.zero >= 3) {
-    // FSDP / ZeRO-3: gather weights for forward and again for backward, reduce-scatter
-    // gradients, every micro-batch, prefetched behind that micro-batch's compute.
-    const double per_microbatch = 2.0 * dp.param_gather_s + dp.grad_reduce_s;
-    exposed_dp_s = microbatches * std::max(0.0, per_microbatch - slowest.total()) + dp.bucket_s;
+    // FSDP / ZeRO-3: per-unit gathers forward and backward and per-unit
+    // reduce-scatters, every micro-batch, as far ahead as the implementation
+    // prefetches (fsdp_exposure.h).
+    auto unit_compute = [&](const LayerCosts& layer) {
+      StageTime one;
+      add_layers(one, layer, 1, l);
+      // Exposed TP/CP/EP split between the passes as the compute is.
+      const double share = one.forward_s / std::max(one.forward_s + one.backward_s, 1e-30);
+      return UnitCompute{one.forward_s + share * (one.tp_s + one.cp_s + one.ep_s),
+                         one.backward_s + (1.0 - share) * (one.tp_s + one.cp_s + one.ep_s)};
+    };
+    const FsdpStepCompute compute{unit_compute(dense), unit_compute(moe),
+                                  {embedding.forward_s, embedding.backward_s},
+                                  {output.forward_s, output.backward_s}};
+    exposed_dp_s = fsdp_exposed_s(m, l, cluster, links, compute);
   } else {
     // Megatron reduces gradients bucket by bucket during the last micro-batch's
     // backward, and gathers the updated weights during the next step's first

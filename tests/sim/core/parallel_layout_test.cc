@@ -30,7 +30,7 @@ Lines errors(std::string_view spec, std::string_view source = "--layout") {
 
 const std::string kKnobs =
     "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, precision, "
-    "attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap";
+    "attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, fsdp";
 
 TEST(ParseLayout, EmptySpecLeavesEveryKnobToTheSearch) {
   const PartialLayout p = parse_layout("");
