@@ -161,15 +161,30 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   }
 
   // Pipeline sends: blocking in 1F1B and GPipe, one activation forward and one
-  // gradient backward per micro-batch along the critical path; the interleaved
-  // schedule overlaps them with compute except while filling and draining.
+  // gradient backward per micro-batch along the critical path. ZB-H1 sends
+  // without blocking (Qi et al. 2023's schedule overlaps them): only the fill
+  // and the drain wait for them.
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
-  // ZB-H1 sends without blocking as well (Qi et al. 2023's schedule overlaps them).
-  const bool overlapped_sends =
-      l.schedule == Schedule::kInterleaved || l.schedule == Schedule::kZeroBubbleH1;
-  const double exposed_pp_s = overlapped_sends
-                                  ? 2.0 * (l.pp - 1) * p2p_s
-                                  : 2.0 * (microbatches + l.pp - 1) * p2p_s;
+  double exposed_pp_s = 2.0 * (microbatches + l.pp - 1) * p2p_s;
+  if (l.schedule == Schedule::kZeroBubbleH1) exposed_pp_s = 2.0 * (l.pp - 1) * p2p_s;
+  if (l.schedule == Schedule::kInterleaved) {
+    // Interleaved 1F1B with --overlap-p2p-communication (Narayanan et al. 2021,
+    // Sec. 2.2.2; Megatron-Core forward_backward_pipelining_with_interleaving):
+    // a micro-batch crosses p·v − 1 virtual-stage boundaries each way, not p − 1,
+    // and every chunk switch is a send of the same size (activations do not
+    // shrink with the chunk). What is hidden: a send behind the other chunks'
+    // compute in the steady state. What is not: the boundaries the first
+    // micro-batch's forward and the last one's backward cross while the
+    // pipeline fills and drains (each waits for its send), and, once a chunk's
+    // forward + backward is shorter than the two sends the stage's link carries
+    // for it (one activation forward, one gradient backward), the excess on
+    // every chunk of every micro-batch. Both grow with v, so more chunks never
+    // cost less in sends.
+    const double crossings = static_cast<double>(l.pp) * v - 1.0;
+    const double chunk_s = slowest.total() / v;
+    exposed_pp_s = 2.0 * crossings * p2p_s +
+                   microbatches * v * std::max(0.0, 2.0 * p2p_s - chunk_s);
+  }
 
   // Data-parallel sync of the stage holding most weights (first or last).
   const StageParams params_first = stage_params_per_gpu(m, l, 0);
