@@ -112,10 +112,9 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
 
   // The event engine re-scores the analytical search's best candidates (at least 8).
   const bool event = o.engine == "event";
-  constexpr int kEventCandidates = 8;
   search::SearchOptions options;
   options.constraints = constraints;
-  options.top = event ? std::max(o.top, kEventCandidates) : o.top;
+  options.top = event ? std::max(o.top, search::kEventCandidates) : o.top;
   options.keep_all = o.format == "csv";
   options.threads = o.threads;
   if (o.format == "table") options.progress = progress_bar();
