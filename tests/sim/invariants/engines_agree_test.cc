@@ -1,0 +1,81 @@
+// The analytical and the event-driven engine model the same thing (one cost
+// model, one Plan), so their step times must agree within a stated bound: on
+// every dev-case layout (validation/dev_cases.yaml, unpublished knobs completed
+// by the search as `sextant validate` completes them; memory fit not required,
+// so the FP8 cases refused for memory are compared too) and on a sample of the
+// generated grid. A failure names the case and the layout.
+//
+// The bounds: kDevCaseAgreement, kGridAgreement. What separates the engines: the analytical
+// bubble is (Σ stages − slowest)/v, the event engine plays chunks whose first
+// and last carry the embedding and output layer (heavier than the rest at large
+// v); FSDP's closed form ignores how far a deep prefetch borrows link time across
+// the forward/backward boundary (sim/analytic/fsdp_exposure.h).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "reports/validation_cases.h"
+#include "search/complete_layout.h"
+#include "sim/analytic/analytic_model.h"
+#include "sim/core/preset_catalog.h"
+#include "sim/event/event_simulation.h"
+#include "tests/sim/invariants/invariant_grid.h"
+
+namespace sextant::testing {
+namespace {
+
+/// |event / analytic − 1| allowed on the dev-case layouts. Measured when this
+/// suite was written: at most 2.9 % (megatron_h100_weak_32B), 23 of the 34
+/// layouts below 0.1 %.
+constexpr double kDevCaseAgreement = 0.05;
+/// The same on the sampled grid: median 0.9 %, p90 9.5 %, at most 16 % (109
+/// layouts). Everything above 10 % is a small model at tp=8 with
+/// --tp-comm-overlap, whose tiny GEMMs hide little: the analytical model
+/// exposes max(c/tp, c − GEMMs) of the TP collectives c, the Plan a fixed
+/// tail of c/tp beside a block that is shorter than the rest (task_costs.h).
+constexpr double kGridAgreement = 0.20;
+
+double disagreement(const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
+                    const sim::CostProfile& profile, const sim::ParallelLayout& l) {
+  sim::EventOptions options;
+  options.critical_path = false;
+  const double analytic = sim::simulate_analytic(model, cluster, profile, l).step_time_s;
+  const double event = sim::simulate_event(model, cluster, profile, l, options).result.step_time_s;
+  return std::abs(event / analytic - 1.0);
+}
+
+TEST(EnginesAgree, OnEveryDevCaseLayout) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const auto cases = reports::load_validation_cases(std::string(SEXTANT_TEST_SOURCE_DIR) +
+                                                    "/validation/dev_cases.yaml");
+  int compared = 0;
+  for (const reports::ValidationCase& c : cases) {
+    const sim::ClusterConfig cluster = catalog.cluster(c.cluster_preset);
+    const sim::CostProfile profile = catalog.profile("", cluster.gpu.name);
+    const search::Completion completion =
+        search::complete_layout(c.model, cluster, profile, c.num_gpus, c.layout, {}, false);
+    if (!completion.best) continue;  // no valid layout (e.g. an uneven pipeline split)
+    const sim::ParallelLayout& l = completion.best->layout;
+    EXPECT_LE(disagreement(c.model, cluster, profile, l), kDevCaseAgreement)
+        << c.id << " " << l.to_spec();
+    ++compared;
+  }
+  EXPECT_GE(compared, 30) << "of " << cases.size() << " dev cases";
+}
+
+class EnginesAgreeOnGrid : public ::testing::TestWithParam<GridCase> {};
+
+TEST_P(EnginesAgreeOnGrid, WithinTheStatedBound) {
+  const GridCase& c = GetParam();
+  const GridHardware& h = grid_hardware();
+  EXPECT_LE(disagreement(c.model, h.cluster, h.profile, c.layout), kGridAgreement)
+      << c.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Sample, EnginesAgreeOnGrid, ::testing::ValuesIn(sampled_grid(7)),
+                         [](const ::testing::TestParamInfo<GridCase>& info) {
+                           return grid_case_name(info.param, info.index);
+                         });
+
+}  // namespace
+}  // namespace sextant::testing
