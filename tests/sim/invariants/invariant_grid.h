@@ -1,4 +1,5 @@
-// The generated grid the invariant (metamorphic) suites run over: model presets
+// The generated grid the invariant (metamorphic) suites run over, one test per
+// model preset looping over its layouts (a failure names both): model presets
 // (GPT and Llama sizes, Mixtral) crossed with layouts of every kind the
 // simulator models (tp, pp with and without interleaving, dp, ZeRO 0/1/3,
 // recomputation, micro-batch size, expert parallelism for Mixtral), on DGX H100
@@ -30,18 +31,24 @@ struct GridHardware {
 };
 const GridHardware& grid_hardware();
 
-/// The whole grid (built once; about a thousand cases).
-const std::vector<GridCase>& invariant_grid();
+/// The grid's model presets, for INSTANTIATE_TEST_SUITE_P: cheap to list, so
+/// that every test process (ctest runs each test in its own) starts fast.
+std::vector<std::string> grid_models();
+/// The presets small enough (at most 8B) for the event engine's checks.
+std::vector<std::string> small_grid_models();
 
-/// The grid's cases whose layout satisfies `keep`.
-std::vector<GridCase> grid_where(bool (*keep)(const sim::ParallelLayout&));
+/// Every valid layout of the grid for model preset `model` (about 100-200).
+std::vector<GridCase> grid_cases(const std::string& model);
 
-/// A small deterministic sample of the grid (every `stride`-th case of the
-/// models at most 8B), for the slower event-engine checks.
-std::vector<GridCase> sampled_grid(std::size_t stride);
+/// The cases of `model` whose layout satisfies `keep`.
+std::vector<GridCase> grid_cases_where(const std::string& model,
+                                       bool (*keep)(const sim::ParallelLayout&));
 
-/// A gtest parameter name: the case's index, model and main knobs, [A-Za-z0-9_] only.
-std::string grid_case_name(const GridCase& c, std::size_t index);
+/// Every `stride`-th case of `model`: a deterministic sample.
+std::vector<GridCase> sampled_cases(const std::string& model, std::size_t stride);
+
+/// A gtest parameter name for a model preset: [A-Za-z0-9_] only.
+std::string grid_model_name(const std::string& model);
 
 /// Whether `layout` is valid for `model` on the grid's cluster.
 bool grid_valid(const sim::ModelConfig& model, const sim::ParallelLayout& layout);
