@@ -5,6 +5,8 @@
 #include <cctype>
 #include <sstream>
 
+#include "reports/case_recipe.h"
+#include "reports/validation_groups.h"
 #include "sim/core/config_error.h"
 #include "sim/core/strict_yaml.h"
 
@@ -53,6 +55,8 @@ ValidationCase read_case(StrictMap& c) {
   out.num_gpus = static_cast<long>(c.required_int("num_gpus"));
   const std::string source = c.optional_string("source").value_or("");
   const std::string notes = c.optional_string("notes").value_or("");
+  out.source_group = source_group(source);
+  out.framework = framework_of(source);
 
   StrictMap model = c.child("model");
   sim::ModelConfig& m = out.model;
@@ -72,8 +76,7 @@ ValidationCase read_case(StrictMap& c) {
       m.num_attention_heads < 1 || m.vocab_size < 1 || m.seq_length < 1) {
     c.report("model", "layers, hidden, ffn_hidden, heads, vocab and seq_len must be positive");
   }
-  // The cases are GPT-style Megatron models (GeLU, LayerNorm, learned positions,
-  // dropout 0.1); the embedding tie only moves memory, untied is the conservative choice.
+  apply_architecture(model_family_of(out.id, source), m);
   if (auto experts = model.optional_int("num_experts")) {
     sim::MoeConfig e;
     e.num_experts = static_cast<int>(*experts);
@@ -91,7 +94,9 @@ ValidationCase read_case(StrictMap& c) {
   l.cp = optional_count(parallel, "cp");
   l.ep = optional_count(parallel, "ep");
   l.sp = parallel.optional_bool("sp");
+  bool zero_stated = false;
   if (auto zero = parallel.optional_string("zero")) {
+    zero_stated = true;
     if (zero->find("distributed optimizer") != std::string::npos) l.zero = 1;
     else if (*zero == "0" || *zero == "1" || *zero == "2" || *zero == "3") l.zero = std::stoi(*zero);
     else parallel.report("zero", "got '" + *zero + "'; accepted: 0-3 or text naming the 'distributed optimizer'");
@@ -113,9 +118,13 @@ ValidationCase read_case(StrictMap& c) {
   else if (starts_with(precision, "bf16")) l.precision = sim::Precision::kBf16;
   else c.report("precision", "got '" + precision + "'; accepted: text starting with bf16, fp16 or fp8");
 
-  l.overlap_grad_reduce = notes.find("--overlap-grad-reduce") != std::string::npos;
-  l.overlap_param_gather = notes.find("--overlap-param-gather") != std::string::npos;
-  l.tp_comm_overlap = notes.find("--tp-comm-overlap") != std::string::npos;
+  if (follows_nemo_recipe(source)) {
+    apply_nemo_recipe(l, zero_stated);
+  } else {
+    l.overlap_grad_reduce = notes.find("--overlap-grad-reduce") != std::string::npos;
+    l.overlap_param_gather = notes.find("--overlap-param-gather") != std::string::npos;
+    l.tp_comm_overlap = notes.find("--tp-comm-overlap") != std::string::npos;
+  }
   const int year = source_year(source);
   l.attention = year > 0 && year < 2022 ? sim::AttentionKernel::kUnfused
                                         : sim::AttentionKernel::kFlash;

@@ -23,6 +23,8 @@ struct ValidationCase {
   std::string id;
   std::string gpu;              // as the case names it, e.g. "H100-SXM-80GB"
   std::string cluster_preset;   // the cluster preset for that GPU, e.g. "dgx-h100"
+  std::string framework;        // configs/frameworks preset that ran it; empty: the profile's own
+  std::string source_group;     // the publication, e.g. "NVIDIA/NeMo docs/source/..." (validation_groups.h)
   long num_gpus = 0;
   sim::ModelConfig model;
   sim::PartialLayout layout;    // unpublished knobs left empty, for the search

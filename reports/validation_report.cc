@@ -31,7 +31,8 @@ ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
     CaseOutcome outcome{c, std::nullopt, "", 0.0};
     try {
       const sim::ClusterConfig cluster = catalog.cluster(c.cluster_preset);
-      const sim::CostProfile profile = catalog.profile(profile_path, cluster.gpu.name);
+      sim::CostProfile profile = catalog.profile(profile_path, cluster.gpu.name);
+      if (!c.framework.empty()) profile = sim::with_framework(profile, catalog.framework(c.framework));
       const search::Completion completion =
           search::complete_layout(c.model, cluster, profile, c.num_gpus, c.layout);
       if (completion.best && engine == PredictionEngine::kEvent) {

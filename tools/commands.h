@@ -22,5 +22,8 @@ CommandRunner add_validate_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_search_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_preprocess_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_run_command(CLI::App& app, const CommonOptions& common);
+CommandRunner add_report_command(CLI::App& app, const CommonOptions& common);
+/// argc/argv: recorded in the profile as the command that made it.
+CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, int argc, char** argv);
 
 }  // namespace sextant::tools

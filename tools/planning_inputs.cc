@@ -12,6 +12,7 @@ PlanningInputs load_planning_inputs(const std::string& configs_dir, const Planni
   if (a.seq_length > 0) in.model.seq_length = a.seq_length;
   in.cluster = catalog.cluster(a.cluster);
   in.profile = catalog.profile(a.profile, in.cluster.gpu.name);
+  if (!a.framework.empty()) in.profile = sim::with_framework(in.profile, catalog.framework(a.framework));
   in.layout = sim::parse_layout(a.layout);
   if (a.global_batch > 0) {
     if (in.layout.gbs && *in.layout.gbs != a.global_batch) {
@@ -56,6 +57,11 @@ void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_requ
       ->check(CLI::PositiveNumber);
   cmd.add_option("--profile", a.profile,
                  "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
+  cmd.add_option("--framework", a.framework,
+                 "training software whose sustained compute rate to assume (configs/frameworks):\n"
+                 "megatron-core-0.8 (Megatron-LM's 2024 H100 runs), nemo-24.07 (NeMo's FP8\n"
+                 "performance recipes), megatron-lm-2021 (Narayanan et al. 2021 on A100);\n"
+                 "default: the profile's own (Megatron-Core 0.8 for the datasheet profiles)");
 }
 
 void check_gpu_count(long gpus, const sim::ClusterConfig& cluster) {

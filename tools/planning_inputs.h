@@ -16,6 +16,7 @@ struct PlanningArguments {
   std::string model;
   std::string cluster;
   std::string profile;     // empty: the GPU's default profile
+  std::string framework;   // empty: the profile's own sustained fraction
   std::string layout;      // --layout spec
   int global_batch = 0;    // 0: take gbs from the layout
   long seq_length = 0;     // 0: the model's
@@ -34,7 +35,7 @@ PlanningInputs load_planning_inputs(const std::string& configs_dir,
                                     const PlanningArguments& arguments);
 
 /// Registers --model, --cluster, --layout, --global-batch, --seq-length and
-/// --profile on `command`; with `presets_required` --model and --cluster must be given.
+/// --profile and --framework on `command`; with `presets_required` --model and --cluster must be given.
 void add_planning_options(CLI::App& command, PlanningArguments& arguments, bool presets_required);
 
 /// Throws unless the cluster has `gpus` GPUs.

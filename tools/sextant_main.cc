@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   tools::CommandRunner search = tools::add_search_command(app, common);
   tools::CommandRunner preprocess = tools::add_preprocess_command(app, common);
   tools::CommandRunner run = tools::add_run_command(app, common);
+  tools::CommandRunner report = tools::add_report_command(app, common);
+  tools::CommandRunner calibrate = tools::add_calibrate_command(app, common, argc, argv);
 
   try {
     app.parse(argc, argv);
@@ -45,10 +47,12 @@ int main(int argc, char** argv) {
   try {
     int code = 0;
     if (app.got_subcommand("run")) return run(std::cout);
+    if (app.got_subcommand("calibrate")) return calibrate(std::cout);
     if (app.got_subcommand("simulate")) code = simulate(out);
     else if (app.got_subcommand("validate")) code = validate(out);
     else if (app.got_subcommand("search")) code = search(out);
     else if (app.got_subcommand("preprocess")) code = preprocess(out);
+    else if (app.got_subcommand("report")) code = report(out);
     std::cout << out.str();
     return code;
   } catch (const sim::ConfigError& e) {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "reports/validation_groups.h"
 #include "reports/validation_report.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
@@ -50,6 +51,23 @@ void print_table(const reports::ValidationSummary& s, std::ostream& out) {
   out << "\n" << s.predicted << " of " << s.outcomes.size() << " cases predicted. |step-time error|: median "
       << fixed("%.1f%%", 100 * s.median_abs_error) << ", p90 " << fixed("%.1f%%", 100 * s.p90_abs_error)
       << ", worst " << fixed("%.1f%%", 100 * s.worst_abs_error) << " (" << s.worst_case_id << ")\n";
+  out << "\nby group of cases (|step-time error|):\n";
+  std::snprintf(row, sizeof row, "  %-10s %-46s %9s %7s %7s %7s\n", "group", "", "predicted",
+                "median", "p90", "worst");
+  out << row;
+  for (const reports::GroupSummary& g : reports::summarize_by_group(s)) {
+    const std::string count = std::to_string(g.predicted) + "/" + std::to_string(g.cases);
+    const std::string name = g.name.size() > 46 ? g.name.substr(0, 43) + "..." : g.name;
+    if (g.predicted == 0) {
+      std::snprintf(row, sizeof row, "  %-10s %-46s %9s %7s %7s %7s\n", g.dimension.c_str(),
+                    name.c_str(), count.c_str(), "-", "-", "-");
+    } else {
+      std::snprintf(row, sizeof row, "  %-10s %-46s %9s %6.1f%% %6.1f%% %6.1f%%\n",
+                    g.dimension.c_str(), name.c_str(), count.c_str(), 100 * g.median_abs_error,
+                    100 * g.p90_abs_error, 100 * g.worst_abs_error);
+    }
+    out << row;
+  }
 }
 
 nlohmann::json summary_json(const reports::ValidationSummary& s) {
@@ -68,7 +86,18 @@ nlohmann::json summary_json(const reports::ValidationSummary& s) {
     }
     cases.push_back(c);
   }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const reports::GroupSummary& g : reports::summarize_by_group(s)) {
+    groups.push_back({{"dimension", g.dimension},
+                      {"name", g.name},
+                      {"cases", g.cases},
+                      {"predicted", g.predicted},
+                      {"median_abs_error", g.median_abs_error},
+                      {"p90_abs_error", g.p90_abs_error},
+                      {"worst_abs_error", g.worst_abs_error}});
+  }
   return {{"cases", cases},
+          {"groups", groups},
           {"predicted", s.predicted},
           {"median_abs_error", s.median_abs_error},
           {"p90_abs_error", s.p90_abs_error},

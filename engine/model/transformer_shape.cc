@@ -33,6 +33,8 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
     if (!ok) problems.push_back(std::move(what));
   };
   need(!model.moe, "mixture-of-experts layers: the engine trains dense models only so far");
+  need(model.activation != sim::Activation::kSquaredRelu,
+       "activation squared_relu: the engine has GELU and SwiGLU kernels only so far");
   need(s.head_dim > 0 && s.head_dim <= 128 && s.head_dim % 8 == 0,
        "head dimension (kv_channels) " + std::to_string(s.head_dim) +
            ": the attention kernels take multiples of 8 up to 128 (64 and 128 natively, others "

@@ -97,6 +97,39 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
   t.attention_core_backward_s += t.backward_s - before_backward;
 }
 
+
+// FP8 as Transformer Engine runs it under Megatron-Core/NeMo (TE 1.x,
+// transformer_engine/pytorch/module/{layernorm_linear,layernorm_mlp,linear}.py):
+// the norms write the QKV and fc1 inputs in FP8 themselves (layernorm_fwd_fp8)
+// and the activation writes fc2's input in FP8, so the forward casts only the
+// attention output for the projection (read 2, write 1 byte). The backward casts
+// each output gradient to FP8 with its transpose in one kernel (cast_transpose:
+// read 2, write 1 + 1) for the QKV, projection and fc2 GEMMs (fc1's comes out of
+// the fused activation backward, dgelu + cast + transpose), and transposes the
+// saved FP8 inputs for the weight gradients (read 1, write 1: fp8_transpose of
+// the QKV, fc1, projection and fc2 inputs), as Hopper's FP8 GEMMs take only the
+// TN layout. Weights are cast once per step (is_first_microbatch), not here.
+void add_fp8_conversions(PassTime& t, const ModelConfig& m, const ParallelLayout& l,
+                         const DeviceRates& r) {
+  const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
+  const double h = static_cast<double>(m.hidden_size);
+  const double q = static_cast<double>(m.query_width()) / l.tp;
+  const double kv = static_cast<double>(m.kv_width()) / l.tp;
+  const double ffn = static_cast<double>(m.ffn_hidden_size) / l.tp;
+  const double forward_s = 3.0 * T * q / r.memory_bytes_per_s + r.kernel_overhead_s;
+  const double cast_transpose_bytes = 4.0 * T * ((q + 2 * kv) + h + h);
+  const double transpose_bytes = 2.0 * T * (h + h + q + ffn);
+  const double backward_s =
+      (cast_transpose_bytes + transpose_bytes) / r.memory_bytes_per_s + 7 * r.kernel_overhead_s;
+  t.forward_s += forward_s;
+  t.backward_s += backward_s;
+  // The attention block's share: the projection input's cast, the QKV and
+  // projection output gradients' cast-transposes and their inputs' transposes.
+  t.attention_forward_s += forward_s;
+  t.attention_backward_s +=
+      (4.0 * T * ((q + 2 * kv) + h) + 2.0 * T * (h + q)) / r.memory_bytes_per_s +
+      4 * r.kernel_overhead_s;
+}
 }  // namespace
 
 PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
@@ -142,17 +175,7 @@ PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceR
   }
   add_elementwise(t, dropout_add_bytes * W, 1, r);
 
-  if (r.fp8) {
-    // FP8 GEMM inputs are cast (read 2 bytes, write 1) per GEMM input
-    // activation: QKV, projection, fc1, fc2 (Micikevicius et al. 2022, Sec. 4).
-    const double ffn = static_cast<double>(m.ffn_hidden_size);
-    add_elementwise(t, 3.0 * T * (2 * h + q / tp + ffn / tp), 4, r);
-    // The attention block's share: the QKV and projection inputs, two kernels.
-    PassTime attention_casts;
-    add_elementwise(attention_casts, 3.0 * T * (h + q / tp), 2, r);
-    t.attention_forward_s += attention_casts.forward_s;
-    t.attention_backward_s += attention_casts.backward_s;
-  }
+  if (r.fp8) add_fp8_conversions(t, m, l, r);
   return t;
 }
 
@@ -162,7 +185,13 @@ PassTime output_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   const double h = static_cast<double>(m.hidden_size);
   const double V = static_cast<double>(m.vocab_size);
   add_elementwise(t, 4.0 * T * h / (l.sp ? l.tp : 1.0), 1, r);  // final norm
-  add_linear(t, T, V / l.tp, h, 1, r);
+  // The output layer stays bf16 under --fp8: Megatron-Core builds it as a plain
+  // tensor_parallel.ColumnParallelLinear, outside Transformer Engine's FP8 autocast
+  // (megatron/core/models/gpt/gpt_model.py, output_layer).
+  DeviceRates bf16 = r;
+  bf16.fp8 = false;
+  bf16.gemm_flops_per_s = r.bf16_gemm_flops_per_s;
+  add_linear(t, T, V / l.tp, h, 1, bf16);
   const double logits = T * V / l.tp;
   t.forward_s += kCrossEntropyForwardBytesPerLogit * logits / r.memory_bytes_per_s +
                  6 * r.kernel_overhead_s;

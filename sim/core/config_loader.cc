@@ -122,7 +122,8 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
     const std::string activation = map.required_string("activation");
     if (activation == "gelu") m.activation = Activation::kGelu;
     else if (activation == "swiglu") m.activation = Activation::kSwiglu;
-    else if (map.has("activation")) map.report("activation", "got '" + activation + "'; accepted: gelu, swiglu");
+    else if (activation == "squared_relu") m.activation = Activation::kSquaredRelu;
+    else if (map.has("activation")) map.report("activation", "got '" + activation + "'; accepted: gelu, swiglu, squared_relu");
     const std::string norm = map.required_string("normalization");
     if (norm == "layernorm") m.normalization = Normalization::kLayerNorm;
     else if (norm == "rmsnorm") m.normalization = Normalization::kRmsNorm;
@@ -269,6 +270,22 @@ CostProfile load_profile_text(const std::string& text, const std::string& file) 
 
 CostProfile load_profile_file(const std::string& path) {
   return load_file<CostProfile>(path, &load_profile_text);
+}
+
+Framework load_framework_text(const std::string& text, const std::string& file) {
+  return load<Framework>(text, file, [&](StrictMap& map) {
+    Framework f;
+    f.name = map.required_string("name");
+    f.description = map.required_string("description");
+    f.sustained_compute_fraction = fraction(map, "sustained_compute_fraction");
+    f.source = map.required_string("source");
+    map.finish({"name", "description", "sustained_compute_fraction", "source"});
+    return f;
+  });
+}
+
+Framework load_framework_file(const std::string& path) {
+  return load_file<Framework>(path, &load_framework_text);
 }
 
 }  // namespace sextant::sim

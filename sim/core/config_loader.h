@@ -9,6 +9,7 @@
 #include "sim/core/config_error.h"
 
 #include "sim/core/cost_profile.h"
+#include "sim/core/framework.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
 
@@ -31,5 +32,8 @@ ClusterFile load_cluster_file(const std::string& path);
 
 CostProfile load_profile_text(const std::string& text, const std::string& file);
 CostProfile load_profile_file(const std::string& path);
+
+Framework load_framework_text(const std::string& text, const std::string& file);
+Framework load_framework_file(const std::string& path);
 
 }  // namespace sextant::sim

@@ -45,6 +45,9 @@ struct CostProfile {
   double collective_launch_s = 0;
   double network_efficiency = 0;
   std::string source;
+  /// The framework (sim/core/framework.h) whose sustained fraction replaced the
+  /// profile's own; empty when the profile's own is used.
+  std::string framework;
 };
 
 }  // namespace sextant::sim

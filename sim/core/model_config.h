@@ -10,7 +10,9 @@
 
 namespace sextant::sim {
 
-enum class Activation { kGelu, kSwiglu };
+/// MLP activation: GeLU (GPT), SwiGLU (Llama; gated, two input projections) or
+/// squared ReLU (Nemotron-4; So et al. 2021 "Primer", relu(x)^2, one projection).
+enum class Activation { kGelu, kSwiglu, kSquaredRelu };
 enum class Normalization { kLayerNorm, kRmsNorm };
 /// Megatron --position-embedding-type: learned absolute positions (GPT) or RoPE (Llama).
 enum class PositionEmbedding { kLearnedAbsolute, kRope };

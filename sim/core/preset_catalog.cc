@@ -91,4 +91,8 @@ CostProfile PresetCatalog::profile(const std::string& name_or_path,
   return p;
 }
 
+Framework PresetCatalog::framework(const std::string& name_or_path) const {
+  return load_framework_file(resolve("frameworks", name_or_path, "--framework"));
+}
+
 }  // namespace sextant::sim

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/core/cost_profile.h"
+#include "sim/core/framework.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
 
@@ -24,6 +25,8 @@ class PresetCatalog {
   ClusterConfig cluster(const std::string& name_or_path) const;
   /// `name_or_path` empty: the default profile of `gpu_name` (profiles/<gpu>.yaml).
   CostProfile profile(const std::string& name_or_path, const std::string& gpu_name) const;
+  /// A training framework (frameworks/<name>.yaml, sim/core/framework.h).
+  Framework framework(const std::string& name_or_path) const;
 
   /// Preset names in <root>/<kind> ("models", "gpus", ...), sorted.
   std::vector<std::string> names(const std::string& kind) const;

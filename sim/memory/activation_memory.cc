@@ -8,6 +8,7 @@ namespace {
 constexpr double kBf16Bytes = 2.0;
 constexpr double kMaskBytes = 1.0;  // dropout masks are stored as bytes (Korthikanti et al. 2022)
 constexpr double kFp32Bytes = 4.0;
+constexpr double kFp8Bytes = 1.0;
 
 double tokens_per_gpu(const ModelConfig& m, const ParallelLayout& l) {
   return static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
@@ -27,12 +28,23 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
   const double heads = m.num_attention_heads;
   const double s = static_cast<double>(m.seq_length);
   const double hidden_mask = m.hidden_dropout > 0 ? kMaskBytes * T * h / rep : 0.0;
+  // FP8 (Transformer Engine, as Megatron-Core and NeMo run it): a GEMM input is
+  // kept for the weight gradient in the FP8 copy the forward GEMM read. The
+  // fused norm+linear modules keep the norm output in FP8 (LayerNormLinear's and
+  // LayerNormMLP's `ln_out`) and LayerNormMLP the activation output (`gelu_out`,
+  // fc2's input) in FP8, while the norm's input and fc1's output stay bf16
+  // (transformer_engine/pytorch/module/layernorm_mlp.py, ctx.save_for_backward;
+  // TE 1.x). The projection keeps an FP8 copy of the attention output besides
+  // the bf16 output that flash attention's backward keeps.
+  const bool fp8 = l.precision == Precision::kFp8;
+  const double gemm_input_bytes = fp8 ? kFp8Bytes : kBf16Bytes;
+  const double projection_input_bytes = fp8 ? kBf16Bytes + kFp8Bytes : kBf16Bytes;
 
   // Attention block (paper: 11·sbh + 5·as²b, plus the norm's input 2·sbh).
   double attention = kBf16Bytes * T * h / rep        // norm input
-                     + kBf16Bytes * T * h / rep      // QKV GEMM input (norm output)
+                     + gemm_input_bytes * T * h / rep  // QKV GEMM input (norm output)
                      + kBf16Bytes * T * (q + 2 * kv) / t  // Q, K, V
-                     + kBf16Bytes * T * q / t        // projection input (attention output)
+                     + projection_input_bytes * T * q / t  // projection input (attention output)
                      + hidden_mask;                  // dropout mask after the projection
   if (l.attention == AttentionKernel::kFlash) {
     attention += kFp32Bytes * T * heads / t;  // softmax log-sum-exp per query row
@@ -48,9 +60,9 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
   // ffn-wide GEMM outputs) and fc2 input, the ffn width split by `width_divisor`.
   auto mlp_tensors = [&](double ffn, double tokens, double width_divisor, double input_divisor) {
     if (ffn <= 0) return 0.0;
-    return kBf16Bytes * tokens * h / input_divisor +
+    return gemm_input_bytes * tokens * h / input_divisor +
            kBf16Bytes * tokens * ffn * m.mlp_input_projections() / width_divisor +
-           kBf16Bytes * tokens * ffn / width_divisor;
+           gemm_input_bytes * tokens * ffn / width_divisor;
   };
   if (moe_layer && m.moe) {
     const MoeConfig& e = *m.moe;

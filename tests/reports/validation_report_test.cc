@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "reports/validation_cases.h"
 #include "sim/core/preset_catalog.h"
 
@@ -12,7 +14,7 @@ const std::string kCases = std::string(SEXTANT_TEST_SOURCE_DIR) + "/validation/d
 
 TEST(ValidationCases, ReadsPublishedLayoutAndLeavesUnknownKnobsOpen) {
   const std::vector<ValidationCase> cases = load_validation_cases(kCases);
-  ASSERT_EQ(cases.size(), 19u);
+  ASSERT_EQ(cases.size(), 34u);
   const ValidationCase& h100 = cases.front();
   EXPECT_EQ(h100.id, "megatron_h100_weak_1.7B");
   EXPECT_EQ(h100.cluster_preset, "dgx-h100");
@@ -25,12 +27,41 @@ TEST(ValidationCases, ReadsPublishedLayoutAndLeavesUnknownKnobsOpen) {
   EXPECT_TRUE(*h100.layout.tp_comm_overlap);  // the notes quote --tp-comm-overlap
   EXPECT_EQ(*h100.layout.attention, sim::AttentionKernel::kFlash);
   EXPECT_DOUBLE_EQ(h100.measured_step_time_s, 0.4519);
-  const ValidationCase& a100 = cases.back();
+  EXPECT_EQ(h100.model.activation, sim::Activation::kGelu);  // Megatron-LM's GPT
+  EXPECT_EQ(h100.source_group, "NVIDIA/Megatron-LM README.md");
+  const ValidationCase& a100 = cases[18];
   EXPECT_EQ(a100.cluster_preset, "dgx-a100");
   EXPECT_EQ(*a100.layout.recompute, sim::Recompute::kFull);
   EXPECT_EQ(*a100.layout.attention, sim::AttentionKernel::kUnfused);  // published 2021
   EXPECT_EQ(*a100.layout.precision, sim::Precision::kFp16);
   EXPECT_FALSE(*a100.layout.overlap_grad_reduce);
+}
+
+// NeMo's recipes: the case says zero: null and names no flags; the recipe
+// (nemo/collections/llm/recipes/llama3_70b.py) runs the distributed optimizer
+// with all three overlaps, and the id names a Llama (SwiGLU, RMSNorm, RoPE).
+TEST(ValidationCases, NemoCasesGetTheRecipeAndTheArchitecture) {
+  const std::vector<ValidationCase> cases = load_validation_cases(kCases);
+  const auto it = std::find_if(cases.begin(), cases.end(), [](const ValidationCase& c) {
+    return c.id == "nemo2407_LLAMA3-70B_64gpus";
+  });
+  ASSERT_NE(it, cases.end());
+  EXPECT_EQ(*it->layout.zero, 1);
+  EXPECT_TRUE(*it->layout.overlap_grad_reduce);
+  EXPECT_TRUE(*it->layout.overlap_param_gather);
+  EXPECT_TRUE(*it->layout.tp_comm_overlap);  // tp = 4 with sequence parallelism
+  EXPECT_EQ(*it->layout.precision, sim::Precision::kFp8);
+  EXPECT_EQ(it->model.activation, sim::Activation::kSwiglu);
+  EXPECT_EQ(it->model.normalization, sim::Normalization::kRmsNorm);
+  EXPECT_EQ(it->model.position_embedding, sim::PositionEmbedding::kRope);
+  EXPECT_FALSE(it->model.add_bias_linear);
+  EXPECT_EQ(it->source_group, "NVIDIA/NeMo docs/source/performance/performance_summary.md");
+  const auto nemotron = std::find_if(cases.begin(), cases.end(), [](const ValidationCase& c) {
+    return c.id == "nemo2407_Nemotron-8B_64gpus";
+  });
+  ASSERT_NE(nemotron, cases.end());
+  EXPECT_EQ(nemotron->model.activation, sim::Activation::kSquaredRelu);
+  EXPECT_EQ(nemotron->model.mlp_input_projections(), 1);  // not gated
 }
 
 // The issue-2 targets on the development cases: median |error| <= 5 %, worst <= 10 %.

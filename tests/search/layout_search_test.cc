@@ -152,7 +152,7 @@ TEST(SearchQuality, NeverWorseThanThePublishedLayout) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   const auto cases = reports::load_validation_cases(std::string(SEXTANT_TEST_SOURCE_DIR) +
                                                     "/validation/dev_cases.yaml");
-  ASSERT_EQ(cases.size(), 19u);
+  ASSERT_EQ(cases.size(), 34u);
   for (const reports::ValidationCase& c : cases) {
     const sim::ClusterConfig cluster = catalog.cluster(c.cluster_preset);
     const sim::CostProfile profile = catalog.profile("", cluster.gpu.name);

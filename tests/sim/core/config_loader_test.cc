@@ -212,7 +212,7 @@ TEST(LoadModel, HiddenSizeNotDivisibleByHeadsNeedsKvChannels) {
 
 TEST(LoadModel, ChoicesListTheAcceptedValues) {
   EXPECT_EQ(model_errors(replaced(kModel, "gelu", "relu")),
-            Lines{"model.yaml:8:13: activation: got 'relu'; accepted: gelu, swiglu"});
+            Lines{"model.yaml:8:13: activation: got 'relu'; accepted: gelu, swiglu, squared_relu"});
   EXPECT_EQ(model_errors(replaced(kModel, "layernorm", "batchnorm")),
             Lines{"model.yaml:9:16: normalization: got 'batchnorm'; accepted: layernorm, rmsnorm"});
   EXPECT_EQ(model_errors(kModel + "position_embedding_type: alibi\n"),
@@ -260,7 +260,7 @@ TEST(LoadModel, SeveralProblemsAreReportedAtOnce) {
   EXPECT_EQ(model_errors(text),
             (Lines{"model.yaml:8:22: num_attention_heads: must be positive, got 0",
                    "model.yaml:1:1: vocab_size: required key is missing",
-                   "model.yaml:10:13: activation: got 'relu'; accepted: gelu, swiglu",
+                   "model.yaml:10:13: activation: got 'relu'; accepted: gelu, swiglu, squared_relu",
                    "model.yaml:11:16: normalization: got 'batchnorm'; accepted: layernorm, rmsnorm",
                    "model.yaml:4:17: tie_embeddings: expected true or false, got 'maybe'",
                    "model.yaml:3:26: position_embedding_type: got 'alibi'; accepted: "

@@ -1,0 +1,122 @@
+#include "engine/calibration/calibration_shapes.h"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "engine/model/transformer_shape.h"
+
+namespace sextant::engine::calibration {
+
+namespace {
+
+constexpr long long kMaxTensorElements = 1LL << 28;  // 512 MiB of bf16: one operand of the grids
+// A preset's operand may be larger (Llama 3 8B's LM head at 8 x 8192 tokens: 8.4e9 logits,
+// which the engine cannot hold either); beyond 4 GiB of bf16 it is left out.
+constexpr long long kMaxPresetTensorElements = 1LL << 31;
+
+template <typename T>
+std::vector<T> sorted(const std::set<T>& s) {
+  return {s.begin(), s.end()};
+}
+
+std::vector<int> micro_batches(const ShapeOptions& o) {
+  if (o.quick) return {1, 2, 4, 8};
+  return {1, 2, 3, 4, 5, 6, 7, 8};
+}
+
+}  // namespace
+
+const std::vector<std::string>& elementwise_kernel_names() {
+  static const std::vector<std::string> names = {
+      "layernorm_forward", "layernorm_backward", "rmsnorm_forward", "rmsnorm_backward",
+      "gelu_forward",      "swiglu_forward",     "swiglu_backward", "rope_forward",
+      "rope_backward",     "embedding_forward",  "embedding_backward", "cross_entropy",
+      "bias_gradient",     "residual_add",       "adamw",           "grad_norm"};
+  return names;
+}
+
+std::vector<LinearShape> linear_shapes(const std::vector<sim::ModelConfig>& models, const ShapeOptions& o) {
+  std::set<LinearShape> shapes;
+  for (const sim::ModelConfig& model : models) {
+    const int seq = static_cast<int>(model.seq_length);
+    const TransformerShape s = transformer_shape_of(model, 1, seq);
+    for (const int tp : kTensorParallelSizes) {
+      // Column-parallel layers split their output, row-parallel ones their input.
+      auto split = [&](long long width) { return width % (8LL * tp) == 0 ? width / tp : 0LL; };
+      const long long qkv = split(s.qkv_width()), proj_in = split(s.q_width()),
+                      fc1 = split(s.fc1_width()), fc2_in = split(s.ffn_hidden), head = split(s.vocab);
+      for (const int mbs : micro_batches(o)) {
+        const long long tokens = static_cast<long long>(mbs) * seq;
+        for (const LinearShape& l : {LinearShape{tokens, s.hidden, qkv}, LinearShape{tokens, proj_in, s.hidden},
+                                     LinearShape{tokens, s.hidden, fc1}, LinearShape{tokens, fc2_in, s.hidden},
+                                     LinearShape{tokens, s.hidden, head}}) {
+          if (l.in_width > 0 && l.out_width > 0 && l.tokens * l.out_width <= kMaxPresetTensorElements &&
+              l.tokens * l.in_width <= kMaxPresetTensorElements)
+            shapes.insert(l);
+        }
+      }
+    }
+  }
+  const std::vector<long long> grid =
+      o.quick ? std::vector<long long>{512, 4096, 32768} : std::vector<long long>{512, 2048, 8192, 32768, 65536};
+  for (const long long t : grid)
+    for (const long long i : grid)
+      for (const long long w : grid)
+        if (t * i <= kMaxTensorElements && t * w <= kMaxTensorElements && i * w <= kMaxTensorElements)
+          shapes.insert({t, i, w});
+  return sorted(shapes);
+}
+
+std::vector<AttentionShape> attention_shapes(const std::vector<sim::ModelConfig>& models,
+                                             const ShapeOptions& o) {
+  std::set<AttentionShape> shapes;
+  for (const sim::ModelConfig& model : models) {
+    const TransformerShape s = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
+    for (const int tp : kTensorParallelSizes) {
+      if (s.heads % tp != 0) continue;
+      for (const int mbs : {1, 2, 4, 8})
+        shapes.insert({mbs, s.heads / tp, s.seq, s.attention_head_dim()});
+    }
+  }
+  const int step = o.quick ? 4 : 2;
+  for (int seq = 512; seq <= 16384; seq *= step)
+    for (const int head_dim : {64, 128})
+      for (const int heads : {16, 64})
+        shapes.insert({std::max(1, 16384 / seq), heads, seq, head_dim});
+  return sorted(shapes);
+}
+
+std::vector<ElementwiseShape> elementwise_shapes(const std::string& kernel,
+                                                 const std::vector<sim::ModelConfig>& models,
+                                                 const ShapeOptions& o) {
+  const auto& names = elementwise_kernel_names();
+  if (std::find(names.begin(), names.end(), kernel) == names.end())
+    throw std::invalid_argument("elementwise_shapes: unknown kernel '" + kernel + "'");
+  std::set<ElementwiseShape> shapes;
+  if (kernel == "adamw" || kernel == "grad_norm") {
+    for (long long n = 1LL << 20; n <= kMaxTensorElements; n *= (o.quick ? 16 : 4)) shapes.insert({1, n});
+    return sorted(shapes);
+  }
+  const std::vector<long long> rows = o.quick ? std::vector<long long>{2048, 32768}
+                                              : std::vector<long long>{2048, 8192, 32768, 65536};
+  std::vector<long long> widths = o.quick ? std::vector<long long>{1024, 8192}
+                                          : std::vector<long long>{512, 2048, 8192, 32768};
+  if (kernel == "cross_entropy") {
+    widths = o.quick ? std::vector<long long>{8192, 51200} : std::vector<long long>{8192, 32768, 131072};
+    for (const sim::ModelConfig& m : models) widths.push_back((m.vocab_size + 7) / 8 * 8);
+  }
+  // RoPE's width is the fused QKV row of 128-wide heads: (heads + 2 kv_heads)·128,
+  // MHA, for 4, 16 and 64 heads; its rows are whole 2048-token sequences.
+  if (kernel == "rope_forward" || kernel == "rope_backward")
+    widths = o.quick ? std::vector<long long>{6144} : std::vector<long long>{1536, 6144, 24576};
+  // The embedding gradient is an fp32 (vocab, width) table: keep it within 2^28 at vocab 51200.
+  if (kernel == "embedding_forward" || kernel == "embedding_backward")
+    widths = o.quick ? std::vector<long long>{1024, 4096} : std::vector<long long>{512, 1024, 2048, 4096};
+  for (const long long r : rows)
+    for (const long long w : widths)
+      if (r * w <= kMaxTensorElements) shapes.insert({r, w});
+  return sorted(shapes);
+}
+
+}  // namespace sextant::engine::calibration

@@ -1,0 +1,130 @@
+#include "reports/scaling_rows.h"
+
+#include <type_traits>
+
+#include "search/complete_layout.h"
+#include "search/layout_search.h"
+#include "search/rescore_with_event.h"
+#include "sim/core/config_error.h"
+
+namespace sextant::reports {
+
+namespace {
+
+sim::ModelConfig load_model(const ReportRowSpec& row, const sim::PresetCatalog& catalog) {
+  sim::ModelConfig model = catalog.model(row.model);
+  if (row.seq_length) model.seq_length = *row.seq_length;
+  if (row.vocab_size) model.vocab_size = *row.vocab_size;
+  return model;
+}
+
+// How many of the analytical search's best the event engine replays
+// (as `sextant validate --engine event` does).
+constexpr int kEventCandidates = 8;
+
+void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& catalog) {
+  const ReportRowSpec& s = row.spec;
+  const sim::ClusterConfig cluster = catalog.cluster(s.cluster);
+  const sim::CostProfile profile = catalog.profile(spec.profile, cluster.gpu.name);
+  row.peak_flops_per_s = cluster.gpu.peak_bf16_flops_per_s;
+  if (s.gpus > cluster.total_gpus()) {  // bad input, not an outcome: the row cannot run
+    sim::Diagnostic d = s.origin;
+    d.message = std::to_string(s.gpus) + " GPUs, but cluster " + cluster.name + " has " +
+                std::to_string(cluster.total_gpus()) + " (" + std::to_string(cluster.num_nodes) +
+                " nodes of " + std::to_string(cluster.gpus_per_node) + ")";
+    throw sim::ConfigError({d});
+  }
+  if (spec.engine == ReportEngine::kEvent) {
+    search::SearchOptions options;
+    options.constraints = s.constraints;
+    options.top = kEventCandidates;
+    search::SearchResult found =
+        search::search_layouts(row.model, cluster, profile, s.gpus, s.layout, options);
+    row.evaluated_layouts = found.evaluated;
+    if (!found.best.empty()) {
+      search::rescore_with_event(found.best, row.model, cluster, profile, 1);
+      row.result = found.best.front();
+    } else {
+      row.failure = "no valid layout fits in memory";
+    }
+  } else {
+    const search::Completion completion =
+        search::complete_layout(row.model, cluster, profile, s.gpus, s.layout, s.constraints);
+    row.evaluated_layouts = completion.evaluated;
+    row.result = completion.best;
+    for (const sim::Diagnostic& d : completion.reasons) {
+      row.failure += (row.failure.empty() ? "" : "; ") + d.message;
+    }
+  }
+  if (row.result) {
+    row.searched = searched_knobs(s.layout, row.result->layout);
+    row.step_time_interval = step_time_interval_of(*row.result);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> searched_knobs(const sim::PartialLayout& p,
+                                        const sim::ParallelLayout& c) {
+  std::vector<std::string> out;
+  auto add = [&](const auto& given, const char* name, const std::string& value) {
+    if (!given) out.push_back(std::string(name) + "=" + value);
+  };
+  add(p.tp, "tp", std::to_string(c.tp));
+  add(p.pp, "pp", std::to_string(c.pp));
+  add(p.vpp, "vpp", std::to_string(c.vpp));
+  add(p.dp, "dp", std::to_string(c.dp));
+  add(p.cp, "cp", std::to_string(c.cp));
+  // Expert knobs only when they do something (ep = etp = 1 is every dense layout).
+  if (c.ep > 1 || c.etp > 1) {
+    add(p.ep, "ep", std::to_string(c.ep));
+    add(p.etp, "etp", std::to_string(c.etp));
+  }
+  add(p.mbs, "mbs", std::to_string(c.mbs));
+  add(p.sp, "sp", c.sp ? "1" : "0");
+  add(p.recompute, "recompute", std::string(sim::to_string(c.recompute)));
+  add(p.zero, "zero", std::to_string(c.zero));
+  add(p.schedule, "schedule", std::string(sim::to_string(c.schedule)));
+  add(p.precision, "precision", std::string(sim::to_string(c.precision)));
+  return out;
+}
+
+std::vector<ReportRow> evaluate_rows(const ReportSpec& spec, const sim::PresetCatalog& catalog) {
+  std::vector<ReportRow> rows;
+  std::vector<sim::Diagnostic> problems;
+  for (const ReportRowSpec& s : spec.rows) {
+    ReportRow row;
+    row.spec = s;
+    try {
+      row.model = load_model(s, catalog);
+      evaluate(row, spec, catalog);
+    } catch (const sim::ConfigError& e) {
+      for (const sim::Diagnostic& d : e.diagnostics()) problems.push_back(d);
+    }
+    rows.push_back(std::move(row));
+  }
+  sim::throw_if_any(std::move(problems));
+  return rows;
+}
+
+double predicted_metric(const ReportRow& row, ReferenceMetric metric) {
+  const sim::SimulationResult& r = *row.result;
+  switch (metric) {
+    case ReferenceMetric::kMfu: return r.mfu;
+    case ReferenceMetric::kStepTime: return r.step_time_s;
+    case ReferenceMetric::kTokensPerSecondPerGpu: return r.tokens_per_s_per_gpu;
+    case ReferenceMetric::kTflopsPerGpu:
+      return r.model_flops_per_step / r.step_time_s / static_cast<double>(row.spec.gpus) / 1e12;
+  }
+  return 0;
+}
+
+std::optional<double> reference_step_time_s(const ReportRow& row) {
+  if (!row.reference_available()) return std::nullopt;
+  const ReferenceValue& ref = *row.spec.reference;
+  if (ref.metric == ReferenceMetric::kStepTime) return ref.value;
+  // rate ∝ 1 / step time: step_ref = step_pred · rate_pred / rate_ref
+  return row.result->step_time_s * predicted_metric(row, ref.metric) / ref.value;
+}
+
+}  // namespace sextant::reports
