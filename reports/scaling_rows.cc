@@ -18,10 +18,6 @@ sim::ModelConfig load_model(const ReportRowSpec& row, const sim::PresetCatalog& 
   return model;
 }
 
-// How many of the analytical search's best the event engine replays
-// (as `sextant validate --engine event` does).
-constexpr int kEventCandidates = 8;
-
 void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& catalog) {
   const ReportRowSpec& s = row.spec;
   const sim::ClusterConfig cluster = catalog.cluster(s.cluster);
@@ -37,7 +33,7 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
   if (spec.engine == ReportEngine::kEvent) {
     search::SearchOptions options;
     options.constraints = s.constraints;
-    options.top = kEventCandidates;
+    options.top = search::kEventCandidates;  // as search, simulate and validate replay
     search::SearchResult found =
         search::search_layouts(row.model, cluster, profile, s.gpus, s.layout, options);
     row.evaluated_layouts = found.evaluated;

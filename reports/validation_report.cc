@@ -6,6 +6,7 @@
 
 #include "search/complete_layout.h"
 #include "search/layout_search.h"
+#include "search/rescore_with_event.h"
 #include "sim/core/config_error.h"
 
 namespace sextant::reports {
@@ -18,24 +19,6 @@ double percentile(std::vector<double> values, double q) {
   const std::size_t above = std::min(below + 1, values.size() - 1);
   const double fraction = position - static_cast<double>(below);
   return values[below] + fraction * (values[above] - values[below]);
-}
-
-std::optional<sim::EventSimulation> complete_with_event(
-    const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
-    const sim::CostProfile& profile, long gpus, const sim::PartialLayout& partial,
-    const search::SearchConstraints& constraints, int candidates,
-    const sim::EventOptions& options) {
-  search::SearchOptions search;
-  search.constraints = constraints;
-  search.top = candidates;
-  search.threads = 1;
-  std::optional<sim::EventSimulation> best;
-  for (const sim::SimulationResult& candidate :
-       search::search_layouts(model, cluster, profile, gpus, partial, search).best) {
-    sim::EventSimulation e = sim::simulate_event(model, cluster, profile, candidate.layout, options);
-    if (!best || e.result.step_time_s < best->result.step_time_s) best = std::move(e);
-  }
-  return best;
 }
 
 ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
@@ -53,9 +36,10 @@ ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
       const search::Completion completion =
           search::complete_layout(c.model, cluster, profile, c.num_gpus, c.layout);
       if (completion.best && engine == PredictionEngine::kEvent) {
-        outcome.predicted = complete_with_event(c.model, cluster, profile, c.num_gpus, c.layout,
-                                                {}, kEventCandidates, event_options)
-                                ->result;
+        outcome.predicted =
+            search::complete_with_event(c.model, cluster, profile, c.num_gpus, c.layout, {},
+                                        search::kEventCandidates, event_options)
+                ->result;
       } else {
         outcome.predicted = completion.best;
       }

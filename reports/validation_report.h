@@ -32,23 +32,10 @@ struct ValidationSummary {
 /// Which engine predicts the step time of a completed layout.
 enum class PredictionEngine { kAnalytic, kEvent };
 
-/// How many of the analytical search's best layouts the event engine replays.
-inline constexpr int kEventCandidates = 8;
-
-/// The event engine's completion of `partial` (DESIGN.md: the event simulator
-/// scores the search's top candidates): the analytical search's best
-/// `candidates` layouts that fit, each played on the event engine; the one
-/// with the shortest simulated step. Empty when the search finds nothing.
-std::optional<sim::EventSimulation> complete_with_event(
-    const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
-    const sim::CostProfile& profile, long gpus, const sim::PartialLayout& partial,
-    const search::SearchConstraints& constraints, int candidates,
-    const sim::EventOptions& options);
-
 /// Completes each case's layout with the analytical model (unpublished knobs are
 /// searched) on the case's cluster preset, with the GPU's default profile or
-/// `profile_path` when given. With kEvent the layout is complete_with_event's
-/// (kEventCandidates candidates, `event_options`).
+/// `profile_path` when given. With kEvent the layout is search::complete_with_event's
+/// (search::kEventCandidates candidates, `event_options`).
 ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
                                  const sim::PresetCatalog& catalog,
                                  const std::string& profile_path,

@@ -93,7 +93,8 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
       given_or(p.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
   // ZeRO-2/3 need pp = 1 (layout_check): try them only there.
   const std::vector<int> zeros =
-      given_or(p.zero, g.pp == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1});
+      given_or(p.zero, p.fsdp ? std::vector<int>{3}  // naming the FSDP implementation means zero=3
+                       : g.pp == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1});
   const std::vector<Precision> precisions = given_or(
       p.precision, c.allow_fp8 ? std::vector<Precision>{Precision::kBf16, Precision::kFp8}
                                : std::vector<Precision>{Precision::kBf16});
@@ -149,6 +150,7 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                           l.overlap_param_gather = gather_overlap;
                           l.tp_comm_overlap = tp_overlap;
                           split.apply_to(l);
+                          l.fsdp = p.fsdp.value_or(FsdpImplementation::kMegatronFsdp);
                           out.push_back(l);
                         }
   }

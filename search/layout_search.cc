@@ -25,7 +25,8 @@ auto knobs(const ParallelLayout& l) {
                          static_cast<int>(l.precision), static_cast<int>(l.attention),
                          l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap,
                          l.first_stage_layers, l.last_stage_layers, l.embedding_in_split,
-                         l.loss_in_split, std::string_view(l.pp_layout));
+                         l.loss_in_split, std::string_view(l.pp_layout),
+                         static_cast<int>(l.fsdp));
 }
 
 // What one worker found.

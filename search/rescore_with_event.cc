@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "search/layout_search.h"
-#include "sim/event/event_simulation.h"
 
 namespace sextant::search {
 
@@ -19,6 +18,24 @@ void rescore_with_event(std::vector<sim::SimulationResult>& results, const sim::
   }
   std::sort(results.begin(), results.end(), ranks_before);
   if (static_cast<int>(results.size()) > top) results.resize(top);
+}
+
+std::optional<sim::EventSimulation> complete_with_event(
+    const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
+    const sim::CostProfile& profile, long gpus, const sim::PartialLayout& partial,
+    const SearchConstraints& constraints, int candidates, const sim::EventOptions& options) {
+  SearchOptions search;
+  search.constraints = constraints;
+  search.top = candidates;
+  search.threads = 1;
+  std::optional<sim::EventSimulation> best;
+  for (const sim::SimulationResult& candidate :
+       search_layouts(model, cluster, profile, gpus, partial, search).best) {
+    sim::EventSimulation e = sim::simulate_event(model, cluster, profile, candidate.layout, options);
+    e.result.fits_memory = candidate.fits_memory;  // as rescore_with_event keeps it
+    if (!best || ranks_before(e.result, best->result)) best = std::move(e);
+  }
+  return best;
 }
 
 }  // namespace sextant::search

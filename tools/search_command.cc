@@ -47,6 +47,7 @@ std::string short_layout(const sim::ParallelLayout& l) {
   if (l.sp) out += " sp";
   out += " rc=" + std::string(sim::to_string(l.recompute));
   out += " zero=" + std::to_string(l.zero);
+  if (l.zero >= 3) out += " " + std::string(sim::to_string(l.fsdp));
   if (l.precision != sim::Precision::kBf16) out += " " + std::string(sim::to_string(l.precision));
   std::string overlaps;
   if (l.overlap_grad_reduce) overlaps += "g";
@@ -140,10 +141,9 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
 
   // The event engine re-scores the analytical search's best candidates (at least 8).
   const bool event = o.engine == "event";
-  constexpr int kEventCandidates = 8;
   search::SearchOptions options;
   options.constraints = constraints;
-  options.top = event ? std::max(o.top, kEventCandidates) : o.top;
+  options.top = event ? std::max(o.top, search::kEventCandidates) : o.top;
   options.keep_all = o.format == "csv";
   options.threads = o.threads;
   if (o.format == "table") options.progress = progress_bar();

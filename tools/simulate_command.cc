@@ -3,7 +3,7 @@
 #include <memory>
 #include <optional>
 
-#include "reports/validation_report.h"
+#include "search/rescore_with_event.h"
 #include "search/complete_layout.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/config_error.h"
@@ -76,8 +76,7 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
   std::optional<sim::EventSimulation> event;
   if (o.engine == "event") {
     if (completion.best) {
-      event = reports::complete_with_event(model, cluster, profile, gpus, partial, constraints,
-                                           reports::kEventCandidates, {});
+      event = search::complete_with_event(model, cluster, profile, gpus, partial, constraints);
     }
     if (!event) event = sim::simulate_event(model, cluster, profile, result.layout);
     result = event->result;
@@ -111,7 +110,7 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
           << " fitting in memory with " << static_cast<int>(o.memory_headroom * 100)
           << "% headroom) and keeping the fastest"
           << (event ? "; the event engine replayed the best " +
-                          std::to_string(reports::kEventCandidates) + " of them.\n"
+                          std::to_string(search::kEventCandidates) + " of them.\n"
                     : ".\n");
     }
   }

@@ -95,7 +95,8 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"last_stage_layers", layers_or_null(l.last_stage_layers)},
           {"embedding_in_split", l.embedding_in_split},
           {"loss_in_split", l.loss_in_split},
-          {"pp_layout", l.pp_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pp_layout)}};
+          {"pp_layout", l.pp_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pp_layout)},
+          {"fsdp", sim::to_string(l.fsdp)}};
 }
 
 nlohmann::json simulation_json(const SimulationContext& c, const sim::SimulationResult& r) {

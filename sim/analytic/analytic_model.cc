@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/analytic/fsdp_exposure.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
@@ -10,20 +11,6 @@
 #include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
-
-std::string_view to_string(Limiter value) {
-  switch (value) {
-    case Limiter::kCompute: return "compute";
-    case Limiter::kTensorParallelComm: return "tensor-parallel communication";
-    case Limiter::kContextParallelComm: return "context-parallel communication";
-    case Limiter::kExpertParallelComm: return "expert-parallel all-to-all";
-    case Limiter::kPipelineComm: return "pipeline send/recv";
-    case Limiter::kDataParallelComm: return "data-parallel gradient/parameter sync";
-    case Limiter::kPipelineBubble: return "pipeline bubble";
-    case Limiter::kOptimizer: return "optimizer step";
-  }
-  return "?";
-}
 
 namespace {
 
@@ -163,15 +150,30 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   }
 
   // Pipeline sends: blocking in 1F1B and GPipe, one activation forward and one
-  // gradient backward per micro-batch along the critical path; the interleaved
-  // schedule overlaps them with compute except while filling and draining.
+  // gradient backward per micro-batch along the critical path. ZB-H1 sends
+  // without blocking (Qi et al. 2023's schedule overlaps them): only the fill
+  // and the drain wait for them.
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
-  // ZB-H1 sends without blocking as well (Qi et al. 2023's schedule overlaps them).
-  const bool overlapped_sends =
-      l.schedule == Schedule::kInterleaved || l.schedule == Schedule::kZeroBubbleH1;
-  const double exposed_pp_s = overlapped_sends
-                                  ? 2.0 * (l.pp - 1) * p2p_s
-                                  : 2.0 * (microbatches + l.pp - 1) * p2p_s;
+  double exposed_pp_s = 2.0 * (microbatches + l.pp - 1) * p2p_s;
+  if (l.schedule == Schedule::kZeroBubbleH1) exposed_pp_s = 2.0 * (l.pp - 1) * p2p_s;
+  if (l.schedule == Schedule::kInterleaved) {
+    // Interleaved 1F1B with --overlap-p2p-communication (Narayanan et al. 2021,
+    // Sec. 2.2.2; Megatron-Core forward_backward_pipelining_with_interleaving):
+    // a micro-batch crosses p·v − 1 virtual-stage boundaries each way, not p − 1,
+    // and every chunk switch is a send of the same size (activations do not
+    // shrink with the chunk). What is hidden: a send behind the other chunks'
+    // compute in the steady state. What is not: the boundaries the first
+    // micro-batch's forward and the last one's backward cross while the
+    // pipeline fills and drains (each waits for its send), and, once a chunk's
+    // forward + backward is shorter than the two sends the stage's link carries
+    // for it (one activation forward, one gradient backward), the excess on
+    // every chunk of every micro-batch. Both grow with v, so more chunks never
+    // cost less in sends.
+    const double crossings = static_cast<double>(l.pp) * v - 1.0;
+    const double chunk_s = slowest.total() / v;
+    exposed_pp_s = 2.0 * crossings * p2p_s +
+                   microbatches * v * std::max(0.0, 2.0 * p2p_s - chunk_s);
+  }
 
   // Data-parallel sync of the stage holding most weights.
   StageParams params;
@@ -183,10 +185,21 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   const DataParallelComm dp = data_parallel_comm(params.dense, params.expert, l, cluster, links);
   double exposed_dp_s = 0;
   if (l.zero >= 3) {
-    // FSDP / ZeRO-3: gather weights for forward and again for backward, reduce-scatter
-    // gradients, every micro-batch, prefetched behind that micro-batch's compute.
-    const double per_microbatch = 2.0 * dp.param_gather_s + dp.grad_reduce_s;
-    exposed_dp_s = microbatches * std::max(0.0, per_microbatch - slowest.total()) + dp.bucket_s;
+    // FSDP / ZeRO-3: per-unit gathers forward and backward and per-unit
+    // reduce-scatters, every micro-batch, as far ahead as the implementation
+    // prefetches (fsdp_exposure.h).
+    auto unit_compute = [&](const LayerCosts& layer) {
+      StageTime one;
+      add_layers(one, layer, 1, l);
+      // Exposed TP/CP/EP split between the passes as the compute is.
+      const double share = one.forward_s / std::max(one.forward_s + one.backward_s, 1e-30);
+      return UnitCompute{one.forward_s + share * (one.tp_s + one.cp_s + one.ep_s),
+                         one.backward_s + (1.0 - share) * (one.tp_s + one.cp_s + one.ep_s)};
+    };
+    const FsdpStepCompute compute{unit_compute(dense), unit_compute(moe),
+                                  {embedding.forward_s, embedding.backward_s},
+                                  {output.forward_s, output.backward_s}};
+    exposed_dp_s = fsdp_exposed_s(m, l, cluster, links, compute);
   } else {
     // Megatron reduces gradients bucket by bucket during the last micro-batch's
     // backward, and gathers the updated weights during the next step's first
@@ -243,17 +256,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   r.memory = memory;
   r.fits_memory = r.memory.total() <= static_cast<double>(cluster.gpu.memory_bytes);
 
-  const std::array<std::pair<double, Limiter>, 7> costs{{
-      {r.exposed_tp_s, Limiter::kTensorParallelComm},
-      {r.exposed_cp_s, Limiter::kContextParallelComm},
-      {r.exposed_ep_s, Limiter::kExpertParallelComm},
-      {r.exposed_pp_s, Limiter::kPipelineComm},
-      {r.exposed_dp_s, Limiter::kDataParallelComm},
-      {r.time.pipeline_bubble_s, Limiter::kPipelineBubble},
-      {r.time.optimizer_s, Limiter::kOptimizer},
-  }};
-  const auto worst = std::max_element(costs.begin(), costs.end());
-  r.limiter = worst->first > 0.05 * r.step_time_s ? worst->second : Limiter::kCompute;
+  r.limiter = limiter_of(r);
   return r;
 }
 

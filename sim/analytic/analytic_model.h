@@ -4,7 +4,11 @@
 // where t_stage is the slowest pipeline stage's forward + backward (+ recompute)
 // time for one micro-batch including its exposed TP/CP/EP communication, and the
 // bubble is (Σ stages − slowest)/v, which is (p−1)/v·t for equal stages
-// (Narayanan et al. 2021, Sec. 2.2, bubble fraction (p−1)/(v·m)).
+// (Narayanan et al. 2021, Sec. 2.2, bubble fraction (p−1)/(v·m)). Exposed p2p:
+// every send under 1F1B/GPipe, the 2(p·v − 1) boundary crossings of the fill
+// and drain (plus any steady-state excess) under interleaving. Exposed DP
+// sync: Megatron's bucketed reductions and gathers, or under ZeRO-3 the
+// per-unit FSDP pipeline of sim/analytic/fsdp_exposure.h.
 // Fast enough for the search: no allocation, a few hundred floating-point operations.
 #pragma once
 

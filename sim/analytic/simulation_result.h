@@ -35,8 +35,13 @@ struct SimulationResult {
   /// Exposed communication by dimension (sums to time.exposed_communication_s).
   double exposed_tp_s = 0, exposed_cp_s = 0, exposed_ep_s = 0, exposed_pp_s = 0,
          exposed_dp_s = 0;
-  /// The largest cost beyond pure compute.
+  /// The largest cost beyond pure compute (limiter_of).
   Limiter limiter = Limiter::kCompute;
 };
+
+/// The rule both engines name a layout's limiter by: the largest of the exposed
+/// communication of each dimension, the bubble and the optimizer step, if it is
+/// more than 5 % of the step; otherwise compute.
+Limiter limiter_of(const SimulationResult& result);
 
 }  // namespace sextant::sim

@@ -6,12 +6,14 @@ namespace sextant::sim {
 
 namespace {
 constexpr double kBf16Bytes = 2.0;
-// Megatron reduces gradients in fp32 when training in bf16 (arguments.py: --bf16
-// sets accumulate_allreduce_grads_in_fp32), in fp16 under --fp16 unless asked.
-double gradient_bytes(Precision precision) { return precision == Precision::kFp16 ? 2.0 : 4.0; }
+double gradient_bytes(Precision precision) { return gradient_reduce_bytes_per_param(precision); }
 // Megatron-Core DDP default bucket: 40M parameters (--ddp-bucket-size, 2024).
 constexpr double kBucketParams = 40e6;
 }  // namespace
+
+double gradient_reduce_bytes_per_param(Precision precision) {
+  return precision == Precision::kFp16 ? 2.0 : 4.0;
+}
 
 LinkRates link_rates(const ClusterConfig& c, const CostProfile& p) {
   return {c.intra_node_bandwidth_bytes_per_s * p.nvlink_efficiency,

@@ -17,6 +17,11 @@ namespace sextant::sim {
 
 LinkRates link_rates(const ClusterConfig& cluster, const CostProfile& profile);
 
+/// Bytes per parameter of a gradient reduction: Megatron reduces in fp32 when
+/// training in bf16 (arguments.py: --bf16 sets accumulate_allreduce_grads_in_fp32),
+/// in fp16 under --fp16.
+double gradient_reduce_bytes_per_param(Precision precision);
+
 /// Communication of one layer for one micro-batch, in seconds, if nothing overlapped it.
 struct LayerComm {
   double tp_forward_s = 0;   // 2 all-reduces, or 2 all-gathers + 2 reduce-scatters under sp

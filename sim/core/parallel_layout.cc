@@ -41,6 +41,15 @@ std::string_view to_string(AttentionKernel value) {
   return value == AttentionKernel::kFlash ? "flash" : "unfused";
 }
 
+std::string_view to_string(FsdpImplementation value) {
+  switch (value) {
+    case FsdpImplementation::kMegatronFsdp: return "megatron-fsdp";
+    case FsdpImplementation::kFsdp2: return "fsdp2";
+    case FsdpImplementation::kDeepSpeedZero3: return "deepspeed-zero3";
+  }
+  return "?";
+}
+
 std::string ParallelLayout::to_spec() const {
   auto flag = [](bool b) { return b ? "1" : "0"; };
   std::string out;
@@ -55,6 +64,7 @@ std::string ParallelLayout::to_spec() const {
   out += std::string(",overlap_grad_reduce=") + flag(overlap_grad_reduce) +
          ",overlap_param_gather=" + flag(overlap_param_gather) +
          ",tp_comm_overlap=" + flag(tp_comm_overlap);
+  if (zero >= 3) out += ",fsdp=" + std::string(to_string(fsdp));
   if (custom_split()) out += "," + split_spec();
   return out;
 }
@@ -73,7 +83,7 @@ std::string ParallelLayout::split_spec() const {
 std::string_view layout_knob_names() {
   return "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, "
          "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, "
-         "first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, pp_layout";
+         "first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp";
 }
 
 namespace {
@@ -135,6 +145,11 @@ class LayoutParser {
         out.zero = dist_opt_zero;
       }
     }
+    if (out.fsdp && out.zero && *out.zero != 3) {
+      error(fsdp_column_, "fsdp",
+            "names the ZeRO-3 implementation; it needs zero=3 (got zero=" +
+                std::to_string(*out.zero) + ")");
+    }
     throw_if_any(std::move(diagnostics_));
     return out;
   }
@@ -191,6 +206,12 @@ class LayoutParser {
           choice<Precision>(item, {{"bf16", Precision::kBf16},
                                   {"fp16", Precision::kFp16},
                                   {"fp8", Precision::kFp8}});
+    } else if (k == "fsdp") {
+      fsdp_column_ = item.column;
+      out.fsdp = choice<FsdpImplementation>(
+          item, {{"megatron-fsdp", FsdpImplementation::kMegatronFsdp},
+                 {"fsdp2", FsdpImplementation::kFsdp2},
+                 {"deepspeed-zero3", FsdpImplementation::kDeepSpeedZero3}});
     } else if (k == "attention") {
       out.attention = choice<AttentionKernel>(
           item, {{"flash", AttentionKernel::kFlash}, {"unfused", AttentionKernel::kUnfused}});
@@ -254,6 +275,7 @@ class LayoutParser {
   }
 
   std::string_view source_;
+  int fsdp_column_ = 0;
   std::vector<Diagnostic> diagnostics_;
 };
 

@@ -21,11 +21,16 @@ enum class Precision { kBf16, kFp16, kFp8 };
 /// Attention kernel: fused flash attention (Dao et al. 2022) or Megatron's
 /// unfused path that materialises the s×s scores (the only one before 2022).
 enum class AttentionKernel { kFlash, kUnfused };
+/// Which ZeRO-3 / FSDP implementation shards the parameters (zero=3 only); they
+/// differ in how far gathers run ahead, how many reductions may queue, and how
+/// many collectives one unit takes (sim/comm/fsdp_behaviour.h).
+enum class FsdpImplementation { kMegatronFsdp, kFsdp2, kDeepSpeedZero3 };
 
 std::string_view to_string(Recompute value);
 std::string_view to_string(Schedule value);
 std::string_view to_string(Precision value);
 std::string_view to_string(AttentionKernel value);
+std::string_view to_string(FsdpImplementation value);
 
 /// A complete layout: every knob has a value.
 struct ParallelLayout {
@@ -47,6 +52,7 @@ struct ParallelLayout {
   bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
+  FsdpImplementation fsdp = FsdpImplementation::kMegatronFsdp;  // with zero=3
   // How the layers split over pipeline stages (sim/core/pipeline_split.h has the
   // semantics). All unset is Megatron's even split.
   int first_stage_layers = 0;        // --decoder-first-pipeline-num-layers; 0: not set
@@ -69,7 +75,8 @@ struct ParallelLayout {
   bool dist_opt() const { return zero >= 1; }
 
   /// "tp=8,pp=16,..." with every knob, parseable by parse_layout. The split
-  /// knobs are written only when set (custom_split()).
+  /// knobs are written only when set (custom_split()); fsdp only with zero=3,
+  /// where it means something.
   std::string to_spec() const;
   /// The split knobs that are set, "first_stage_layers=5,last_stage_layers=5"
   /// style; empty for Megatron's even split.
@@ -87,6 +94,7 @@ struct PartialLayout {
   std::optional<Precision> precision;
   std::optional<AttentionKernel> attention;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+  std::optional<FsdpImplementation> fsdp;
   // Split knobs: when any is given the others are unset (not searched); when
   // none is, the search picks the split (even where the layers divide).
   std::optional<int> first_stage_layers, last_stage_layers;

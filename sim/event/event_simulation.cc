@@ -1,33 +1,12 @@
 #include "sim/event/event_simulation.h"
 
 #include <algorithm>
-#include <array>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/event/critical_path.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
-
-namespace {
-
-// The same rule as the analytical model: the largest cost beyond compute,
-// if it is more than 5 % of the step.
-Limiter limiter_of(const SimulationResult& r) {
-  const std::array<std::pair<double, Limiter>, 7> costs{{
-      {r.exposed_tp_s, Limiter::kTensorParallelComm},
-      {r.exposed_cp_s, Limiter::kContextParallelComm},
-      {r.exposed_ep_s, Limiter::kExpertParallelComm},
-      {r.exposed_pp_s, Limiter::kPipelineComm},
-      {r.exposed_dp_s, Limiter::kDataParallelComm},
-      {r.time.pipeline_bubble_s, Limiter::kPipelineBubble},
-      {r.time.optimizer_s, Limiter::kOptimizer},
-  }};
-  const auto worst = std::max_element(costs.begin(), costs.end());
-  return worst->first > 0.05 * r.step_time_s ? worst->second : Limiter::kCompute;
-}
-
-}  // namespace
 
 EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostProfile& profile, const ParallelLayout& layout,

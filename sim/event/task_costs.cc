@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/comm/fsdp_comm.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
@@ -112,8 +113,18 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
   std::vector<DataParallelComm> bucket_comm;
   std::vector<LinkKind> bucket_link;
   bucket_comm.reserve(plan.buckets.size());
+  const FsdpBehaviour fsdp = fsdp_behaviour_of(m, l);
   for (const GradientBucket& b : plan.buckets) {
-    bucket_comm.push_back(data_parallel_comm(b.dense_params, b.expert_params, l, cluster, links));
+    if (l.zero >= 3) {  // an FSDP unit: fsdp_comm.h, as the analytical model
+      const FsdpUnitComm u =
+          fsdp_unit_comm({b.dense_params, b.expert_params}, fsdp, l, cluster, links);
+      DataParallelComm d;
+      d.grad_reduce_s = u.reduce_s;
+      d.param_gather_s = u.gather_s;
+      bucket_comm.push_back(d);
+    } else {
+      bucket_comm.push_back(data_parallel_comm(b.dense_params, b.expert_params, l, cluster, links));
+    }
     const bool network = (b.dense_params > 0 && dense_dp_link == LinkKind::kNetwork) ||
                          (b.expert_params > 0 && expert_dp_link == LinkKind::kNetwork);
     bucket_link.push_back(network ? LinkKind::kNetwork : LinkKind::kNvlink);

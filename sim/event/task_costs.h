@@ -13,7 +13,9 @@
 //    --tp-comm-overlap, (tp−1)/tp of them overlap the block and 1/tp is the
 //    tail the block cannot hide (Wang et al. 2023, the analytical model's
 //    max(c/tp, c − GEMMs) when the GEMMs hide the rest);
-//  - the dispatch and the combine all-to-all are half of the layer's EP time each.
+//  - the dispatch and the combine all-to-all are half of the layer's EP time each;
+//  - under ZeRO-3 a bucket is an FSDP unit: its gather and reduce-scatter are
+//    fsdp_unit_comm's (sim/comm/fsdp_comm.h), as in the analytical model.
 #pragma once
 
 #include <cstdint>

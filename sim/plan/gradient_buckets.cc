@@ -2,22 +2,12 @@
 
 #include <algorithm>
 
+#include "sim/comm/fsdp_comm.h"
 #include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
 
 namespace {
-
-struct LayerShare {
-  double dense = 0, expert = 0;
-};
-
-// One layer's parameters on one GPU, sharded as stage_params_per_gpu shards them.
-LayerShare layer_share(const ModelConfig& m, const ParallelLayout& l, bool moe_layer) {
-  const LayerParams p = layer_params(m, moe_layer);
-  return {(p.attention + p.dense_mlp) / l.tp + p.norms + p.router,
-          p.experts / (static_cast<double>(l.ep) * l.etp)};
-}
 
 bool is_moe_layer(const ModelConfig& m, int layer) { return layer >= m.dense_layers(); }
 
@@ -30,8 +20,8 @@ double default_bucket_params(const ParallelLayout& l) {
 std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const ParallelLayout& l,
                                                    const PlanShape& shape, int stage,
                                                    double bucket_params) {
-  const LayerShare dense_layer = layer_share(m, l, false);
-  const LayerShare moe_layer = layer_share(m, l, true);
+  const UnitParams dense_layer = layer_params_per_gpu(m, l, false);
+  const UnitParams moe_layer = layer_params_per_gpu(m, l, true);
   auto share_of = [&](int layer) { return is_moe_layer(m, layer) ? moe_layer : dense_layer; };
 
   // What the stage holds beyond its layers (embedding on the first stage,
@@ -61,7 +51,9 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
 
   std::vector<GradientBucket> out;
   for (int c = shape.vpp - 1; c >= 0; --c) {
-    const bool bucketed = c == 0 && stage == 0 && l.overlap_grad_reduce;
+    // ZeRO-3 / FSDP: every layer is its own unit (bucket_params is ignored).
+    const bool fsdp = l.zero >= 3;
+    const bool bucketed = fsdp || (c == 0 && stage == 0 && l.overlap_grad_reduce);
     GradientBucket open;
     bool has_open = false;
     auto start = [&] {
@@ -77,7 +69,9 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
       out.push_back(open);
       has_open = false;
     };
-    auto full = [&] { return bucketed && open.dense_params + open.expert_params >= bucket_params; };
+    auto full = [&] {
+      return bucketed && (fsdp || open.dense_params + open.expert_params >= bucket_params);
+    };
     start();
     if (last && c == shape.vpp - 1 && output_params > 0) {
       open.output_layer = true;
@@ -87,7 +81,7 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
     for (int j = layers_in_chunk(shape, stage, c) - 1; j >= 0; --j) {
       if (!has_open) start();
       const int layer = global_layer(shape, stage, c, j);
-      const LayerShare share = share_of(layer);
+      const UnitParams share = share_of(layer);
       if (open.last_layer < open.first_layer) open.last_layer = layer;
       open.first_layer = layer;
       open.dense_params += share.dense;

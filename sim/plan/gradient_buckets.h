@@ -9,7 +9,9 @@
 // that helps: without --overlap-grad-reduce everything is one bucket; on
 // pipeline stages after the first (whose reductions are not on the critical
 // path) and for model chunks after the first (their reductions hide behind
-// the remaining chunks' backward) each chunk is one bucket.
+// the remaining chunks' backward) each chunk is one bucket. Under ZeRO-3 every
+// layer, the embedding and the output layer are buckets of their own (FSDP units:
+// Megatron-FSDP, FSDP2 and DeepSpeed stage 3 all wrap each transformer layer).
 #pragma once
 
 #include <vector>

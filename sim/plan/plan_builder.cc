@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/comm/fsdp_comm.h"
 #include "sim/plan/task_writer.h"
 
 namespace sextant::sim {
@@ -40,6 +41,7 @@ class PlanBuilder {
     s.sequence_parallel = l_.sp;
     s.zero = l_.zero;
     has_dp_ = l_.dp * l_.cp > 1 || (m_.moe && l_.expert_dp() > 1);
+    fsdp_ = fsdp_behaviour_of(m_, l_);
     bucket_of_layer_.assign(static_cast<std::size_t>(m_.num_layers), -1);
     // About 8 tasks per layer and micro-batch, each with 1 or 2 dependencies.
     const std::size_t estimate = static_cast<std::size_t>(s.microbatches) * m_.num_layers * 9 + 64;
@@ -79,6 +81,8 @@ class PlanBuilder {
     stage_ = stage;
     w_->begin_stage();
     last_dp_ = kNoTask;
+    use_starts_.clear();
+    reduces_.clear();
     const PlanShape& s = plan_.shape;
 
     first_bucket_ = static_cast<int>(plan_.buckets.size());
@@ -135,12 +139,16 @@ class PlanBuilder {
 
   std::uint32_t add_dp(TaskKind kind, int bucket, int microbatch, Pass pass,
                        std::initializer_list<DepRef> deps) {
+    return add_dp(kind, bucket, microbatch, pass, std::span<const DepRef>(deps.begin(), deps.size()));
+  }
+  std::uint32_t add_dp(TaskKind kind, int bucket, int microbatch, Pass pass,
+                       std::span<const DepRef> deps) {
     const StreamKind stream = kind == TaskKind::kParameterGather ? StreamKind::kDataParallelGather
                                                                  : StreamKind::kDataParallel;
     const Task t = make(kind, Block::kNone, pass, stream,
                         plan_.buckets[static_cast<std::size_t>(bucket)].chunk, microbatch,
                         kNoIndex, bucket);
-    last_dp_ = w_->add(t, std::span<const DepRef>(deps.begin(), deps.size()));
+    last_dp_ = w_->add(t, deps);
     return last_dp_;
   }
 
@@ -197,12 +205,29 @@ class PlanBuilder {
   }
   bool has_layers(const GradientBucket& b) const { return b.last_layer >= b.first_layer; }
 
+  // ZeRO-3 / FSDP: unit `b`'s weights gathered for its use in micro-batch `mb`
+  // (fsdp_behaviour.h). With prefetch depth d the gather of use k may start
+  // once compute reaches use k−d (FSDP2: the next all-gather waits for the
+  // current unit's copy-out); with d = 0 it starts when compute reaches use k.
+  // The unit's compute waits for it.
+  void fsdp_gather(int b, int mb, Pass pass) {
+    use_starts_.push_back(w_->last_compute());
+    const std::size_t k = use_starts_.size() - 1;
+    const auto d = static_cast<std::size_t>(fsdp_.prefetch_units);
+    std::vector<DepRef> deps;
+    if (d == 0) {
+      deps = w_->chain_deps();
+    } else if (k >= d && use_starts_[k - d] != kNoTask) {
+      deps.push_back(DepRef::task(use_starts_[k - d]));
+    }
+    w_->also_wait_for(DepRef::task(add_dp(TaskKind::kParameterGather, b, mb, pass, deps)));
+  }
+
   // Before the first forward use of bucket `b` in micro-batch `mb`.
   void use_for_forward(int b, int mb) {
     if (!has_dp_ || b < 0) return;
     if (l_.zero >= 3) {
-      w_->also_wait_for(
-          DepRef::task(add_dp(TaskKind::kParameterGather, b, mb, Pass::kForward, {})));
+      fsdp_gather(b, mb, Pass::kForward);
       return;
     }
     std::uint32_t& gather = gather_[static_cast<std::size_t>(b - first_bucket_)];
@@ -214,7 +239,7 @@ class PlanBuilder {
 
   void use_for_backward(int b, int mb) {
     if (!has_dp_ || b < 0 || l_.zero < 3) return;
-    w_->also_wait_for(DepRef::task(add_dp(TaskKind::kParameterGather, b, mb, Pass::kBackward, {})));
+    fsdp_gather(b, mb, Pass::kBackward);
   }
 
   // Micro-batch `mb`'s gradients of bucket `b` are complete.
@@ -223,8 +248,14 @@ class PlanBuilder {
     const bool every_microbatch = l_.zero >= 2;
     if (!every_microbatch && mb != plan_.shape.microbatches - 1) return;
     if (!every_microbatch && !l_.overlap_grad_reduce) return;  // reduced after the backward
-    add_dp(TaskKind::kGradientReduce, b, every_microbatch ? mb : kNoIndex, Pass::kNone,
-           {DepRef::task(w_->last_compute())});
+    const std::uint32_t reduce = add_dp(TaskKind::kGradientReduce, b,
+                                        every_microbatch ? mb : kNoIndex, Pass::kNone,
+                                        {DepRef::task(w_->last_compute())});
+    if (l_.zero < 3) return;
+    // FSDP: with q reductions in flight, compute goes on once the one q back is done.
+    reduces_.push_back(reduce);
+    const auto q = static_cast<std::size_t>(fsdp_.reduce_queue_units);
+    if (reduces_.size() > q) w_->also_wait_for(DepRef::task(reduces_[reduces_.size() - 1 - q]));
   }
 
   // ---- blocks ----
@@ -373,6 +404,9 @@ class PlanBuilder {
   int output_bucket_ = -1;
   std::vector<int> bucket_of_layer_;
   std::vector<std::uint32_t> gather_;  // overlapped gathers not yet waited for, by bucket
+  FsdpBehaviour fsdp_;                  // ZeRO-3 only
+  std::vector<std::uint32_t> use_starts_;  // ZeRO-3: last compute before each unit use
+  std::vector<std::uint32_t> reduces_;     // ZeRO-3: the stage's reduce-scatters in order
 };
 
 }  // namespace

@@ -25,8 +25,11 @@
 //  - data-parallel gradient buckets (gradient_buckets.h), each reduced as soon
 //    as the last micro-batch's gradients in it are ready (--overlap-grad-reduce;
 //    without it, after the whole backward); with ZeRO-2 after every
-//    micro-batch; with ZeRO-3 the weights are also gathered before each
-//    micro-batch's forward and backward;
+//    micro-batch; with ZeRO-3 every layer is its own FSDP unit, its weights
+//    gathered before each micro-batch's forward and backward, the gathers
+//    running ahead of compute by the implementation's prefetch depth and
+//    compute waiting when more reductions are in flight than it queues
+//    (sim/comm/fsdp_behaviour.h);
 //  - the weights' all-gather of the distributed optimizer: with
 //    --overlap-param-gather at the start of the iteration, each bucket before
 //    its first forward (the steady state of Megatron gathering during the next

@@ -31,7 +31,7 @@ Lines errors(std::string_view spec, std::string_view source = "--layout") {
 const std::string kKnobs =
     "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, precision, "
     "attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, first_stage_layers, "
-    "last_stage_layers, embedding_in_split, loss_in_split, pp_layout";
+    "last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp";
 
 TEST(ParseLayout, EmptySpecLeavesEveryKnobToTheSearch) {
   const PartialLayout p = parse_layout("");
@@ -118,6 +118,25 @@ TEST(ParseLayout, DistOptContradictingZero) {
   EXPECT_EQ(errors("tp=8,zero=2,dist_opt=0"),
             Lines{"--layout:1:13: dist_opt: contradicts zero=2 (dist_opt=1 means zero=1; "
                   "dist_opt=0 means zero=0)"});
+}
+
+TEST(ParseLayout, FsdpNamesTheZeroThreeImplementation) {
+  EXPECT_EQ(parse_layout("zero=3,fsdp=fsdp2").fsdp, FsdpImplementation::kFsdp2);
+  EXPECT_EQ(parse_layout("fsdp=deepspeed-zero3").fsdp, FsdpImplementation::kDeepSpeedZero3);
+  EXPECT_EQ(parse_layout("fsdp=megatron-fsdp,zero=3").fsdp, FsdpImplementation::kMegatronFsdp);
+  EXPECT_EQ(errors("tp=8,fsdp=torch"),
+            Lines{"--layout:1:6: fsdp: got 'torch'; accepted: megatron-fsdp, fsdp2, "
+                  "deepspeed-zero3"});
+  EXPECT_EQ(errors("zero=1,fsdp=fsdp2"),
+            Lines{"--layout:1:8: fsdp: names the ZeRO-3 implementation; it needs zero=3 "
+                  "(got zero=1)"});
+  ParallelLayout l;
+  l.zero = 3;
+  l.fsdp = FsdpImplementation::kDeepSpeedZero3;
+  EXPECT_NE(l.to_spec().find(",fsdp=deepspeed-zero3"), std::string::npos);
+  EXPECT_EQ(parse_layout(l.to_spec()).fsdp, FsdpImplementation::kDeepSpeedZero3);
+  l.zero = 1;  // meaningless without zero=3: not spelled out
+  EXPECT_EQ(l.to_spec().find("fsdp"), std::string::npos);
 }
 
 TEST(ParseLayout, UnknownKnobListsTheKnobs) {

@@ -209,5 +209,83 @@ TEST(PlanBuilder, UnevenSplitPlacesEveryLayerOnce) {
   }
 }
 
+// ZeRO-3 on one stage: GPT-3 175B, tp=8, dp=8, 2 micro-batches. Each
+// micro-batch gathers the embedding, 96 layers and the output layer forward and
+// the output layer and 96 layers backward: 2 · (1 + 96 + 1 + 1 + 96) = 390
+// gathers, and reduce-scatters 98 units per micro-batch: 196.
+ParallelLayout zero3_layout(FsdpImplementation implementation) {
+  ParallelLayout l;
+  l.tp = 8;
+  l.sp = true;
+  l.dp = 8;
+  l.mbs = 1;
+  l.gbs = 16;
+  l.zero = 3;
+  l.overlap_grad_reduce = false;
+  l.recompute = Recompute::kFull;
+  l.fsdp = implementation;
+  return l;
+}
+
+struct Zero3Shape {
+  std::vector<std::uint32_t> gathers, reduces;
+};
+Zero3Shape zero3_tasks(const Plan& plan) {
+  Zero3Shape out;
+  for (std::uint32_t t = 0; t < plan.tasks.size(); ++t) {
+    if (plan.tasks[t].kind == TaskKind::kParameterGather) out.gathers.push_back(t);
+    if (plan.tasks[t].kind == TaskKind::kGradientReduce) out.reduces.push_back(t);
+  }
+  return out;
+}
+
+TEST(PlanBuilder, ZeroThreeGathersRunAheadByThePrefetchDepth) {
+  const ModelConfig m = testing::gpt3_175b();
+  // Megatron-FSDP: a layer holds 12h²/8 + norms ≈ 226M parameters per GPU, so
+  // its 5e8-parameter prefetch covers ceil(5e8 / 2.26e8) = 3 units: gather k
+  // waits for the compute before use k − 3 (none before use 0: gathers 0-3
+  // wait for nothing).
+  // FSDP2: one unit ahead. DeepSpeed 2021: none, each waits for the compute chain.
+  for (const auto& [implementation, depth] :
+       std::vector<std::pair<FsdpImplementation, std::size_t>>{
+           {FsdpImplementation::kMegatronFsdp, 3}, {FsdpImplementation::kFsdp2, 1}}) {
+    const Plan plan = build_plan(m, zero3_layout(implementation));
+    const Zero3Shape s = zero3_tasks(plan);
+    ASSERT_EQ(s.gathers.size(), 390u);
+    EXPECT_EQ(s.reduces.size(), 196u);
+    for (std::size_t k = 0; k < s.gathers.size(); ++k) {
+      const auto deps = plan.deps_of(s.gathers[k]);
+      if (k <= depth) {
+        EXPECT_TRUE(deps.empty()) << "gather " << k;
+        continue;
+      }
+      ASSERT_EQ(deps.size(), 1u) << "gather " << k;
+      EXPECT_EQ(plan.tasks[deps[0]].kind, TaskKind::kCompute) << "gather " << k;
+      // The compute it waits for comes before the gather `depth` back is used.
+      EXPECT_LT(deps[0], s.gathers[k - depth]) << "gather " << k;
+    }
+  }
+  const Plan deepspeed = build_plan(m, zero3_layout(FsdpImplementation::kDeepSpeedZero3));
+  const Zero3Shape s = zero3_tasks(deepspeed);
+  for (std::size_t k = 1; k < s.gathers.size(); ++k) {
+    EXPECT_FALSE(deepspeed.deps_of(s.gathers[k]).empty()) << "gather " << k;
+  }
+}
+
+TEST(PlanBuilder, ZeroThreeComputeWaitsWhenTooManyReductionsAreInFlight) {
+  // FSDP2 keeps one reduce-scatter in flight: after issuing reduction j the
+  // compute waits for reduction j − 1: every reduction but the last two is
+  // waited for by a compute task (the optimizer step waits for those two).
+  const Plan plan = build_plan(testing::gpt3_175b(), zero3_layout(FsdpImplementation::kFsdp2));
+  std::set<std::uint32_t> waited;
+  for (std::uint32_t t = 0; t < plan.tasks.size(); ++t) {
+    if (plan.tasks[t].kind != TaskKind::kCompute) continue;
+    for (std::uint32_t d : plan.deps_of(t)) {
+      if (plan.tasks[d].kind == TaskKind::kGradientReduce) waited.insert(d);
+    }
+  }
+  EXPECT_EQ(waited.size(), zero3_tasks(plan).reduces.size() - 2);
+}
+
 }  // namespace
 }  // namespace sextant::sim

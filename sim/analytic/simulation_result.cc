@@ -1,0 +1,37 @@
+#include "sim/analytic/simulation_result.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace sextant::sim {
+
+std::string_view to_string(Limiter value) {
+  switch (value) {
+    case Limiter::kCompute: return "compute";
+    case Limiter::kTensorParallelComm: return "tensor-parallel communication";
+    case Limiter::kContextParallelComm: return "context-parallel communication";
+    case Limiter::kExpertParallelComm: return "expert-parallel all-to-all";
+    case Limiter::kPipelineComm: return "pipeline send/recv";
+    case Limiter::kDataParallelComm: return "data-parallel gradient/parameter sync";
+    case Limiter::kPipelineBubble: return "pipeline bubble";
+    case Limiter::kOptimizer: return "optimizer step";
+  }
+  return "?";
+}
+
+Limiter limiter_of(const SimulationResult& r) {
+  const std::array<std::pair<double, Limiter>, 7> costs{{
+      {r.exposed_tp_s, Limiter::kTensorParallelComm},
+      {r.exposed_cp_s, Limiter::kContextParallelComm},
+      {r.exposed_ep_s, Limiter::kExpertParallelComm},
+      {r.exposed_pp_s, Limiter::kPipelineComm},
+      {r.exposed_dp_s, Limiter::kDataParallelComm},
+      {r.time.pipeline_bubble_s, Limiter::kPipelineBubble},
+      {r.time.optimizer_s, Limiter::kOptimizer},
+  }};
+  const auto worst = std::max_element(costs.begin(), costs.end());
+  return worst->first > 0.05 * r.step_time_s ? worst->second : Limiter::kCompute;
+}
+
+}  // namespace sextant::sim
