@@ -126,7 +126,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
         search::explain_empty_search(model, cluster, o.gpus, partial, result, constraints));
   }
   const SimulationContext context{model.name, cluster.name, cluster.gpu.name, o.gpus,
-                                  static_cast<double>(cluster.gpu.memory_bytes), o.engine};
+                                  static_cast<double>(cluster.gpu.memory_bytes), o.engine, &profile};
   if (o.format == "json") {
     nlohmann::json results = nlohmann::json::array();
     for (const sim::SimulationResult& r : result.best) {
@@ -138,6 +138,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
                           {"valid", result.valid},
                           {"feasible", result.feasible},
                           {"search_time_s", result.search_time_s},
+                          {"profile", profile_json(profile)},
                           {"results", results}}
                .dump(2)
         << "\n";
@@ -151,7 +152,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   char line[512];
   out << "sextant search: " << model.name << " on " << o.gpus << " x " << cluster.gpu.name << " ("
       << cluster.name << "), global batch " << *partial.gbs << ", seq " << model.seq_length
-      << "\n\n";
+      << "\nprofile: " << profile_label(profile) << "\n\n";
   std::snprintf(line, sizeof line, "%3s  %-58s %9s %9s %6s %10s %9s  %s\n", "#", "layout", "step",
                 "tok/s/GPU", "MFU", "mem/GPU", "headroom", "limited by");
   out << line;

@@ -91,7 +91,7 @@ int run_simulate(const SimulateOptions& o, const CommonOptions& common, std::ost
   }
 
   SimulationContext context{model.name, cluster.name, cluster.gpu.name, gpus,
-                            static_cast<double>(cluster.gpu.memory_bytes), o.engine};
+                            static_cast<double>(cluster.gpu.memory_bytes), o.engine, &profile};
   if (o.format == "json") {
     nlohmann::json j = simulation_json(context, result);
     if (event) j["event"] = event_json(*event, o.trace);

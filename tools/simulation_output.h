@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/analytic/simulation_result.h"
+#include "sim/core/cost_profile.h"
 #include "sim/event/event_simulation.h"
 
 namespace sextant::tools {
@@ -17,7 +18,15 @@ struct SimulationContext {
   long gpus = 0;
   double gpu_memory_bytes = 0;
   std::string engine = "analytic";
+  /// The cost profile used: its name and whose kernels it describes, and,
+  /// when it carries a fit, the interval it puts around step times.
+  const sim::CostProfile* profile = nullptr;
 };
+
+/// {"name": ..., "software": ...} of the context's profile.
+nlohmann::json profile_json(const sim::CostProfile& profile);
+/// "h100-sxm-80gb (megatron-published)"
+std::string profile_label(const sim::CostProfile& profile);
 
 nlohmann::json layout_json(const sim::ParallelLayout& layout);
 nlohmann::json simulation_json(const SimulationContext& context, const sim::SimulationResult& r);
