@@ -22,5 +22,6 @@ CommandRunner add_validate_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_search_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_preprocess_command(CLI::App& app, const CommonOptions& common);
 CommandRunner add_run_command(CLI::App& app, const CommonOptions& common);
+CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common);
 
 }  // namespace sextant::tools

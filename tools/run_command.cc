@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <memory>
 #include <vector>
+#include <iostream>
 #include <ostream>
 
 #include <filesystem>
@@ -232,6 +233,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       ->capture_default_str();
   return [a, &common](std::ostream& out) {
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
+    // Said before the engine starts (and where there is none): what `best` chose.
+    if (!run.settings.layout_note.empty())
+      (run.settings.format == "json" ? std::cerr : out) << run.settings.layout_note << "\n";
     return run_training(run, out);
   };
 }

@@ -181,7 +181,6 @@ int run_training(PreparedRun& run, std::ostream& out) {
            << ", cosine to step " << lr.decay_steps << "; " << trainer->tasks_per_step()
            << " tasks per step\n";
   if (preset_has_dropout) progress << "note: the engine has no dropout; training with dropout 0\n";
-  if (!s.layout_note.empty()) progress << s.layout_note << "\n";
   progress << "memory: arena " << sim::format_gib(trainer->arena_bytes(), 2)
            << "; the simulator predicts " << sim::format_gib(predicted.total(), 2) << "\n";
   if (!json)

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   tools::CommandRunner search = tools::add_search_command(app, common);
   tools::CommandRunner preprocess = tools::add_preprocess_command(app, common);
   tools::CommandRunner run = tools::add_run_command(app, common);
+  tools::CommandRunner fit_profile = tools::add_fit_profile_command(app, common);
 
   try {
     app.parse(argc, argv);
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     else if (app.got_subcommand("validate")) code = validate(out);
     else if (app.got_subcommand("search")) code = search(out);
     else if (app.got_subcommand("preprocess")) code = preprocess(out);
+    else if (app.got_subcommand("fit-profile")) code = fit_profile(out);
     std::cout << out.str();
     return code;
   } catch (const sim::ConfigError& e) {

@@ -10,31 +10,15 @@
 
 #include "sim/core/config_error.h"
 #include "sim/core/config_loader.h"
+#include "tests/support/test_models.h"
 
 namespace sextant::sim {
 namespace {
 
 const std::string kFixture = std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml";
 
-// The scalar part every profile has (17 keys), as text.
-const char* kScalars = R"(name: p
-gpu: h100-sxm-80gb
-gemm_efficiency: 0.7
-fp8_gemm_efficiency: 0.6
-gemm_tile_m: 128
-gemm_tile_n: 128
-gemm_k_half: 256
-flash_attention_forward_efficiency: 0.6
-flash_attention_backward_efficiency: 0.5
-flash_attention_half_efficiency_tiles: 190
-sustained_compute_fraction: 1.0
-memory_efficiency: 0.9
-kernel_overhead_s: 2.0e-6
-nvlink_efficiency: 0.7
-collective_launch_s: 2.6e-5
-network_efficiency: 0.9
-source: test
-)";
+// The scalar part every profile has (17 keys, one line each).
+const char* const kScalars = testing::kScalarProfileYaml;
 
 std::string error_of(const std::string& text) {
   try {
