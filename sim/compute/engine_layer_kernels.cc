@@ -104,8 +104,11 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   t.backward_s += norm_backward_s(s, r);
   linear(t, s, s.hidden, s.q + 2 * s.kv, s.bias, true, r);
   if (s.rope) {
-    t.forward_s += elementwise_time_s(K::kRopeForward, T, s.q + s.kv, 4.0 * T * (s.q + s.kv), r);
-    t.backward_s += elementwise_time_s(K::kRopeBackward, T, s.q + s.kv, 4.0 * T * (s.q + s.kv), r);
+    // Rotates Q and K in place inside the fused QKV rows: sized by the row
+    // (q + 2·kv, as calibrate times it), moving q + kv of it (read + write 4 bytes).
+    const double row = s.q + 2 * s.kv, moved = 4.0 * T * (s.q + s.kv);
+    t.forward_s += elementwise_time_s(K::kRopeForward, T, row, moved, r);
+    t.backward_s += elementwise_time_s(K::kRopeBackward, T, row, moved, r);
   }
   const double heads = static_cast<double>(m.num_attention_heads) / l.tp;
   const double head_dim = static_cast<double>(m.kv_channels);

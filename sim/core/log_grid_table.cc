@@ -52,11 +52,12 @@ std::optional<std::array<double, LogGridTable::kMaxOutputs>> LogGridTable::looku
   if (cells_.empty() || !(work > 0)) return std::nullopt;
   // Per dimension: the bracketing axis values and the weight of the upper one.
   std::array<std::size_t, kMaxDims> low{}, high{};
-  std::array<double, kMaxDims> upper_weight{};
+  std::array<double, kMaxDims> upper_weight{}, log_sizes{};
   for (int d = 0; d < dims_; ++d) {
     const std::vector<double>& axis = axes_[d];
-    const double x = std::log(sizes[d]);
-    if (x < axis.front() - kSameLogSize || x > axis.back() + kSameLogSize) return std::nullopt;
+    const double x = std::min(std::log(sizes[d]), axis.back());  // held at the largest size
+    if (x < axis.front() - kSameLogSize) return std::nullopt;
+    log_sizes[d] = x;
     auto it = std::lower_bound(axis.begin(), axis.end(), x - kSameLogSize);
     const std::size_t i = static_cast<std::size_t>(it - axis.begin());
     if (std::abs(axis[i] - x) <= kSameLogSize) {
@@ -85,7 +86,20 @@ std::optional<std::array<double, LogGridTable::kMaxOutputs>> LogGridTable::looku
     for (int o = 0; o < outputs_; ++o) sum[o] += weight * y[o];
     weight_sum += weight;
   }
-  if (weight_sum <= 1e-12) return std::nullopt;
+  if (weight_sum <= 1e-12) {
+    // No measured corner: Shepard's inverse-square-distance mean over all points.
+    sum = {};
+    for (const Point& p : points_) {
+      double distance_squared = 0;
+      for (int d = 0; d < dims_; ++d) {
+        const double delta = p.log_sizes[d] - log_sizes[d];
+        distance_squared += delta * delta;
+      }
+      const double weight = 1.0 / std::max(distance_squared, 1e-18);
+      for (int o = 0; o < outputs_; ++o) sum[o] += weight * p.log_time_per_work[o];
+      weight_sum += weight;
+    }
+  }
   std::array<double, kMaxOutputs> out{};
   for (int o = 0; o < outputs_; ++o) out[o] = work * std::exp(sum[o] / weight_sum);
   return out;

@@ -12,15 +12,21 @@
 //    (y is then linear in ln x), and so is any constant rate (t ∝ work);
 //  - calibrate's points are a log-spaced grid plus the shapes of model
 //    presets, so some grid corners are unmeasured: those corners are dropped
-//    and the multilinear weights of the present ones renormalised (a Shepard-
-//    style fallback that keeps the exact-at-points property).
-// Queries outside the measured range of any size, or whose corners are all
-// unmeasured, have no coverage (std::nullopt): callers use the roofline there.
+//    and the multilinear weights of the present ones renormalised; when none
+//    is measured (the query sits on an axis value only other points share),
+//    y is the inverse-square-distance mean (in ln size) over all points —
+//    Shepard's method, exact at points too, and only on this rare path.
+// Above the largest measured size of a dimension the coordinate is held at
+// that size: the time per unit of work of the largest kernels measured (they
+// are saturated: a GEMM or a memory sweep twice as large takes twice as long).
+// Below the smallest measured size of any dimension — where launch latency
+// and idle SMs set the time — there is no coverage (std::nullopt): callers
+// use the roofline there.
 //
 // Multilinear on a tensor grid was chosen over inverse-distance weighting of
-// all points because it is exact for power laws (IDW is not), and a query is
-// 2^D cell reads after D binary searches: about 0.1 µs, with no allocation,
-// where IDW would touch every point of the table.
+// all points as the main path because it is exact for power laws (IDW is
+// not), and a query is 2^D cell reads after D binary searches: about 0.1 µs,
+// with no allocation, where IDW touches every point of the table.
 #pragma once
 
 #include <array>

@@ -83,9 +83,12 @@ TEST(EngineLayerKernels, OptimizerStepIsNormAdamGraphLaunchAndHost) {
 TEST(EngineLayerKernels, FallsBackToTheRooflineOutsideTheTables) {
   const Fixture f;
   const DeviceRates r = f.rates();
-  // 32768 tokens is past the table's 16384: the roofline GEMM of gemm_time.h.
-  const LinearTimes outside = linear_times(32768, 2048, 2048, 1, r);
-  EXPECT_DOUBLE_EQ(outside.forward_s, gemm_time_s({32768, 2048, 2048, 1, false}, r.gemm_flops_per_s, r));
+  // 1024 tokens is below the table's smallest 2048: the roofline GEMM of gemm_time.h.
+  const LinearTimes below = linear_times(1024, 2048, 2048, 1, r);
+  EXPECT_DOUBLE_EQ(below.forward_s, gemm_time_s({1024, 2048, 2048, 1, false}, r.gemm_flops_per_s, r));
+  // 32768 tokens is above the largest 16384: the rate at 16384, twice the time (plus one gap).
+  EXPECT_NEAR(linear_times(32768, 2048, 2048, 1, r).forward_s,
+              2 * (gemm(16384, 2048, 2048) - kGap) + kGap, 1e-10);
   // Inside: the table's rate.
   EXPECT_NEAR(linear_times(16384, 2048, 2048, 1, r).forward_s, gemm(16384, 2048, 2048), 1e-10);
 }

@@ -65,15 +65,33 @@ TEST(LogGridTable, DropsUnmeasuredCornersAndRenormalises) {
   t.build();
   // Any point of the square keeps the rate: 3000·3000 elements → 9 µs.
   EXPECT_NEAR((*t.lookup({3000, 3000, 0, 0}, 9e6))[0], 9e-6, 1e-15);
-  // The missing corner itself has no measured neighbour with weight: no coverage.
-  EXPECT_FALSE(t.lookup({8000, 8000, 0, 0}, 64e6));
+  // The missing corner itself: Shepard's mean over the points, the same rate → 64 µs.
+  EXPECT_NEAR((*t.lookup({8000, 8000, 0, 0}, 64e6))[0], 64e-6, 1e-15);
 }
 
-TEST(LogGridTable, HasNoCoverageOutsideTheMeasuredRange) {
+TEST(LogGridTable, ShepardMeanWhenNoCornerIsMeasured) {
+  LogGridTable t(2, 1);
+  // Rates 1e-12 s/element at (1000, 1000) and 4e-12 at (8000, 1000); (8000, 8000)
+  // is unmeasured and is on both axes, so no grid corner of it is.
+  t.add({1000, 1000, 0, 0}, 1e6, {1e-6, 0, 0});
+  t.add({8000, 1000, 0, 0}, 8e6, {32e-6, 0, 0});
+  t.add({1000, 8000, 0, 0}, 8e6, {8e-6, 0, 0});
+  t.build();
+  // Squared log distances from (8000, 8000): (1000, 1000) is 2·ln(8)² away,
+  // (8000, 1000) and (1000, 8000) ln(8)² each: weights 1/2, 1, 1 (in units of
+  // 1/ln(8)²) on the ln rates ln 1e-12, ln 4e-12, ln 1e-12 →
+  // rate = exp((0.5·0 + 1·ln 4 + 1·0) / 2.5)·1e-12 = 4^0.4·1e-12 = 1.7411e-12;
+  // times 64e6 elements = 111.43 µs.
+  EXPECT_NEAR((*t.lookup({8000, 8000, 0, 0}, 64e6))[0], 111.430e-6, 1e-9);
+}
+
+TEST(LogGridTable, HoldsTheLargestSizeAndHasNoCoverageBelowTheSmallest) {
   const LogGridTable t = full_power_law_grid();
-  EXPECT_FALSE(t.lookup({32768, 1024, 512, 0}, 32768.0 * 1024 * 512));  // m above 16384
-  EXPECT_FALSE(t.lookup({1024, 1024, 256, 0}, 1024.0 * 1024 * 256));    // k below 512
-  EXPECT_FALSE(LogGridTable(2, 1).lookup({1, 1, 0, 0}, 1));             // empty
+  // m = 32768 is above the largest 16384: the rate at 16384, so twice its time.
+  EXPECT_NEAR((*t.lookup({32768, 1024, 512, 0}, 32768.0 * 1024 * 512))[0],
+              2 * power_law_s(16384, 1024, 512), 1e-15);
+  EXPECT_FALSE(t.lookup({1024, 1024, 256, 0}, 1024.0 * 1024 * 256));  // k below 512
+  EXPECT_FALSE(LogGridTable(2, 1).lookup({1, 1, 0, 0}, 1));           // empty
 }
 
 }  // namespace
