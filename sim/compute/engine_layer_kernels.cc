@@ -3,7 +3,9 @@
 //  - residual adds ride on the GEMM that makes the branch (cuBLASLt reads the
 //    residual as C) in the forward, and on the norm's backward in the backward;
 //  - GELU runs in fc1's epilogue (with the bias), its backward in fc2's
-//    input-gradient epilogue: no activation kernel for GPT models;
+//    input-gradient epilogue: no activation kernel for GPT models, but the
+//    epilogues' extra traffic (GELU's saved input, the residual read as C) is
+//    added to the measured plain GEMMs at the HBM rate;
 //  - no dropout kernels (the engine trains without dropout);
 //  - the norm backward sums the bias gradients of the projections that feed
 //    the residual when hidden <= 4096 (kernels/layernorm.h), so only QKV and
@@ -72,19 +74,30 @@ double bias_gradient_s(const Shapes& s, double width, const DeviceRates& r) {
   return elementwise_time_s(K::kBiasGradient, s.tokens, width, 2.0 * s.tokens * width, r);
 }
 
-// One linear layer's forward into `t` (and the GEMM totals); its backward
-// (weight gradient, bias gradient when `bias_kernel`, input gradient when
-// `input_gradient`) is returned for the caller to add to the backward.
+// Traffic a cuBLASLt epilogue adds to the measured plain GEMM (calibrate
+// times y = x W^T without one): the residual read as C (2 bytes per output),
+// GELU's saved input written beside the output, or read back by fc2's DGELU.
+double epilogue_s(double bytes, const DeviceRates& r) {
+  return r.compute_time_factor * bytes / r.memory_bytes_per_s;
+}
+
+// One linear layer's forward and backward into `t` (and the GEMM totals):
+// weight gradient, bias gradient when `bias_kernel`, input gradient when
+// `input_gradient`, plus the epilogues' extra bytes. Returns the forward's time.
 double linear(PassTime& t, const Shapes& s, double in, double out, bool bias_kernel,
-              bool input_gradient, const DeviceRates& r) {
+              bool input_gradient, const DeviceRates& r, double forward_epilogue_bytes = 0,
+              double input_gradient_epilogue_bytes = 0) {
   const LinearTimes g = linear_times(s.tokens, in, out, 1, r);
-  t.forward_s += g.forward_s;
-  t.gemm_forward_s += g.forward_s;
-  const double backward = g.weight_gradient_s + (input_gradient ? g.input_gradient_s : 0.0);
+  const double forward = g.forward_s + epilogue_s(forward_epilogue_bytes, r);
+  t.forward_s += forward;
+  t.gemm_forward_s += forward;
+  const double backward =
+      g.weight_gradient_s +
+      (input_gradient ? g.input_gradient_s + epilogue_s(input_gradient_epilogue_bytes, r) : 0.0);
   t.backward_s += backward + (bias_kernel ? bias_gradient_s(s, out, r) : 0.0);
   t.gemm_backward_s += backward;
   t.weight_gradient_s += g.weight_gradient_s;
-  return g.forward_s;
+  return forward;
 }
 
 }  // namespace
@@ -130,7 +143,8 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // stores what selective recomputation would keep: nothing runs again.
   t.attention_core_forward_s = 0;
   t.attention_core_backward_s = a.backward_s;
-  linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r);
+  const double residual_bytes = 2.0 * T * s.hidden;  // (T, h) bf16 read as C
+  linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r, residual_bytes);
   t.attention_forward_s = t.forward_s;
   t.attention_backward_s = t.backward_s;
   t.attention_weight_gradient_s = t.weight_gradient_s;
@@ -142,12 +156,15 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // layer's input is stored), so fc2's forward is what it skips.
   t.forward_s += norm_forward_s(s, r);
   t.backward_s += norm_backward_s(s, r);
-  linear(t, s, s.hidden, s.ffn * m.mlp_input_projections(), s.bias, true, r);
+  // GELU's input (T, f) bf16: written by fc1's epilogue, read by fc2's DGELU.
+  const double gelu_input_bytes = s.swiglu ? 0.0 : 2.0 * T * s.ffn;
+  linear(t, s, s.hidden, s.ffn * m.mlp_input_projections(), s.bias, true, r, gelu_input_bytes);
   if (s.swiglu) {
     t.forward_s += elementwise_time_s(K::kSwigluForward, T, s.ffn, 6.0 * T * s.ffn, r);
     t.backward_s += elementwise_time_s(K::kSwigluBackward, T, s.ffn, 10.0 * T * s.ffn, r);
   }
-  t.full_recompute_skipped_s = linear(t, s, s.ffn, s.hidden, residual_bias_kernels, true, r);
+  t.full_recompute_skipped_s = linear(t, s, s.ffn, s.hidden, residual_bias_kernels, true, r,
+                                      residual_bytes, gelu_input_bytes);
   return t;
 }
 
