@@ -61,17 +61,35 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
     microbatches_vary = microbatches_vary || microbatches != x(0, 2);
     models.push_back(std::move(m));
   }
-  const int columns = microbatches_vary && n >= 4 ? 3 : 2;
-  const Eigen::MatrixXd a = weight.asDiagonal() * x.leftCols(columns);
-  const Eigen::VectorXd b = weight.asDiagonal() * y;
-  const Eigen::VectorXd beta = a.colPivHouseholderQr().solve(b);
+  // Overheads are times: an overhead fitted negative (noise, or a mechanism
+  // the runs do not show) is held at 0 and the rest refitted — the active-set
+  // step of non-negative least squares (Lawson & Hanson 1974, Ch. 23) for the
+  // two overhead columns; the factor is free.
+  std::vector<int> columns{0, 1};
+  if (microbatches_vary && n >= 4) columns.push_back(2);
+  Eigen::VectorXd beta;
+  for (;;) {
+    Eigen::MatrixXd a(n, static_cast<Eigen::Index>(columns.size()));
+    for (std::size_t c = 0; c < columns.size(); ++c) a.col(static_cast<Eigen::Index>(c)) = x.col(columns[c]);
+    beta = (weight.asDiagonal() * a).colPivHouseholderQr().solve(weight.asDiagonal() * y);
+    std::size_t most_negative = 0;
+    for (std::size_t c = 1; c < columns.size(); ++c)
+      if (beta(static_cast<Eigen::Index>(c)) < 0 &&
+          (most_negative == 0 || beta(static_cast<Eigen::Index>(c)) < beta(static_cast<Eigen::Index>(most_negative))))
+        most_negative = c;
+    if (most_negative == 0) break;
+    columns.erase(columns.begin() + static_cast<std::ptrdiff_t>(most_negative));
+  }
+  double value[3] = {0, 0, 0};
+  for (std::size_t c = 0; c < columns.size(); ++c) value[columns[c]] = beta(static_cast<Eigen::Index>(c));
 
   ProfileFitResult out;
-  out.fit.parameters = {{std::string(sim::kFitComputeTimeFactor), beta(0)},
-                        {std::string(sim::kFitStepOverhead), beta(1)}};
-  if (columns == 3) out.fit.parameters.emplace_back(std::string(sim::kFitMicrobatchOverhead), beta(2));
-  const sim::CostProfile fitted =
-      with_parameters(profile, beta(0), beta(1), columns == 3 ? beta(2) : 0.0);
+  out.fit.parameters = {{std::string(sim::kFitComputeTimeFactor), value[0]},
+                        {std::string(sim::kFitStepOverhead), value[1]}};
+  if (microbatches_vary && n >= 4)
+    out.fit.parameters.emplace_back(std::string(sim::kFitMicrobatchOverhead), value[2]);
+  const sim::CostProfile fitted = with_parameters(profile, value[0], value[1], value[2]);
+  const int free_parameters = static_cast<int>(columns.size());
   double sum_squares = 0;
   for (int i = 0; i < n; ++i) {
     const CompareReport& r = runs[static_cast<std::size_t>(i)];
@@ -83,7 +101,7 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
     sum_squares += log_error * log_error;
   }
   // Residual sd with the fitted parameters' degrees of freedom taken out.
-  out.fit.log_residual_sd = std::sqrt(sum_squares / std::max(1, n - columns));
+  out.fit.log_residual_sd = std::sqrt(sum_squares / std::max(1, n - free_parameters));
   out.fit.runs = n;
   return out;
 }

@@ -16,7 +16,9 @@
 // linear least squares of measured − U on (S, 1, M), each run weighted by
 // 1/measured so that relative errors count (the first-order form of least
 // squares on ln time), with Eigen's column-pivoting QR. Runs whose micro-batch
-// counts are all equal cannot tell c from b: c is then left out (0).
+// counts are all equal cannot tell c from b: c is then left out (0). An
+// overhead fitted negative is held at 0 and the others refitted (the
+// active-set step of non-negative least squares).
 #pragma once
 
 #include <string>

@@ -83,6 +83,21 @@ TEST(ProfileFit, ResidualSdMeasuresTheNoise) {
   EXPECT_LT(r.fit.log_residual_sd, 0.0125);
 }
 
+TEST(ProfileFit, HoldsANegativeOverheadAtZero) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const sim::ClusterConfig cluster = catalog.cluster("dgx-h100");
+  // Generated with a step overhead of −2 ms (unphysical): the fit keeps it at 0
+  // and refits the factor and the micro-batch overhead instead.
+  Truth t;
+  t.step_s = -2e-3;
+  const auto runs = synthetic_runs(catalog, cluster, t, 0.0);
+  const ProfileFitResult r = fit_profile(sim::load_profile_file(kFixture), cluster, catalog, runs);
+  EXPECT_EQ(r.fit.parameter("step_overhead_s", -1), 0.0);
+  EXPECT_GE(r.fit.parameter("microbatch_overhead_s", -1), 0.0);
+  EXPECT_LT(r.fit.parameter("compute_time_factor", 0), 1.07);  // absorbs the −2 ms
+  EXPECT_GT(r.fit.log_residual_sd, 0.0);
+}
+
 TEST(ProfileFit, NeedsThreeRuns) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   const sim::ClusterConfig cluster = catalog.cluster("dgx-h100");
