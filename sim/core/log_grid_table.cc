@@ -55,6 +55,7 @@ std::optional<std::array<double, LogGridTable::kMaxOutputs>> LogGridTable::looku
   std::array<double, kMaxDims> upper_weight{}, log_sizes{};
   for (int d = 0; d < dims_; ++d) {
     const std::vector<double>& axis = axes_[d];
+    if (!(sizes[d] > 0)) return std::nullopt;  // also NaN
     const double x = std::min(std::log(sizes[d]), axis.back());  // held at the largest size
     if (x < axis.front() - kSameLogSize) return std::nullopt;
     log_sizes[d] = x;

@@ -92,6 +92,8 @@ TEST(LogGridTable, HoldsTheLargestSizeAndHasNoCoverageBelowTheSmallest) {
               2 * power_law_s(16384, 1024, 512), 1e-15);
   EXPECT_FALSE(t.lookup({1024, 1024, 256, 0}, 1024.0 * 1024 * 256));  // k below 512
   EXPECT_FALSE(LogGridTable(2, 1).lookup({1, 1, 0, 0}, 1));           // empty
+  EXPECT_FALSE(t.lookup({0, 1024, 512, 0}, 1));                       // no size
+  EXPECT_FALSE(t.lookup({std::nan(""), 1024, 512, 0}, 1));
 }
 
 }  // namespace
