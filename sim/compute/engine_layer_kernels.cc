@@ -117,9 +117,11 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   t.backward_s += norm_backward_s(s, r);
   linear(t, s, s.hidden, s.q + 2 * s.kv, s.bias, true, r);
   if (s.rope) {
-    // Rotates Q and K in place inside the fused QKV rows: sized by the row
-    // (q + 2·kv, as calibrate times it), moving q + kv of it (read + write 4 bytes).
-    const double row = s.q + 2 * s.kv, moved = 4.0 * T * (s.q + s.kv);
+    // Rotates Q and K in place inside the fused QKV rows (read + write 4 bytes
+    // per rotated element). Calibrate times it on multi-head rows of width W
+    // (kv = q), rotating 2W/3 of each; a row rotating q + kv (GQA: kv < q)
+    // moves what such a row of width 1.5·(q + kv) does.
+    const double row = 1.5 * (s.q + s.kv), moved = 4.0 * T * (s.q + s.kv);
     t.forward_s += elementwise_time_s(K::kRopeForward, T, row, moved, r);
     t.backward_s += elementwise_time_s(K::kRopeBackward, T, row, moved, r);
   }
