@@ -24,8 +24,10 @@ namespace sextant::tools {
 /// Plain string scans (it runs for every task of every timed step).
 std::string task_kind(std::string_view name);
 
-/// The simulator's side: the event engine's step time and each task kind's
-/// summed duration over one step (stage 0, the only stage on one GPU).
+/// The simulator's side: the event engine's step time (kernels in the step's
+/// CUDA graph) and each task kind's summed duration over one step (stage 0,
+/// the only stage on one GPU) with kernels launched one by one, as the engine
+/// runs them when it times tasks.
 struct ComparePrediction {
   double step_time_s = 0;
   std::optional<std::pair<double, double>> step_time_interval_s;  // with a fitted profile
