@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -66,7 +67,13 @@ int run_fit(const FitOptions& o, const CommonOptions& common, std::ostream& out)
   sim::CostProfile profile = sim::load_profile_text(profile_text, o.profile);
   const std::vector<CompareReport> runs = read_runs(o.runs_dir);
   ProfileFitResult r = fit_profile(profile, cluster, catalog, runs);
-  r.fit.data_set = o.runs_dir + " (" + std::to_string(runs.size()) + " engine runs, `sextant run --compare`)";
+  std::set<std::string> devices;
+  for (const CompareReport& run : runs)
+    if (!run.device.empty()) devices.insert(run.device);
+  std::string on;
+  for (const std::string& d : devices) on += (on.empty() ? " on " : ", ") + d;
+  r.fit.data_set = o.runs_dir + " (" + std::to_string(runs.size()) + " engine runs" + on +
+                   ", `sextant run --compare`)";
 
   const std::string text = with_fit_block(profile_text, r.fit);
   sim::CostProfile fitted = sim::load_profile_text(text, o.out);  // what we write reads back

@@ -152,6 +152,7 @@ CompareReport compare_from_json(const nlohmann::json& j, const std::string& file
     r.parallel_layout.overlap_grad_reduce = false;
     r.layout = short_layout(r.parallel_layout);
     r.seq_length = j.at("seq_length").get<long>();
+    if (j.contains("device")) r.device = j.at("device").get<std::string>();
     r.rows.push_back({kStepRow, j.at("predicted_step_time_s").get<double>(),
                       j.at("measured_step_time_s").get<double>(), 0});
     if (j.contains("step_time_error")) r.rows.back().error = j.at("step_time_error").get<double>();
