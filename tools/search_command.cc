@@ -12,6 +12,7 @@
 #include "search/rescore_with_event.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
+#include "sim/compute/prediction_interval.h"
 #include "tools/commands.h"
 #include "tools/planning_inputs.h"
 #include "tools/simulation_output.h"
@@ -152,7 +153,14 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   char line[512];
   out << "sextant search: " << model.name << " on " << o.gpus << " x " << cluster.gpu.name << " ("
       << cluster.name << "), global batch " << *partial.gbs << ", seq " << model.seq_length
-      << "\nprofile: " << profile_label(profile) << "\n\n";
+      << "\nprofile: " << profile_label(profile);
+  if (const auto unit = sim::step_time_interval_s(1.0, profile)) {
+    std::snprintf(line, sizeof line, "; step times %+.1f %% / %+.1f %% (%.0f %% interval of its fit)",
+                  100 * (unit->first - 1), 100 * (unit->second - 1),
+                  100 * sim::kPredictionIntervalCoverage);
+    out << line;
+  }
+  out << "\n\n";
   std::snprintf(line, sizeof line, "%3s  %-58s %9s %9s %6s %10s %9s  %s\n", "#", "layout", "step",
                 "tok/s/GPU", "MFU", "mem/GPU", "headroom", "limited by");
   out << line;
