@@ -26,5 +26,6 @@ CommandRunner add_report_command(CLI::App& app, const CommonOptions& common);
 /// argc/argv: recorded in the profile as the command that made it.
 CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, int argc, char** argv);
 CommandRunner add_presets_command(CLI::App& app, const CommonOptions& common);
+CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common);
 
 }  // namespace sextant::tools

@@ -38,6 +38,7 @@ SimulationContext simulation_context(const PlanningInputs& in, const PlanningArg
                       static_cast<double>(in.cluster.gpu.memory_bytes), engine};
   c.mfu_convention = a.mfu == "causal" ? MfuConvention::kCausal : MfuConvention::kMegatron;
   c.causal_flops_fraction = causal_flops_fraction(in.model);
+  c.profile = &in.profile;
   return c;
 }
 

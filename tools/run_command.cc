@@ -3,10 +3,14 @@
 #include <iostream>
 #include <memory>
 #include <vector>
+#include <iostream>
 #include <ostream>
+
+#include <filesystem>
 
 #include "engine/data/data_error.h"
 #include "engine/launch/run_launcher.h"
+#include "search/layout_search.h"
 #include "sim/core/config_error.h"
 #include "sim/core/layout_check.h"
 #include "sim/core/preset_catalog.h"
@@ -27,14 +31,60 @@ struct RunArguments {
   std::string layout;
   int global_batch = 0;
   long seq_length = 0;
+  long gpus = 1;             // the GPUs of this node the run uses (one so far)
+  std::string cluster = "dgx-h100";
+  std::string profile;       // empty: configs/profiles/measured/<gpu>.yaml, else <gpu>.yaml
   RunSettings settings;
   engine::launch::LaunchOptions launch;
 };
 
+// The profile --compare and --layout best predict with: --profile, or the
+// GPU's measured profile when one is committed, or its datasheet profile.
+sim::CostProfile run_profile(const sim::PresetCatalog& catalog, const std::string& configs_dir,
+                             const std::string& given, const std::string& gpu) {
+  if (!given.empty()) return catalog.profile(given, gpu);
+  const std::filesystem::path measured =
+      std::filesystem::path(configs_dir) / "profiles" / "measured" / (gpu + ".yaml");
+  return catalog.profile(std::filesystem::exists(measured) ? measured.string() : "", gpu);
+}
+
+// `--layout best`: the search's first choice on `gpus` GPUs of the cluster for
+// the layouts the engine runs (bf16, flash attention, no ZeRO), as
+// "mbs=..,gbs=..,recompute=..".
+std::string best_layout(const RunArguments& a, const sim::ModelConfig& model,
+                        const sim::ClusterConfig& cluster, const sim::CostProfile& profile,
+                        std::string& note) {
+  if (a.global_batch <= 0)
+    throw_option_error("--layout", "best", "needs the global batch: give --global-batch N");
+  sim::PartialLayout partial;
+  partial.gbs = a.global_batch;
+  partial.tp = partial.pp = partial.vpp = partial.dp = partial.cp = partial.ep = partial.etp = 1;
+  partial.zero = 0;
+  partial.precision = sim::Precision::kBf16;
+  partial.attention = sim::AttentionKernel::kFlash;
+  search::SearchOptions options;
+  options.top = 1;
+  const search::SearchResult r = search::search_layouts(model, cluster, profile, a.gpus, partial, options);
+  if (r.best.empty())
+    throw_option_error("--layout", "best", "no layout of " + model.name + " with global batch " +
+                                               std::to_string(a.global_batch) + " fits on one " +
+                                               cluster.gpu.name + " (" + std::to_string(r.evaluated) +
+                                               " considered)");
+  const sim::ParallelLayout& l = r.best.front().layout;
+  const std::string spec = "mbs=" + std::to_string(l.mbs) + ",gbs=" + std::to_string(l.gbs) +
+                           ",recompute=" + std::string(sim::to_string(l.recompute));
+  char line[256];
+  std::snprintf(line, sizeof line, "layout best: %s (search's first of %ld layouts on %ld x %s, %s, predicted %.1f ms/step)",
+                spec.c_str(), r.evaluated, a.gpus, cluster.gpu.name.c_str(),
+                profile.name.c_str(), r.best.front().step_time_s * 1e3);
+  note = line;
+  return spec;
+}
+
 // The layout: micro-batch, global batch and recompute; everything that needs
 // more than one GPU is refused by name.
-sim::ParallelLayout single_gpu_layout(const RunArguments& a) {
-  const sim::PartialLayout p = sim::parse_layout(a.layout);
+sim::ParallelLayout single_gpu_layout(const RunArguments& a, const std::string& layout) {
+  const sim::PartialLayout p = sim::parse_layout(layout);
   auto one = [&](const std::optional<int>& knob, const char* name) {
     if (knob && *knob != 1)
       throw_option_error("--layout", name,
@@ -74,6 +124,7 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   s.configs_dir = configs_dir;
   const sim::PresetCatalog catalog(configs_dir);
   s.model = catalog.model(a.model, a.seq_length);
+  s.model_argument = a.model;
   // The engine builds full causal attention and Megatron's all-or-nothing biases.
   if (s.model.sliding_window > 0)
     throw_option_error("--model", "sliding_window", "the engine has no sliding-window attention; "
@@ -81,7 +132,16 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (s.model.add_qkv_bias && !s.model.add_bias_linear)
     throw_option_error("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
                                                   "simulate this model instead of running it");
-  s.layout = single_gpu_layout(a);
+  if (a.gpus != 1)
+    throw_option_error("--gpus", "", std::to_string(a.gpus) + ": `sextant run` trains on one GPU so far; accepted: 1");
+  const bool best = a.layout == "best";
+  if (s.compare || best || !s.report_dir.empty()) {
+    s.cluster = catalog.cluster(a.cluster);
+    s.profile = run_profile(catalog, configs_dir, a.profile, s.cluster.gpu.name);
+  }
+  if (!s.report_dir.empty()) s.compare = true;
+  s.layout = single_gpu_layout(a, best ? best_layout(a, s.model, s.cluster, s.profile, s.layout_note)
+                                       : a.layout);
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")
@@ -171,13 +231,16 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "current step, prints the summary and exits with code 130.\n\n"
       "Examples:\n"
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=32 --data synthetic --steps 50\n"
+      "  sextant run --model gpt-1.3b --layout mbs=4,gbs=8 --steps 12 --compare --report out/calib\n"
+      "  sextant run --model gpt-1.3b --layout best --global-batch 64 --steps 20\n"
       "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus\n"
       "  sextant run --model gpt-350m --layout mbs=8,gbs=32 --data data/corpus_text_document \\\n"
       "      --steps 200 --lr 3e-4");
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
                   "mbs (default 1), gbs (default mbs), recompute (none|selective|full); "
-                  "parallel knobs must be 1");
+                  "parallel knobs must be 1; or 'best': the search's first choice for the GPUs\n"
+                  "here and --global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,
@@ -234,6 +297,19 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                 "CUDA graph of the forward and backward");
   cmd->add_option("--timing-file", s.timing_file, "write per-task times of the last step as CSV (implies --timing)");
   add_launch_options(*cmd, a->launch);
+  cmd->add_flag("--compare", s.compare,
+                "after training, time every task of a few more steps with CUDA events and print,\n"
+                "per Plan task kind and for the whole step, the event simulator's prediction\n"
+                "(same model, layout and --profile) beside the measurement and the error");
+  cmd->add_option("--report", s.report_dir,
+                  "with --compare (implied): write report.md, compare.csv and compare.json into DIR");
+  cmd->add_option("--profile", a->profile,
+                  "cost profile for --compare and --layout best (default: "
+                  "configs/profiles/measured/<gpu>.yaml if committed, else configs/profiles/<gpu>.yaml)");
+  cmd->add_option("--cluster", a->cluster, "cluster preset whose GPU the prediction assumes")
+      ->capture_default_str();
+  add_whole_number_option(*cmd, "--gpus", a->gpus, "GPUs of this node to train on (one so far)", 1,
+                          kMostGpus);
   return [a, &common](std::ostream& out) {
     if (const auto code = engine::launch::launch_or_continue(
             a->launch, engine::launch::process_environment(),
@@ -242,6 +318,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       return *code;
     const LaunchedJob job = join_launched_job(*a);
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
+    // Said before the engine starts (and where there is none): what `best` chose.
+    if (!run.settings.layout_note.empty())
+      (run.settings.format == "json" ? std::cerr : out) << run.settings.layout_note << "\n";
     return run_training(run, out);
   };
 }

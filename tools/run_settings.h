@@ -11,6 +11,8 @@
 #include "engine/data/token_batches.h"
 #include "engine/model/lr_schedule.h"
 #include "engine/model/transformer_shape.h"
+#include "sim/core/cost_profile.h"
+#include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 
@@ -41,6 +43,14 @@ struct RunSettings {
   bool use_cuda_graph = true;  // --no-cuda-graph turns it off
   std::string timing_file;  // per-task times (CSV) when time_tasks
   std::string configs_dir;
+  std::string model_argument;  // --model as given (a preset name or a path), for --compare's JSON
+  /// --compare: the event simulator's prediction with `profile` on `cluster`
+  /// beside the measured step and task times; --report DIR writes it as files.
+  bool compare = false;
+  std::string report_dir;
+  sim::CostProfile profile;
+  sim::ClusterConfig cluster;
+  std::string layout_note;  // how --layout best was chosen (empty otherwise)
 };
 
 /// Throws sim::ConfigError (exit code 2) for `option` (and layout knob `key`,

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
@@ -26,6 +27,7 @@
 #include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
 #include "sim/memory/memory_model.h"
+#include "tools/run_compare.h"
 #include "tools/run_settings.h"
 
 namespace sextant::tools {
@@ -93,30 +95,34 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// "stage0.mb3.layer17.attn.fwd" -> "layer*.attn.fwd": one row per kind of task.
-// Runs for every task of every timed step, so plain string scans, no regex.
-std::string task_kind(std::string_view name) {
-  auto drop_part = [&name](std::string_view label) {
-    if (name.starts_with(label)) {
-      const std::size_t dot = name.find('.');
-      name.remove_prefix(dot == std::string_view::npos ? name.size() : dot + 1);
-    }
-  };
-  drop_part("stage");
-  drop_part("mb");
-  std::string kind;
-  if (name.starts_with("layer")) {
-    kind = "layer*";
-    name.remove_prefix(std::min(name.find('.'), name.size()));
-  }
-  kind += name;
-  return kind;
-}
-
 std::string fixed(double value, int decimals) {
   char text[64];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);
   return text;
+}
+
+// Steps the --compare pass times task by task (after one untimed warm-up step).
+constexpr int kCompareTimedSteps = 3;
+
+// Per task kind, seconds per step: a fresh trainer launching its kernels one by
+// one with CUDA events around each task (the measured step itself replays the
+// CUDA graph, which cannot be timed inside), over kCompareTimedSteps steps.
+std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
+                                               const engine::TransformerShape& shape,
+                                               engine::TrainerOptions options,
+                                               engine::data::TokenBatches& data,
+                                               std::vector<std::int32_t>& inputs,
+                                               std::vector<std::int32_t>& targets) {
+  options.time_tasks = true;
+  engine::Trainer trainer(model, shape, options);
+  std::map<std::string, double> seconds;
+  for (int i = 0; i <= kCompareTimedSteps; ++i) {
+    data.next(inputs, targets);
+    engine::StepResult r = trainer.step(inputs, targets);
+    if (i == 0) continue;
+    for (const engine::TaskTime& t : r.tasks) seconds[task_kind(t.name)] += t.seconds / kCompareTimedSteps;
+  }
+  return seconds;
 }
 
 }  // namespace
@@ -234,12 +240,40 @@ int run_training(PreparedRun& run, std::ostream& out) {
   const double tflops = step_s > 0 ? model_flops_per_step / step_s / 1e12 : 0;
   const double mfu = gpu && step_s > 0 ? tflops * 1e12 / gpu->peak_bf16_flops_per_s : 0;
   const auto arena = trainer->memory_plan().bytes_by_category();
+  const std::size_t arena_bytes = trainer->arena_bytes();
+  const auto parameter_count = trainer->layout().parameter_count();
 
   if (!s.timing_file.empty() && !last_tasks.empty()) {
     std::ofstream csv(s.timing_file);
     if (!csv) throw_option_error("--timing-file", "", "cannot write '" + s.timing_file + "'");
     csv << "task,seconds\n";
     for (const engine::TaskTime& t : last_tasks) csv << t.name << "," << t.seconds << "\n";
+  }
+
+  std::optional<CompareReport> compare;
+  if (s.compare && !interrupted && step_s > 0) {
+    std::map<std::string, double> measured;
+    if (timed_steps > 0) {
+      for (const auto& [kind, seconds] : task_seconds) measured[kind] = seconds / timed_steps;
+    } else {
+      progress << "compare: timing each task of " << kCompareTimedSteps
+               << " more steps with CUDA events (kernels launched one by one)\n";
+      progress.flush();
+      trainer.reset();  // its memory, before the timing trainer takes the same again
+      measured = time_tasks_apart(trained, shape, options, *data, inputs, targets);
+    }
+    const ComparePrediction predicted =
+        predict_for_compare(trained, s.cluster, s.profile, s.layout);
+    compare = make_compare_report(predicted, step_s, measured);
+    compare->model = s.model_argument;
+    compare->parallel_layout = s.layout;
+    compare->layout = "mbs=" + std::to_string(s.layout.mbs) + ",gbs=" + std::to_string(s.layout.gbs) +
+                      ",recompute=" + std::string(sim::to_string(s.layout.recompute));
+    compare->profile_name = s.profile.name;
+    compare->software = s.profile.software;
+    compare->device = device.name;
+    compare->seq_length = seq;
+    if (!s.report_dir.empty()) write_compare_report(*compare, s.report_dir);
   }
 
   if (json) {
@@ -249,7 +283,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
     j["layout"] = {{"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))}};
     j["seq_length"] = seq;
-    j["parameters"] = trainer->layout().parameter_count();
+    j["parameters"] = parameter_count;
     j["data"] = s.data;
     j["steps"] = done;
     j["interrupted"] = interrupted;
@@ -260,7 +294,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
     j["tflops_per_s"] = tflops;
     j["mfu"] = gpu ? nlohmann::ordered_json(mfu) : nlohmann::ordered_json(nullptr);
     j["peak_memory_bytes"] = peak_in_use;
-    j["arena_bytes"] = trainer->arena_bytes();
+    j["arena_bytes"] = arena_bytes;
     nlohmann::ordered_json by_category;
     for (int c = 0; c < engine::kMemoryCategories; ++c)
       by_category[engine::to_string(static_cast<engine::MemoryCategory>(c))] = arena[static_cast<std::size_t>(c)];
@@ -279,6 +313,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
       for (const auto& [kind, seconds] : task_seconds) tasks[kind] = seconds / timed_steps;
       j["task_seconds_per_step"] = tasks;
     }
+    if (compare) j["compare"] = compare_json(*compare);
     out << j.dump() << "\n";
   } else {
     out << "\n" << done << " steps" << (interrupted ? " (interrupted: stopped after the current step)" : "")
@@ -287,7 +322,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
         << fixed(tokens_per_s, 0) << " tokens/s, " << fixed(tflops, 1) << " TFLOP/s"
         << (gpu ? ", MFU " + sim::format_percent(mfu) : "") << "\n";
     out << "GPU memory: peak in use " << sim::format_gib(peak_in_use, 2) << " (arena "
-        << sim::format_gib(trainer->arena_bytes(), 2) << ", the rest CUDA context and libraries)\n";
+        << sim::format_gib(arena_bytes, 2) << ", the rest CUDA context and libraries)\n";
     out << "  engine arena vs simulator (GiB):";
     const double predicted_parts[] = {predicted.parameters, predicted.gradients,
                                       predicted.optimizer_states, predicted.activations, predicted.other};
@@ -295,9 +330,9 @@ int run_training(PreparedRun& run, std::ostream& out) {
       out << " " << engine::to_string(static_cast<engine::MemoryCategory>(c)) << " "
           << fixed(arena[static_cast<std::size_t>(c)] / kGiB, 2) << " vs "
           << fixed(predicted_parts[c] / kGiB, 2) << ";";
-    out << " total " << fixed(trainer->arena_bytes() / kGiB, 2) << " vs "
+    out << " total " << fixed(arena_bytes / kGiB, 2) << " vs "
         << fixed(predicted.total() / kGiB, 2) << " ("
-        << sim::format_percent(trainer->arena_bytes() / predicted.total() - 1) << ")\n";
+        << sim::format_percent(arena_bytes / predicted.total() - 1) << ")\n";
     if (timed_steps > 0) {
       std::vector<std::pair<double, std::string>> rows;
       double total = 0;
@@ -312,6 +347,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
             << fixed(rows[i].first * 1e3, 2) << " ms  " << sim::format_percent(rows[i].first / total) << "\n";
     }
   }
+  if (compare && !json) out << "\n" << compare_table(*compare);
   out.flush();
   return interrupted ? 130 : 0;
 }

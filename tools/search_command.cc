@@ -12,6 +12,7 @@
 #include "search/rescore_with_event.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
+#include "sim/compute/prediction_interval.h"
 #include "tools/commands.h"
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
@@ -166,6 +167,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
                           {"valid", result.valid},
                           {"feasible", result.feasible},
                           {"search_time_s", result.search_time_s},
+                          {"profile", profile_json(profile)},
                           {"results", results}}
                .dump(2)
         << "\n";
@@ -179,7 +181,14 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   char line[1024];
   out << "sextant search: " << model.name << " on " << o.gpus << " x " << cluster.gpu.name << " ("
       << cluster.name << "), global batch " << *partial.gbs << ", seq " << model.seq_length
-      << "\n\n";
+      << "\nprofile: " << profile_label(profile);
+  if (const auto unit = sim::step_time_interval_s(1.0, profile)) {
+    std::snprintf(line, sizeof line, "; step times %+.1f %% / %+.1f %% (%.0f %% interval of its fit)",
+                  100 * (unit->first - 1), 100 * (unit->second - 1),
+                  100 * sim::kPredictionIntervalCoverage);
+    out << line;
+  }
+  out << "\n\n";
   // The layout column is as wide as its longest entry, so the columns after it line up.
   int width = 6;
   for (const sim::SimulationResult& r : result.best) {

@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   tools::CommandRunner report = tools::add_report_command(app, common);
   tools::CommandRunner calibrate = tools::add_calibrate_command(app, common, argc, argv);
   tools::CommandRunner presets = tools::add_presets_command(app, common);
+  tools::CommandRunner fit_profile = tools::add_fit_profile_command(app, common);
 
   if (const std::optional<std::string> word = first_word(argc, argv)) {
     std::vector<std::string> known;
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
     else if (app.got_subcommand("preprocess")) code = preprocess(out);
     else if (app.got_subcommand("report")) code = report(out);
     else if (app.got_subcommand("presets")) code = presets(out);
+    else if (app.got_subcommand("fit-profile")) code = fit_profile(out);
     std::cout << out.str();
     return code;
   } catch (const sim::ConfigError& e) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "sim/compute/prediction_interval.h"
 #include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
 
@@ -99,7 +100,35 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"fsdp", sim::to_string(l.fsdp)}};
 }
 
+// The DESIGN.md fields; simulation_json adds the profile's.
+nlohmann::json simulation_json_fields(const SimulationContext& c, const sim::SimulationResult& r);
+
+nlohmann::json profile_json(const sim::CostProfile& profile) {
+  nlohmann::json j = {{"name", profile.name}, {"software", sim::to_string(profile.software)}};
+  j["framework"] = profile.framework.empty() ? nlohmann::json(nullptr)
+                                             : nlohmann::json(profile.framework);
+  return j;
+}
+
+std::string profile_label(const sim::CostProfile& profile) {
+  std::string label = profile.name + " (" + std::string(sim::to_string(profile.software));
+  if (!profile.framework.empty()) label += ", framework " + profile.framework;
+  return label + ")";
+}
+
 nlohmann::json simulation_json(const SimulationContext& c, const sim::SimulationResult& r) {
+  nlohmann::json j = simulation_json_fields(c, r);
+  if (c.profile) {
+    j["profile"] = profile_json(*c.profile);
+    if (const auto interval = sim::step_time_interval_s(r.step_time_s, *c.profile)) {
+      j["step_time_interval_s"] = {interval->first, interval->second};
+      j["step_time_interval_coverage"] = sim::kPredictionIntervalCoverage;
+    }
+  }
+  return j;
+}
+
+nlohmann::json simulation_json_fields(const SimulationContext& c, const sim::SimulationResult& r) {
   const sim::MemoryBreakdown& m = r.memory;
   return {
       {"model", c.model},
@@ -152,6 +181,7 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   std::string out;
   out += "sextant simulate: " + c.model + " on " + std::to_string(c.gpus) + " x " + c.gpu +
          " (" + c.cluster + "), " + c.engine + " model\n";
+  if (c.profile) out += "profile: " + profile_label(*c.profile) + "\n";
   out += "layout: " + r.layout.to_spec() + "\n";
   if (!c.pipeline_split.empty()) out += "pipeline split (per rank, chunks /): " + c.pipeline_split + "\n";
   out += "\n";
@@ -178,7 +208,16 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   out += line("pipeline bubble",
               format_seconds(r.time.pipeline_bubble_s) + share(r.time.pipeline_bubble_s));
   out += line("optimizer", format_seconds(r.time.optimizer_s) + share(r.time.optimizer_s));
-  out += line("total", format_seconds(r.step_time_s));
+  std::string total = format_seconds(r.step_time_s);
+  if (c.profile) {
+    if (const auto interval = sim::step_time_interval_s(r.step_time_s, *c.profile)) {
+      const double half = 0.5 * (interval->second - interval->first);
+      total += " ± " + format_seconds(half) + " (" +
+               percent(sim::kPredictionIntervalCoverage) + " interval " +
+               format_seconds(interval->first) + " - " + format_seconds(interval->second) + ")";
+    }
+  }
+  out += line("total", total);
   out += "\nThroughput\n";
   out += line("tokens/s", printf_string("%.0f", r.tokens_per_s));
   out += line("tokens/s per GPU", printf_string("%.1f", r.tokens_per_s_per_gpu));

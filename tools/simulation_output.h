@@ -7,6 +7,7 @@
 
 #include "sim/analytic/simulation_result.h"
 #include "sim/core/model_config.h"
+#include "sim/core/cost_profile.h"
 #include "sim/event/event_simulation.h"
 
 namespace sextant::tools {
@@ -30,6 +31,9 @@ struct SimulationContext {
   // Causal over Megatron model FLOPs of this model: the same for every layout
   // and batch (both scale with gbs); 1 when unknown. causal_flops_fraction().
   double causal_flops_fraction = 1.0;
+  /// The cost profile used: its name and whose kernels it describes, and,
+  /// when it carries a fit, the interval it puts around step times.
+  const sim::CostProfile* profile = nullptr;
 };
 
 /// step_flops(kCausal) / step_flops(kMegatron) of `model`: 0.987 for GPT-3 175B at
@@ -45,6 +49,11 @@ std::string search_table_legend(MfuConvention convention);
 /// A CSV field per RFC 4180: quoted (inner quotes doubled) when it holds a comma,
 /// a quote, a CR or a LF; as is otherwise.
 std::string csv_field(const std::string& text);
+
+/// {"name": ..., "software": ...} of the context's profile.
+nlohmann::json profile_json(const sim::CostProfile& profile);
+/// "h100-sxm-80gb (megatron-published)"
+std::string profile_label(const sim::CostProfile& profile);
 
 nlohmann::json layout_json(const sim::ParallelLayout& layout);
 nlohmann::json simulation_json(const SimulationContext& context, const sim::SimulationResult& r);

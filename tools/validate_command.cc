@@ -3,9 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <set>
+#include <vector>
 
 #include "reports/validation_groups.h"
 #include "reports/validation_report.h"
+#include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
 #include "tools/simulation_output.h"
@@ -26,7 +30,23 @@ std::string fixed(const char* format, double value) {
   return buffer;
 }
 
-void print_table(const reports::ValidationSummary& s, std::ostream& out) {
+// The profile each case was predicted with ("" when its cluster is unknown).
+std::vector<std::optional<sim::CostProfile>> case_profiles(const reports::ValidationSummary& s,
+                                                           const sim::PresetCatalog& catalog,
+                                                           const std::string& profile_path) {
+  std::vector<std::optional<sim::CostProfile>> out;
+  for (const reports::CaseOutcome& o : s.outcomes) {
+    try {
+      out.push_back(catalog.profile(profile_path, catalog.cluster(o.input.cluster_preset).gpu.name));
+    } catch (const sim::ConfigError&) {
+      out.emplace_back();  // the case's own failure says why
+    }
+  }
+  return out;
+}
+
+void print_table(const reports::ValidationSummary& s,
+                 const std::vector<std::optional<sim::CostProfile>>& profiles, std::ostream& out) {
   char row[512];
   // The case column is as wide as the longest id, so the numbers after it line up.
   int width = 4;
@@ -58,6 +78,12 @@ void print_table(const reports::ValidationSummary& s, std::ostream& out) {
   out << "\n" << s.predicted << " of " << s.outcomes.size() << " cases predicted. |step-time error|: median "
       << fixed("%.1f%%", 100 * s.median_abs_error) << ", p90 " << fixed("%.1f%%", 100 * s.p90_abs_error)
       << ", worst " << fixed("%.1f%%", 100 * s.worst_abs_error) << " (" << s.worst_case_id << ")\n";
+  std::set<std::string> labels;
+  for (const auto& p : profiles)
+    if (p) labels.insert(profile_label(*p));
+  out << "profiles:";
+  for (const std::string& label : labels) out << " " << label;
+  out << "\n";
   out << "\nby group of cases (|step-time error|):\n";
   std::snprintf(row, sizeof row, "  %-10s %-46s %9s %7s %7s %7s\n", "group", "", "predicted",
                 "median", "p90", "worst");
@@ -77,12 +103,15 @@ void print_table(const reports::ValidationSummary& s, std::ostream& out) {
   }
 }
 
-nlohmann::json summary_json(const reports::ValidationSummary& s) {
+nlohmann::json summary_json(const reports::ValidationSummary& s,
+                            const std::vector<std::optional<sim::CostProfile>>& profiles) {
   nlohmann::json cases = nlohmann::json::array();
-  for (const reports::CaseOutcome& o : s.outcomes) {
+  for (std::size_t i = 0; i < s.outcomes.size(); ++i) {
+    const reports::CaseOutcome& o = s.outcomes[i];
     nlohmann::json c = {{"id", o.input.id},
                         {"gpus", o.input.num_gpus},
                         {"measured_step_time_s", o.input.measured_step_time_s}};
+    if (profiles[i]) c["profile"] = profile_json(*profiles[i]);
     if (o.predicted) {
       c["predicted_step_time_s"] = o.predicted->step_time_s;
       c["relative_error"] = o.relative_error;
@@ -121,10 +150,11 @@ int run_validate(const ValidateOptions& o, const CommonOptions& common, std::ost
       cases, catalog, o.profile,
       o.engine == "event" ? reports::PredictionEngine::kEvent : reports::PredictionEngine::kAnalytic,
       event_options);
+  const auto profiles = case_profiles(summary, catalog, o.profile);
   if (o.format == "json") {
-    out << summary_json(summary).dump(2) << "\n";
+    out << summary_json(summary, profiles).dump(2) << "\n";
   } else {
-    print_table(summary, out);
+    print_table(summary, profiles, out);
   }
   return summary.predicted == static_cast<int>(summary.outcomes.size()) ? 0 : 1;
 }

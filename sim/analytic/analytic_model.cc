@@ -14,11 +14,6 @@ namespace sextant::sim {
 
 namespace {
 
-// Adam on fp32 master weights, bytes per parameter this GPU updates: read
-// master, gradient, m, v (16), write master, m, v (12), write the bf16 weight
-// (2), plus the gradient-norm pass reading the gradient (4).
-constexpr double kOptimizerBytesPerParam = 34.0;
-
 // One micro-batch through one stage: compute and the communication it exposes.
 struct StageTime {
   double forward_s = 0, backward_s = 0;  // compute, recomputation included in backward
@@ -38,7 +33,7 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
   const LayerComm& c = layer.comm;
   const bool full = l.recompute == Recompute::kFull;
   double recompute_s = 0;
-  if (full) recompute_s = t.forward_s;
+  if (full) recompute_s = t.forward_s - t.full_recompute_skipped_s;
   if (l.recompute == Recompute::kSelective) recompute_s = t.attention_core_forward_s;
 
   // Tensor parallel: exposed unless --tp-comm-overlap pipelines it with the GEMMs
@@ -226,8 +221,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   const double local_params =
       l.zero >= 1 ? params.dense / (static_cast<double>(l.dp) * l.cp) + params.expert / l.expert_dp()
                  : params.total();
-  const double optimizer_s =
-      local_params * kOptimizerBytesPerParam / rates.memory_bytes_per_s + 20 * rates.kernel_overhead_s;
+  const double optimizer_s = optimizer_step_time_s(local_params, rates);
 
   r.time.compute_s = microbatches * (slowest.forward_s + slowest.backward_s);
   r.exposed_tp_s = microbatches * slowest.tp_s;

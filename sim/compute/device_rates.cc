@@ -20,6 +20,19 @@ DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision p
   r.tile_n = p.gemm_tile_n;
   r.gemm_k_half = p.gemm_k_half;
   r.attention_half_efficiency_tiles = p.flash_attention_half_efficiency_tiles;
+  r.software = p.software;
+  r.tables = p.tables.get();
+  r.measured_kernel_gap_s = p.kernel_overhead_s;
+  if (p.tables && p.tables->overheads) {
+    r.measured_kernel_gap_s = p.tables->overheads->graph_kernel_s;
+    r.host_step_s = p.tables->overheads->host_step_s;
+    r.graph_launch_s = p.tables->overheads->graph_launch_s;
+  }
+  if (p.fit) {
+    r.compute_time_factor = p.fit->parameter(kFitComputeTimeFactor, 1.0);
+    r.step_overhead_s = p.fit->parameter(kFitStepOverhead, 0.0);
+    r.microbatch_overhead_s = p.fit->parameter(kFitMicrobatchOverhead, 0.0);
+  }
   return r;
 }
 

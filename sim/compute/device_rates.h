@@ -1,4 +1,5 @@
-// Achieved rates of one GPU: its datasheet peaks times the profile's efficiencies.
+// Achieved rates of one GPU: its datasheet peaks times the profile's efficiencies,
+// and, for a measured profile, its kernel tables and the fit's terms.
 // Built once per simulation so the inner loops multiply nothing twice.
 #pragma once
 
@@ -21,6 +22,23 @@ struct DeviceRates {
   double gemm_k_half = 0;
   double attention_half_efficiency_tiles = 0;
   bool fp8 = false;
+
+  /// Whose kernel list a layer runs (sim/compute/layer_time.cc picks by it).
+  Software software = Software::kMegatronPublished;
+  /// Measured kernel times (null: roofline only). Points into the profile.
+  const MeasuredTables* tables = nullptr;
+  /// Gap a measured kernel adds on the stream: the profile's graph_kernel_s
+  /// (the engine replays its step as a CUDA graph), else kernel_overhead_s.
+  double measured_kernel_gap_s = 0;
+  /// Per-step host work (token upload, loss read-back, synchronisation) and
+  /// the one cudaGraphLaunch of the engine's step; 0 for Megatron profiles.
+  double host_step_s = 0;
+  double graph_launch_s = 0;
+  /// The fit's terms (profile `fit:`; neutral without one): every kernel time
+  /// is multiplied by compute_time_factor, and step and micro-batch overheads added.
+  double compute_time_factor = 1;
+  double step_overhead_s = 0;
+  double microbatch_overhead_s = 0;
 };
 
 DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& profile, Precision precision);

@@ -1,6 +1,9 @@
 // Compute time of one transformer layer, and of the output layer, for one
 // micro-batch on one GPU: the GEMMs by shape, the attention core, and the
-// memory-bound element-wise kernels by bytes moved.
+// memory-bound element-wise kernels by bytes moved — as the kernel list of the
+// profile's software (layer_kernels.h) runs them. The embedding's forward also
+// carries the fit's per-micro-batch overhead, the optimizer step the per-step
+// ones, so both engines (analytic and event) see them.
 #pragma once
 
 #include "sim/compute/device_rates.h"
@@ -28,6 +31,9 @@ struct PassTime {
   double attention_forward_s = 0;
   double attention_backward_s = 0;
   double attention_weight_gradient_s = 0;
+  /// Part of forward_s that full recomputation does not run again (the
+  /// engine's fc2 forward, whose output the next layer stored); 0 for Megatron.
+  double full_recompute_skipped_s = 0;
 };
 
 /// One transformer layer (dense or MoE) for one micro-batch, no recomputation.
@@ -40,5 +46,9 @@ PassTime output_layer_time(const ModelConfig& model, const ParallelLayout& layou
                            const DeviceRates& rates);
 PassTime embedding_time(const ModelConfig& model, const ParallelLayout& layout,
                         const DeviceRates& rates);
+
+/// Gradient norm, clipping and Adam over the `local_params` this GPU updates,
+/// with the step's fixed host and launch work.
+double optimizer_step_time_s(double local_params, const DeviceRates& rates);
 
 }  // namespace sextant::sim

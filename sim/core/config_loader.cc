@@ -5,6 +5,7 @@
 #include <sstream>
 #include <vector>
 
+#include "sim/core/profile_tables_loader.h"
 #include "sim/core/strict_yaml.h"
 #include "sim/core/text_format.h"
 
@@ -279,10 +280,15 @@ CostProfile load_profile_text(const std::string& text, const std::string& file) 
     map.require_in_range("collective_launch_s", p.collective_launch_s, 0, 1e-2);
     p.network_efficiency = fraction(map, "network_efficiency");
     p.source = map.required_string("source");
-    map.finish({"name", "gpu", "gemm_efficiency", "fp8_gemm_efficiency", "gemm_tile_m",
-                "gemm_tile_n", "gemm_k_half", "flash_attention_forward_efficiency",
-                "flash_attention_backward_efficiency", "flash_attention_half_efficiency_tiles", "sustained_compute_fraction", "memory_efficiency", "kernel_overhead_s",
-                "nvlink_efficiency", "collective_launch_s", "network_efficiency", "source"});
+    read_measured_profile_part(map, p);
+    std::vector<std::string_view> accepted{
+        "name", "gpu", "gemm_efficiency", "fp8_gemm_efficiency", "gemm_tile_m",
+        "gemm_tile_n", "gemm_k_half", "flash_attention_forward_efficiency",
+        "flash_attention_backward_efficiency", "flash_attention_half_efficiency_tiles",
+        "sustained_compute_fraction", "memory_efficiency", "kernel_overhead_s",
+        "nvlink_efficiency", "collective_launch_s", "network_efficiency", "source"};
+    for (std::string_view key : measured_profile_keys()) accepted.push_back(key);
+    map.finish(accepted);
     return p;
   });
 }

@@ -1,17 +1,118 @@
-// Efficiencies that turn hardware peaks into achieved rates, per GPU type.
+// Efficiencies that turn hardware peaks into achieved rates, per GPU type, and,
+// for a measured profile, the kernel times themselves.
 //
 // Default profiles are configs/profiles/<gpu>.yaml; `--profile FILE` replaces
 // them. Every field says in its YAML where it was measured or what it was
 // fitted on (STYLE.md: "a tuned efficiency says what it was fitted on").
+// The YAML contract of a measured profile (`sextant calibrate`'s output) is
+// /work/wt/PROFILE_SCHEMA.md, copied into docs of configs/profiles/measured/.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/core/log_grid_table.h"
 
 namespace sextant::sim {
+
+/// Whose kernels a profile describes; picks the per-layer kernel list
+/// (sim/compute/megatron_layer_kernels.cc or engine_layer_kernels.cc).
+enum class Software : std::uint8_t {
+  kMegatronPublished,  // Megatron-LM as its published runs ran it (one efficiency fitted on them)
+  kSextantEngine,      // our engine (engine/), as `sextant calibrate` measured it
+};
+std::string_view to_string(Software software);
+std::optional<Software> parse_software(std::string_view text);
+
+/// Element-wise / memory-bound kernels a measured profile times by (rows, width).
+enum class ElementwiseKernel : std::uint8_t {
+  kLayernormForward, kLayernormBackward, kRmsnormForward, kRmsnormBackward,
+  kGeluForward, kSwigluForward, kSwigluBackward, kRopeForward, kRopeBackward,
+  kEmbeddingForward, kEmbeddingBackward, kCrossEntropy, kBiasGradient, kResidualAdd,
+  kAdamw, kGradNorm,
+};
+inline constexpr int kElementwiseKernels = 16;
+/// The YAML key of each kernel ("layernorm_forward", ...), in enum order.
+std::string_view to_string(ElementwiseKernel kernel);
+
+/// One measured linear layer y = x W^T, x: (tokens, in_width).
+struct LinearPoint {
+  double tokens = 0, in_width = 0, out_width = 0;
+  double forward_s = 0, input_gradient_s = 0, weight_gradient_s = 0;
+};
+/// One measured causal flash attention (bf16).
+struct AttentionPoint {
+  double batch = 0, heads = 0, seq = 0, head_dim = 0;
+  double forward_s = 0, backward_s = 0;
+};
+/// One measured element-wise kernel over a (rows, width) tensor.
+struct ElementwisePoint {
+  double rows = 0, width = 0, seconds = 0;
+};
+/// One measured collective: `bytes` is the buffer each of `ranks` ranks passes.
+struct CollectivePoint {
+  double ranks = 0, bytes = 0, seconds = 0;
+};
+
+struct MeasuredOverheads {
+  double kernel_launch_s = 0;  // one stream-ordered launch outside a graph
+  double graph_kernel_s = 0;   // per kernel inside a replayed CUDA graph
+  double graph_launch_s = 0;   // one cudaGraphLaunch
+  double host_step_s = 0;      // per optimizer step on the host
+};
+
+/// The measured tables of a profile (`sextant calibrate`); absent in datasheet profiles.
+struct MeasuredTables {
+  std::vector<LinearPoint> linear_bf16;
+  std::vector<LinearPoint> linear_fp8;
+  std::vector<AttentionPoint> attention;
+  std::array<std::vector<ElementwisePoint>, kElementwiseKernels> elementwise;
+  std::optional<MeasuredOverheads> overheads;
+  std::vector<CollectivePoint> all_reduce, reduce_scatter, all_gather, all_to_all, send_recv;
+  /// Provenance (the `measurement:` block), key and value as written.
+  std::vector<std::pair<std::string, std::string>> measurement;
+
+  /// The tables above as log-space interpolation grids (log_grid_table.h),
+  /// made by build_lookup() once the points are in.
+  struct Lookup {
+    LogGridTable linear_bf16{3, 3};  // (tokens, in, out) -> forward, input grad, weight grad
+    LogGridTable linear_fp8{3, 3};
+    LogGridTable attention{4, 2};    // (batch, heads, seq, head_dim) -> forward, backward
+    std::array<LogGridTable, kElementwiseKernels> elementwise;  // (rows, width) -> seconds
+  } lookup;
+  void build_lookup();
+};
+
+/// Names of the fit's free parameters (sim/compute/profile_fit_terms.h applies them).
+inline constexpr std::string_view kFitComputeTimeFactor = "compute_time_factor";
+inline constexpr std::string_view kFitStepOverhead = "step_overhead_s";
+inline constexpr std::string_view kFitMicrobatchOverhead = "microbatch_overhead_s";
+
+/// The `fit:` block: free parameters fitted on measured engine runs
+/// (`sextant fit-profile`), and how well they fit.
+struct ProfileFit {
+  std::string data_set;
+  std::vector<std::pair<std::string, double>> parameters;
+  double log_residual_sd = 0;  // sd of ln(measured / predicted) over the fitted runs
+  int runs = 0;
+  /// The named parameter, or `fallback` when the fit does not have it.
+  double parameter(std::string_view name, double fallback) const {
+    for (const auto& [key, value] : parameters)
+      if (key == name) return value;
+    return fallback;
+  }
+};
 
 struct CostProfile {
   std::string name;
   std::string gpu;  // the GPU preset this profile describes
+  Software software = Software::kMegatronPublished;
   /// Fraction of the dense bf16 peak the largest GEMMs reach, before the
   /// wave-quantisation and memory-bound corrections of gemm_time.
   double gemm_efficiency = 0;
@@ -45,6 +146,10 @@ struct CostProfile {
   double collective_launch_s = 0;
   double network_efficiency = 0;
   std::string source;
+  /// Measured kernel times (null for a datasheet profile). Shared: profiles are
+  /// copied by value into every search worker, the tables are not.
+  std::shared_ptr<const MeasuredTables> tables;
+  std::optional<ProfileFit> fit;
   /// The framework (sim/core/framework.h) whose sustained fraction replaced the
   /// profile's own; empty when the profile's own is used.
   std::string framework;

@@ -83,6 +83,14 @@ bool StrictMap::has(std::string_view key) const {
   return false;
 }
 
+std::vector<std::string> StrictMap::keys() const {
+  std::vector<std::string> out;
+  if (!is_map_) return out;
+  for (const auto& entry : node_)
+    if (entry.first.IsScalar()) out.push_back(entry.first.Scalar());
+  return out;
+}
+
 YAML::Node StrictMap::find(std::string_view key) {
   read_keys_.insert(std::string(key));
   if (!is_map_) return YAML::Node(YAML::NodeType::Undefined);

@@ -52,6 +52,10 @@ class StrictMap {
 
   /// A nested mapping; marks the key as read. Absent gives a StrictMap with is_map() false.
   StrictMap child(std::string_view key);
+  /// The raw value of `key` (lists of rows); marks the key as read. Absent: Undefined.
+  YAML::Node value(std::string_view key) { return find(key); }
+  /// Every key of the mapping, in file order (maps whose keys are data, not schema).
+  std::vector<std::string> keys() const;
 
   /// Value checks that report at the key's position.
   void require_positive(std::string_view key, double value);
@@ -63,6 +67,10 @@ class StrictMap {
   void finish(const std::vector<std::string_view>& accepted);
 
   const std::string& file() const { return file_; }
+  /// The shared diagnostics list (for values inside lists, reported at their own node).
+  std::vector<Diagnostic>& diagnostics() { return diagnostics_; }
+  /// "moe.num_experts" for key "num_experts" of the child "moe".
+  std::string full_key(std::string_view key) const { return prefix_ + std::string(key); }
 
   /// False (with a diagnostic) when a required key is absent or has no value.
   bool check_required(std::string_view key, const char* expected);
@@ -71,7 +79,6 @@ class StrictMap {
 
  private:
   YAML::Node find(std::string_view key);
-  std::string full_key(std::string_view key) const { return prefix_ + std::string(key); }
   void type_error(std::string_view key, const YAML::Node& value, const char* expected);
 
   YAML::Node node_;

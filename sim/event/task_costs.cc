@@ -52,6 +52,7 @@ LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const Devi
   const double mlp_b = t.backward_s - t.attention_backward_s;
   const double mlp_w = t.weight_gradient_s - t.attention_weight_gradient_s;
   set(out.mlp, t.forward_s - t.attention_forward_s, mlp_b, mlp_b - mlp_w, mlp_w);
+  out.mlp[index(Pass::kRecompute)] -= t.full_recompute_skipped_s;
   set(out.tp_block, c.tp_forward_s / 2, c.tp_backward_s / 2, c.tp_backward_s / 2, 0.0);
   set(out.cp_ring, c.cp_forward_s, c.cp_backward_s, c.cp_backward_s, 0.0);
   set(out.ep_all_to_all, c.ep_forward_s / 2, c.ep_backward_s / 2, c.ep_backward_s / 2, 0.0);

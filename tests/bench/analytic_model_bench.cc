@@ -58,6 +58,26 @@ void BM_ValidityCheckGpt3(benchmark::State& state) {
 }
 BENCHMARK(BM_ValidityCheckGpt3);
 
+// The same evaluation with a measured profile (the engine's kernel list, every
+// GEMM, attention and element-wise kernel interpolated from its tables):
+// GPT-1.3B, mbs 4, gbs 32 on one H100 with the test fixture profile.
+void BM_AnalyticMeasuredProfileGpt13bOn1H100(benchmark::State& state) {
+  const PresetCatalog catalog(SEXTANT_BENCH_CONFIG_DIR);
+  const ModelConfig model = catalog.model("gpt-1.3b");
+  const ClusterConfig cluster = catalog.cluster("dgx-h100");
+  const CostProfile profile = catalog.profile(SEXTANT_BENCH_MEASURED_PROFILE, cluster.gpu.name);
+  ParallelLayout layout;
+  layout.mbs = 4;
+  layout.gbs = 32;
+  for (auto _ : state) {
+    SimulationResult r = simulate_analytic(model, cluster, profile, layout);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["evaluations_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AnalyticMeasuredProfileGpt13bOn1H100);
+
 }  // namespace
 
 BENCHMARK_MAIN();

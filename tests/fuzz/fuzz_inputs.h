@@ -79,6 +79,16 @@ inline std::string run_yaml_input(const std::string& text) {
     const sim::CostProfile p = sim::load_profile_text(text, "fuzz.yaml");
     problems.require(p.gemm_efficiency > 0 && p.gemm_efficiency <= 1, "gemm_efficiency in (0, 1]");
     problems.require(p.gemm_tile_m > 0 && p.gemm_tile_n > 0, "tiles > 0");
+    if (p.tables) {
+      for (const sim::LinearPoint& q : p.tables->linear_bf16)
+        problems.require(q.tokens >= 1 && q.in_width >= 1 && q.out_width >= 1 && q.forward_s > 0 &&
+                             q.input_gradient_s > 0 && q.weight_gradient_s > 0,
+                         "measured linear rows: sizes >= 1, times > 0");
+      for (const sim::AttentionPoint& q : p.tables->attention)
+        problems.require(q.seq >= 1 && q.forward_s > 0 && q.backward_s > 0,
+                         "measured attention rows: sizes >= 1, times > 0");
+    }
+    if (p.fit) problems.require(p.fit->log_residual_sd >= 0, "fit: log_residual_sd >= 0");
   });
   return problems.text();
 }

@@ -63,4 +63,24 @@ inline sim::CostProfile ideal_profile(const std::string& gpu) {
   return p;
 }
 
+/// The 17 scalar keys every profile YAML has (each key one line), for loader tests.
+inline constexpr const char* kScalarProfileYaml = R"(name: p
+gpu: h100-sxm-80gb
+gemm_efficiency: 0.7
+fp8_gemm_efficiency: 0.6
+gemm_tile_m: 128
+gemm_tile_n: 128
+gemm_k_half: 256
+flash_attention_forward_efficiency: 0.6
+flash_attention_backward_efficiency: 0.5
+flash_attention_half_efficiency_tiles: 190
+sustained_compute_fraction: 1.0
+memory_efficiency: 0.9
+kernel_overhead_s: 2.0e-6
+nvlink_efficiency: 0.7
+collective_launch_s: 2.6e-5
+network_efficiency: 0.9
+source: test
+)";
+
 }  // namespace sextant::testing

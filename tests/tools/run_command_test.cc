@@ -66,3 +66,30 @@ TEST(RunCommand, WithoutAGpuSaysSoAndExitsTwo) {
 
 }  // namespace
 }  // namespace sextant::tools
+
+namespace sextant::tools {
+namespace {
+
+TEST(RunCommand, LayoutBestIsTheSearchsFirstChoiceForOneGpu) {
+  TempDir dir;
+  const std::string profile =
+      std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml";
+  // With the fixture profile, micro-batch 8 (the largest that divides 64 and
+  // fits in 80 GiB without recomputation) is fastest: fewer, larger kernels.
+  const CommandResult r = run_sextant(
+      dir, "run --model gpt-1.3b --layout best --global-batch 64 --steps 1 --profile " + profile);
+  EXPECT_NE(r.out.find("layout best: mbs=8,gbs=64,recompute=none (search's first of"),
+            std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("test-engine-measured"), std::string::npos) << r.out;
+  const CommandResult missing = run_sextant(dir, "run --model gpt-1.3b --layout best");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("--layout: best: needs the global batch: give --global-batch N"),
+            std::string::npos) << missing.err;
+  const CommandResult two = run_sextant(dir, "run --model gpt-1.3b --gpus 2");
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("--gpus: 2: `sextant run` trains on one GPU so far; accepted: 1"),
+            std::string::npos) << two.err;
+}
+
+}  // namespace
+}  // namespace sextant::tools

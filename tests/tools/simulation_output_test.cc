@@ -49,6 +49,31 @@ TEST(SimulationJson, HasEveryContractField) {
   EXPECT_EQ(j["gpus"], 1536);
 }
 
+TEST(SimulationJson, NamesTheProfileAndGivesTheFitsInterval) {
+  sim::SimulationResult r;
+  r.step_time_s = 0.2;
+  sim::CostProfile profile;
+  profile.name = "h100-sxm-80gb-measured";
+  profile.software = sim::Software::kSextantEngine;
+  SimulationContext c{"gpt-1.3b", "dgx-h100", "h100", 1, 80e9, "analytic", &profile};
+  nlohmann::json j = simulation_json(c, r);
+  EXPECT_EQ(j["profile"], (nlohmann::json{{"name", "h100-sxm-80gb-measured"}, {"software", "sextant-engine"}}));
+  EXPECT_FALSE(j.contains("step_time_interval_s"));  // no fit, no interval
+  EXPECT_NE(simulation_table(c, r).find("profile: h100-sxm-80gb-measured (sextant-engine)"),
+            std::string::npos);
+  // A fit with sd 0.03 over 10 runs of 3 parameters: t(0.95, 7) = 1.8946, half-width
+  // 0.056838 in log: 0.2·e^∓0.056838 = [0.188950, 0.211697] s.
+  profile.fit = sim::ProfileFit{"runs", {{"compute_time_factor", 1.1}, {"step_overhead_s", 0},
+                                         {"microbatch_overhead_s", 0}}, 0.03, 10};
+  j = simulation_json(c, r);
+  ASSERT_TRUE(j.contains("step_time_interval_s"));
+  EXPECT_NEAR(j["step_time_interval_s"][0].get<double>(), 0.188950, 1e-6);
+  EXPECT_NEAR(j["step_time_interval_s"][1].get<double>(), 0.211697, 1e-6);
+  EXPECT_EQ(j["step_time_interval_coverage"], 0.9);
+  EXPECT_NE(simulation_table(c, r).find("200.00 ms ± 11.37 ms (90.0 % interval 188.95 ms - 211.70 ms)"),
+            std::string::npos) << simulation_table(c, r);
+}
+
 TEST(SimulationOutput, FormatsUnits) {
   EXPECT_EQ(format_seconds(1.5), "1.500 s");
   EXPECT_EQ(format_seconds(0.0123), "12.30 ms");

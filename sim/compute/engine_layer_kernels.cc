@@ -1,0 +1,214 @@
+// Our engine's kernel list for one layer (engine/transformer.cc), chosen by
+// `software: sextant-engine`. What differs from Megatron's list:
+//  - residual adds ride on the GEMM that makes the branch (cuBLASLt reads the
+//    residual as C) in the forward, and on the norm's backward in the backward;
+//  - GELU runs in fc1's epilogue (with the bias), its backward in fc2's
+//    input-gradient epilogue: no activation kernel for GPT models, but the
+//    epilogues' extra traffic (GELU's saved input, the residual read as C) is
+//    added to the measured plain GEMMs at the HBM rate;
+//  - no dropout kernels (the engine trains without dropout);
+//  - the norm backward sums the bias gradients of the projections that feed
+//    the residual when hidden <= 4096 (kernels/layernorm.h), so only QKV and
+//    fc1 (and wider models' fc2/proj) run bias_gradient;
+//  - heads of a dimension other than 64 or 128 are copied into padded
+//    buffers around flash attention (4 copies forward, 4 backward);
+//  - our fused cross-entropy kernel (loss and gradient in one pass);
+//  - AdamW on fp32 master weights after a gradient-norm pass, the forward and
+//    backward of the step replayed as one CUDA graph, and the host's per-step
+//    work (token upload, loss read-back) — in engine_optimizer_step_time_s.
+// Each kernel takes its time from the measured tables (kernel_costs.h); the
+// roofline bytes given with it count what the kernel reads and writes.
+#include "sim/compute/kernel_costs.h"
+#include "sim/compute/layer_kernels.h"
+
+namespace sextant::sim {
+
+namespace {
+
+using K = ElementwiseKernel;
+
+// The engine pads heads to 64 or 128 for flash attention (engine/model/transformer_shape.h).
+double attention_head_dim(double head_dim) { return head_dim == 64 ? 64 : 128; }
+
+// Widest hidden size whose norm backward also sums the residual projections'
+// bias gradients (kernels/layernorm.h, kNormBackwardMaxSummedCols).
+constexpr double kNormSumsBiasUpToHidden = 4096;
+
+// A memory-bound copy with no table of its own (copy_heads): bytes at the HBM rate.
+double copy_time_s(double bytes, const DeviceRates& r) {
+  return r.compute_time_factor * bytes / r.memory_bytes_per_s + r.measured_kernel_gap_s;
+}
+
+struct Shapes {
+  double tokens;  // T = mbs·s/cp rows of every GEMM
+  double hidden, q, kv, ffn;
+  bool bias, rope, layernorm, swiglu;
+};
+
+Shapes shapes_of(const ModelConfig& m, const ParallelLayout& l) {
+  Shapes s{};
+  s.tokens = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
+  s.hidden = static_cast<double>(m.hidden_size);
+  s.q = static_cast<double>(m.query_width()) / l.tp;
+  s.kv = static_cast<double>(m.kv_width()) / l.tp;
+  s.ffn = static_cast<double>(m.ffn_hidden_size) / l.tp;
+  s.bias = m.add_bias_linear;
+  s.rope = m.position_embedding == PositionEmbedding::kRope;
+  s.layernorm = m.normalization == Normalization::kLayerNorm;
+  s.swiglu = m.activation == Activation::kSwiglu;
+  return s;
+}
+
+// Norm forward (read x, write y: 4 bytes per element) and backward (read dy, x
+// and the residual gradient, write dx: 8 bytes).
+double norm_forward_s(const Shapes& s, const DeviceRates& r) {
+  return elementwise_time_s(s.layernorm ? K::kLayernormForward : K::kRmsnormForward, s.tokens,
+                            s.hidden, 4.0 * s.tokens * s.hidden, r);
+}
+double norm_backward_s(const Shapes& s, const DeviceRates& r) {
+  return elementwise_time_s(s.layernorm ? K::kLayernormBackward : K::kRmsnormBackward, s.tokens,
+                            s.hidden, 8.0 * s.tokens * s.hidden, r);
+}
+// Column sums of dy (T, width) into an fp32 bias gradient: reads 2 bytes per element.
+double bias_gradient_s(const Shapes& s, double width, const DeviceRates& r) {
+  return elementwise_time_s(K::kBiasGradient, s.tokens, width, 2.0 * s.tokens * width, r);
+}
+
+// Traffic a cuBLASLt epilogue adds to the measured plain GEMM (calibrate
+// times y = x W^T without one): the residual read as C (2 bytes per output),
+// GELU's saved input written beside the output, or read back by fc2's DGELU.
+double epilogue_s(double bytes, const DeviceRates& r) {
+  return r.compute_time_factor * bytes / r.memory_bytes_per_s;
+}
+
+// One linear layer's forward and backward into `t` (and the GEMM totals):
+// weight gradient, bias gradient when `bias_kernel`, input gradient when
+// `input_gradient`, plus the epilogues' extra bytes. Returns the forward's time.
+double linear(PassTime& t, const Shapes& s, double in, double out, bool bias_kernel,
+              bool input_gradient, const DeviceRates& r, double forward_epilogue_bytes = 0,
+              double input_gradient_epilogue_bytes = 0) {
+  const LinearTimes g = linear_times(s.tokens, in, out, 1, r);
+  const double forward = g.forward_s + epilogue_s(forward_epilogue_bytes, r);
+  t.forward_s += forward;
+  t.gemm_forward_s += forward;
+  const double backward =
+      g.weight_gradient_s +
+      (input_gradient ? g.input_gradient_s + epilogue_s(input_gradient_epilogue_bytes, r) : 0.0);
+  t.backward_s += backward + (bias_kernel ? bias_gradient_s(s, out, r) : 0.0);
+  t.gemm_backward_s += backward;
+  t.weight_gradient_s += g.weight_gradient_s;
+  return forward;
+}
+
+}  // namespace
+
+PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
+                           bool /*moe_layer: the engine has no MoE layers*/) {
+  const Shapes s = shapes_of(m, l);
+  const double T = s.tokens;
+  const bool residual_bias_kernels = s.bias && s.hidden > kNormSumsBiasUpToHidden;
+  PassTime t;
+
+  // Attention block. Forward: norm1, QKV (+bias epilogue), RoPE, [pad copies],
+  // flash attention, projection (+bias, + residual as C). Backward: projection
+  // grads, [copy], flash backward, [merge copies], RoPE backward, QKV grads
+  // (+ bias_gradient), norm1 backward (adds the residual gradient).
+  t.forward_s += norm_forward_s(s, r);
+  t.backward_s += norm_backward_s(s, r);
+  linear(t, s, s.hidden, s.q + 2 * s.kv, s.bias, true, r);
+  if (s.rope) {
+    // Rotates Q and K in place inside the fused QKV rows (read + write 4 bytes
+    // per rotated element). Calibrate times it on multi-head rows of width W
+    // (kv = q), rotating 2W/3 of each; a row rotating q + kv (GQA: kv < q)
+    // moves what such a row of width 1.5·(q + kv) does.
+    const double row = 1.5 * (s.q + s.kv), moved = 4.0 * T * (s.q + s.kv);
+    t.forward_s += elementwise_time_s(K::kRopeForward, T, row, moved, r);
+    t.backward_s += elementwise_time_s(K::kRopeBackward, T, row, moved, r);
+  }
+  const double heads = static_cast<double>(m.num_attention_heads) / l.tp;
+  const double head_dim = static_cast<double>(m.kv_channels);
+  const double padded = attention_head_dim(head_dim);
+  if (padded != head_dim) {
+    // Forward: Q, K, V into padded buffers and the output back; backward: the
+    // output gradient in, dQ, dK, dV back. Each reads its narrow and writes its padded rows.
+    const double narrow = 2.0 * T * (s.q + 2 * s.kv), wide = narrow * padded / head_dim;
+    const double out_narrow = 2.0 * T * s.q, out_wide = out_narrow * padded / head_dim;
+    const double copies = copy_time_s(narrow + wide, r) + copy_time_s(out_narrow + out_wide, r);
+    t.forward_s += copies;
+    t.backward_s += copies;
+  }
+  const AttentionTimes a = attention_times(l.mbs, heads, static_cast<double>(m.seq_length),
+                                           padded, l.cp, r);
+  t.forward_s += a.forward_s;
+  t.backward_s += a.backward_s;
+  // Flash attention's backward recomputes the scores itself and the engine
+  // stores what selective recomputation would keep: nothing runs again.
+  t.attention_core_forward_s = 0;
+  t.attention_core_backward_s = a.backward_s;
+  const double residual_bytes = 2.0 * T * s.hidden;  // (T, h) bf16 read as C
+  linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r, residual_bytes);
+  t.attention_forward_s = t.forward_s;
+  t.attention_backward_s = t.backward_s;
+  t.attention_weight_gradient_s = t.weight_gradient_s;
+
+  // MLP block. Forward: norm2, fc1 (+bias+GELU epilogue, or then SwiGLU), fc2
+  // (+bias, + residual as C). Backward: fc2 grads (GELU backward in the
+  // input-gradient epilogue), [SwiGLU backward], fc1 grads (+ bias_gradient),
+  // norm2 backward. Full recomputation reruns the block without fc2 (the next
+  // layer's input is stored), so fc2's forward is what it skips.
+  t.forward_s += norm_forward_s(s, r);
+  t.backward_s += norm_backward_s(s, r);
+  // GELU's input (T, f) bf16: written by fc1's epilogue, read by fc2's DGELU.
+  const double gelu_input_bytes = s.swiglu ? 0.0 : 2.0 * T * s.ffn;
+  linear(t, s, s.hidden, s.ffn * m.mlp_input_projections(), s.bias, true, r, gelu_input_bytes);
+  if (s.swiglu) {
+    t.forward_s += elementwise_time_s(K::kSwigluForward, T, s.ffn, 6.0 * T * s.ffn, r);
+    t.backward_s += elementwise_time_s(K::kSwigluBackward, T, s.ffn, 10.0 * T * s.ffn, r);
+  }
+  t.full_recompute_skipped_s = linear(t, s, s.ffn, s.hidden, residual_bias_kernels, true, r,
+                                      residual_bytes, gelu_input_bytes);
+  return t;
+}
+
+PassTime engine_output_layer_time(const ModelConfig& m, const ParallelLayout& l,
+                                  const DeviceRates& r) {
+  const Shapes s = shapes_of(m, l);
+  const double V = static_cast<double>(m.vocab_size) / l.tp;
+  PassTime t;
+  // Final norm, logits GEMM (no bias), the fused softmax cross entropy writing
+  // the logits' gradient in place (read 2 + write 2 bytes per logit, and the
+  // row's max and sum from a second read: 6), then the logits GEMM's gradients
+  // and the final norm's backward.
+  t.forward_s += norm_forward_s(s, r);
+  linear(t, s, s.hidden, V, false, true, r);
+  t.forward_s += elementwise_time_s(K::kCrossEntropy, s.tokens, V, 6.0 * s.tokens * V, r);
+  t.backward_s += norm_backward_s(s, r);
+  return t;
+}
+
+PassTime engine_embedding_time(const ModelConfig& m, const ParallelLayout& l,
+                               const DeviceRates& r) {
+  const Shapes s = shapes_of(m, l);
+  PassTime t;
+  // Forward: gather token rows (+ learned positions): read 2 (+2), write 2 bytes
+  // per element. Backward: scatter-add dy into the fp32 tables: read 2 and
+  // read-modify-write 8 bytes per element.
+  t.forward_s = elementwise_time_s(K::kEmbeddingForward, s.tokens, s.hidden,
+                                   6.0 * s.tokens * s.hidden, r);
+  t.backward_s = elementwise_time_s(K::kEmbeddingBackward, s.tokens, s.hidden,
+                                    10.0 * s.tokens * s.hidden, r);
+  return t;
+}
+
+double engine_optimizer_step_time_s(double local_params, const DeviceRates& r) {
+  // Gradient norm (read the fp32 gradient: 4 bytes per parameter), the clip
+  // factor (one tiny kernel), and AdamW in two launches (with and without
+  // weight decay) over the fp32 master weights: read master, gradient, m, v
+  // (16), write master, m, v (12) and the bf16 weight (2) = 30 bytes per parameter.
+  const double norm = elementwise_time_s(K::kGradNorm, 1, local_params, 4.0 * local_params, r);
+  const double adam = elementwise_time_s(K::kAdamw, 1, local_params, 30.0 * local_params, r);
+  // The step's one graph launch (forward and backward) and the host's work.
+  return norm + adam + 2 * r.measured_kernel_gap_s + r.graph_launch_s + r.host_step_s;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,69 @@
+#include "sim/compute/kernel_costs.h"
+
+#include "sim/compute/gemm_time.h"
+
+namespace sextant::sim {
+
+LinearTimes linear_times(double tokens, double in_width, double out_width, double batch,
+                         const DeviceRates& r) {
+  LinearTimes t;
+  if (tokens <= 0 || in_width <= 0 || out_width <= 0) return t;
+  // The tables hold single GEMMs; grouped (MoE) and batched (unfused attention) ones use the roofline.
+  if (r.tables && batch == 1) {
+    const LogGridTable& grid = r.fp8 ? r.tables->lookup.linear_fp8 : r.tables->lookup.linear_bf16;
+    if (auto times = grid.lookup({tokens, in_width, out_width, 0}, tokens * in_width * out_width)) {
+      const double f = r.compute_time_factor;
+      t.forward_s = f * (*times)[0] + r.measured_kernel_gap_s;
+      t.input_gradient_s = f * (*times)[1] + r.measured_kernel_gap_s;
+      t.weight_gradient_s = f * (*times)[2] + r.measured_kernel_gap_s;
+      return t;
+    }
+  }
+  const double f = r.compute_time_factor;
+  t.forward_s = f * gemm_time_s({tokens, out_width, in_width, batch, false}, r.gemm_flops_per_s, r);
+  t.input_gradient_s =
+      f * gemm_time_s({tokens, in_width, out_width, batch, false}, r.gemm_flops_per_s, r);
+  t.weight_gradient_s =
+      f * gemm_time_s({in_width, out_width, tokens, batch, true}, r.gemm_flops_per_s, r);
+  return t;
+}
+
+AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
+                               const DeviceRates& r) {
+  AttentionTimes t;
+  const double f = r.compute_time_factor;
+  if (r.tables && cp == 1) {
+    if (auto times = r.tables->lookup.attention.lookup({batch, heads, seq, head_dim},
+                                                       batch * heads * seq * seq * head_dim)) {
+      t.forward_s = f * (*times)[0] + r.measured_kernel_gap_s;
+      t.backward_s = f * (*times)[1] + r.measured_kernel_gap_s;
+      return t;
+    }
+  }
+  // Causal flash attention does half of the 4·s²·d FLOPs per head and sequence;
+  // its backward recomputes the scores: 5 GEMMs to the forward's 2, so 2.5×
+  // (Dao 2023, FlashAttention-2, Sec. 3). Context parallelism splits the work evenly.
+  // Few query tiles (batch·heads·s/128 per GPU) leave SMs idle: the rate is
+  // scaled by u/(u + u_half), fitted on our H100 cuDNN attention sweep.
+  const double forward_flops = batch * heads * 4.0 * seq * seq * head_dim / 2.0 / cp;
+  const double tiles = batch * heads * seq / cp / 128.0;
+  const double occupancy = tiles / (tiles + r.attention_half_efficiency_tiles);
+  t.forward_s = f * forward_flops / (r.attention_forward_flops_per_s * occupancy) + r.kernel_overhead_s;
+  t.backward_s =
+      f * 2.5 * forward_flops / (r.attention_backward_flops_per_s * occupancy) + r.kernel_overhead_s;
+  return t;
+}
+
+double elementwise_time_s(ElementwiseKernel kernel, double rows, double width,
+                          double roofline_bytes, const DeviceRates& r) {
+  if (rows <= 0 || width <= 0) return 0;
+  const double f = r.compute_time_factor;
+  if (r.tables) {
+    const LogGridTable& grid = r.tables->lookup.elementwise[static_cast<std::size_t>(kernel)];
+    if (auto time = grid.lookup({rows, width, 0, 0}, rows * width))
+      return f * (*time)[0] + r.measured_kernel_gap_s;
+  }
+  return f * roofline_bytes / r.memory_bytes_per_s + r.kernel_overhead_s;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,36 @@
+// Time of one kernel (a linear layer's three GEMMs, flash attention, an
+// element-wise kernel): from the profile's measured tables where they cover
+// the shape (interpolated in log space, sim/core/log_grid_table.h), from the
+// roofline otherwise. Both kernel lists (Megatron's and the engine's) cost
+// their kernels here, so a measured profile changes every GEMM alike.
+#pragma once
+
+#include "sim/compute/device_rates.h"
+
+namespace sextant::sim {
+
+/// y = x W^T with x (tokens, in_width), `batch` such products in one launch:
+/// forward, input gradient (dx = dy W) and weight gradient (dW += dy^T x, fp32).
+struct LinearTimes {
+  double forward_s = 0;
+  double input_gradient_s = 0;
+  double weight_gradient_s = 0;
+};
+LinearTimes linear_times(double tokens, double in_width, double out_width, double batch,
+                         const DeviceRates& rates);
+
+/// Causal flash attention of (batch, heads, seq, head_dim) per GPU, the work
+/// split over `cp` context-parallel ranks.
+struct AttentionTimes {
+  double forward_s = 0;
+  double backward_s = 0;
+};
+AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
+                               const DeviceRates& rates);
+
+/// One element-wise kernel sweeping (rows, width); `roofline_bytes` is what it
+/// moves, for the roofline where the table has no point.
+double elementwise_time_s(ElementwiseKernel kernel, double rows, double width,
+                          double roofline_bytes, const DeviceRates& rates);
+
+}  // namespace sextant::sim

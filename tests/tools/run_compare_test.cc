@@ -1,0 +1,84 @@
+// `run --compare`'s prediction side and its renderings (tools/run_compare.h).
+#include "tools/run_compare.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/core/config_loader.h"
+#include "sim/core/preset_catalog.h"
+
+namespace sextant::tools {
+namespace {
+
+TEST(RunCompare, TaskKindDropsStageMicroBatchAndLayer) {
+  EXPECT_EQ(task_kind("stage0.mb3.layer17.attn.fwd"), "layer*.attn.fwd");
+  EXPECT_EQ(task_kind("stage0.mb0.embedding.fwd"), "embedding.fwd");
+  EXPECT_EQ(task_kind("stage0.optimizer.step"), "optimizer.step");
+}
+
+TEST(RunCompare, PredictionSumsTheStagesTasksByKind) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  sim::ModelConfig m = catalog.model("gpt-350m");
+  m.hidden_dropout = m.attention_dropout = 0;
+  const sim::CostProfile profile = sim::load_profile_file(
+      std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
+  sim::ParallelLayout l;
+  l.mbs = 4;
+  l.gbs = 8;  // two micro-batches
+  const ComparePrediction p = predict_for_compare(m, catalog.cluster("dgx-h100"), profile, l);
+  // One GPU: the step is the sum of its tasks, every one on the compute stream;
+  // the tasks are predicted with a stream launch (4 µs in the fixture) after each
+  // kernel instead of the graph's 1.5 µs, so their sum is the step plus 2.5 µs
+  // per kernel of the step.
+  double sum = 0;
+  for (const auto& [kind, s] : p.task_seconds_per_step) sum += s;
+  // Kernels: per layer and micro-batch 7 forward (norm, QKV, attention, projection,
+  // norm, fc1, fc2) and 13 backward (projection 2, attention 1, QKV 3 with its bias
+  // gradient, norm 1, fc2 2, fc1 3, norm 1); embedding 1 + 1; output 3 + 3:
+  // 2·(24·20 + 8) = 976, and the optimizer's 4 (norm, clip, AdamW twice) = 980.
+  EXPECT_NEAR((sum - p.step_time_s) / 2.5e-6, 980, 1e-3);
+  // 24 layers x 2 micro-batches of attention forwards, each the same.
+  ASSERT_TRUE(p.task_seconds_per_step.count("layer*.attn.fwd"));
+  ASSERT_TRUE(p.task_seconds_per_step.count("optimizer.step"));
+  EXPECT_FALSE(p.step_time_interval_s);  // the fixture has no fit
+}
+
+TEST(RunCompare, ReportRowsErrorsAndCsv) {
+  ComparePrediction p;
+  p.step_time_s = 0.110;
+  p.task_seconds_per_step = {{"layer*.attn.fwd", 0.020}, {"optimizer.step", 0.010}};
+  // Measured 0.100 s step: +10 %; attention 0.025 s: (0.020 − 0.025)/0.025 = −20 %.
+  CompareReport r = make_compare_report(p, 0.100, {{"layer*.attn.fwd", 0.025}, {"output.fwd", 0.001}});
+  r.layout = "mbs=4,gbs=8,recompute=none";
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.step().task_kind, "step");
+  EXPECT_NEAR(r.step().error, 0.10, 1e-12);
+  EXPECT_EQ(r.rows[1].task_kind, "layer*.attn.fwd");
+  EXPECT_NEAR(r.rows[1].error, -0.20, 1e-12);
+  EXPECT_EQ(compare_csv(r),
+            "layout,task_kind,predicted_s,measured_s,error\n"
+            "\"mbs=4,gbs=8,recompute=none\",step,0.11,0.1,0.100000\n"
+            "\"mbs=4,gbs=8,recompute=none\",layer*.attn.fwd,0.02,0.025,-0.200000\n"
+            "\"mbs=4,gbs=8,recompute=none\",optimizer.step,0.01,0,0.000000\n"
+            "\"mbs=4,gbs=8,recompute=none\",output.fwd,0,0.001,-1.000000\n");
+}
+
+TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
+  ComparePrediction p;
+  p.step_time_s = 0.2;
+  CompareReport r = make_compare_report(p, 0.25, {});
+  r.model = "gpt-1.3b";
+  r.parallel_layout.mbs = 4;
+  r.parallel_layout.gbs = 16;
+  r.parallel_layout.recompute = sim::Recompute::kFull;
+  r.seq_length = 2048;
+  const CompareReport back = compare_from_json(compare_json(r), "run.json");
+  EXPECT_EQ(back.model, "gpt-1.3b");
+  EXPECT_EQ(back.layout, "mbs=4,gbs=16,recompute=full");
+  EXPECT_EQ(back.parallel_layout.num_microbatches(), 4);
+  EXPECT_DOUBLE_EQ(back.step().measured_s, 0.25);
+  EXPECT_DOUBLE_EQ(back.step().predicted_s, 0.2);
+  EXPECT_THROW(compare_from_json(nlohmann::json{{"model", "x"}}, "bad.json"), sim::ConfigError);
+}
+
+}  // namespace
+}  // namespace sextant::tools

@@ -1,0 +1,135 @@
+// `sextant fit-profile`: the profile's free parameters fitted on measured
+// engine runs (tools/profile_fit.h), written into a copy of the profile as its
+// `fit:` block. A subcommand of its own beside `sextant calibrate` (which
+// measures the kernels): calibrate, run --compare on a set of layouts, fit.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/compute/prediction_interval.h"
+#include "sim/core/config_error.h"
+#include "sim/core/config_loader.h"
+#include "sim/core/preset_catalog.h"
+#include "tools/commands.h"
+#include "tools/profile_fit.h"
+
+namespace sextant::tools {
+
+namespace {
+
+struct FitOptions {
+  std::string runs_dir;
+  std::string profile;
+  std::string out;
+  std::string cluster = "dgx-h100";
+};
+
+std::string read_file(const std::string& path, const std::string& option) {
+  std::ifstream in(path);
+  if (!in) throw sim::ConfigError({{option, 0, 0, "", "cannot read '" + path + "'"}});
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Every *.json of `dir`: one `run --compare --format json` output each.
+std::vector<CompareReport> read_runs(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw sim::ConfigError({{"--runs", 0, 0, "", "'" + dir + "' is not a folder"}});
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  std::vector<CompareReport> runs;
+  for (const std::string& file : files) {
+    const std::string text = read_file(file, "--runs");
+    // The last line holding a JSON object (progress may precede it in a log).
+    std::istringstream lines(text);
+    std::string line, last;
+    while (std::getline(lines, line))
+      if (!line.empty() && line.front() == '{') last = line;
+    nlohmann::json j = nlohmann::json::parse(last.empty() ? text : last, nullptr, false);
+    if (j.is_discarded()) throw sim::ConfigError({{file, 0, 0, "", "not JSON"}});
+    runs.push_back(compare_from_json(j.contains("compare") ? j["compare"] : j, file));
+  }
+  return runs;
+}
+
+int run_fit(const FitOptions& o, const CommonOptions& common, std::ostream& out) {
+  const sim::PresetCatalog catalog(common.configs_dir);
+  const sim::ClusterConfig cluster = catalog.cluster(o.cluster);
+  const std::string profile_text = read_file(o.profile, "--profile");
+  sim::CostProfile profile = sim::load_profile_text(profile_text, o.profile);
+  const std::vector<CompareReport> runs = read_runs(o.runs_dir);
+  ProfileFitResult r = fit_profile(profile, cluster, catalog, runs);
+  std::set<std::string> devices;
+  for (const CompareReport& run : runs)
+    if (!run.device.empty()) devices.insert(run.device);
+  std::string on;
+  for (const std::string& d : devices) on += (on.empty() ? " on " : ", ") + d;
+  r.fit.data_set = o.runs_dir + " (" + std::to_string(runs.size()) + " engine runs" + on +
+                   ", `sextant run --compare`)";
+
+  const std::string text = with_fit_block(profile_text, r.fit);
+  sim::CostProfile fitted = sim::load_profile_text(text, o.out);  // what we write reads back
+  {
+    std::ofstream file(o.out);
+    if (!file || !(file << text)) throw sim::ConfigError({{"--out", 0, 0, "", "cannot write '" + o.out + "'"}});
+  }
+
+  char line[256];
+  out << "fit of " << profile.name << " (" << sim::to_string(profile.software) << ") on "
+      << runs.size() << " runs of " << o.runs_dir << "\n";
+  std::snprintf(line, sizeof line, "  %-12s %-34s %11s %11s %8s  %s\n", "model", "layout",
+                "predicted", "measured", "error", "in 90 % interval");
+  out << line;
+  int inside = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto interval = sim::step_time_interval_s(r.predicted_s[i], fitted);
+    const bool in = interval && r.measured_s[i] >= interval->first && r.measured_s[i] <= interval->second;
+    inside += in ? 1 : 0;
+    std::snprintf(line, sizeof line, "  %-12s %-34s %8.2f ms %8.2f ms %+7.2f%%  %s\n",
+                  runs[i].model.c_str(), runs[i].layout.c_str(), r.predicted_s[i] * 1e3,
+                  r.measured_s[i] * 1e3, 100 * (r.predicted_s[i] / r.measured_s[i] - 1),
+                  in ? "yes" : "no");
+    out << line;
+  }
+  out << "parameters:";
+  for (const auto& [name, value] : r.fit.parameters) out << " " << name << " = " << value;
+  const auto unit = sim::step_time_interval_s(1.0, fitted);
+  std::snprintf(line, sizeof line,
+                "\nlog_residual_sd %.4f: 90 %% interval x%.4f .. x%.4f of a prediction; "
+                "%d of %zu runs inside\nwrote %s\n",
+                r.fit.log_residual_sd, unit->first, unit->second, inside, runs.size(), o.out.c_str());
+  out << line;
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common) {
+  auto o = std::make_shared<FitOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "fit-profile",
+      "Fit a measured profile's free parameters (compute_time_factor, step_overhead_s,\n"
+      "microbatch_overhead_s) on engine runs, by weighted least squares, and write the\n"
+      "profile with its `fit:` block (the residual sd gives every prediction a 90 % interval).\n\n"
+      "Example:\n"
+      "  for l in mbs=1,gbs=8 mbs=4,gbs=8 ...; do\n"
+      "    sextant run --model gpt-1.3b --layout $l --steps 10 --compare --format json \\\n"
+      "        --profile measured.yaml > runs/$l.json; done\n"
+      "  sextant fit-profile --runs runs --profile measured.yaml --out measured-fitted.yaml");
+  cmd->add_option("--runs", o->runs_dir, "folder of `sextant run --compare --format json` outputs (*.json)")
+      ->required();
+  cmd->add_option("--profile", o->profile, "the measured profile to fit (YAML)")->required();
+  cmd->add_option("--out", o->out, "where to write the fitted profile")->required();
+  cmd->add_option("--cluster", o->cluster, "cluster preset the runs' GPU belongs to")->capture_default_str();
+  return [o, &common](std::ostream& out) { return run_fit(*o, common, out); };
+}
+
+}  // namespace sextant::tools

@@ -1,0 +1,50 @@
+// The fit of a profile's few free parameters on measured engine runs
+// (`sextant fit-profile`), by mechanism:
+//   compute_time_factor   every kernel's time is multiplied by it: the GPU's
+//                         clock under a whole step's sustained load (power
+//                         cap) and cache state differ from the isolated
+//                         micro-benchmarks `sextant calibrate` timed;
+//   step_overhead_s       fixed host work per optimizer step beyond the
+//                         profile's measured host_step_s (allocator, Python-free
+//                         but still: token shuffling, progress, sync jitter);
+//   microbatch_overhead_s per micro-batch work the kernel list does not
+//                         name (loss-scale set-up, the task boundaries).
+// A prediction is affine in them: for one GPU the step is the sum of its
+// tasks, so predicted(a, b, c) = a·S + U + b + c·M, with S the scaled kernel
+// time (predicted at a = 1 minus at a = 0), U the unscaled gaps and host time
+// (predicted at a = 0) and M the micro-batches per step. The fit solves the
+// linear least squares of measured − U on (S, 1, M), each run weighted by
+// 1/measured so that relative errors count (the first-order form of least
+// squares on ln time), with Eigen's column-pivoting QR. Runs whose micro-batch
+// counts are all equal cannot tell c from b: c is then left out (0). An
+// overhead fitted negative is held at 0 and the others refitted (the
+// active-set step of non-negative least squares).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/core/cost_profile.h"
+#include "sim/core/preset_catalog.h"
+#include "tools/run_compare.h"
+
+namespace sextant::tools {
+
+struct ProfileFitResult {
+  sim::ProfileFit fit;              // parameters, log_residual_sd, runs (data_set left to the caller)
+  std::vector<double> predicted_s;  // per run, with the fitted parameters
+  std::vector<double> measured_s;
+};
+
+/// Fits `profile`'s free parameters (any fit it carries is ignored) on `runs`,
+/// each predicted with the analytical model on `cluster`. Models are loaded
+/// through `catalog` by the name each run recorded. Throws sim::ConfigError
+/// with fewer than 3 runs.
+ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
+                             const sim::PresetCatalog& catalog,
+                             const std::vector<CompareReport>& runs);
+
+/// `profile_text` (a profile YAML) with its `fit:` block replaced by `fit`'s.
+std::string with_fit_block(const std::string& profile_text, const sim::ProfileFit& fit);
+
+}  // namespace sextant::tools

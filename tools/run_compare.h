@@ -1,0 +1,77 @@
+// `sextant run --compare`: the engine's measured step and per-task times
+// beside the event simulator's prediction for the same model, layout and
+// profile, by Plan task kind ("layer*.attn.fwd", "optimizer.step", ...) and
+// for the whole step. Built without CUDA, so the comparison is tested on the
+// CPU; run_training.cc feeds it the measurements.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/core/cost_profile.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::tools {
+
+/// "stage0.mb3.layer17.attn.fwd" -> "layer*.attn.fwd": one row per kind of task.
+/// Plain string scans (it runs for every task of every timed step).
+std::string task_kind(std::string_view name);
+
+/// The simulator's side: the event engine's step time (kernels in the step's
+/// CUDA graph) and each task kind's summed duration over one step (stage 0,
+/// the only stage on one GPU) with kernels launched one by one, as the engine
+/// runs them when it times tasks.
+struct ComparePrediction {
+  double step_time_s = 0;
+  std::optional<std::pair<double, double>> step_time_interval_s;  // with a fitted profile
+  std::map<std::string, double> task_seconds_per_step;
+};
+ComparePrediction predict_for_compare(const sim::ModelConfig& model,
+                                      const sim::ClusterConfig& cluster,
+                                      const sim::CostProfile& profile,
+                                      const sim::ParallelLayout& layout);
+
+struct CompareRow {
+  std::string task_kind;  // "step" for the whole step
+  double predicted_s = 0;
+  double measured_s = 0;  // 0 when not measured
+  double error = 0;       // (predicted − measured) / measured; 0 when not measured
+};
+
+struct CompareReport {
+  std::string model;    // as given to --model (a preset name or a path)
+  std::string layout;   // "mbs=4,gbs=8,recompute=none"
+  sim::ParallelLayout parallel_layout;
+  std::string profile_name;
+  sim::Software software = sim::Software::kMegatronPublished;
+  std::string device;
+  long seq_length = 0;
+  std::optional<std::pair<double, double>> step_time_interval_s;
+  std::vector<CompareRow> rows;  // "step" first, then kinds by measured time, largest first
+  const CompareRow& step() const { return rows.front(); }
+};
+
+/// Rows for every kind predicted or measured, and the step.
+CompareReport make_compare_report(const ComparePrediction& predicted, double measured_step_s,
+                                  const std::map<std::string, double>& measured_task_seconds);
+
+nlohmann::ordered_json compare_json(const CompareReport& report);
+/// Inverse of compare_json for what the fit needs (model, layout, seq, step
+/// times); throws sim::ConfigError naming `file` when a field is missing.
+CompareReport compare_from_json(const nlohmann::json& j, const std::string& file);
+std::string compare_table(const CompareReport& report);
+std::string compare_markdown(const CompareReport& report);
+/// Columns: layout, task_kind, predicted_s, measured_s, error.
+std::string compare_csv(const CompareReport& report);
+/// Writes report.md, compare.csv and compare.json into `dir` (created);
+/// throws sim::ConfigError naming --report when it cannot.
+void write_compare_report(const CompareReport& report, const std::string& dir);
+
+}  // namespace sextant::tools
