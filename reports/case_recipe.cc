@@ -67,6 +67,7 @@ void apply_nemo_recipe(sim::PartialLayout& l, bool zero_stated) {
   l.overlap_grad_reduce = true;
   l.overlap_param_gather = true;
   l.tp_comm_overlap = l.tp.value_or(1) > 1 && l.sp.value_or(false);
+  if (l.precision == sim::Precision::kFp8) l.grad_reduce_in_fp32 = false;
 }
 
 }  // namespace sextant::reports

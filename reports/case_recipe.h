@@ -16,8 +16,11 @@
 //    distributed optimizer (distributed_fused_adam), overlap_grad_reduce and
 //    overlap_param_gather, and their performance recipes tp_comm_overlap
 //    (NeMo nemo/collections/llm/recipes/llama3_70b.py: trainer() and
-//    pretrain_recipe_performance()); Megatron-LM's own runs state their flags in
-//    the notes, which are read as before.
+//    pretrain_recipe_performance()), and NeMo's performance scripts reduce the
+//    gradients of FP8 runs in bf16 (scripts/performance/llm/pretrain_*.py: with
+//    compute dtype fp8, plugins = bf16_with_fp8_mixed(); grad_reduce_in_fp32 =
+//    False); Megatron-LM's own runs state their flags in the notes, which are
+//    read as before.
 #pragma once
 
 #include <string>
@@ -45,8 +48,9 @@ std::string framework_of(const std::string& source);
 bool follows_nemo_recipe(const std::string& source);
 
 /// The NeMo recipe's settings: zero=1 where the case does not state the ZeRO
-/// stage (`zero_stated`), and the three overlaps (tp_comm_overlap only where
-/// tp > 1 with sequence parallelism).
+/// stage (`zero_stated`), the three overlaps (tp_comm_overlap only where
+/// tp > 1 with sequence parallelism), and bf16 gradient reduction under FP8.
+/// Reads layout.precision, so call it after that is set.
 void apply_nemo_recipe(sim::PartialLayout& layout, bool zero_stated);
 
 }  // namespace sextant::reports

@@ -161,6 +161,7 @@ ReportSpec load_report_spec(const std::string& path) {
     spec.title = top.required_string("title");
     spec.notes = top.optional_string("notes").value_or("");
     spec.profile = top.optional_string("profile").value_or("");
+    spec.framework = top.optional_string("framework").value_or("");
     const std::string engine = top.optional_string("engine").value_or("analytic");
     if (engine == "event") spec.engine = ReportEngine::kEvent;
     else if (engine != "analytic") top.report("engine", "got '" + engine + "'; accepted: analytic, event");
@@ -170,7 +171,7 @@ ReportSpec load_report_spec(const std::string& path) {
       read_row(d, defaults);
       d.finish(kRowKeys);
     }
-    top.finish({"title", "notes", "profile", "engine", "defaults", "rows"});
+    top.finish({"title", "notes", "profile", "framework", "engine", "defaults", "rows"});
     if (!rows.IsDefined() || !rows.IsSequence() || rows.size() == 0) {
       diags.push_back(sim::diagnostic_at(rows.IsDefined() ? rows : *root, path, "rows",
                                          "expected a non-empty list of rows"));

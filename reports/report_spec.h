@@ -70,6 +70,7 @@ struct ReportSpec {
   std::string notes;
   std::string source;   // the spec file, or the command line of a flag sweep
   std::string profile;  // empty: each GPU's default profile
+  std::string framework;  // configs/frameworks preset for every row; empty: the profile's own
   ReportEngine engine = ReportEngine::kAnalytic;
   std::vector<ReportRowSpec> rows;
 };

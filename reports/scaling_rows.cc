@@ -21,7 +21,8 @@ sim::ModelConfig load_model(const ReportRowSpec& row, const sim::PresetCatalog& 
 void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& catalog) {
   const ReportRowSpec& s = row.spec;
   const sim::ClusterConfig cluster = catalog.cluster(s.cluster);
-  const sim::CostProfile profile = catalog.profile(spec.profile, cluster.gpu.name);
+  sim::CostProfile profile = catalog.profile(spec.profile, cluster.gpu.name);
+  if (!spec.framework.empty()) profile = sim::with_framework(profile, catalog.framework(spec.framework));
   row.peak_flops_per_s = cluster.gpu.peak_bf16_flops_per_s;
   if (s.gpus > cluster.total_gpus()) {  // bad input, not an outcome: the row cannot run
     sim::Diagnostic d = s.origin;

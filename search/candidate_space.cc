@@ -151,6 +151,7 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                           l.tp_comm_overlap = tp_overlap;
                           split.apply_to(l);
                           l.fsdp = p.fsdp.value_or(FsdpImplementation::kMegatronFsdp);
+                          l.grad_reduce_in_fp32 = p.grad_reduce_in_fp32.value_or(true);
                           out.push_back(l);
                         }
   }

@@ -97,7 +97,8 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"embedding_in_split", l.embedding_in_split},
           {"loss_in_split", l.loss_in_split},
           {"pp_layout", l.pp_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pp_layout)},
-          {"fsdp", sim::to_string(l.fsdp)}};
+          {"fsdp", sim::to_string(l.fsdp)},
+          {"grad_reduce_in_fp32", l.grad_reduce_in_fp32}};
 }
 
 // The DESIGN.md fields; simulation_json adds the profile's.

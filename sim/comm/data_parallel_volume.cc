@@ -21,7 +21,7 @@ double data_parallel_bytes_per_step(const ModelConfig& m, const ParallelLayout& 
   const double microbatches = static_cast<double>(l.num_microbatches());
   const FsdpBehaviour fsdp = fsdp_behaviour_of(m, l);
   const double gradient_bytes =
-      l.zero >= 3 ? fsdp.gradient_bytes_per_param : gradient_reduce_bytes_per_param(l.precision);
+      l.zero >= 3 ? fsdp.gradient_bytes_per_param : l.gradient_bytes_per_param();
   // The embedding's weights (first stage, vocab-parallel) are gathered for its
   // forward only under ZeRO-3.
   const double embedding_dense =

@@ -6,7 +6,6 @@ namespace sextant::sim {
 
 namespace {
 constexpr double kBf16Bytes = 2.0;
-double gradient_bytes(Precision precision) { return gradient_reduce_bytes_per_param(precision); }
 // Megatron-Core DDP default bucket: 40M parameters (--ddp-bucket-size, 2024).
 constexpr double kBucketParams = 40e6;
 }  // namespace
@@ -78,14 +77,14 @@ DataParallelComm data_parallel_comm(double dense_params, double expert_params,
   const int n = c.gpus_per_node;
   auto sync = [&](double params, const GroupPlacement& group) {
     if (group.size <= 1 || params <= 0) return;
-    const double grads = gradient_bytes(l.precision) * params;
+    const double grads = l.gradient_bytes_per_param() * params;
     if (l.zero == 0) {
       out.grad_reduce_s += all_reduce_time_s(grads, group, r);
     } else {
       out.grad_reduce_s += reduce_scatter_time_s(grads, group, r);
       out.param_gather_s += all_gather_time_s(kBf16Bytes * params, group, r);
     }
-    const double bucket_grads = gradient_bytes(l.precision) * std::min(params, kBucketParams);
+    const double bucket_grads = l.gradient_bytes_per_param() * std::min(params, kBucketParams);
     out.bucket_s = std::max(out.bucket_s, l.zero == 0 ? all_reduce_time_s(bucket_grads, group, r)
                                                       : reduce_scatter_time_s(bucket_grads, group, r));
   };

@@ -52,6 +52,10 @@ struct ParallelLayout {
   bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
+  /// Gradients kept and reduced in fp32 (Megatron-Core's default under bf16;
+  /// NeMo's grad_reduce_in_fp32) or in the weights' 16 bits (0: Megatron's
+  /// --grad-reduce-in-bf16; fp16 always reduces in fp16, Megatron's default there).
+  bool grad_reduce_in_fp32 = true;
   FsdpImplementation fsdp = FsdpImplementation::kMegatronFsdp;  // with zero=3
   // How the layers split over pipeline stages (sim/core/pipeline_split.h has the
   // semantics). All unset is Megatron's even split.
@@ -68,6 +72,10 @@ struct ParallelLayout {
   }
 
   long long total_gpus() const { return 1LL * tp * cp * pp * dp; }
+  /// Bytes per parameter of the gradient buffer and of its data-parallel reduction.
+  double gradient_bytes_per_param() const {
+    return precision == Precision::kFp16 || !grad_reduce_in_fp32 ? 2.0 : 4.0;
+  }
   /// Micro-batches each pipeline processes per step: gbs / (mbs · dp).
   long long num_microbatches() const { return gbs / (1LL * mbs * dp); }
   /// Data-parallel size of expert weights: tp·cp·dp / (ep·etp).
@@ -94,6 +102,7 @@ struct PartialLayout {
   std::optional<Precision> precision;
   std::optional<AttentionKernel> attention;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+  std::optional<bool> grad_reduce_in_fp32;
   std::optional<FsdpImplementation> fsdp;
   // Split knobs: when any is given the others are unset (not searched); when
   // none is, the search picks the split (even where the layers divide).

@@ -5,10 +5,10 @@
 
 namespace sextant::sim {
 
-StateBytesPerParam state_bytes_per_param(int zero_stage, double shards) {
-  constexpr double kWeight = 2, kGradient = 4, kOptimizer = 12;
+StateBytesPerParam state_bytes_per_param(int zero_stage, double shards, double gradient_bytes) {
+  constexpr double kWeight = 2, kOptimizer = 12;
   return {zero_stage >= 3 ? kWeight / shards : kWeight,
-          zero_stage >= 2 ? kGradient / shards : kGradient,
+          zero_stage >= 2 ? gradient_bytes / shards : gradient_bytes,
           zero_stage >= 1 ? kOptimizer / shards : kOptimizer};
 }
 
@@ -22,8 +22,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l,
   const StageParams params = stage_params_per_gpu(m, l, layers);
   // Dense weights are sharded over data-parallel and context-parallel ranks
   // (Megatron's dp-cp group), expert weights over expert-data-parallel ranks.
-  const StateBytesPerParam dense = state_bytes_per_param(l.zero, static_cast<double>(l.dp) * l.cp);
-  const StateBytesPerParam expert = state_bytes_per_param(l.zero, l.expert_dp());
+  const StateBytesPerParam dense = state_bytes_per_param(l.zero, static_cast<double>(l.dp) * l.cp, l.gradient_bytes_per_param());
+  const StateBytesPerParam expert = state_bytes_per_param(l.zero, l.expert_dp(), l.gradient_bytes_per_param());
   MemoryBreakdown out;
   out.parameters = params.dense * dense.parameters + params.expert * expert.parameters;
   out.gradients = params.dense * dense.gradients + params.expert * expert.gradients;

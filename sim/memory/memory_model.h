@@ -25,7 +25,8 @@ struct MemoryBreakdown {
 struct StateBytesPerParam {
   double parameters, gradients, optimizer_states;
 };
-StateBytesPerParam state_bytes_per_param(int zero_stage, double shards);
+StateBytesPerParam state_bytes_per_param(int zero_stage, double shards,
+                                         double gradient_bytes = 4);
 
 /// The breakdown of pipeline stage `stage`.
 MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout, int stage);

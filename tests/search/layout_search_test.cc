@@ -146,7 +146,7 @@ TEST_F(LayoutSearch, InvalidFixedKnobsAreExplainedWithTheRuleBroken) {
 
 // Issue 5: for every development case, the searched best layout is predicted
 // at least as fast as the published one (which is in the space). The case's
-// software (attention kernel, precision) is kept: the search may not assume a
+// software (attention kernel, precision, gradient dtype) is kept: the search may not assume a
 // kernel the run did not have.
 TEST(SearchQuality, NeverWorseThanThePublishedLayout) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
@@ -163,6 +163,7 @@ TEST(SearchQuality, NeverWorseThanThePublishedLayout) {
     open.gbs = c.layout.gbs;
     open.attention = c.layout.attention;
     open.precision = c.layout.precision;
+    open.grad_reduce_in_fp32 = c.layout.grad_reduce_in_fp32;
     SearchOptions options;
     options.top = 1;
     const SearchResult searched =

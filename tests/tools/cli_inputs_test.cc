@@ -47,7 +47,8 @@ TEST(CliInputs, AMistypedSubcommandGetsASuggestion) {
   TempDir dir;
   expect_refused(run_sextant(dir, "simulat --gpus 8"),
                  "sextant: error: unknown subcommand 'simulat' (did you mean simulate?); accepted: "
-                 "simulate, validate, search, plan, preprocess, run, presets, list\n");
+                 "simulate, validate, search, plan, preprocess, run, report, calibrate, presets, list, "
+                 "fit-profile\n");
 }
 
 TEST(CliInputs, VersionNamesTheBuild) {

@@ -55,9 +55,12 @@ TEST(SimulationJson, NamesTheProfileAndGivesTheFitsInterval) {
   sim::CostProfile profile;
   profile.name = "h100-sxm-80gb-measured";
   profile.software = sim::Software::kSextantEngine;
-  SimulationContext c{"gpt-1.3b", "dgx-h100", "h100", 1, 80e9, "analytic", &profile};
+  SimulationContext c{"gpt-1.3b", "dgx-h100", "h100", 1, 80e9, "analytic"};
+  c.profile = &profile;
   nlohmann::json j = simulation_json(c, r);
-  EXPECT_EQ(j["profile"], (nlohmann::json{{"name", "h100-sxm-80gb-measured"}, {"software", "sextant-engine"}}));
+  EXPECT_EQ(j["profile"], (nlohmann::json{{"name", "h100-sxm-80gb-measured"},
+                                             {"software", "sextant-engine"},
+                                             {"framework", nullptr}}));
   EXPECT_FALSE(j.contains("step_time_interval_s"));  // no fit, no interval
   EXPECT_NE(simulation_table(c, r).find("profile: h100-sxm-80gb-measured (sextant-engine)"),
             std::string::npos);

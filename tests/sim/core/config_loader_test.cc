@@ -361,7 +361,7 @@ const std::string kMoe =
 
 const std::string kMoeKeys =
     "num_experts, router_topk, ffn_hidden_size, shared_expert_ffn_hidden_size, "
-    "first_dense_layers";
+    "first_dense_layers, expert_load_factor";
 
 TEST(LoadModelMoe, MoeBlockLoads) {
   const ModelConfig m = load_model_text(kModel + kMoe, "model.yaml");
@@ -387,6 +387,15 @@ TEST(LoadModelMoe, OptionalMoeKeysDefaultToZero) {
 TEST(LoadModelMoe, UnknownNestedKeyIsNamedWithItsParent) {
   EXPECT_EQ(model_errors(kModel + kMoe + "  xyz: 1\n"),
             Lines{"model.yaml:16:3: moe.xyz: unknown key; accepted keys: " + kMoeKeys});
+}
+
+// A load factor below 1 would mean the busiest rank gets less than the mean.
+TEST(LoadModelMoe, ExpertLoadFactorIsAtLeastOne) {
+  const std::vector<std::string> errors =
+      model_errors(kModel + kMoe + "  expert_load_factor: 0.5\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("model.yaml:16:23: moe.expert_load_factor:"), std::string::npos)
+      << errors[0];
 }
 
 TEST(LoadModelMoe, MissingNestedKeyPointsAtTheMoeMapping) {

@@ -55,6 +55,8 @@ TEST(StageMemory, Gpt3MiddleStageStates) {
   EXPECT_NEAR(mem.optimizer_states, 6 * per_layer_per_gpu * 12 / 12, 1.0);
 }
 
+
+
 }  // namespace
 }  // namespace sextant::sim
 
@@ -90,6 +92,26 @@ TEST(MemoryModel, HeaviestStageDecides) {
   EXPECT_DOUBLE_EQ(stage_params_per_gpu(m, l, 1).total(),
                    7 * ((layer_params(m, false).attention + layer_params(m, false).dense_mlp) / 8 +
                         layer_params(m, false).norms));
+}
+
+
+// Gradients in bf16 (grad_reduce_in_fp32=0, or fp16 precision): 2 bytes per
+// parameter instead of 4, unsharded below ZeRO-2. GPT-3 175B at tp 8, pp 16:
+// the gradient buffer halves.
+TEST(MemoryModel, Bf16GradientsHalveTheGradientBuffer) {
+  const ModelConfig m = testing::gpt3_175b();
+  ParallelLayout l;
+  l.tp = 8;
+  l.pp = 16;
+  l.dp = 1;
+  l.gbs = 16;
+  l.zero = 1;
+  const double fp32 = peak_memory_per_gpu(m, l).gradients;
+  l.grad_reduce_in_fp32 = false;
+  EXPECT_DOUBLE_EQ(peak_memory_per_gpu(m, l).gradients, fp32 / 2);
+  l.grad_reduce_in_fp32 = true;
+  l.precision = Precision::kFp16;
+  EXPECT_DOUBLE_EQ(peak_memory_per_gpu(m, l).gradients, fp32 / 2);
 }
 
 }  // namespace
