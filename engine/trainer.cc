@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/comm/communicator.h"
+#include "engine/data_parallel/gradient_reducer.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -17,10 +19,11 @@ namespace sextant::engine {
 
 namespace {
 
-sim::ParallelLayout single_gpu_layout(const TrainerOptions& o) {
+// One replica's layout: its share of the global batch on one GPU.
+sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp) {
   sim::ParallelLayout l;
   l.mbs = o.micro_batch;
-  l.gbs = o.global_batch;
+  l.gbs = o.global_batch / dp;
   l.recompute = o.recompute;
   l.schedule = sim::Schedule::kOneFOneB;
   l.overlap_grad_reduce = false;  // one GPU: no gradient reduction at all
@@ -30,17 +33,25 @@ sim::ParallelLayout single_gpu_layout(const TrainerOptions& o) {
 }  // namespace
 
 Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
-                 const TrainerOptions& options)
+                 const TrainerOptions& options, comm::Communicator* data_parallel)
     : shape_(shape), options_(options), layout_(shape), timer_(options.time_tasks) {
-  if (options_.micro_batch < 1 || options_.global_batch % options_.micro_batch != 0)
-    throw std::invalid_argument("Trainer: the global batch must be a multiple of the micro-batch");
-  microbatches_ = options_.global_batch / options_.micro_batch;
+  if (data_parallel != nullptr && data_parallel->size() > 1) {
+    dp_ = data_parallel;
+    dp_size_ = dp_->size();
+    dp_rank_ = dp_->rank();
+  }
+  if (options_.micro_batch < 1 || options_.global_batch % (options_.micro_batch * dp_size_) != 0)
+    throw std::invalid_argument("Trainer: the global batch (" + std::to_string(options_.global_batch) +
+                                ") must be a multiple of the micro-batch (" +
+                                std::to_string(options_.micro_batch) + ") times the data-parallel ranks (" +
+                                std::to_string(dp_size_) + ")");
+  microbatches_ = options_.global_batch / (options_.micro_batch * dp_size_);
 
   // The Plan of this layout; the engine runs stage 0's compute stream. With one
   // GPU there is nothing else: no collectives, no sends, no buckets.
   sim::ModelConfig plan_model = model;
   plan_model.seq_length = shape_.seq;
-  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_));
+  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_, dp_size_));
   for (std::uint32_t i = plan_.stage_begin[0]; i < plan_.stage_begin[1]; ++i) {
     const sim::Task& t = plan_.tasks[i];
     if (t.kind == sim::TaskKind::kCompute || t.kind == sim::TaskKind::kOptimizerStep)
@@ -62,6 +73,10 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
   const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
   model_ = std::make_unique<Transformer>(shape_, options_.recompute, microbatches_, memory);
+  ArenaPlan::Slot gathered = -1;
+  if (dp_ != nullptr)
+    gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
+                          static_cast<std::size_t>(options_.global_batch) * shape_.seq * sizeof(float));
 
   arena_ = std::make_unique<DeviceArena>(memory);
   weights_ = arena_->get<Bf16>(weights);
@@ -71,6 +86,7 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   adam_v_ = arena_->get<float>(adam_v);
   norm_scalars_ = arena_->get<float>(scalars);
   norm_workspace_ = arena_->get<char>(norm_workspace);
+  if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
   model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_);
   initialise_parameters();
   // Parameter gradients are written by the first micro-batch's backward and
@@ -86,11 +102,24 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   // The optimizer runs after the graph of the forward and backward (queue_step).
   if (tasks_.empty() || tasks_.back().kind != sim::TaskKind::kOptimizerStep)
     throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
+  if (dp_ != nullptr) {
+    buckets_ = plan_gradient_buckets(layout_, tasks_, options_.bucket_elements);
+    buckets_after_task_.resize(tasks_.size());
+    std::vector<data_parallel::GradientBucket> ranges;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
+      ranges.push_back({buckets_[b].begin, buckets_[b].elements});
+    }
+    reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, std::move(ranges));
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+  }
   if (options_.tune_gemms) tune_gemms();
 }
 
 void Trainer::queue_step(int step) {
-  if (!options_.use_cuda_graph || timer_.enabled()) {
+  // dp > 1: the reductions meet the other ranks from the host (the in-process
+  // communicator) or join NCCL's queue; they are launched one by one for now.
+  if (!options_.use_cuda_graph || timer_.enabled() || dp_ != nullptr) {
     run_tasks(step);
     return;
   }
@@ -135,7 +164,9 @@ void Trainer::tune_gemms() {
   }
   upload(tokens, tokens);
   model_->set_tune_gemms(true);
+  reduce_gradients_ = false;  // the ranks time different products: no collectives
   run_tasks(0);
+  reduce_gradients_ = true;
   model_->set_tune_gemms(false);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   timer_.collect();  // the pass's task times are not a step's
@@ -154,6 +185,9 @@ void Trainer::zero_embedding_gradients() {
 
 Trainer::~Trainer() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
+  reducer_.reset();
+  if (step_done_ != nullptr) cudaEventDestroy(step_done_);
   if (graph_ != nullptr) cudaGraphExecDestroy(graph_);
   if (stream_ != nullptr) {
     model_.reset();
@@ -198,22 +232,37 @@ void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::
     throw std::invalid_argument("Trainer: a step takes global_batch x seq = " +
                                 std::to_string(expected) + " inputs and targets");
   // Pageable copies: cudaMemcpyAsync stages them, and they are a few hundred KiB.
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens(), inputs.data(), expected * sizeof(std::int32_t),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets(), targets.data(),
-                                     expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+  if (dp_ == nullptr) {
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens(), inputs.data(), expected * sizeof(std::int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets(), targets.data(),
+                                       expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  // Local micro-batch i is global micro-batch dp_rank + i·dp.
+  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  for (int i = 0; i < microbatches_; ++i) {
+    const std::size_t from = static_cast<std::size_t>(dp_rank_ + i * dp_size_) * per_mb;
+    const std::size_t to = static_cast<std::size_t>(i) * per_mb;
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens() + to, inputs.data() + from,
+                                       per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets() + to, targets.data() + from,
+                                       per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+  }
 }
 
 void Trainer::run_tasks(int step) {
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
-  for (const sim::Task& t : tasks_) {
+  for (std::size_t k = 0; k < tasks_.size(); ++k) {
+    const sim::Task& t = tasks_[k];
     if (timer_.enabled()) {
       task_name_.clear();
       sim::append_task_name(plan_, t, task_name_);
       timer_.begin(task_name_, stream_);
     }
     if (t.kind == sim::TaskKind::kOptimizerStep) {
+      if (reducer_ != nullptr && reduce_gradients_) reducer_->finish(stream_);
       if (step > 0) queue_optimizer(step);
       continue;
     }
@@ -238,6 +287,7 @@ void Trainer::run_tasks(int step) {
         throw std::logic_error("Trainer: the plan holds a task the engine does not run: " +
                                sim::task_name(plan_, t));
     }
+    if (reducer_ != nullptr && reduce_gradients_) reduce_buckets_ready_after(k);
   }
   timer_.end(stream_);
 }
@@ -269,7 +319,41 @@ void Trainer::queue_optimizer(int step) {
                         gradients_ + decay, rest, s, scale, stream_);
 }
 
+void Trainer::reduce_buckets_ready_after(std::size_t index) {
+  for (const int b : buckets_after_task_[index]) reducer_->bucket_ready(b, stream_);
+}
+
+double Trainer::gathered_mean_loss() {
+  const std::size_t local = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
+  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(dp_->stream(), step_done_, 0));
+  dp_->all_gather(model_->losses(), gathered_losses_, local, comm::DataType::kFp32);
+  std::vector<float> losses(local * static_cast<std::size_t>(dp_size_));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), gathered_losses_, losses.size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, dp_->stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(dp_->stream()));
+  // Block j holds rank j's micro-batches j, j+dp, ...: summed in global
+  // micro-batch order, the mean is the one a single rank computes.
+  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  double sum = 0;
+  for (int g = 0; g < microbatches_ * dp_size_; ++g) {
+    const float* mb = losses.data() + static_cast<std::size_t>(g % dp_size_) * local +
+                      static_cast<std::size_t>(g / dp_size_) * per_mb;
+    for (std::size_t i = 0; i < per_mb; ++i) sum += mb[i];
+  }
+  return sum / static_cast<double>(losses.size());
+}
+
 double Trainer::read_results(double* grad_norm) {
+  if (dp_ != nullptr) {
+    float norm = 0;
+    if (grad_norm != nullptr)
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    const double loss = gathered_mean_loss();
+    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (grad_norm != nullptr) *grad_norm = norm;
+    return loss;
+  }
   const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
   std::vector<float> losses(n);
   float norm = 0;

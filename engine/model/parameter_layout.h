@@ -70,6 +70,7 @@ class ParameterLayout {
   /// The tensor called `name`; throws std::out_of_range naming it when absent.
   const ParameterTensor& find(const std::string& name) const;
   const LayerTensors& layer(int i) const { return layers_.at(static_cast<std::size_t>(i)); }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
   int wte() const { return wte_; }
   int wpe() const { return wpe_; }  // kAbsent with rotary embeddings
   int final_norm_gamma() const { return final_norm_gamma_; }

@@ -1,0 +1,205 @@
+// Data-parallel training on one GPU: two trainers on the in-process
+// communicator (two threads), each running half the micro-batches of the
+// global batch, against one trainer running all of them. Skips without a GPU
+// (fails instead under SEXTANT_REQUIRE_GPU=1).
+//
+// Tolerances, and why:
+// - Loss of the first forward: the same kernels on the same weights and
+//   tokens give the same per-token losses, and the trainer sums them in the
+//   single rank's order, so only a different cuBLASLt algorithm could move it
+//   (GEMM tuning is off: the heuristic sees the same shapes). 1e-6 relative.
+// - Gradients: one rank adds micro-batches ((0 + 1) + 2) + 3 in fp32 (GEMMs
+//   with beta = 1), two ranks (0 + 2) + (1 + 3): a reassociation of fp32 sums
+//   (2^-24 relative each); on top, flash attention sums dQ with fp32 atomics
+//   in any order, so even one rank's gradients move by up to ~1e-3 relative
+//   L2 between runs (trainer_test.cc, FullRecomputation...). 2e-3 relative L2
+//   per tensor. A rank that took the wrong micro-batches, a missing or doubled
+//   reduction, or a bucket reduced before its last write gives errors of order 1.
+// - After 3 AdamW steps: Adam divides each update by its running RMS, so a
+//   relative gradient error e moves an update by about e (at most lr·steps
+//   absolutely); the weights' change over the 3 steps within 2e-2 relative
+//   L2 per tensor, the losses of steps 2 and 3 within 1e-4 relative (the
+//   weights differ by ~1e-3 of a 3·lr change), the gradient norms 2e-3.
+// - The two ranks' weights are bit-identical: both add the same reduced
+//   gradients (the in-process all-reduce gives every rank the rank-order sum).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/trainer.h"
+#include "tests/engine/comm/comm_test_support.h"
+#include "tests/engine/random_batch.h"
+#include "tests/kernels/gpu_test_support.h"
+
+namespace sextant::engine {
+namespace {
+
+// Two layers of hidden 128 and two heads of 64: GPT (LayerNorm, GELU, biases,
+// learned positions, tied) or Llama (RMSNorm, SwiGLU, RoPE, GQA with one
+// key/value head, untied). Sequence 48, vocabulary 160.
+sim::ModelConfig small_model(bool llama) {
+  sim::ModelConfig m;
+  m.name = llama ? "dp-llama" : "dp-gpt";
+  m.num_layers = 2;
+  m.hidden_size = 128;
+  m.ffn_hidden_size = llama ? 256 : 512;
+  m.num_attention_heads = 2;
+  m.num_query_groups = llama ? 1 : 2;
+  m.kv_channels = 64;
+  m.vocab_size = 160;
+  m.seq_length = 48;
+  m.activation = llama ? sim::Activation::kSwiglu : sim::Activation::kGelu;
+  m.normalization = llama ? sim::Normalization::kRmsNorm : sim::Normalization::kLayerNorm;
+  m.position_embedding = llama ? sim::PositionEmbedding::kRope : sim::PositionEmbedding::kLearnedAbsolute;
+  m.add_bias_linear = !llama;
+  m.tie_embeddings = !llama;
+  m.hidden_dropout = 0;
+  m.attention_dropout = 0;
+  return m;
+}
+
+using testing::Batch;
+using testing::random_batch;
+
+double relative_l2_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-300));
+}
+
+// mbs 1, gbs 4: one rank runs micro-batches 0-3, two ranks 0, 2 and 1, 3.
+// Buckets of 10,000 elements: the GPT's ~0.4M parameters make ~40 of them,
+// reduced while backward still runs.
+TrainerOptions options_for_test(std::uint64_t seed) {
+  TrainerOptions o;
+  o.micro_batch = 1;
+  o.global_batch = 4;
+  o.seed = seed;
+  o.tune_gemms = false;
+  o.bucket_elements = 10'000;
+  o.lr.max_lr = 1e-3;
+  o.lr.min_lr = 1e-4;
+  o.lr.warmup_steps = 0;
+  o.lr.decay_steps = 3;
+  return o;
+}
+
+struct RunResult {
+  std::vector<double> losses, grad_norms;
+  std::vector<std::vector<float>> gradients;  // after forward_backward, by tensor
+  std::vector<std::vector<float>> initial, final;  // master weights, by tensor
+  int buckets = 0;
+  int local_microbatches = 0;
+};
+
+// forward_backward on `batches[0]`, then one step on each batch.
+void run(Trainer& trainer, const std::vector<Batch>& batches, RunResult& out) {
+  for (const ParameterTensor& t : trainer.layout().tensors()) out.initial.push_back(trainer.master_parameter(t.name));
+  out.losses.push_back(trainer.forward_backward(batches[0].inputs, batches[0].targets));
+  for (const ParameterTensor& t : trainer.layout().tensors()) out.gradients.push_back(trainer.gradient(t.name));
+  for (const Batch& b : batches) {
+    const StepResult r = trainer.step(b.inputs, b.targets);
+    out.losses.push_back(r.loss);
+    out.grad_norms.push_back(r.grad_norm);
+  }
+  for (const ParameterTensor& t : trainer.layout().tensors()) out.final.push_back(trainer.master_parameter(t.name));
+  out.buckets = static_cast<int>(trainer.gradient_buckets().size());
+  out.local_microbatches = trainer.local_microbatches();
+}
+
+class DataParallelTrainerTest : public kernels::testing::GpuTestWithParam<bool> {};
+
+TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
+  const sim::ModelConfig model = small_model(GetParam());
+  const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
+  ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
+  const TrainerOptions options = options_for_test(rng()());
+  std::vector<Batch> batches;
+  for (int i = 0; i < 3; ++i) batches.push_back(random_batch(rng(), 4, shape.seq, shape.vocab));
+
+  RunResult single;
+  {
+    Trainer trainer(model, shape, options);
+    run(trainer, batches, single);
+  }
+  std::vector<RunResult> ranks(2);
+  comm::testing::run_in_process(2, [&](int r, comm::Communicator& dp) {
+    Trainer trainer(model, shape, options, &dp);
+    run(trainer, batches, ranks[static_cast<std::size_t>(r)]);
+  });
+
+  // 4 micro-batches over 2 ranks: 2 each; the buckets tile the buffer.
+  EXPECT_EQ(ranks[0].local_microbatches, 2);
+  EXPECT_GT(ranks[0].buckets, 3);
+  const std::size_t tensors = single.gradients.size();
+  double worst_gradient = 0, worst_update = 0;
+  for (const RunResult& r : ranks) {
+    EXPECT_NEAR(r.losses[0], single.losses[0], 1e-6 * single.losses[0]);
+    EXPECT_NEAR(r.losses[1], single.losses[1], 1e-6 * single.losses[1]);  // step 1: same weights
+    for (int s = 2; s <= 3; ++s)
+      EXPECT_NEAR(r.losses[static_cast<std::size_t>(s)], single.losses[static_cast<std::size_t>(s)],
+                  1e-4 * single.losses[static_cast<std::size_t>(s)]) << "step " << s;
+    for (int s = 0; s < 3; ++s)
+      EXPECT_NEAR(r.grad_norms[static_cast<std::size_t>(s)], single.grad_norms[static_cast<std::size_t>(s)],
+                  2e-3 * single.grad_norms[static_cast<std::size_t>(s)]) << "step " << s + 1;
+    ASSERT_EQ(r.gradients.size(), tensors);
+    for (std::size_t t = 0; t < tensors; ++t) {
+      const double g = relative_l2_error(r.gradients[t], single.gradients[t]);
+      EXPECT_LT(g, 2e-3) << "tensor " << t;
+      worst_gradient = std::max(worst_gradient, g);
+      std::vector<float> got(r.final[t].size()), want(got.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        got[i] = r.final[t][i] - r.initial[t][i];
+        want[i] = single.final[t][i] - single.initial[t][i];
+      }
+      const double u = relative_l2_error(got, want);
+      EXPECT_LT(u, 2e-2) << "tensor " << t;
+      worst_update = std::max(worst_update, u);
+    }
+  }
+  for (std::size_t t = 0; t < tensors; ++t) {
+    EXPECT_EQ(ranks[0].gradients[t], ranks[1].gradients[t]) << "tensor " << t;
+    EXPECT_EQ(ranks[0].final[t], ranks[1].final[t]) << "tensor " << t;
+  }
+  std::cout << "  " << model.name << ": " << ranks[0].buckets << " buckets; losses one rank "
+            << single.losses[1] << ", " << single.losses[2] << ", " << single.losses[3] << " vs dp=2 "
+            << ranks[0].losses[1] << ", " << ranks[0].losses[2] << ", " << ranks[0].losses[3]
+            << "; worst gradient relative L2 error " << worst_gradient
+            << ", worst 3-step update error " << worst_update << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, DataParallelTrainerTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "llama" : "gpt");
+                         });
+
+class DataParallelTrainerBatchTest : public kernels::testing::GpuTest {};
+
+TEST_F(DataParallelTrainerBatchTest, RefusesABatchTheRanksCannotShare) {
+  const sim::ModelConfig model = small_model(false);
+  const TransformerShape shape = transformer_shape_of(model, 2, static_cast<int>(model.seq_length));
+  TrainerOptions options = options_for_test(1);
+  options.micro_batch = 2;
+  options.global_batch = 6;  // 3 micro-batches of 2: not a multiple of 2 ranks
+  comm::testing::run_in_process(2, [&](int, comm::Communicator& dp) {
+    try {
+      Trainer trainer(model, shape, options, &dp);
+      ADD_FAILURE() << "a global batch of 6 at mbs 2 over 2 ranks was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("(6) must be a multiple of the micro-batch (2) times the "
+                                           "data-parallel ranks (2)"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace sextant::engine
