@@ -3,7 +3,10 @@
 #include <iostream>
 #include <memory>
 #include <vector>
+#include <optional>
 #include <ostream>
+#include <string_view>
+#include <utility>
 
 #include "engine/data/data_error.h"
 #include "engine/launch/run_launcher.h"
@@ -29,27 +32,49 @@ struct RunArguments {
   long seq_length = 0;
   RunSettings settings;
   engine::launch::LaunchOptions launch;
+  int world_size = 1;  // ranks a launcher started (1: none)
 };
 
-// The layout: micro-batch, global batch and recompute; everything that needs
-// more than one GPU is refused by name.
-sim::ParallelLayout single_gpu_layout(const RunArguments& a) {
-  const sim::PartialLayout p = sim::parse_layout(a.layout);
-  auto one = [&](const std::optional<int>& knob, const char* name) {
+// Knobs the engine does not execute yet, and what they are.
+constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {
+    {"tp", "tensor parallelism"}, {"pp", "pipeline parallelism"}, {"vpp", "interleaved pipelining"},
+    {"cp", "context parallelism"}, {"ep", "expert parallelism"}, {"etp", "expert tensor parallelism"}};
+
+std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
+  if (name == "tp") return p.tp;
+  if (name == "pp") return p.pp;
+  if (name == "vpp") return p.vpp;
+  if (name == "cp") return p.cp;
+  if (name == "ep") return p.ep;
+  return p.etp;
+}
+
+// Refuses, by name, a knob that needs model parallelism.
+void refuse_model_parallel(const sim::PartialLayout& p) {
+  for (const auto& [name, what] : kModelParallelKnobs) {
+    const std::optional<int> knob = knob_of(p, name);
     if (knob && *knob != 1)
       throw_option_error("--layout", name,
-          std::to_string(*knob) + ": `sextant run` trains on one GPU so far; " + name +
-              " must be 1 (or left out)");
-  };
-  one(p.tp, "tp");
-  one(p.pp, "pp");
-  one(p.vpp, "vpp");
-  one(p.dp, "dp");
-  one(p.cp, "cp");
-  one(p.ep, "ep");
-  one(p.etp, "etp");
+          std::to_string(*knob) + ": `sextant run` trains on one GPU or data-parallel (dp) so far; " +
+              what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
+  }
+}
+
+// The layout: micro-batch, global batch, recompute and dp = the ranks a
+// launcher started; everything that needs model parallelism is refused by name.
+sim::ParallelLayout run_layout(const RunArguments& a) {
+  const sim::PartialLayout p = sim::parse_layout(a.layout);
+  refuse_model_parallel(p);
+  const int dp = a.world_size;
+  if (p.dp && *p.dp != dp)
+    throw_option_error("--layout", "dp",
+        std::to_string(*p.dp) + ": this run has " + std::to_string(dp) +
+            " rank(s); dp is the number of processes: start them with --nproc-per-node " +
+            std::to_string(*p.dp) + " (or a Slurm / mpirun job of that many tasks), or leave dp out");
   if (p.zero && *p.zero != 0)
-    throw_option_error("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
+    throw_option_error("--layout", "zero",
+        dp == 1 ? "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0"
+                : "ZeRO (the distributed optimizer) is not executed yet (issue 13); accepted: zero=0");
   if (p.precision && *p.precision != sim::Precision::kBf16)
     throw_option_error("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
   if (p.attention && *p.attention != sim::AttentionKernel::kFlash)
@@ -59,10 +84,15 @@ sim::ParallelLayout single_gpu_layout(const RunArguments& a) {
   if (a.global_batch > 0 && p.gbs && *p.gbs != a.global_batch)
     throw_option_error("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
                                   std::to_string(*p.gbs));
-  l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs);
-  if (l.gbs % l.mbs != 0)
+  l.dp = dp;
+  l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs * dp);
+  if (dp == 1 && l.gbs % l.mbs != 0)
     throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
                                " (one GPU: the step runs gbs / mbs micro-batches)");
+  if (l.gbs % (l.mbs * dp) != 0)
+    throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs·dp = " +
+                               std::to_string(l.mbs) + "·" + std::to_string(dp) +
+                               " (each data-parallel rank runs gbs / (mbs·dp) micro-batches)");
   l.recompute = p.recompute.value_or(sim::Recompute::kNone);
   l.sp = false;
   l.overlap_grad_reduce = false;
@@ -81,7 +111,7 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (s.model.add_qkv_bias && !s.model.add_bias_linear)
     throw_option_error("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
                                                   "simulate this model instead of running it");
-  s.layout = single_gpu_layout(a);
+  s.layout = run_layout(a);
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")
@@ -112,33 +142,42 @@ std::unique_ptr<engine::data::TokenBatches> open_data(const RunSettings& s, int 
 
 // A process a launcher started (--nproc-per-node, Slurm, Open MPI): meet the
 // other ranks, join NCCL and split the parallel groups (rank 0 prints the rank
-// map), train on the rank's GPU. The engine trains a world of one so far.
+// map), train on the rank's GPU, data-parallel over the world. Layouts with
+// model parallelism stop every rank before they meet.
 struct LaunchedJob {
 #ifdef SEXTANT_HAVE_NCCL
   std::unique_ptr<engine::comm::JobCommunicators> communicators;
 #endif
+  int world_rank = 0;
 };
 
-LaunchedJob join_launched_job(RunArguments& a) {
-  const auto rank = engine::launch::rank_environment(engine::launch::process_environment());
-  if (!rank) return {};
-  const sim::ParallelLayout layout =
-      engine::launch::layout_for_world(sim::parse_layout(a.layout), rank->world_size);
-  LaunchedJob job;
-#ifdef SEXTANT_HAVE_NCCL
-  job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
-#else
+// The rank's place, and the job's layout checked before any GPU is touched:
+// every rank refuses a layout the same way, before they meet.
+std::optional<engine::launch::RankEnvironment> launched_rank(RunArguments& a) {
+  auto rank = engine::launch::rank_environment(engine::launch::process_environment());
+  if (!rank) return rank;
+  const sim::PartialLayout spec = sim::parse_layout(a.layout);
+  engine::launch::layout_for_world(spec, rank->world_size);  // tp·cp·dp·pp must be the world
+  refuse_model_parallel(spec);
+#ifndef SEXTANT_HAVE_NCCL
   if (rank->world_size > 1)
     throw_option_error("WORLD_SIZE", "",
         std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
         "(libnccl and nccl.h), so it runs one rank only");
 #endif
-  if (rank->world_size > 1)
-    throw_option_error("--layout", "",
-        layout.to_spec() + ": the " + std::to_string(rank->world_size) +
-            " ranks met and their tp/cp/ep/dp/pp groups are ready, but the engine trains a "
-            "layout of one GPU so far (issue 13)");
   a.settings.device = rank->local_rank;
+  a.world_size = rank->world_size;
+  return rank;
+}
+
+LaunchedJob join_launched_job(const std::optional<engine::launch::RankEnvironment>& rank,
+                              const sim::ParallelLayout& layout) {
+  LaunchedJob job;
+  if (!rank) return job;
+  job.world_rank = rank->rank;
+#ifdef SEXTANT_HAVE_NCCL
+  job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
+#endif
   return job;
 }
 
@@ -168,16 +207,18 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "weights, AdamW, flash attention), printing loss, learning rate, gradient norm, step\n"
       "time, tokens/s, TFLOP/s, MFU and GPU memory, and at the end the memory the simulator\n"
       "predicts for the same model and layout. Ctrl-C (or SIGTERM) stops after the\n"
-      "current step, prints the summary and exits with code 130.\n\n"
+      "current step, prints the summary and exits with code 130. With --nproc-per-node N\n"
+      "(or under Slurm / mpirun) it trains data-parallel over the N ranks through NCCL.\n\n"
       "Examples:\n"
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=32 --data synthetic --steps 50\n"
+      "  sextant run --nproc-per-node 8 --model gpt-1.3b --layout dp=8,mbs=4,gbs=64 --steps 50\n"
       "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus\n"
       "  sextant run --model gpt-350m --layout mbs=8,gbs=32 --data data/corpus_text_document \\\n"
       "      --steps 200 --lr 3e-4");
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
-                  "mbs (default 1), gbs (default mbs), recompute (none|selective|full); "
-                  "parallel knobs must be 1");
+                  "mbs (default 1), gbs (default mbs·dp), recompute (none|selective|full), dp (the\n"
+                  "ranks started, e.g. by --nproc-per-node; default all); tp, pp, cp, ep must be 1");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,
@@ -240,8 +281,13 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
             engine::launch::this_process_arguments(), engine::launch::this_executable(), out,
             std::cerr))
       return *code;
-    const LaunchedJob job = join_launched_job(*a);
+    const auto rank = launched_rank(*a);
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
+    const LaunchedJob job = join_launched_job(rank, run.settings.layout);
+    run.world_rank = job.world_rank;
+#ifdef SEXTANT_HAVE_NCCL
+    if (job.communicators) run.data_parallel = job.communicators->groups.dp.get();
+#endif
     return run_training(run, out);
   };
 }

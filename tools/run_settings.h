@@ -1,5 +1,6 @@
-// What `sextant run` was asked to do, checked: the model, its single-GPU
-// layout and the training options. Built by run_command.cc without touching a
+// What `sextant run` was asked to do, checked: the model, its layout (one
+// GPU, or data-parallel over the ranks a launcher started) and the training
+// options. Built by run_command.cc without touching a
 // GPU (so bad input is rejected anywhere), executed by run_training.cc.
 #pragma once
 
@@ -14,11 +15,15 @@
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 
+namespace sextant::engine::comm {
+class Communicator;
+}
+
 namespace sextant::tools {
 
 struct RunSettings {
   sim::ModelConfig model;
-  sim::ParallelLayout layout;  // tp = pp = dp = cp = ep = 1
+  sim::ParallelLayout layout;  // tp = pp = cp = ep = 1; dp = the ranks started
   std::string data = "synthetic";  // or an indexed dataset prefix
   int steps = 100;
   double lr = 3e-4;
@@ -54,6 +59,10 @@ struct PreparedRun {
   engine::TransformerShape shape;
   engine::LrSchedule lr;
   std::unique_ptr<engine::data::TokenBatches> data;
+  /// The rank's data-parallel group when settings.layout.dp > 1 (owned by the
+  /// launched job), and its rank in the world: only rank 0 prints.
+  engine::comm::Communicator* data_parallel = nullptr;
+  int world_rank = 0;
 };
 
 /// Throws sim::ConfigError (exit code 2) naming the option at fault: a model
@@ -62,7 +71,7 @@ struct PreparedRun {
 PreparedRun prepare_run(const RunSettings& settings);
 
 /// Trains as `run` says, printing progress to `out` (and, with --format
-/// json, one JSON object at the end). Returns the exit code: 0, or 130 when
+/// json, one JSON object at the end); a rank other than 0 prints nothing. Returns the exit code: 0, or 130 when
 /// interrupted by Ctrl-C (after printing what was done). Throws sim::ConfigError
 /// for bad input found late (no GPU, a dataset that does not fit the model).
 int run_training(PreparedRun& run, std::ostream& out);

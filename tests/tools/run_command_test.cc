@@ -19,7 +19,18 @@ TEST(RunCommand, RefusesParallelLayoutsByName) {
   const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout tp=2,mbs=1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("tp: 2: `sextant run` trains on one GPU so far"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tp: 2: `sextant run` trains on one GPU or data-parallel (dp) so far; tensor "
+                       "parallelism is not executed yet (issue 13), so tp must be 1"),
+            std::string::npos) << r.err;
+}
+
+TEST(RunCommand, DataParallelNeedsThatManyProcesses) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout dp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("dp: 2: this run has 1 rank(s); dp is the number of processes: start them "
+                       "with --nproc-per-node 2"),
+            std::string::npos) << r.err;
 }
 
 TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {
