@@ -3,10 +3,13 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "engine/comm/communicator.h"
+#include "engine/data_parallel/distributed_optimizer.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
@@ -18,6 +21,12 @@
 namespace sextant::engine {
 
 namespace {
+
+std::vector<data_parallel::GradientBucket> bucket_ranges(const std::vector<GradientBucketRange>& buckets) {
+  std::vector<data_parallel::GradientBucket> ranges;
+  for (const GradientBucketRange& b : buckets) ranges.push_back({b.begin, b.elements});
+  return ranges;
+}
 
 // One replica's layout: its share of the global batch on one GPU.
 sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp) {
@@ -61,14 +70,38 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
                              sim::task_name(plan_, t));
   }
 
+  elements_ = layout_.total_elements();
+  std::size_t master_elements = elements_;
+  if (dp_ != nullptr) {
+    // Buckets in buffer order, each reduced after its last backward write; with
+    // the distributed optimizer each a multiple of 8·dp (the buffers run to the
+    // last bucket's padded end).
+    const bool sharded = options_.distributed_optimizer;
+    buckets_ = plan_gradient_buckets(layout_, tasks_, options_.bucket_elements,
+                                     sharded ? data_parallel::DistributedOptimizer::bucket_multiple(dp_size_) : 1);
+    buckets_after_task_.resize(tasks_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
+    elements_ = buckets_.back().begin + buckets_.back().elements;
+    if (sharded) {
+      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(buckets_),
+                                                                      layout_.decay_elements());
+      master_elements = sharded_->shard_elements();
+    }
+  }
+
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ArenaPlan memory;
-  const std::size_t n = layout_.total_elements();
+  const std::size_t n = elements_;
+  const std::string shard = sharded_ ? ", this rank's 1/" + std::to_string(dp_size_) : "";
   const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
   const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
-  const auto master = memory.add("master weights (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
-  const auto adam_m = memory.add("adam m (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
-  const auto adam_v = memory.add("adam v (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto master = memory.add("master weights (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                                 master_elements * sizeof(float));
+  const auto adam_m = memory.add("adam m (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                                 master_elements * sizeof(float));
+  const auto adam_v = memory.add("adam v (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                                 master_elements * sizeof(float));
   const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
   norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
   const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
@@ -103,14 +136,8 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   if (tasks_.empty() || tasks_.back().kind != sim::TaskKind::kOptimizerStep)
     throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
   if (dp_ != nullptr) {
-    buckets_ = plan_gradient_buckets(layout_, tasks_, options_.bucket_elements);
-    buckets_after_task_.resize(tasks_.size());
-    std::vector<data_parallel::GradientBucket> ranges;
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
-      ranges.push_back({buckets_[b].begin, buckets_[b].elements});
-    }
-    reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, std::move(ranges));
+    const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
+    reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, bucket_ranges(buckets_), reduction);
     SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
   }
   if (options_.tune_gemms) tune_gemms();
@@ -187,6 +214,7 @@ Trainer::~Trainer() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
   reducer_.reset();
+  sharded_.reset();
   if (step_done_ != nullptr) cudaEventDestroy(step_done_);
   if (graph_ != nullptr) cudaGraphExecDestroy(graph_);
   if (stream_ != nullptr) {
@@ -196,12 +224,15 @@ Trainer::~Trainer() {
 }
 
 void Trainer::initialise_parameters() {
-  const std::size_t n = layout_.total_elements();
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(master_, 0, n * sizeof(float), stream_));  // padding too
+  const std::size_t n = elements_;
+  // The whole fp32 model: the master copy, or with a sharded one the gradient
+  // buffer as scratch, whose blocks the shard then takes.
+  float* full = sharded_ ? gradients_ : master_;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, n * sizeof(float), stream_));  // padding too
   const double scaled_std = options_.init_std / std::sqrt(2.0 * shape_.num_layers);
   for (std::size_t i = 0; i < layout_.tensors().size(); ++i) {
     const ParameterTensor& t = layout_.tensors()[i];
-    float* out = master_ + t.offset;
+    float* out = full + t.offset;
     switch (t.init) {
       case ParameterInit::kNormal:
         kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(options_.init_std),
@@ -218,11 +249,13 @@ void Trainer::initialise_parameters() {
         break;  // zeroed above
     }
   }
-  kernels::convert_to_bf16(weights_, master_, n, stream_);
+  kernels::convert_to_bf16(weights_, full, n, stream_);
+  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : n;
+  if (sharded_) sharded_->copy_to_shard(full, 0, n, master_, stream_);
   // Once: the padding between tensors is never written and the norm reads it.
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, n * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, n * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, n * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, master_elements * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, master_elements * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -293,6 +326,19 @@ void Trainer::run_tasks(int step) {
 }
 
 void Trainer::queue_optimizer(int step) {
+  kernels::AdamWStep s;
+  s.learning_rate = static_cast<float>(options_.lr.at(step));
+  s.beta1 = static_cast<float>(options_.optimizer.beta1);
+  s.beta2 = static_cast<float>(options_.optimizer.beta2);
+  s.eps = static_cast<float>(options_.optimizer.eps);
+  s.step = step;
+  s.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
+  if (sharded_) {
+    sharded_->queue_step({weights_, gradients_, master_, adam_m_, adam_v_, norm_scalars_, norm_workspace_,
+                          norm_workspace_bytes_},
+                         s, static_cast<float>(options_.optimizer.grad_clip), stream_);
+    return;
+  }
   // Global gradient norm and clip factor, all on the device; a non-finite norm
   // makes the clip factor NaN and AdamW skip the update (kernels/grad_norm.h),
   // so the step never waits for the host.
@@ -304,13 +350,6 @@ void Trainer::queue_optimizer(int step) {
                                        norm_workspace_, norm_workspace_bytes_, stream_);
   kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
                            stream_);
-  kernels::AdamWStep s;
-  s.learning_rate = static_cast<float>(options_.lr.at(step));
-  s.beta1 = static_cast<float>(options_.optimizer.beta1);
-  s.beta2 = static_cast<float>(options_.optimizer.beta2);
-  s.eps = static_cast<float>(options_.optimizer.eps);
-  s.step = step;
-  s.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
   const std::size_t decay = layout_.decay_elements();
   kernels::adamw_update(master_, weights_, adam_m_, adam_v_, gradients_, decay, s, scale, stream_);
   s.weight_decay = 0.0f;
@@ -399,9 +438,11 @@ void Trainer::set_parameter(const std::string& name, std::span<const float> valu
   if (values.size() != t.elements())
     throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) +
                                 " values for " + std::to_string(t.elements()) + " elements");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_ + t.offset, values.data(), values.size() * sizeof(float),
+  float* full = sharded_ ? gradients_ : master_;  // the tensor's whole fp32 values
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + t.offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
-  kernels::convert_to_bf16(weights_ + t.offset, master_ + t.offset, t.elements(), stream_);
+  kernels::convert_to_bf16(weights_ + t.offset, full + t.offset, t.elements(), stream_);
+  if (sharded_) sharded_->copy_to_shard(full, t.offset, t.elements(), master_, stream_);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -416,7 +457,27 @@ std::vector<float> download(const float* device, std::size_t n, cudaStream_t str
 
 std::vector<float> Trainer::master_parameter(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  return download(master_ + t.offset, t.elements(), stream_);
+  if (!sharded_) return download(master_ + t.offset, t.elements(), stream_);
+  const std::vector<float> shard = download(master_, sharded_->shard_elements(), stream_);
+  std::vector<float> values(t.elements(), std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t b = 0; b < sharded_->owned().size(); ++b) {
+    const data_parallel::GradientBucket& o = sharded_->owned()[b];
+    const std::size_t from = std::max(t.offset, o.begin);
+    const std::size_t to = std::min(t.offset + t.elements(), o.begin + o.elements);
+    for (std::size_t i = from; i < to; ++i) values[i - t.offset] = shard[sharded_->shard_offset(b) + (i - o.begin)];
+  }
+  return values;
+}
+
+std::vector<float> Trainer::weight(const std::string& name) const {
+  const ParameterTensor& t = layout_.find(name);
+  std::vector<Bf16> host(t.elements());
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), weights_ + t.offset, host.size() * sizeof(Bf16),
+                                     cudaMemcpyDeviceToHost, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<float> values(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) values[i] = kernels::to_float(host[i]);
+  return values;
 }
 
 std::vector<float> Trainer::gradient(const std::string& name) const {

@@ -13,7 +13,11 @@
 // 1 / (global batch tokens), so the sum is the gradient of the global mean,
 // and every rank applies the same update to the same weights (the weights
 // start equal: the same seed and kernels). The reported loss is the mean over
-// the whole global batch, summed in the order one rank would. With no
+// the whole global batch, summed in the order one rank would. With
+// distributed_optimizer (zero=1), the gradients are reduce-scattered instead
+// and each rank keeps and updates the fp32 master weights and Adam moments of
+// its block of every bucket only (engine/data_parallel/distributed_optimizer.h),
+// then the bf16 weights are all-gathered. With no
 // communicator, or one of one rank, nothing of this exists: the step is the
 // single-GPU one (one CUDA graph, no extra kernel or synchronisation).
 //
@@ -52,6 +56,7 @@ class Communicator;
 }
 namespace data_parallel {
 class GradientReducer;
+class DistributedOptimizer;
 }
 
 struct OptimizerSettings {
@@ -82,6 +87,10 @@ struct TrainerOptions {
   /// Gradient elements per data-parallel bucket: Megatron-Core DDP's default
   /// bucket of 40M parameters (sim::default_bucket_params). Unused at dp = 1.
   std::size_t bucket_elements = 40'000'000;
+  /// ZeRO-1 at dp > 1 (Megatron's --use-distributed-optimizer; the layout's
+  /// zero=1 / dist_opt=1): fp32 master weights and Adam moments sharded over
+  /// the dp ranks. Ignored at dp = 1.
+  bool distributed_optimizer = false;
 };
 
 struct StepResult {
@@ -134,9 +143,15 @@ class Trainer {
   std::size_t tasks_per_step() const { return tasks_.size(); }
 
   // Access for tests and checkpoints, by tensor name (ParameterLayout).
-  /// Sets the fp32 master copy and the bf16 weights (rounded) of one tensor.
+  /// Sets the fp32 master copy and the bf16 weights (rounded) of one tensor
+  /// (with the distributed optimizer, the rank's part of the master copy; it
+  /// then uses the tensor's gradient as scratch).
   void set_parameter(const std::string& name, std::span<const float> values);
+  /// With the distributed optimizer, NaN where another rank holds the master copy.
   std::vector<float> master_parameter(const std::string& name) const;
+  /// The bf16 weights the model computes with, as floats.
+  std::vector<float> weight(const std::string& name) const;
+  /// With the distributed optimizer, only this rank's blocks hold the group's sum.
   std::vector<float> gradient(const std::string& name) const;
 
  private:
@@ -173,6 +188,8 @@ class Trainer {
   std::vector<GradientBucketRange> buckets_;
   std::vector<std::vector<int>> buckets_after_task_;  // by task index (dp > 1)
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
+  std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // distributed optimizer, dp > 1
+  std::size_t elements_ = 0;  // of the flat weight and gradient buffers (the buckets' padded end)
   bool reduce_gradients_ = true;  // off for the GEMM-tuning pass
   float* gathered_losses_ = nullptr;  // (global_batch x seq) per-token losses, dp > 1
   CUevent_st* step_done_ = nullptr;   // cudaEvent_t, dp > 1

@@ -71,10 +71,12 @@ sim::ParallelLayout run_layout(const RunArguments& a) {
         std::to_string(*p.dp) + ": this run has " + std::to_string(dp) +
             " rank(s); dp is the number of processes: start them with --nproc-per-node " +
             std::to_string(*p.dp) + " (or a Slurm / mpirun job of that many tasks), or leave dp out");
-  if (p.zero && *p.zero != 0)
+  if (p.zero && *p.zero != 0 && dp == 1)
+    throw_option_error("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
+  if (p.zero && *p.zero > 1)
     throw_option_error("--layout", "zero",
-        dp == 1 ? "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0"
-                : "ZeRO (the distributed optimizer) is not executed yet (issue 13); accepted: zero=0");
+        std::to_string(*p.zero) + ": the engine executes zero=0 and zero=1 (dist_opt=1, the distributed "
+        "optimizer) so far; ZeRO-2/3 are not executed yet (issue 13); accepted: 0, 1");
   if (p.precision && *p.precision != sim::Precision::kBf16)
     throw_option_error("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
   if (p.attention && *p.attention != sim::AttentionKernel::kFlash)
@@ -85,6 +87,7 @@ sim::ParallelLayout run_layout(const RunArguments& a) {
     throw_option_error("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
                                   std::to_string(*p.gbs));
   l.dp = dp;
+  l.zero = p.zero.value_or(0);
   l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs * dp);
   if (dp == 1 && l.gbs % l.mbs != 0)
     throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
@@ -218,7 +221,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
                   "mbs (default 1), gbs (default mbs·dp), recompute (none|selective|full), dp (the\n"
-                  "ranks started, e.g. by --nproc-per-node; default all); tp, pp, cp, ep must be 1");
+                  "ranks started, e.g. by --nproc-per-node; default all), zero (0, or 1: the distributed\n"
+                  "optimizer, with dp > 1); tp, pp, cp, ep must be 1");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,

@@ -192,6 +192,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.time_tasks = s.time_tasks;
   options.tune_gemms = s.tune_gemms;
   options.use_cuda_graph = s.use_cuda_graph;
+  options.distributed_optimizer = s.layout.zero >= 1;
   std::unique_ptr<engine::Trainer> trainer;
   try {
     trainer = std::make_unique<engine::Trainer>(trained, shape, options, data_parallel);
@@ -224,8 +225,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
            << "; the simulator predicts " << sim::format_gib(predicted.total(), 2) << "\n";
   if (dp > 1)
     progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
-             << " micro-batches each per step, gradients summed in " << trainer->gradient_buckets().size()
-             << " buckets overlapped with backward; TFLOP/s, MFU and memory are rank 0's GPU's\n";
+             << " micro-batches each per step, gradients "
+             << (options.distributed_optimizer ? "reduce-scattered" : "summed") << " in "
+             << trainer->gradient_buckets().size() << " buckets overlapped with backward"
+             << (options.distributed_optimizer ? "; distributed optimizer: fp32 master weights and Adam "
+                                                 "moments sharded, bf16 weights all-gathered"
+                                               : "")
+             << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
@@ -297,7 +303,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"dp", dp}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
+    j["layout"] = {{"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))}};
     j["seq_length"] = seq;
     j["parameters"] = trainer->layout().parameter_count();

@@ -39,7 +39,9 @@ std::vector<FinalWrite> final_writes(const ParameterLayout& layout) {
 
 std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
                                                        std::span<const sim::Task> tasks,
-                                                       std::size_t bucket_elements) {
+                                                       std::size_t bucket_elements,
+                                                       std::size_t multiple) {
+  if (multiple == 0) throw std::invalid_argument("plan_gradient_buckets: multiple must be at least 1");
   const std::vector<ParameterTensor>& tensors = layout.tensors();
   const std::vector<FinalWrite> writes = final_writes(layout);
   int last_microbatch = sim::kNoIndex;
@@ -72,9 +74,11 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
       open = true;
     }
     current.ready_after = std::max(current.ready_after, ready[i]);
-    const std::size_t end = i + 1 < tensors.size() ? tensors[i + 1].offset : layout.total_elements();
+    const bool last = i + 1 == tensors.size();
+    const std::size_t end = last ? (layout.total_elements() + multiple - 1) / multiple * multiple
+                                 : tensors[i + 1].offset;
     current.elements = end - current.begin;
-    if (current.elements >= bucket_elements || i + 1 == tensors.size()) {
+    if ((current.elements >= bucket_elements && end % multiple == 0) || last) {
       buckets.push_back(current);
       open = false;
     }

@@ -40,10 +40,15 @@ struct GradientBucketRange {
 /// Buckets of at least `bucket_elements` (the last one may be smaller; a
 /// larger tensor is a bucket of its own), in buffer order. `tasks`: one rank's
 /// tasks of a step in issue order, as the trainer runs them (compute tasks and
-/// the optimizer step). Throws std::logic_error when a tensor's last backward
-/// task is not among them.
+/// the optimizer step). `multiple`: every bucket's size is a multiple of it
+/// (a distributed optimizer's 8·dp, so each rank's block of a bucket is
+/// 16-byte aligned in bf16): a bucket closes only at a tensor offset that is
+/// one, and the last ends at total_elements() rounded up to one — past the
+/// layout's buffers, which the caller allocates that long. Throws
+/// std::logic_error when a tensor's last backward task is not among `tasks`.
 std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
                                                        std::span<const sim::Task> tasks,
-                                                       std::size_t bucket_elements);
+                                                       std::size_t bucket_elements,
+                                                       std::size_t multiple = 1);
 
 }  // namespace sextant::engine

@@ -8,7 +8,7 @@
 #      the data-parallel changes must leave as they were;
 #   3. `sextant run` end to end on gpt-350m (seq 512, mbs 2, gbs 8, 5 steps):
 #      alone, and through NCCL with --nproc-per-node 1; with two or more GPUs
-#      also --nproc-per-node 2 (dp = 2), whose step-1 loss must equal the
+#      also --nproc-per-node 2 (dp = 2, and dp = 2 with zero=1), whose step-1 loss must equal the
 #      single run's (the same weights and tokens; later steps differ by the
 #      order NCCL sums the gradients in).
 #
@@ -75,7 +75,9 @@ run_one single --layout mbs=2,gbs=8
 run_one nccl_world_of_one --nproc-per-node 1 --layout mbs=2,gbs=8
 if [[ $gpus -ge 2 ]]; then
   run_one dp2 --nproc-per-node 2 --layout dp=2,mbs=2,gbs=8
-  python3 - "$out/run_single.json" "$out/run_dp2.json" <<'PY' || status=1
+  run_one dp2_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8
+  for run in dp2 dp2_zero1; do
+  python3 - "$out/run_single.json" "$out/run_$run.json" <<'PY' || status=1
 import json, sys
 one, two = (json.load(open(p))["loss"] for p in sys.argv[1:3])
 print("step-1 loss: one GPU %.6f, dp=2 %.6f; last: %.6f vs %.6f" % (one[0], two[0], one[-1], two[-1]))
@@ -83,9 +85,10 @@ print("step-1 loss: one GPU %.6f, dp=2 %.6f; last: %.6f vs %.6f" % (one[0], two[
 # another algorithm in another process). Later steps: gradients summed in NCCL's
 # order move the weights by ~1e-3 of an update; 1e-2 of the loss is far above that.
 ok = abs(one[0] - two[0]) <= 1e-5 * one[0] and abs(one[-1] - two[-1]) <= 1e-2 * one[-1]
-print("dp=2 run matches the one-GPU run" if ok else "dp=2 run DIFFERS from the one-GPU run")
+print(sys.argv[2], "matches the one-GPU run" if ok else "DIFFERS from the one-GPU run")
 sys.exit(0 if ok else 1)
 PY
+  done
 else
   echo "one GPU: --nproc-per-node 2 skipped (NCCL needs a GPU per rank)"
 fi

@@ -54,5 +54,14 @@ TEST(RunLaunch, ADataParallelBatchTheRanksCannotShareIsRefused) {
             std::string::npos) << r.err;
 }
 
+TEST(RunLaunch, ZeroStagesBeyondTheDistributedOptimizerAreRefused) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout dp=2,zero=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("zero: 2: the engine executes zero=0 and zero=1 (dist_opt=1, the distributed "
+                       "optimizer) so far"),
+            std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace sextant::tools

@@ -21,7 +21,12 @@
 //   L2 per tensor, the losses of steps 2 and 3 within 1e-4 relative (the
 //   weights differ by ~1e-3 of a 3·lr change), the gradient norms 2e-3.
 // - The two ranks' weights are bit-identical: both add the same reduced
-//   gradients (the in-process all-reduce gives every rank the rank-order sum).
+//   gradients (the in-process all-reduce gives every rank the rank-order sum),
+//   or, with the distributed optimizer, both receive the same all-gathered ones.
+// - Distributed optimizer (ZeRO-1): the same bounds for the group's view —
+//   each element's master weight and gradient from the rank that owns it
+//   (exactly one rank must); the norm's sum of squares is added in another
+//   order (fp32, ~1e-7).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -94,7 +99,8 @@ TrainerOptions options_for_test(std::uint64_t seed) {
 struct RunResult {
   std::vector<double> losses, grad_norms;
   std::vector<std::vector<float>> gradients;  // after forward_backward, by tensor
-  std::vector<std::vector<float>> initial, final;  // master weights, by tensor
+  std::vector<std::vector<float>> initial, final;  // master weights, by tensor (NaN: another rank's)
+  std::vector<std::vector<float>> weights;  // bf16 weights after the steps
   int buckets = 0;
   int local_microbatches = 0;
 };
@@ -109,18 +115,47 @@ void run(Trainer& trainer, const std::vector<Batch>& batches, RunResult& out) {
     out.losses.push_back(r.loss);
     out.grad_norms.push_back(r.grad_norm);
   }
-  for (const ParameterTensor& t : trainer.layout().tensors()) out.final.push_back(trainer.master_parameter(t.name));
+  for (const ParameterTensor& t : trainer.layout().tensors()) {
+    out.final.push_back(trainer.master_parameter(t.name));
+    out.weights.push_back(trainer.weight(t.name));
+  }
   out.buckets = static_cast<int>(trainer.gradient_buckets().size());
   out.local_microbatches = trainer.local_microbatches();
 }
 
-class DataParallelTrainerTest : public kernels::testing::GpuTestWithParam<bool> {};
+// The group's view under the distributed optimizer: every element's master
+// weight and gradient from the one rank that holds its master copy.
+RunResult owners_view(const std::vector<RunResult>& ranks) {
+  RunResult view = ranks[0];
+  for (std::size_t t = 0; t < view.initial.size(); ++t) {
+    for (std::size_t i = 0; i < view.initial[t].size(); ++i) {
+      int owners = 0;
+      for (const RunResult& r : ranks) {
+        if (std::isnan(r.initial[t][i])) continue;
+        ++owners;
+        view.initial[t][i] = r.initial[t][i];
+        view.final[t][i] = r.final[t][i];
+        view.gradients[t][i] = r.gradients[t][i];
+      }
+      EXPECT_EQ(owners, 1) << "tensor " << t << ", element " << i;
+      if (owners != 1) return view;
+    }
+  }
+  return view;
+}
+
+struct DataParallelCase {
+  bool llama;
+  bool distributed_optimizer;
+};
+
+class DataParallelTrainerTest : public kernels::testing::GpuTestWithParam<DataParallelCase> {};
 
 TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
-  const sim::ModelConfig model = small_model(GetParam());
+  const sim::ModelConfig model = small_model(GetParam().llama);
   const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
-  const TrainerOptions options = options_for_test(rng()());
+  TrainerOptions options = options_for_test(rng()());
   std::vector<Batch> batches;
   for (int i = 0; i < 3; ++i) batches.push_back(random_batch(rng(), 4, shape.seq, shape.vocab));
 
@@ -129,18 +164,26 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
     Trainer trainer(model, shape, options);
     run(trainer, batches, single);
   }
+  options.distributed_optimizer = GetParam().distributed_optimizer;
   std::vector<RunResult> ranks(2);
   comm::testing::run_in_process(2, [&](int r, comm::Communicator& dp) {
     Trainer trainer(model, shape, options, &dp);
     run(trainer, batches, ranks[static_cast<std::size_t>(r)]);
   });
+  for (std::size_t t = 0; t < single.gradients.size(); ++t)
+    EXPECT_EQ(ranks[0].weights[t], ranks[1].weights[t]) << "tensor " << t;
+  EXPECT_EQ(ranks[0].losses, ranks[1].losses);
+  EXPECT_EQ(ranks[0].grad_norms, ranks[1].grad_norms);
+  // What is compared with the single rank: each rank's own copy, or the owners'.
+  const std::vector<RunResult> views =
+      options.distributed_optimizer ? std::vector<RunResult>{owners_view(ranks)} : ranks;
 
   // 4 micro-batches over 2 ranks: 2 each; the buckets tile the buffer.
   EXPECT_EQ(ranks[0].local_microbatches, 2);
   EXPECT_GT(ranks[0].buckets, 3);
   const std::size_t tensors = single.gradients.size();
   double worst_gradient = 0, worst_update = 0;
-  for (const RunResult& r : ranks) {
+  for (const RunResult& r : views) {
     EXPECT_NEAR(r.losses[0], single.losses[0], 1e-6 * single.losses[0]);
     EXPECT_NEAR(r.losses[1], single.losses[1], 1e-6 * single.losses[1]);  // step 1: same weights
     for (int s = 2; s <= 3; ++s)
@@ -164,20 +207,23 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
       worst_update = std::max(worst_update, u);
     }
   }
-  for (std::size_t t = 0; t < tensors; ++t) {
+  for (std::size_t t = 0; t < tensors && !options.distributed_optimizer; ++t) {
     EXPECT_EQ(ranks[0].gradients[t], ranks[1].gradients[t]) << "tensor " << t;
     EXPECT_EQ(ranks[0].final[t], ranks[1].final[t]) << "tensor " << t;
   }
-  std::cout << "  " << model.name << ": " << ranks[0].buckets << " buckets; losses one rank "
+  std::cout << "  " << model.name << (options.distributed_optimizer ? " (distributed optimizer)" : "") << ": " << ranks[0].buckets << " buckets; losses one rank "
             << single.losses[1] << ", " << single.losses[2] << ", " << single.losses[3] << " vs dp=2 "
             << ranks[0].losses[1] << ", " << ranks[0].losses[2] << ", " << ranks[0].losses[3]
             << "; worst gradient relative L2 error " << worst_gradient
             << ", worst 3-step update error " << worst_update << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(GptAndLlama, DataParallelTrainerTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return std::string(info.param ? "llama" : "gpt");
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, DataParallelTrainerTest,
+                         ::testing::Values(DataParallelCase{false, false}, DataParallelCase{true, false},
+                                           DataParallelCase{false, true}, DataParallelCase{true, true}),
+                         [](const ::testing::TestParamInfo<DataParallelCase>& info) {
+                           return std::string(info.param.llama ? "llama" : "gpt") +
+                                  (info.param.distributed_optimizer ? "_distributed_optimizer" : "");
                          });
 
 class DataParallelTrainerBatchTest : public kernels::testing::GpuTest {};

@@ -92,7 +92,9 @@ TEST(GradientBucketPlan, BucketsTileTheBufferAtTensorBoundaries) {
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     EXPECT_EQ(buckets[b].begin, next) << "bucket " << b;
     EXPECT_EQ(buckets[b].begin % ParameterLayout::kAlignElements, 0u);
-    if (b + 1 < buckets.size()) EXPECT_GE(buckets[b].elements, target) << "bucket " << b;
+    if (b + 1 < buckets.size()) {
+      EXPECT_GE(buckets[b].elements, target) << "bucket " << b;
+    }
     next = buckets[b].begin + buckets[b].elements;
   }
   EXPECT_EQ(next, s.layout.total_elements());
@@ -106,6 +108,26 @@ TEST(GradientBucketPlan, BucketsTileTheBufferAtTensorBoundaries) {
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].elements, s.layout.total_elements());
   EXPECT_EQ(one[0].ready_after, s.last_backward(sim::Block::kEmbedding));
+}
+
+TEST(GradientBucketPlan, BucketsOfAMultipleCloseOnlyWhereItDivides) {
+  // 8·dp = 128 for dp 16 (a distributed optimizer): tensor offsets are multiples
+  // of 64 only, so some tensor ends cannot close a bucket; the last bucket ends
+  // at total_elements() rounded up to 128.
+  const SmallStep s(/*tie=*/false);
+  const std::size_t multiple = 128;
+  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1, multiple);
+  std::size_t next = 0;
+  for (const GradientBucketRange& b : buckets) {
+    EXPECT_EQ(b.begin, next);
+    EXPECT_EQ(b.elements % multiple, 0u) << "bucket at " << b.begin;
+    next = b.begin + b.elements;
+  }
+  EXPECT_EQ(next, (s.layout.total_elements() + 127) / 128 * 128);
+  EXPECT_GE(next, s.layout.total_elements());
+  // wte (96·64 = 6144 = 48·128) closes alone; wpe (40·64 = 2560 = 20·128) too.
+  EXPECT_EQ(buckets[0].elements, 6144u);
+  EXPECT_EQ(buckets[1].elements, 2560u);
 }
 
 TEST(GradientBucketPlan, TasksWithoutTheLastBackwardAreRefused) {
