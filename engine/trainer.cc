@@ -42,8 +42,10 @@ sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp) {
 }  // namespace
 
 Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
-                 const TrainerOptions& options, comm::Communicator* data_parallel)
+                 const TrainerOptions& options, comm::Communicator* data_parallel,
+                 comm::Communicator* tensor_parallel)
     : shape_(shape), options_(options), layout_(shape), timer_(options.time_tasks) {
+  if (tensor_parallel != nullptr && tensor_parallel->size() > 1) tp_ = tensor_parallel;
   if (data_parallel != nullptr && data_parallel->size() > 1) {
     dp_ = data_parallel;
     dp_size_ = dp_->size();
@@ -55,6 +57,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
                                 std::to_string(options_.micro_batch) + ") times the data-parallel ranks (" +
                                 std::to_string(dp_size_) + ")");
   microbatches_ = options_.global_batch / (options_.micro_batch * dp_size_);
+  if (tp_ != nullptr && dp_ != nullptr && options_.distributed_optimizer)
+    throw std::invalid_argument("Trainer: the distributed optimizer with tensor parallelism (tp = " +
+                                std::to_string(tp_->size()) + ") is not implemented yet");
 
   // The Plan of this layout; the engine runs stage 0's compute stream. With one
   // GPU there is nothing else: no collectives, no sends, no buckets.
@@ -120,7 +125,7 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   norm_scalars_ = arena_->get<float>(scalars);
   norm_workspace_ = arena_->get<char>(norm_workspace);
   if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
-  model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_);
+  model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_, tp_);
   initialise_parameters();
   // Parameter gradients are written by the first micro-batch's backward and
   // added by the others (transformer.h): the Plan must run micro-batch 0's
@@ -135,18 +140,19 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   // The optimizer runs after the graph of the forward and backward (queue_step).
   if (tasks_.empty() || tasks_.back().kind != sim::TaskKind::kOptimizerStep)
     throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
+  if (dp_ != nullptr || tp_ != nullptr)
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
   if (dp_ != nullptr) {
     const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
     reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, bucket_ranges(buckets_), reduction);
-    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
   }
   if (options_.tune_gemms) tune_gemms();
 }
 
 void Trainer::queue_step(int step) {
-  // dp > 1: the reductions meet the other ranks from the host (the in-process
-  // communicator) or join NCCL's queue; they are launched one by one for now.
-  if (!options_.use_cuda_graph || timer_.enabled() || dp_ != nullptr) {
+  // dp or tp > 1: the collectives meet the other ranks from the host (the
+  // in-process communicator) or join NCCL's queue; launched one by one for now.
+  if (!options_.use_cuda_graph || timer_.enabled() || dp_ != nullptr || tp_ != nullptr) {
     run_tasks(step);
     return;
   }
@@ -191,7 +197,7 @@ void Trainer::tune_gemms() {
   }
   upload(tokens, tokens);
   model_->set_tune_gemms(true);
-  reduce_gradients_ = false;  // the ranks time different products: no collectives
+  reduce_gradients_ = false;  // the ranks time different products: no dp collectives
   run_tasks(0);
   reduce_gradients_ = true;
   model_->set_tune_gemms(false);
@@ -213,6 +219,7 @@ void Trainer::zero_embedding_gradients() {
 Trainer::~Trainer() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
+  if (tp_ != nullptr) cudaStreamSynchronize(tp_->stream());
   reducer_.reset();
   sharded_.reset();
   if (step_done_ != nullptr) cudaEventDestroy(step_done_);
@@ -230,17 +237,22 @@ void Trainer::initialise_parameters() {
   float* full = sharded_ ? gradients_ : master_;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, n * sizeof(float), stream_));  // padding too
   const double scaled_std = options_.init_std / std::sqrt(2.0 * shape_.num_layers);
-  for (std::size_t i = 0; i < layout_.tensors().size(); ++i) {
+  const std::size_t tensors = layout_.tensors().size();
+  for (std::size_t i = 0; i < tensors; ++i) {
     const ParameterTensor& t = layout_.tensors()[i];
     float* out = full + t.offset;
+    // Random streams by tensor; a tp rank's shard draws from a stream of its own
+    // (else the shards would start, and stay, equal). Replicated tensors, and
+    // one GPU, use the tensor's own.
+    const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
     switch (t.init) {
       case ParameterInit::kNormal:
         kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(options_.init_std),
-                             options_.seed, i, stream_);
+                             options_.seed, stream_id, stream_);
         break;
       case ParameterInit::kScaledNormal:
         kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(scaled_std), options_.seed,
-                             i, stream_);
+                             stream_id, stream_);
         break;
       case ParameterInit::kOnes:
         kernels::fill_constant(out, t.elements(), 1.0f, stream_);
@@ -345,9 +357,13 @@ void Trainer::queue_optimizer(int step) {
   float* sum_squares = norm_scalars_;
   float* norm = norm_scalars_ + 1;
   float* scale = norm_scalars_ + 2;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
-  kernels::grad_sum_squares_accumulate(sum_squares, gradients_, layout_.total_elements(),
-                                       norm_workspace_, norm_workspace_bytes_, stream_);
+  if (tp_ != nullptr) {
+    queue_tensor_parallel_sum_squares();
+  } else {
+    SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+    kernels::grad_sum_squares_accumulate(sum_squares, gradients_, layout_.total_elements(),
+                                         norm_workspace_, norm_workspace_bytes_, stream_);
+  }
   kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
                            stream_);
   const std::size_t decay = layout_.decay_elements();
@@ -381,6 +397,24 @@ double Trainer::gathered_mean_loss() {
     for (std::size_t i = 0; i < per_mb; ++i) sum += mb[i];
   }
   return sum / static_cast<double>(losses.size());
+}
+
+void Trainer::queue_tensor_parallel_sum_squares() {
+  // Rank 0 adds its shards and the replicated tensors, the others their shards;
+  // the sum over the tp group is then the whole model's (Megatron's
+  // clip_grad_norm counts a replicated parameter on one tp rank only).
+  float* sum_squares = norm_scalars_;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+  const bool replicated_here = tp_->rank() == 0;
+  for (const ParameterTensor& t : layout_.tensors())
+    if (t.split_over_tp || replicated_here)
+      kernels::grad_sum_squares_accumulate(sum_squares, gradients_ + t.offset, t.elements(), norm_workspace_,
+                                           norm_workspace_bytes_, stream_);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), step_done_, 0));
+  tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, tp_->stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, step_done_, 0));
 }
 
 double Trainer::read_results(double* grad_norm) {

@@ -113,8 +113,13 @@ class Trainer {
   /// trainer with the same model, shape and options. Throws
   /// std::invalid_argument when the global batch is not a multiple of
   /// micro_batch x dp, kernels::CudaError when the GPU or its memory is missing.
+  /// `tensor_parallel`: the rank's tp group (null: none); `shape` is then the
+  /// rank's shard (transformer_shape_of(model, layout)) and the Transformer
+  /// runs tensor-parallel (transformer.h). Every tp rank of a group gets the
+  /// same data. The distributed optimizer with tp > 1 is refused
+  /// (std::invalid_argument) for now.
   Trainer(const sim::ModelConfig& model, const TransformerShape& shape, const TrainerOptions& options,
-          comm::Communicator* data_parallel = nullptr);
+          comm::Communicator* data_parallel = nullptr, comm::Communicator* tensor_parallel = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -160,6 +165,9 @@ class Trainer {
   /// when step > 0. Nothing waits for the GPU.
   void run_tasks(int step);
   void queue_optimizer(int step);
+  /// tp > 1: ||g||² over the model into norm_scalars_[0], every tp rank's
+  /// shards counted once and the replicated tensors once (rank 0's).
+  void queue_tensor_parallel_sum_squares();
   /// Waits for the queued work; returns the mean loss and, when `grad_norm`
   /// is not null, the gradient norm the optimizer computed.
   double read_results(double* grad_norm);
@@ -183,6 +191,7 @@ class Trainer {
   std::vector<sim::Task> tasks_;  // stage 0's compute-stream tasks, in issue order
   int microbatches_ = 1;  // this rank's per step
   comm::Communicator* dp_ = nullptr;
+  comm::Communicator* tp_ = nullptr;  // tp > 1 only
   int dp_size_ = 1;
   int dp_rank_ = 0;
   std::vector<GradientBucketRange> buckets_;

@@ -42,6 +42,11 @@ struct ParameterTensor {
   std::size_t offset = 0;  // elements from the start of the flat buffers
   bool weight_decay = false;
   ParameterInit init = ParameterInit::kZeros;
+  /// Under tensor parallelism each rank holds a block of it (qkv and fc1
+  /// weights and biases by rows, proj and fc2 weights by columns; Shoeybi et
+  /// al. 2019); otherwise every rank holds all of it (embeddings, norms, the
+  /// biases added after the row-parallel all-reduce).
+  bool split_over_tp = false;
   std::size_t elements() const { return static_cast<std::size_t>(rows * cols); }
 };
 

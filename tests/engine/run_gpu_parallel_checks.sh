@@ -4,8 +4,10 @@
 #   1. the communicator, gradient-reducer, tensor-parallel and NCCL tests
 #      (tests/engine/comm/run_gpu_comm_checks.sh, memcheck included);
 #   2. data-parallel training: dp = 2 on the in-process communicator against one
-#      rank (sextant_data_parallel_tests), and the one-GPU trainer tests, which
-#      the data-parallel changes must leave as they were;
+#      rank, with and without the distributed optimizer
+#      (sextant_data_parallel_tests); the whole model at tp = 2 against one rank
+#      (sextant_tensor_parallel_trainer_tests); and the one-GPU trainer tests,
+#      which these changes must leave as they were;
 #   3. `sextant run` end to end on gpt-350m (seq 512, mbs 2, gbs 8, 5 steps):
 #      alone, and through NCCL with --nproc-per-node 1; with two or more GPUs
 #      also --nproc-per-node 2 (dp = 2, and dp = 2 with zero=1), whose step-1 loss must equal the
@@ -31,8 +33,8 @@ echo "== communicator, reducer, tensor-parallel and NCCL tests"
 bash "$here/comm/run_gpu_comm_checks.sh" "$bin" "$out/comm"
 note_failure $?
 
-echo "== data-parallel and one-GPU trainer tests"
-for t in sextant_data_parallel_tests sextant_engine_tests; do
+echo "== data-parallel, tensor-parallel and one-GPU trainer tests"
+for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -40,7 +42,7 @@ for t in sextant_data_parallel_tests sextant_engine_tests; do
   rc=$?
   note_failure $rc
   echo "$t exit code $rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/${t#sextant_}.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED|Failure|rror|  dp-|worst' "$out/${t#sextant_}.txt" | head -n 30
+  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|worst' "$out/${t#sextant_}.txt" | head -n 30
 done
 
 echo "== sextant run"

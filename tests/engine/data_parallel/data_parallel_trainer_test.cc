@@ -38,61 +38,28 @@
 #include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
+#include "tests/engine/small_models.h"
 #include "tests/kernels/gpu_test_support.h"
 
 namespace sextant::engine {
 namespace {
 
-// Two layers of hidden 128 and two heads of 64: GPT (LayerNorm, GELU, biases,
-// learned positions, tied) or Llama (RMSNorm, SwiGLU, RoPE, GQA with one
-// key/value head, untied). Sequence 48, vocabulary 160.
+// GPT: two heads; Llama: two query heads sharing one key/value head (GQA).
 sim::ModelConfig small_model(bool llama) {
-  sim::ModelConfig m;
-  m.name = llama ? "dp-llama" : "dp-gpt";
-  m.num_layers = 2;
-  m.hidden_size = 128;
-  m.ffn_hidden_size = llama ? 256 : 512;
-  m.num_attention_heads = 2;
-  m.num_query_groups = llama ? 1 : 2;
-  m.kv_channels = 64;
-  m.vocab_size = 160;
-  m.seq_length = 48;
-  m.activation = llama ? sim::Activation::kSwiglu : sim::Activation::kGelu;
-  m.normalization = llama ? sim::Normalization::kRmsNorm : sim::Normalization::kLayerNorm;
-  m.position_embedding = llama ? sim::PositionEmbedding::kRope : sim::PositionEmbedding::kLearnedAbsolute;
-  m.add_bias_linear = !llama;
-  m.tie_embeddings = !llama;
-  m.hidden_dropout = 0;
-  m.attention_dropout = 0;
-  return m;
+  return llama ? testing::small_model("dp-llama", true, 2, 1) : testing::small_model("dp-gpt", false, 2, 2);
 }
 
 using testing::Batch;
 using testing::random_batch;
-
-double relative_l2_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
-    norm += static_cast<double>(want[i]) * want[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-300));
-}
+using testing::relative_l2_error;
 
 // mbs 1, gbs 4: one rank runs micro-batches 0-3, two ranks 0, 2 and 1, 3.
 // Buckets of 10,000 elements: the GPT's ~0.4M parameters make ~40 of them,
 // reduced while backward still runs.
 TrainerOptions options_for_test(std::uint64_t seed) {
-  TrainerOptions o;
-  o.micro_batch = 1;
-  o.global_batch = 4;
+  TrainerOptions o = testing::three_step_options(4);
   o.seed = seed;
-  o.tune_gemms = false;
   o.bucket_elements = 10'000;
-  o.lr.max_lr = 1e-3;
-  o.lr.min_lr = 1e-4;
-  o.lr.warmup_steps = 0;
-  o.lr.decay_steps = 3;
   return o;
 }
 
