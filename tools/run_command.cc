@@ -37,11 +37,10 @@ struct RunArguments {
 
 // Knobs the engine does not execute yet, and what they are.
 constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {
-    {"tp", "tensor parallelism"}, {"pp", "pipeline parallelism"}, {"vpp", "interleaved pipelining"},
+    {"pp", "pipeline parallelism"}, {"vpp", "interleaved pipelining"},
     {"cp", "context parallelism"}, {"ep", "expert parallelism"}, {"etp", "expert tensor parallelism"}};
 
 std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
-  if (name == "tp") return p.tp;
   if (name == "pp") return p.pp;
   if (name == "vpp") return p.vpp;
   if (name == "cp") return p.cp;
@@ -55,9 +54,12 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
     const std::optional<int> knob = knob_of(p, name);
     if (knob && *knob != 1)
       throw_option_error("--layout", name,
-          std::to_string(*knob) + ": `sextant run` trains on one GPU or data-parallel (dp) so far; " +
-              what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
+          std::to_string(*knob) + ": `sextant run` trains data- and tensor-parallel layouts (dp, tp) "
+              "so far; " + what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
   }
+  if (p.sp && *p.sp && p.tp.value_or(1) > 1)
+    throw_option_error("--layout", "sp",
+        "1: sequence parallelism is not executed yet (issue 13); tensor parallelism runs with sp=0");
 }
 
 // The layout: micro-batch, global batch, recompute and dp = the ranks a
@@ -65,12 +67,17 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
 sim::ParallelLayout run_layout(const RunArguments& a) {
   const sim::PartialLayout p = sim::parse_layout(a.layout);
   refuse_model_parallel(p);
-  const int dp = a.world_size;
-  if (p.dp && *p.dp != dp)
+  const int tp = p.tp.value_or(1);
+  if (p.dp && tp * *p.dp != a.world_size)
     throw_option_error("--layout", "dp",
-        std::to_string(*p.dp) + ": this run has " + std::to_string(dp) +
-            " rank(s); dp is the number of processes: start them with --nproc-per-node " +
-            std::to_string(*p.dp) + " (or a Slurm / mpirun job of that many tasks), or leave dp out");
+        "tp·dp = " + std::to_string(tp * *p.dp) + " but this run has " + std::to_string(a.world_size) +
+            " rank(s): start tp·dp processes with --nproc-per-node " + std::to_string(tp * *p.dp) +
+            " (or a Slurm / mpirun job of that many tasks), or leave dp out to fill the ranks");
+  if (a.world_size % tp != 0)
+    throw_option_error("--layout", "tp",
+        std::to_string(tp) + ": this run has " + std::to_string(a.world_size) +
+            " rank(s), not a multiple of tp: start tp·dp processes (--nproc-per-node, Slurm or mpirun)");
+  const int dp = a.world_size / tp;
   if (p.zero && *p.zero != 0 && dp == 1)
     throw_option_error("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
   if (p.zero && *p.zero > 1)
@@ -87,7 +94,11 @@ sim::ParallelLayout run_layout(const RunArguments& a) {
     throw_option_error("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
                                   std::to_string(*p.gbs));
   l.dp = dp;
+  l.tp = tp;
   l.zero = p.zero.value_or(0);
+  if (tp > 1 && l.zero > 0)
+    throw_option_error("--layout", "zero", "the distributed optimizer with tp > 1 is not executed yet (issue 13); "
+                                           "use zero=0 with tp, or tp=1");
   l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs * dp);
   if (dp == 1 && l.gbs % l.mbs != 0)
     throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
@@ -115,6 +126,14 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
     throw_option_error("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
                                                   "simulate this model instead of running it");
   s.layout = run_layout(a);
+  // Tensor parallelism splits heads, query groups and the MLP (Shoeybi et al. 2019).
+  const int tp = s.layout.tp;
+  for (const auto& [count, key] : {std::pair{static_cast<std::int64_t>(s.model.num_attention_heads), "num_attention_heads"},
+                                   std::pair{static_cast<std::int64_t>(s.model.num_query_groups), "num_query_groups"},
+                                   std::pair{s.model.ffn_hidden_size, "ffn_hidden_size"}})
+    if (count % tp != 0)
+      throw_option_error("--layout", "tp", std::to_string(tp) + ": " + key + " (" + std::to_string(count) +
+                                               ") of model '" + s.model.name + "' must be a multiple of tp");
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")
@@ -221,8 +240,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
                   "mbs (default 1), gbs (default mbs·dp), recompute (none|selective|full), dp (the\n"
-                  "ranks started, e.g. by --nproc-per-node; default all), zero (0, or 1: the distributed\n"
-                  "optimizer, with dp > 1); tp, pp, cp, ep must be 1");
+                  "ranks started, e.g. by --nproc-per-node, over tp; default all), tp (tensor parallel,\n"
+                  "sp=0), zero (0, or 1: the distributed optimizer, with dp > 1 and tp = 1);\n"
+                  "pp, cp, ep must be 1");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,
@@ -290,7 +310,10 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
     const LaunchedJob job = join_launched_job(rank, run.settings.layout);
     run.world_rank = job.world_rank;
 #ifdef SEXTANT_HAVE_NCCL
-    if (job.communicators) run.data_parallel = job.communicators->groups.dp.get();
+    if (job.communicators) {
+      run.data_parallel = job.communicators->groups.dp.get();
+      run.tensor_parallel = job.communicators->groups.tp.get();
+    }
 #endif
     return run_training(run, out);
   };
@@ -305,7 +328,7 @@ PreparedRun prepare_run(const RunSettings& s) {
   PreparedRun run;
   run.settings = s;
   const int seq = static_cast<int>(s.model.seq_length);
-  run.shape = engine::transformer_shape_of(s.model, s.layout.mbs, seq);
+  run.shape = engine::transformer_shape_of(s.model, s.layout);  // the rank's shard under tp
   if (const auto problems = engine::transformer_shape_problems(run.shape, s.model); !problems.empty()) {
     std::vector<sim::Diagnostic> d;
     for (const std::string& p : problems) d.push_back({"--model", 0, 0, s.model.name, p});

@@ -23,7 +23,7 @@ namespace sextant::tools {
 
 struct RunSettings {
   sim::ModelConfig model;
-  sim::ParallelLayout layout;  // tp = pp = cp = ep = 1; dp = the ranks started
+  sim::ParallelLayout layout;  // pp = cp = ep = 1; tp·dp = the ranks started
   std::string data = "synthetic";  // or an indexed dataset prefix
   int steps = 100;
   double lr = 3e-4;
@@ -56,12 +56,13 @@ struct RunSettings {
 /// What the settings imply, derived and checked before any GPU is touched.
 struct PreparedRun {
   RunSettings settings;
-  engine::TransformerShape shape;
+  engine::TransformerShape shape;  // one rank's shard (heads, groups, ffn / tp)
   engine::LrSchedule lr;
   std::unique_ptr<engine::data::TokenBatches> data;
-  /// The rank's data-parallel group when settings.layout.dp > 1 (owned by the
-  /// launched job), and its rank in the world: only rank 0 prints.
+  /// The rank's data- and tensor-parallel groups (owned by the launched job),
+  /// and its rank in the world: only rank 0 prints.
   engine::comm::Communicator* data_parallel = nullptr;
+  engine::comm::Communicator* tensor_parallel = nullptr;  // when settings.layout.tp > 1
   int world_rank = 0;
 };
 

@@ -93,11 +93,13 @@ std::size_t device_memory_in_use() {
 
 // Every rank stops after the same step, or the others would wait forever in
 // the next step's collectives: one rank's Ctrl-C or SIGTERM is summed over the
-// data-parallel group between steps (one float, a few microseconds).
+// data-parallel group, then over the tensor-parallel one (so over the tp·dp
+// world), between steps (one float each, a few microseconds).
 class StopVote {
  public:
-  explicit StopVote(engine::comm::Communicator* dp) : dp_(dp) {
-    if (dp_ != nullptr) SEXTANT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(float)));
+  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp) : groups_{dp, tp} {
+    if (dp != nullptr || tp != nullptr)
+      SEXTANT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(float)));
   }
   ~StopVote() {
     if (flag_ != nullptr) cudaFree(flag_);
@@ -106,17 +108,19 @@ class StopVote {
   StopVote& operator=(const StopVote&) = delete;
 
   bool any_rank(bool mine) {
-    if (dp_ == nullptr) return mine;
     float votes = mine ? 1.0f : 0.0f;
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(flag_, &votes, sizeof(float), cudaMemcpyHostToDevice, dp_->stream()));
-    dp_->all_reduce_sum(flag_, flag_, 1, engine::comm::DataType::kFp32);
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&votes, flag_, sizeof(float), cudaMemcpyDeviceToHost, dp_->stream()));
-    dp_->synchronize(std::chrono::minutes(5));
+    for (engine::comm::Communicator* group : groups_) {
+      if (group == nullptr) continue;
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(flag_, &votes, sizeof(float), cudaMemcpyHostToDevice, group->stream()));
+      group->all_reduce_sum(flag_, flag_, 1, engine::comm::DataType::kFp32);
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&votes, flag_, sizeof(float), cudaMemcpyDeviceToHost, group->stream()));
+      group->synchronize(std::chrono::minutes(5));
+    }
     return votes > 0;
   }
 
  private:
-  engine::comm::Communicator* dp_;
+  engine::comm::Communicator* groups_[2];
   float* flag_ = nullptr;
 };
 
@@ -163,6 +167,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   engine::comm::Communicator* const data_parallel = dp > 1 ? run.data_parallel : nullptr;
   if (dp > 1 && data_parallel == nullptr)
     throw std::logic_error("run_training: dp = " + std::to_string(dp) + " without a data-parallel group");
+  const int tp = s.layout.tp;
+  engine::comm::Communicator* const tensor_parallel = tp > 1 ? run.tensor_parallel : nullptr;
+  if (tp > 1 && tensor_parallel == nullptr)
+    throw std::logic_error("run_training: tp = " + std::to_string(tp) + " without a tensor-parallel group");
   const engine::TransformerShape& shape = run.shape;
   const engine::LrSchedule& lr = run.lr;
   engine::data::TokenBatches* data = run.data.get();
@@ -175,9 +183,9 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   trained.hidden_dropout = 0;
   trained.attention_dropout = 0;
   const sim::MemoryBreakdown predicted = sim::peak_memory_per_gpu(trained, s.layout);
-  // The whole global batch's FLOPs; each of the dp GPUs does 1/dp of them.
+  // The whole global batch's FLOPs; each of the dp·tp GPUs does 1/(dp·tp) of them.
   const double model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
-  const double flops_per_gpu_per_step = model_flops_per_step / dp;
+  const double flops_per_gpu_per_step = model_flops_per_step / (static_cast<double>(dp) * tp);
   const Device device = open_device(s.device);
   const std::optional<sim::GpuConfig> gpu = gpu_preset(s, device);
 
@@ -195,7 +203,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.distributed_optimizer = s.layout.zero >= 1;
   std::unique_ptr<engine::Trainer> trainer;
   try {
-    trainer = std::make_unique<engine::Trainer>(trained, shape, options, data_parallel);
+    trainer = std::make_unique<engine::Trainer>(trained, shape, options, data_parallel, tensor_parallel);
   } catch (const kernels::CudaError& e) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
       throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
@@ -206,7 +214,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
 
   const std::size_t tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
   progress << "model: " << s.model.name << ", " << fixed(trainer->layout().parameter_count() / 1e9, 3)
-           << " B parameters; layout " << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
+           << " B parameters" << (tp > 1 ? " on each rank (its tp shard)" : "") << "; layout "
+           << (tp > 1 ? "tp=" + std::to_string(tp) + ", " : "") << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
            << "mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
            << ", recompute=" << sim::to_string(s.layout.recompute) << "; seq " << seq << "\n"
            << "device: " << device.name << " (" << sim::format_gib(device.memory_bytes) << ")"
@@ -232,6 +241,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
                                                  "moments sharded, bf16 weights all-gathered"
                                                : "")
              << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
+  if (tp > 1)
+    progress << "tensor parallel: " << tp << " ranks, each with 1/" << tp
+             << " of the heads and the MLP (QKV and fc1 column-, proj and fc2 row-parallel; no sequence "
+                "parallelism); embeddings, norms and the output layer replicated\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
@@ -247,7 +260,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   std::size_t peak_in_use = 0;
   int skipped = 0;
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
-  StopVote vote(data_parallel);
+  StopVote vote(data_parallel, tensor_parallel);
   bool interrupted = false;
   for (int i = 0; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
     try {
@@ -281,7 +294,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       progress.flush();
     }
   }
-  if (data_parallel == nullptr) interrupted = g_interrupted.load();  // a signal in the last step too
+  if (data_parallel == nullptr && tensor_parallel == nullptr)
+    interrupted = g_interrupted.load();  // a signal in the last step too
   std::signal(SIGINT, previous_sigint);
   std::signal(SIGTERM, previous_sigterm);
   const int done = static_cast<int>(losses.size());
@@ -303,7 +317,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
+    j["layout"] = {{"tp", tp}, {"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))}};
     j["seq_length"] = seq;
     j["parameters"] = trainer->layout().parameter_count();

@@ -34,13 +34,18 @@ TEST(RunLaunch, ALayoutThatDoesNotFitTheRanksStopsEveryRank) {
 }
 
 TEST(RunLaunch, ModelParallelLayoutsStopEveryRankBeforeTheyMeet) {
-  // 2 ranks, tp=2 (dp = 2/2 = 1): a layout the engine does not execute yet is refused by
+  // 2 ranks, pp=2 (dp = 2/2 = 1): a layout the engine does not execute yet is refused by
   // each rank before the rendezvous (so no GPU or NCCL is needed to say so).
   TempDir dir;
-  const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout tp=2");
+  CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout pp=2");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--layout: tp: 2: `sextant run` trains on one GPU or data-parallel (dp) so "
-                       "far; tensor parallelism is not executed yet (issue 13)"),
+  EXPECT_NE(r.err.find("--layout: pp: 2: `sextant run` trains data- and tensor-parallel layouts (dp, "
+                       "tp) so far; pipeline parallelism is not executed yet (issue 13)"),
+            std::string::npos) << r.err;
+  // tp splits heads: gpt-350m's 16 heads do not split over 3 ranks.
+  r = run_sextant(dir, "run --nproc-per-node 3 --model gpt-350m --layout tp=3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout: tp: 3: num_attention_heads (16) of model 'gpt-350m' must be a multiple of tp"),
             std::string::npos) << r.err;
 }
 
