@@ -1,6 +1,6 @@
 // Tensor parallelism in the whole model on one GPU: two trainers on the
-// in-process communicator (two threads), each holding half the heads and half
-// the MLP (QKV and fc1 column-parallel, proj and fc2 row-parallel; embeddings,
+// in-process communicator (two threads) — and four, tp = 2 x dp = 2 — each
+// holding half the heads and half the MLP (QKV and fc1 column-parallel, proj and fc2 row-parallel; embeddings,
 // norms and the output layer replicated), against one trainer holding all of
 // it, from the same weights (the one-rank weights, sharded). Skips without a
 // GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/parallel_groups.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
 #include "tests/engine/comm/comm_test_support.h"
@@ -85,6 +86,7 @@ std::vector<float> shard_of(const std::string& name, const std::vector<float>& f
 }
 
 struct RunResult {
+  int tp_rank = 0;
   std::vector<double> losses;  // forward_backward, then steps 1-3
   std::map<std::string, std::vector<float>> gradients, weights;
 };
@@ -98,20 +100,30 @@ void run(Trainer& trainer, const std::map<std::string, std::vector<float>>& star
   for (const ParameterTensor& t : trainer.layout().tensors()) out.weights[t.name] = trainer.weight(t.name);
 }
 
-class TensorParallelTrainerTest : public kernels::testing::GpuTestWithParam<bool> {};
+struct ParallelCase {
+  bool llama;
+  int dp;  // data-parallel ranks beside tp = 2: the world is 2·dp ranks
+};
 
-TEST_P(TensorParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
-  const sim::ModelConfig model = small_model(GetParam());
+class TensorParallelTrainerTest : public kernels::testing::GpuTestWithParam<ParallelCase> {};
+
+// tp = 2 alone, and tp = 2 x dp = 2 (four ranks, groups split from one world
+// in the order tp-dp, each dp rank running 2 of the 4 micro-batches).
+TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
+  const sim::ModelConfig model = small_model(GetParam().llama);
+  const int dp = GetParam().dp;
   const TransformerShape one = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
   sim::ParallelLayout layout;
   layout.tp = kTp;
+  layout.dp = dp;
   layout.mbs = 1;
+  layout.gbs = 4;
   const TransformerShape part = transformer_shape_of(model, layout);
   ASSERT_TRUE(transformer_shape_problems(one, model).empty());
   ASSERT_TRUE(transformer_shape_problems(part, model).empty());
   ASSERT_EQ(part.heads * kTp, one.heads);
   ASSERT_EQ(part.ffn_hidden * kTp, one.ffn_hidden);
-  const TrainerOptions options = testing::three_step_options(2);
+  const TrainerOptions options = testing::three_step_options(4);
 
   // Weights N(0, 0.05), rounded to bf16 so both runs start from the same numbers.
   std::map<std::string, std::vector<float>> weights;
@@ -124,25 +136,28 @@ TEST_P(TensorParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
                                                              : kernels::to_float(kernels::from_float(normal(rng()))));
   }
   std::vector<testing::Batch> batches;
-  for (int i = 0; i < 3; ++i) batches.push_back(testing::random_batch(rng(), 2, one.seq, one.vocab));
+  for (int i = 0; i < 3; ++i) batches.push_back(testing::random_batch(rng(), 4, one.seq, one.vocab));
 
   RunResult single;
   {
     Trainer trainer(model, one, options);
     run(trainer, weights, batches, single);
   }
-  std::vector<RunResult> ranks(kTp);
-  comm::testing::run_in_process(kTp, [&](int r, comm::Communicator& tp) {
+  std::vector<RunResult> ranks(static_cast<std::size_t>(kTp * dp));
+  comm::testing::run_in_process(kTp * dp, [&](int r, comm::Communicator& world) {
+    const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
+    RunResult& out = ranks[static_cast<std::size_t>(r)];
+    out.tp_rank = groups.tp->rank();
     std::map<std::string, std::vector<float>> shards;
-    for (const auto& [name, full] : weights) shards[name] = shard_of(name, full, one, part, r);
-    Trainer trainer(model, part, options, nullptr, &tp);
-    run(trainer, shards, batches, ranks[static_cast<std::size_t>(r)]);
+    for (const auto& [name, full] : weights) shards[name] = shard_of(name, full, one, part, out.tp_rank);
+    Trainer trainer(model, part, options, groups.dp.get(), groups.tp.get());
+    run(trainer, shards, batches, out);
   });
 
   double worst = 0;
   std::string worst_name;
-  for (int r = 0; r < kTp; ++r) {
-    const RunResult& got = ranks[static_cast<std::size_t>(r)];
+  for (const RunResult& got : ranks) {
+    const int r = got.tp_rank;
     EXPECT_NEAR(got.losses[0], single.losses[0], 1e-2 * single.losses[0]);
     for (std::size_t s = 1; s < got.losses.size(); ++s)
       EXPECT_NEAR(got.losses[s], single.losses[s], 1e-2 * single.losses[s]) << "step " << s;
@@ -159,18 +174,26 @@ TEST_P(TensorParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
   }
   const ParameterLayout part_layout(part);
   for (const ParameterTensor& t : part_layout.tensors()) {
-    if (!t.split_over_tp) {
-      EXPECT_EQ(ranks[0].weights.at(t.name), ranks[1].weights.at(t.name)) << t.name;
+    for (const RunResult& got : ranks) {
+      if (!t.split_over_tp) {
+        EXPECT_EQ(got.weights.at(t.name), ranks[0].weights.at(t.name)) << t.name;
+      } else if (got.tp_rank == ranks[0].tp_rank) {  // the same shard on another dp rank
+        EXPECT_EQ(got.weights.at(t.name), ranks[0].weights.at(t.name)) << t.name;
+      }
     }
   }
-  std::cout << "  " << model.name << ": loss one rank " << single.losses[0] << ", tp=2 " << ranks[0].losses[0]
+  std::cout << "  " << model.name << " tp=2 dp=" << dp << ": loss one rank " << single.losses[0] << ", here "
+            << ranks[0].losses[0]
             << "; after 3 steps " << single.losses[3] << " vs " << ranks[0].losses[3]
             << "; worst gradient relative L2 error " << worst << " (" << worst_name << ")\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(GptAndLlama, TensorParallelTrainerTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return std::string(info.param ? "llama" : "gpt");
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, TensorParallelTrainerTest,
+                         ::testing::Values(ParallelCase{false, 1}, ParallelCase{true, 1}, ParallelCase{false, 2},
+                                           ParallelCase{true, 2}),
+                         [](const ::testing::TestParamInfo<ParallelCase>& info) {
+                           return std::string(info.param.llama ? "llama" : "gpt") + "_tp2_dp" +
+                                  std::to_string(info.param.dp);
                          });
 
 }  // namespace
