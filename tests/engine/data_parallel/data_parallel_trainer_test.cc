@@ -16,10 +16,17 @@
 //   per tensor. A rank that took the wrong micro-batches, a missing or doubled
 //   reduction, or a bucket reduced before its last write gives errors of order 1.
 // - After 3 AdamW steps: Adam divides each update by its running RMS, so a
-//   relative gradient error e moves an update by about e (at most lr·steps
-//   absolutely); the weights' change over the 3 steps within 2e-2 relative
-//   L2 per tensor, the losses of steps 2 and 3 within 1e-4 relative (the
-//   weights differ by ~1e-3 of a 3·lr change), the gradient norms 2e-3.
+//   gradient error moves an update by about the same relative amount — except
+//   where an element's gradient is within that error of zero: there Adam's
+//   first steps (m/sqrt(v) = sign(g)) can flip its update, by up to 2·lr a
+//   step. For roughly normal gradients with ~1e-3 relative noise that is
+//   ~1e-3 of the elements, so: at most 1 % of all elements may end with a
+//   3-step weight change differing by more than lr/10 from the one rank's
+//   (an unreduced or wrongly sharded gradient flips the sign of a quarter or
+//   more of the first updates; a wrongly scaled one, which Adam hides, fails
+//   the gradient and norm checks); the losses of steps 2 and 3 within 1e-4
+//   relative (a few flipped updates of lr move them by far less), the
+//   gradient norms 2e-3.
 // - The two ranks' weights are bit-identical: both add the same reduced
 //   gradients (the in-process all-reduce gives every rank the rank-order sum),
 //   or, with the distributed optimizer, both receive the same all-gathered ones.
@@ -150,6 +157,8 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
   EXPECT_GT(ranks[0].buckets, 3);
   const std::size_t tensors = single.gradients.size();
   double worst_gradient = 0, worst_update = 0;
+  const double lr = options.lr.max_lr;
+  std::size_t elements = 0, moved = 0;
   for (const RunResult& r : views) {
     EXPECT_NEAR(r.losses[0], single.losses[0], 1e-6 * single.losses[0]);
     EXPECT_NEAR(r.losses[1], single.losses[1], 1e-6 * single.losses[1]);  // step 1: same weights
@@ -169,11 +178,14 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
         got[i] = r.final[t][i] - r.initial[t][i];
         want[i] = single.final[t][i] - single.initial[t][i];
       }
-      const double u = relative_l2_error(got, want);
-      EXPECT_LT(u, 2e-2) << "tensor " << t;
+      const double u = relative_l2_error(got, want);  // printed; one flip dominates a small tensor's
       worst_update = std::max(worst_update, u);
+      for (std::size_t i = 0; i < got.size(); ++i) moved += std::abs(got[i] - want[i]) > 0.1 * lr ? 1 : 0;
+      elements += got.size();
     }
   }
+  EXPECT_LE(static_cast<double>(moved), 1e-2 * static_cast<double>(elements))
+      << moved << " of " << elements << " weights moved by more than lr/10 from the one-rank run";
   for (std::size_t t = 0; t < tensors && !options.distributed_optimizer; ++t) {
     EXPECT_EQ(ranks[0].gradients[t], ranks[1].gradients[t]) << "tensor " << t;
     EXPECT_EQ(ranks[0].final[t], ranks[1].final[t]) << "tensor " << t;
@@ -182,7 +194,8 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
             << single.losses[1] << ", " << single.losses[2] << ", " << single.losses[3] << " vs dp=2 "
             << ranks[0].losses[1] << ", " << ranks[0].losses[2] << ", " << ranks[0].losses[3]
             << "; worst gradient relative L2 error " << worst_gradient
-            << ", worst 3-step update error " << worst_update << "\n";
+            << ", worst 3-step update error " << worst_update << ", " << moved << " of " << elements
+            << " weights moved by more than lr/10\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, DataParallelTrainerTest,
