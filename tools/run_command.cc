@@ -174,19 +174,14 @@ struct LaunchedJob {
 };
 
 // The rank's place, and the job's layout checked before any GPU is touched:
-// every rank refuses a layout the same way, before they meet.
+// every rank refuses a layout the same way, before they meet (and before a
+// build without NCCL says it cannot run several ranks).
 std::optional<engine::launch::RankEnvironment> launched_rank(RunArguments& a) {
   auto rank = engine::launch::rank_environment(engine::launch::process_environment());
   if (!rank) return rank;
   const sim::PartialLayout spec = sim::parse_layout(a.layout);
   engine::launch::layout_for_world(spec, rank->world_size);  // tp·cp·dp·pp must be the world
   refuse_model_parallel(spec);
-#ifndef SEXTANT_HAVE_NCCL
-  if (rank->world_size > 1)
-    throw_option_error("WORLD_SIZE", "",
-        std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
-        "(libnccl and nccl.h), so it runs one rank only");
-#endif
   a.settings.device = rank->local_rank;
   a.world_size = rank->world_size;
   return rank;
@@ -199,6 +194,12 @@ LaunchedJob join_launched_job(const std::optional<engine::launch::RankEnvironmen
   job.world_rank = rank->rank;
 #ifdef SEXTANT_HAVE_NCCL
   job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
+#else
+  (void)layout;
+  if (rank->world_size > 1)
+    throw_option_error("WORLD_SIZE", "",
+        std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
+        "(libnccl and nccl.h), so it runs one rank only");
 #endif
   return job;
 }
