@@ -146,7 +146,11 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
     const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
     reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, bucket_ranges(buckets_), reduction);
   }
-  if (options_.tune_gemms) tune_gemms();
+  // Not under tp: every tp rank computes the replicated tensors' gradients (the
+  // output layer's among them) and relies on computing them alike, so the ranks
+  // keep cuBLASLt's heuristic choice, which depends on the shapes only, instead
+  // of each timing its own.
+  if (options_.tune_gemms && tp_ == nullptr) tune_gemms();
 }
 
 void Trainer::queue_step(int step) {

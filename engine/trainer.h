@@ -78,7 +78,8 @@ struct TrainerOptions {
   bool time_tasks = false;
   /// Pick each matrix product's fastest cuBLASLt algorithm (of the heuristic's
   /// first 16) in one throw-away forward and backward at construction; off, the
-  /// heuristic's first choice.
+  /// heuristic's first choice. Ignored under tensor parallelism (the tp ranks
+  /// must compute the replicated tensors' gradients alike).
   bool tune_gemms = true;
   /// Replay the forward and backward of a step as one CUDA graph (captured on
   /// the first step) instead of launching its ~35 kernels per layer one by one;
