@@ -3,9 +3,14 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
+#include "engine/comm/communicator.h"
+#include "engine/data_parallel/distributed_optimizer.h"
+#include "engine/data_parallel/gradient_reducer.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -17,10 +22,17 @@ namespace sextant::engine {
 
 namespace {
 
-sim::ParallelLayout single_gpu_layout(const TrainerOptions& o) {
+std::vector<data_parallel::GradientBucket> bucket_ranges(const std::vector<GradientBucketRange>& buckets) {
+  std::vector<data_parallel::GradientBucket> ranges;
+  for (const GradientBucketRange& b : buckets) ranges.push_back({b.begin, b.elements});
+  return ranges;
+}
+
+// One replica's layout: its share of the global batch on one GPU.
+sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp) {
   sim::ParallelLayout l;
   l.mbs = o.micro_batch;
-  l.gbs = o.global_batch;
+  l.gbs = o.global_batch / dp;
   l.recompute = o.recompute;
   l.schedule = sim::Schedule::kOneFOneB;
   l.overlap_grad_reduce = false;  // one GPU: no gradient reduction at all
@@ -30,17 +42,30 @@ sim::ParallelLayout single_gpu_layout(const TrainerOptions& o) {
 }  // namespace
 
 Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
-                 const TrainerOptions& options)
+                 const TrainerOptions& options, comm::Communicator* data_parallel,
+                 comm::Communicator* tensor_parallel)
     : shape_(shape), options_(options), layout_(shape), timer_(options.time_tasks) {
-  if (options_.micro_batch < 1 || options_.global_batch % options_.micro_batch != 0)
-    throw std::invalid_argument("Trainer: the global batch must be a multiple of the micro-batch");
-  microbatches_ = options_.global_batch / options_.micro_batch;
+  if (tensor_parallel != nullptr && tensor_parallel->size() > 1) tp_ = tensor_parallel;
+  if (data_parallel != nullptr && data_parallel->size() > 1) {
+    dp_ = data_parallel;
+    dp_size_ = dp_->size();
+    dp_rank_ = dp_->rank();
+  }
+  if (options_.micro_batch < 1 || options_.global_batch % (options_.micro_batch * dp_size_) != 0)
+    throw std::invalid_argument("Trainer: the global batch (" + std::to_string(options_.global_batch) +
+                                ") must be a multiple of the micro-batch (" +
+                                std::to_string(options_.micro_batch) + ") times the data-parallel ranks (" +
+                                std::to_string(dp_size_) + ")");
+  microbatches_ = options_.global_batch / (options_.micro_batch * dp_size_);
+  if (tp_ != nullptr && dp_ != nullptr && options_.distributed_optimizer)
+    throw std::invalid_argument("Trainer: the distributed optimizer with tensor parallelism (tp = " +
+                                std::to_string(tp_->size()) + ") is not implemented yet");
 
   // The Plan of this layout; the engine runs stage 0's compute stream. With one
   // GPU there is nothing else: no collectives, no sends, no buckets.
   sim::ModelConfig plan_model = model;
   plan_model.seq_length = shape_.seq;
-  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_));
+  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_, dp_size_));
   for (std::uint32_t i = plan_.stage_begin[0]; i < plan_.stage_begin[1]; ++i) {
     const sim::Task& t = plan_.tasks[i];
     if (t.kind == sim::TaskKind::kCompute || t.kind == sim::TaskKind::kOptimizerStep)
@@ -50,18 +75,46 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
                              sim::task_name(plan_, t));
   }
 
+  elements_ = layout_.total_elements();
+  std::size_t master_elements = elements_;
+  if (dp_ != nullptr) {
+    // Buckets in buffer order, each reduced after its last backward write; with
+    // the distributed optimizer each a multiple of 8·dp (the buffers run to the
+    // last bucket's padded end).
+    const bool sharded = options_.distributed_optimizer;
+    buckets_ = plan_gradient_buckets(layout_, tasks_, options_.bucket_elements,
+                                     sharded ? data_parallel::DistributedOptimizer::bucket_multiple(dp_size_) : 1);
+    buckets_after_task_.resize(tasks_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b)
+      buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
+    elements_ = buckets_.back().begin + buckets_.back().elements;
+    if (sharded) {
+      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(buckets_),
+                                                                      layout_.decay_elements());
+      master_elements = sharded_->shard_elements();
+    }
+  }
+
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ArenaPlan memory;
-  const std::size_t n = layout_.total_elements();
+  const std::size_t n = elements_;
+  const std::string shard = sharded_ ? ", this rank's 1/" + std::to_string(dp_size_) : "";
   const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
   const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
-  const auto master = memory.add("master weights (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
-  const auto adam_m = memory.add("adam m (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
-  const auto adam_v = memory.add("adam v (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto master = memory.add("master weights (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                                 master_elements * sizeof(float));
+  const auto adam_m = memory.add("adam m (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                                 master_elements * sizeof(float));
+  const auto adam_v = memory.add("adam v (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                                 master_elements * sizeof(float));
   const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
   norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
   const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
   model_ = std::make_unique<Transformer>(shape_, options_.recompute, microbatches_, memory);
+  ArenaPlan::Slot gathered = -1;
+  if (dp_ != nullptr)
+    gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
+                          static_cast<std::size_t>(options_.global_batch) * shape_.seq * sizeof(float));
 
   arena_ = std::make_unique<DeviceArena>(memory);
   weights_ = arena_->get<Bf16>(weights);
@@ -71,7 +124,8 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   adam_v_ = arena_->get<float>(adam_v);
   norm_scalars_ = arena_->get<float>(scalars);
   norm_workspace_ = arena_->get<char>(norm_workspace);
-  model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_);
+  if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
+  model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_, tp_);
   initialise_parameters();
   // Parameter gradients are written by the first micro-batch's backward and
   // added by the others (transformer.h): the Plan must run micro-batch 0's
@@ -86,11 +140,23 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   // The optimizer runs after the graph of the forward and backward (queue_step).
   if (tasks_.empty() || tasks_.back().kind != sim::TaskKind::kOptimizerStep)
     throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
-  if (options_.tune_gemms) tune_gemms();
+  if (dp_ != nullptr || tp_ != nullptr)
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+  if (dp_ != nullptr) {
+    const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
+    reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, bucket_ranges(buckets_), reduction);
+  }
+  // Not under tp: every tp rank computes the replicated tensors' gradients (the
+  // output layer's among them) and relies on computing them alike, so the ranks
+  // keep cuBLASLt's heuristic choice, which depends on the shapes only, instead
+  // of each timing its own.
+  if (options_.tune_gemms && tp_ == nullptr) tune_gemms();
 }
 
 void Trainer::queue_step(int step) {
-  if (!options_.use_cuda_graph || timer_.enabled()) {
+  // dp or tp > 1: the collectives meet the other ranks from the host (the
+  // in-process communicator) or join NCCL's queue; launched one by one for now.
+  if (!options_.use_cuda_graph || timer_.enabled() || dp_ != nullptr || tp_ != nullptr) {
     run_tasks(step);
     return;
   }
@@ -135,7 +201,9 @@ void Trainer::tune_gemms() {
   }
   upload(tokens, tokens);
   model_->set_tune_gemms(true);
+  reduce_gradients_ = false;  // the ranks time different products: no dp collectives
   run_tasks(0);
+  reduce_gradients_ = true;
   model_->set_tune_gemms(false);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   timer_.collect();  // the pass's task times are not a step's
@@ -154,6 +222,11 @@ void Trainer::zero_embedding_gradients() {
 
 Trainer::~Trainer() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
+  if (tp_ != nullptr) cudaStreamSynchronize(tp_->stream());
+  reducer_.reset();
+  sharded_.reset();
+  if (step_done_ != nullptr) cudaEventDestroy(step_done_);
   if (graph_ != nullptr) cudaGraphExecDestroy(graph_);
   if (stream_ != nullptr) {
     model_.reset();
@@ -162,20 +235,28 @@ Trainer::~Trainer() {
 }
 
 void Trainer::initialise_parameters() {
-  const std::size_t n = layout_.total_elements();
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(master_, 0, n * sizeof(float), stream_));  // padding too
+  const std::size_t n = elements_;
+  // The whole fp32 model: the master copy, or with a sharded one the gradient
+  // buffer as scratch, whose blocks the shard then takes.
+  float* full = sharded_ ? gradients_ : master_;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, n * sizeof(float), stream_));  // padding too
   const double scaled_std = options_.init_std / std::sqrt(2.0 * shape_.num_layers);
-  for (std::size_t i = 0; i < layout_.tensors().size(); ++i) {
+  const std::size_t tensors = layout_.tensors().size();
+  for (std::size_t i = 0; i < tensors; ++i) {
     const ParameterTensor& t = layout_.tensors()[i];
-    float* out = master_ + t.offset;
+    float* out = full + t.offset;
+    // Random streams by tensor; a tp rank's shard draws from a stream of its own
+    // (else the shards would start, and stay, equal). Replicated tensors, and
+    // one GPU, use the tensor's own.
+    const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
     switch (t.init) {
       case ParameterInit::kNormal:
         kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(options_.init_std),
-                             options_.seed, i, stream_);
+                             options_.seed, stream_id, stream_);
         break;
       case ParameterInit::kScaledNormal:
         kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(scaled_std), options_.seed,
-                             i, stream_);
+                             stream_id, stream_);
         break;
       case ParameterInit::kOnes:
         kernels::fill_constant(out, t.elements(), 1.0f, stream_);
@@ -184,11 +265,13 @@ void Trainer::initialise_parameters() {
         break;  // zeroed above
     }
   }
-  kernels::convert_to_bf16(weights_, master_, n, stream_);
+  kernels::convert_to_bf16(weights_, full, n, stream_);
+  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : n;
+  if (sharded_) sharded_->copy_to_shard(full, 0, n, master_, stream_);
   // Once: the padding between tensors is never written and the norm reads it.
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, n * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, n * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, n * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, master_elements * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, master_elements * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -198,22 +281,37 @@ void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::
     throw std::invalid_argument("Trainer: a step takes global_batch x seq = " +
                                 std::to_string(expected) + " inputs and targets");
   // Pageable copies: cudaMemcpyAsync stages them, and they are a few hundred KiB.
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens(), inputs.data(), expected * sizeof(std::int32_t),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets(), targets.data(),
-                                     expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+  if (dp_ == nullptr) {
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens(), inputs.data(), expected * sizeof(std::int32_t),
+                                       cudaMemcpyHostToDevice, stream_));
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets(), targets.data(),
+                                       expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  // Local micro-batch i is global micro-batch dp_rank + i·dp.
+  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  for (int i = 0; i < microbatches_; ++i) {
+    const std::size_t from = static_cast<std::size_t>(dp_rank_ + i * dp_size_) * per_mb;
+    const std::size_t to = static_cast<std::size_t>(i) * per_mb;
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens() + to, inputs.data() + from,
+                                       per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets() + to, targets.data() + from,
+                                       per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+  }
 }
 
 void Trainer::run_tasks(int step) {
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
-  for (const sim::Task& t : tasks_) {
+  for (std::size_t k = 0; k < tasks_.size(); ++k) {
+    const sim::Task& t = tasks_[k];
     if (timer_.enabled()) {
       task_name_.clear();
       sim::append_task_name(plan_, t, task_name_);
       timer_.begin(task_name_, stream_);
     }
     if (t.kind == sim::TaskKind::kOptimizerStep) {
+      if (reducer_ != nullptr && reduce_gradients_) reducer_->finish(stream_);
       if (step > 0) queue_optimizer(step);
       continue;
     }
@@ -238,22 +336,12 @@ void Trainer::run_tasks(int step) {
         throw std::logic_error("Trainer: the plan holds a task the engine does not run: " +
                                sim::task_name(plan_, t));
     }
+    if (reducer_ != nullptr && reduce_gradients_) reduce_buckets_ready_after(k);
   }
   timer_.end(stream_);
 }
 
 void Trainer::queue_optimizer(int step) {
-  // Global gradient norm and clip factor, all on the device; a non-finite norm
-  // makes the clip factor NaN and AdamW skip the update (kernels/grad_norm.h),
-  // so the step never waits for the host.
-  float* sum_squares = norm_scalars_;
-  float* norm = norm_scalars_ + 1;
-  float* scale = norm_scalars_ + 2;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
-  kernels::grad_sum_squares_accumulate(sum_squares, gradients_, layout_.total_elements(),
-                                       norm_workspace_, norm_workspace_bytes_, stream_);
-  kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
-                           stream_);
   kernels::AdamWStep s;
   s.learning_rate = static_cast<float>(options_.lr.at(step));
   s.beta1 = static_cast<float>(options_.optimizer.beta1);
@@ -261,6 +349,27 @@ void Trainer::queue_optimizer(int step) {
   s.eps = static_cast<float>(options_.optimizer.eps);
   s.step = step;
   s.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
+  if (sharded_) {
+    sharded_->queue_step({weights_, gradients_, master_, adam_m_, adam_v_, norm_scalars_, norm_workspace_,
+                          norm_workspace_bytes_},
+                         s, static_cast<float>(options_.optimizer.grad_clip), stream_);
+    return;
+  }
+  // Global gradient norm and clip factor, all on the device; a non-finite norm
+  // makes the clip factor NaN and AdamW skip the update (kernels/grad_norm.h),
+  // so the step never waits for the host.
+  float* sum_squares = norm_scalars_;
+  float* norm = norm_scalars_ + 1;
+  float* scale = norm_scalars_ + 2;
+  if (tp_ != nullptr) {
+    queue_tensor_parallel_sum_squares();
+  } else {
+    SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+    kernels::grad_sum_squares_accumulate(sum_squares, gradients_, layout_.total_elements(),
+                                         norm_workspace_, norm_workspace_bytes_, stream_);
+  }
+  kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
+                           stream_);
   const std::size_t decay = layout_.decay_elements();
   kernels::adamw_update(master_, weights_, adam_m_, adam_v_, gradients_, decay, s, scale, stream_);
   s.weight_decay = 0.0f;
@@ -269,7 +378,59 @@ void Trainer::queue_optimizer(int step) {
                         gradients_ + decay, rest, s, scale, stream_);
 }
 
+void Trainer::reduce_buckets_ready_after(std::size_t index) {
+  for (const int b : buckets_after_task_[index]) reducer_->bucket_ready(b, stream_);
+}
+
+double Trainer::gathered_mean_loss() {
+  const std::size_t local = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
+  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(dp_->stream(), step_done_, 0));
+  dp_->all_gather(model_->losses(), gathered_losses_, local, comm::DataType::kFp32);
+  std::vector<float> losses(local * static_cast<std::size_t>(dp_size_));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), gathered_losses_, losses.size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, dp_->stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(dp_->stream()));
+  // Block j holds rank j's micro-batches j, j+dp, ...: summed in global
+  // micro-batch order, the mean is the one a single rank computes.
+  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  double sum = 0;
+  for (int g = 0; g < microbatches_ * dp_size_; ++g) {
+    const float* mb = losses.data() + static_cast<std::size_t>(g % dp_size_) * local +
+                      static_cast<std::size_t>(g / dp_size_) * per_mb;
+    for (std::size_t i = 0; i < per_mb; ++i) sum += mb[i];
+  }
+  return sum / static_cast<double>(losses.size());
+}
+
+void Trainer::queue_tensor_parallel_sum_squares() {
+  // Rank 0 adds its shards and the replicated tensors, the others their shards;
+  // the sum over the tp group is then the whole model's (Megatron's
+  // clip_grad_norm counts a replicated parameter on one tp rank only).
+  float* sum_squares = norm_scalars_;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+  const bool replicated_here = tp_->rank() == 0;
+  for (const ParameterTensor& t : layout_.tensors())
+    if (t.split_over_tp || replicated_here)
+      kernels::grad_sum_squares_accumulate(sum_squares, gradients_ + t.offset, t.elements(), norm_workspace_,
+                                           norm_workspace_bytes_, stream_);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), step_done_, 0));
+  tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, tp_->stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, step_done_, 0));
+}
+
 double Trainer::read_results(double* grad_norm) {
+  if (dp_ != nullptr) {
+    float norm = 0;
+    if (grad_norm != nullptr)
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    const double loss = gathered_mean_loss();
+    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (grad_norm != nullptr) *grad_norm = norm;
+    return loss;
+  }
   const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
   std::vector<float> losses(n);
   float norm = 0;
@@ -315,9 +476,11 @@ void Trainer::set_parameter(const std::string& name, std::span<const float> valu
   if (values.size() != t.elements())
     throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) +
                                 " values for " + std::to_string(t.elements()) + " elements");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_ + t.offset, values.data(), values.size() * sizeof(float),
+  float* full = sharded_ ? gradients_ : master_;  // the tensor's whole fp32 values
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + t.offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
-  kernels::convert_to_bf16(weights_ + t.offset, master_ + t.offset, t.elements(), stream_);
+  kernels::convert_to_bf16(weights_ + t.offset, full + t.offset, t.elements(), stream_);
+  if (sharded_) sharded_->copy_to_shard(full, t.offset, t.elements(), master_, stream_);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -332,7 +495,27 @@ std::vector<float> download(const float* device, std::size_t n, cudaStream_t str
 
 std::vector<float> Trainer::master_parameter(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  return download(master_ + t.offset, t.elements(), stream_);
+  if (!sharded_) return download(master_ + t.offset, t.elements(), stream_);
+  const std::vector<float> shard = download(master_, sharded_->shard_elements(), stream_);
+  std::vector<float> values(t.elements(), std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t b = 0; b < sharded_->owned().size(); ++b) {
+    const data_parallel::GradientBucket& o = sharded_->owned()[b];
+    const std::size_t from = std::max(t.offset, o.begin);
+    const std::size_t to = std::min(t.offset + t.elements(), o.begin + o.elements);
+    for (std::size_t i = from; i < to; ++i) values[i - t.offset] = shard[sharded_->shard_offset(b) + (i - o.begin)];
+  }
+  return values;
+}
+
+std::vector<float> Trainer::weight(const std::string& name) const {
+  const ParameterTensor& t = layout_.find(name);
+  std::vector<Bf16> host(t.elements());
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), weights_ + t.offset, host.size() * sizeof(Bf16),
+                                     cudaMemcpyDeviceToHost, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<float> values(host.size());
+  for (std::size_t i = 0; i < host.size(); ++i) values[i] = kernels::to_float(host[i]);
+  return values;
 }
 
 std::vector<float> Trainer::gradient(const std::string& name) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/comm/communicator.h"
 #include "kernels/bias_gradient.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
@@ -118,10 +119,19 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
           kernels::kCublasLtWorkspaceBytes, plan);
 }
 
-Transformer::~Transformer() = default;
+Transformer::~Transformer() {
+  if (tp_ready_ != nullptr) cudaEventDestroy(tp_ready_);
+  if (tp_done_ != nullptr) cudaEventDestroy(tp_done_);
+}
 
 void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
-                       ParameterBuffers parameters, cudaStream_t stream) {
+                       ParameterBuffers parameters, cudaStream_t stream,
+                       comm::Communicator* tensor_parallel) {
+  if (tensor_parallel != nullptr && tensor_parallel->size() > 1) {
+    tp_ = tensor_parallel;
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&tp_ready_, cudaEventDisableTiming));
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&tp_done_, cudaEventDisableTiming));
+  }
   for (const auto& bind_one : binders_) bind_one(arena);
   if (!shape_.attention_padded()) {
     for (LayerActivations& a : layers_) {
@@ -275,6 +285,21 @@ void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, i
                               options);
 }
 
+void Transformer::tp_all_reduce(Bf16* data, std::size_t count) {
+  const bool own_stream = tp_->stream() != stream_;
+  if (own_stream) {
+    SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
+    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
+  }
+  tp_->all_reduce_sum(data, data, count, comm::DataType::kBf16);
+  if (own_stream) {
+    SEXTANT_CUDA_CHECK(cudaEventRecord(tp_done_, tp_->stream()));
+    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, tp_done_, 0));
+  }
+}
+
+bool Transformer::adds_replicated_terms() const { return tp_ == nullptr || tp_->rank() == 0; }
+
 bool Transformer::residual_biases_from_norms() const {
   return shape_.bias && shape_.hidden <= kernels::kNormBackwardMaxSummedCols;
 }
@@ -354,8 +379,12 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
   if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(), stream_);
   if (s.attention_padded()) split_qkv(a);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
-  linear_forward(a.mid, projection_input(a), w.proj_weight, w.proj_bias, s.q_width(), s.hidden,
-                 a.input);
+  // Row-parallel under tp: the partial products summed over the group, the
+  // bias and residual added by one rank.
+  const bool once = adds_replicated_terms();
+  linear_forward(a.mid, projection_input(a), w.proj_weight, once ? w.proj_bias : LayerTensors::kAbsent,
+                 s.q_width(), s.hidden, once ? a.input : nullptr);
+  if (tp_ != nullptr) tp_all_reduce(a.mid, to_size(s.tokens() * s.hidden));
 }
 
 void Transformer::mlp_forward(int layer, bool recompute) {
@@ -384,7 +413,10 @@ void Transformer::mlp_forward(int layer, bool recompute) {
   }
   if (recompute) return;  // the next layer's input is still stored
   Bf16* next = layer + 1 < s.num_layers ? layers_[to_size(layer + 1)].input : final_input_;
-  linear_forward(next, a.act, w.fc2_weight, w.fc2_bias, s.ffn_hidden, s.hidden, a.mid);
+  const bool once = adds_replicated_terms();  // row-parallel under tp, as proj
+  linear_forward(next, a.act, w.fc2_weight, once ? w.fc2_bias : LayerTensors::kAbsent, s.ffn_hidden,
+                 s.hidden, once ? a.mid : nullptr);
+  if (tp_ != nullptr) tp_all_reduce(next, to_size(s.tokens() * s.hidden));
 }
 
 void Transformer::output_forward(int mb, float loss_scale) {
@@ -426,6 +458,8 @@ void Transformer::mlp_backward(int layer) {
     kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
     linear_backward(scratch_, dfc1_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   }
+  // Column-parallel fc1 under tp: each rank's input gradient is a partial sum.
+  if (tp_ != nullptr) tp_all_reduce(scratch_, to_size(s.tokens() * s.hidden));
   // dx += the norm's input gradient: the residual stream's gradient before the MLP.
   norm_backward(dx_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd, dx_,
                 w.proj_bias);
@@ -463,6 +497,7 @@ void Transformer::attention_backward(int layer) {
   if (padded) merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  if (tp_ != nullptr) tp_all_reduce(scratch_, to_size(s.tokens() * s.hidden));  // column-parallel QKV
   const int below_fc2_bias = layer > 0 ? layout_->layer(layer - 1).fc2_bias : LayerTensors::kAbsent;
   norm_backward(dx_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd,
                 dx_, below_fc2_bias);

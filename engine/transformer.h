@@ -6,6 +6,18 @@
 // buffers of one DeviceArena: the layout is fixed at construction
 // (add_buffers) and nothing is allocated afterwards.
 //
+// Tensor parallelism (Shoeybi et al. 2019, Sec. 3, without sequence
+// parallelism): the shape is one rank's shard — heads, query groups and ffn
+// divided by tp — so QKV and fc1 are column-parallel and proj and fc2
+// row-parallel with no change to their GEMMs; the row-parallel outputs are
+// all-reduced over the tp group in the forward (rank 0's GEMM alone adds the
+// bias and the residual, so the sum counts them once), and the input
+// gradients of QKV and fc1 in the backward — four all-reduces of (T, h) per
+// layer, the same as engine/tensor_parallel's linears, done here because the
+// engine's GEMMs fuse bias, residual and GELU. Embeddings, norms and the
+// output layer are replicated (no vocabulary-parallel embedding or cross
+// entropy yet): every rank computes them in full, and their gradients agree.
+//
 // Conventions (kernels/): activations and their gradients are bf16 and
 // written (=); parameter gradients are fp32, written by the step's first
 // micro-batch and accumulated (+=) by the others (set_accumulate_gradients), so
@@ -46,7 +58,13 @@
 #include "kernels/stream.h"
 #include "sim/core/parallel_layout.h"
 
+struct CUevent_st;
+
 namespace sextant::engine {
+
+namespace comm {
+class Communicator;
+}
 
 using kernels::Bf16;
 
@@ -65,9 +83,11 @@ class Transformer {
               ArenaPlan& plan);
 
   /// Points the buffers into `arena` (made from the plan above) and the
-  /// parameters into `parameters`; before any task runs.
+  /// parameters into `parameters`; before any task runs. `tensor_parallel`:
+  /// the rank's tp group (null: one rank), the shape then being the rank's
+  /// shard (transformer_shape_of(model, layout)).
   void bind(const DeviceArena& arena, const ParameterLayout& layout, ParameterBuffers parameters,
-            cudaStream_t stream);
+            cudaStream_t stream, comm::Communicator* tensor_parallel = nullptr);
 
   // Tasks. `mb` is the micro-batch within the step; `layer` the layer index.
   void embedding_forward(int mb);
@@ -160,6 +180,12 @@ class Transformer {
   void linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
                        int bias_tensor, int in_width, int out_width, Bf16* gelu_input = nullptr);
   float gradient_beta() const { return accumulate_gradients_ ? 1.0f : 0.0f; }
+  /// Tensor parallelism (Shoeybi et al. 2019, Sec. 3): `data` (count bf16) summed
+  /// over the tp group in place, ordered with this stream's work.
+  void tp_all_reduce(Bf16* data, std::size_t count);
+  /// Whether this rank adds the terms a row-parallel product's all-reduce must
+  /// count once (its bias and the residual): rank 0 of the tp group.
+  bool adds_replicated_terms() const;
 
   TransformerShape shape_;
   sim::Recompute recompute_;
@@ -169,6 +195,9 @@ class Transformer {
   const ParameterLayout* layout_ = nullptr;
   ParameterBuffers params_;
   cudaStream_t stream_ = nullptr;
+  comm::Communicator* tp_ = nullptr;  // null or one rank: no tensor parallelism
+  CUevent_st* tp_ready_ = nullptr;    // cudaEvent_t: stream_ -> the tp stream
+  CUevent_st* tp_done_ = nullptr;     // the tp stream -> stream_
 
   std::vector<LayerActivations> layers_;
   Bf16* final_input_ = nullptr;  // (T, h): the last layer's output

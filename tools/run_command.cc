@@ -4,7 +4,10 @@
 #include <memory>
 #include <vector>
 #include <iostream>
+#include <optional>
 #include <ostream>
+#include <string_view>
+#include <utility>
 
 #include <filesystem>
 
@@ -36,6 +39,7 @@ struct RunArguments {
   std::string profile;       // empty: configs/profiles/measured/<gpu>.yaml, else <gpu>.yaml
   RunSettings settings;
   engine::launch::LaunchOptions launch;
+  int world_size = 1;  // ranks a launcher started (1: none)
 };
 
 // The profile --compare and --layout best predict with: --profile, or the
@@ -81,25 +85,55 @@ std::string best_layout(const RunArguments& a, const sim::ModelConfig& model,
   return spec;
 }
 
-// The layout: micro-batch, global batch and recompute; everything that needs
-// more than one GPU is refused by name.
-sim::ParallelLayout single_gpu_layout(const RunArguments& a, const std::string& layout) {
-  const sim::PartialLayout p = sim::parse_layout(layout);
-  auto one = [&](const std::optional<int>& knob, const char* name) {
+// Knobs the engine does not execute yet, and what they are.
+constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {
+    {"pp", "pipeline parallelism"}, {"vpp", "interleaved pipelining"},
+    {"cp", "context parallelism"}, {"ep", "expert parallelism"}, {"etp", "expert tensor parallelism"}};
+
+std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
+  if (name == "pp") return p.pp;
+  if (name == "vpp") return p.vpp;
+  if (name == "cp") return p.cp;
+  if (name == "ep") return p.ep;
+  return p.etp;
+}
+
+// Refuses, by name, a knob that needs model parallelism.
+void refuse_model_parallel(const sim::PartialLayout& p) {
+  for (const auto& [name, what] : kModelParallelKnobs) {
+    const std::optional<int> knob = knob_of(p, name);
     if (knob && *knob != 1)
       throw_option_error("--layout", name,
-          std::to_string(*knob) + ": `sextant run` trains on one GPU so far; " + name +
-              " must be 1 (or left out)");
-  };
-  one(p.tp, "tp");
-  one(p.pp, "pp");
-  one(p.vpp, "vpp");
-  one(p.dp, "dp");
-  one(p.cp, "cp");
-  one(p.ep, "ep");
-  one(p.etp, "etp");
-  if (p.zero && *p.zero != 0)
+          std::to_string(*knob) + ": `sextant run` trains data- and tensor-parallel layouts (dp, tp) "
+              "so far; " + what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
+  }
+  if (p.sp && *p.sp && p.tp.value_or(1) > 1)
+    throw_option_error("--layout", "sp",
+        "1: sequence parallelism is not executed yet (issue 13); tensor parallelism runs with sp=0");
+}
+
+// The layout: micro-batch, global batch, recompute and dp = the ranks a
+// launcher started; everything that needs model parallelism is refused by name.
+sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout) {
+  const sim::PartialLayout p = sim::parse_layout(layout);
+  refuse_model_parallel(p);
+  const int tp = p.tp.value_or(1);
+  if (p.dp && tp * *p.dp != a.world_size)
+    throw_option_error("--layout", "dp",
+        "tp·dp = " + std::to_string(tp * *p.dp) + " but this run has " + std::to_string(a.world_size) +
+            " rank(s): start tp·dp processes with --nproc-per-node " + std::to_string(tp * *p.dp) +
+            " (or a Slurm / mpirun job of that many tasks), or leave dp out to fill the ranks");
+  if (a.world_size % tp != 0)
+    throw_option_error("--layout", "tp",
+        std::to_string(tp) + ": this run has " + std::to_string(a.world_size) +
+            " rank(s), not a multiple of tp: start tp·dp processes (--nproc-per-node, Slurm or mpirun)");
+  const int dp = a.world_size / tp;
+  if (p.zero && *p.zero != 0 && dp == 1)
     throw_option_error("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
+  if (p.zero && *p.zero > 1)
+    throw_option_error("--layout", "zero",
+        std::to_string(*p.zero) + ": the engine executes zero=0 and zero=1 (dist_opt=1, the distributed "
+        "optimizer) so far; ZeRO-2/3 are not executed yet (issue 13); accepted: 0, 1");
   if (p.precision && *p.precision != sim::Precision::kBf16)
     throw_option_error("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
   if (p.attention && *p.attention != sim::AttentionKernel::kFlash)
@@ -109,10 +143,20 @@ sim::ParallelLayout single_gpu_layout(const RunArguments& a, const std::string& 
   if (a.global_batch > 0 && p.gbs && *p.gbs != a.global_batch)
     throw_option_error("--global-batch", "", "is " + std::to_string(a.global_batch) + " but --layout says gbs=" +
                                   std::to_string(*p.gbs));
-  l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs);
-  if (l.gbs % l.mbs != 0)
+  l.dp = dp;
+  l.tp = tp;
+  l.zero = p.zero.value_or(0);
+  if (tp > 1 && l.zero > 0)
+    throw_option_error("--layout", "zero", "the distributed optimizer with tp > 1 is not executed yet (issue 13); "
+                                           "use zero=0 with tp, or tp=1");
+  l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs * dp);
+  if (dp == 1 && l.gbs % l.mbs != 0)
     throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
                                " (one GPU: the step runs gbs / mbs micro-batches)");
+  if (l.gbs % (l.mbs * dp) != 0)
+    throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs·dp = " +
+                               std::to_string(l.mbs) + "·" + std::to_string(dp) +
+                               " (each data-parallel rank runs gbs / (mbs·dp) micro-batches)");
   l.recompute = p.recompute.value_or(sim::Recompute::kNone);
   l.sp = false;
   l.overlap_grad_reduce = false;
@@ -140,8 +184,16 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
     s.profile = run_profile(catalog, configs_dir, a.profile, s.cluster.gpu.name);
   }
   if (!s.report_dir.empty()) s.compare = true;
-  s.layout = single_gpu_layout(a, best ? best_layout(a, s.model, s.cluster, s.profile, s.layout_note)
-                                       : a.layout);
+  s.layout = run_layout(a, best ? best_layout(a, s.model, s.cluster, s.profile, s.layout_note)
+                                : a.layout);
+  // Tensor parallelism splits heads, query groups and the MLP (Shoeybi et al. 2019).
+  const int tp = s.layout.tp;
+  for (const auto& [count, key] : {std::pair{static_cast<std::int64_t>(s.model.num_attention_heads), "num_attention_heads"},
+                                   std::pair{static_cast<std::int64_t>(s.model.num_query_groups), "num_query_groups"},
+                                   std::pair{s.model.ffn_hidden_size, "ffn_hidden_size"}})
+    if (count % tp != 0)
+      throw_option_error("--layout", "tp", std::to_string(tp) + ": " + key + " (" + std::to_string(count) +
+                                               ") of model '" + s.model.name + "' must be a multiple of tp");
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")
@@ -172,33 +224,43 @@ std::unique_ptr<engine::data::TokenBatches> open_data(const RunSettings& s, int 
 
 // A process a launcher started (--nproc-per-node, Slurm, Open MPI): meet the
 // other ranks, join NCCL and split the parallel groups (rank 0 prints the rank
-// map), train on the rank's GPU. The engine trains a world of one so far.
+// map), train on the rank's GPU, data-parallel over the world. Layouts with
+// model parallelism stop every rank before they meet.
 struct LaunchedJob {
 #ifdef SEXTANT_HAVE_NCCL
   std::unique_ptr<engine::comm::JobCommunicators> communicators;
 #endif
+  int world_rank = 0;
 };
 
-LaunchedJob join_launched_job(RunArguments& a) {
-  const auto rank = engine::launch::rank_environment(engine::launch::process_environment());
-  if (!rank) return {};
-  const sim::ParallelLayout layout =
-      engine::launch::layout_for_world(sim::parse_layout(a.layout), rank->world_size);
+// The rank's place, and the job's layout checked before any GPU is touched:
+// every rank refuses a layout the same way, before they meet (and before a
+// build without NCCL says it cannot run several ranks).
+std::optional<engine::launch::RankEnvironment> launched_rank(RunArguments& a) {
+  auto rank = engine::launch::rank_environment(engine::launch::process_environment());
+  if (!rank) return rank;
+  const sim::PartialLayout spec = sim::parse_layout(a.layout);
+  engine::launch::layout_for_world(spec, rank->world_size);  // tp·cp·dp·pp must be the world
+  refuse_model_parallel(spec);
+  a.settings.device = rank->local_rank;
+  a.world_size = rank->world_size;
+  return rank;
+}
+
+LaunchedJob join_launched_job(const std::optional<engine::launch::RankEnvironment>& rank,
+                              const sim::ParallelLayout& layout) {
   LaunchedJob job;
+  if (!rank) return job;
+  job.world_rank = rank->rank;
 #ifdef SEXTANT_HAVE_NCCL
   job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
 #else
+  (void)layout;
   if (rank->world_size > 1)
     throw_option_error("WORLD_SIZE", "",
         std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
         "(libnccl and nccl.h), so it runs one rank only");
 #endif
-  if (rank->world_size > 1)
-    throw_option_error("--layout", "",
-        layout.to_spec() + ": the " + std::to_string(rank->world_size) +
-            " ranks met and their tp/cp/ep/dp/pp groups are ready, but the engine trains a "
-            "layout of one GPU so far (issue 13)");
-  a.settings.device = rank->local_rank;
   return job;
 }
 
@@ -228,19 +290,23 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "weights, AdamW, flash attention), printing loss, learning rate, gradient norm, step\n"
       "time, tokens/s, TFLOP/s, MFU and GPU memory, and at the end the memory the simulator\n"
       "predicts for the same model and layout. Ctrl-C (or SIGTERM) stops after the\n"
-      "current step, prints the summary and exits with code 130.\n\n"
+      "current step, prints the summary and exits with code 130. With --nproc-per-node N\n"
+      "(or under Slurm / mpirun) it trains data-parallel over the N ranks through NCCL.\n\n"
       "Examples:\n"
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=32 --data synthetic --steps 50\n"
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=8 --steps 12 --compare --report out/calib\n"
       "  sextant run --model gpt-1.3b --layout best --global-batch 64 --steps 20\n"
+      "  sextant run --nproc-per-node 8 --model gpt-1.3b --layout dp=8,mbs=4,gbs=64 --steps 50\n"
       "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus\n"
       "  sextant run --model gpt-350m --layout mbs=8,gbs=32 --data data/corpus_text_document \\\n"
       "      --steps 200 --lr 3e-4");
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
-                  "mbs (default 1), gbs (default mbs), recompute (none|selective|full); "
-                  "parallel knobs must be 1; or 'best': the search's first choice for the GPUs\n"
-                  "here and --global-batch");
+                  "mbs (default 1), gbs (default mbs·dp), recompute (none|selective|full), dp (the\n"
+                  "ranks started, e.g. by --nproc-per-node, over tp; default all), tp (tensor parallel,\n"
+                  "sp=0), zero (0, or 1: the distributed optimizer, with dp > 1 and tp = 1);\n"
+                  "pp, cp, ep must be 1; or 'best': the search's first choice for the GPUs here and\n"
+                  "--global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,
@@ -316,11 +382,19 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
             engine::launch::this_process_arguments(), engine::launch::this_executable(), out,
             std::cerr))
       return *code;
-    const LaunchedJob job = join_launched_job(*a);
+    const auto rank = launched_rank(*a);
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
     // Said before the engine starts (and where there is none): what `best` chose.
     if (!run.settings.layout_note.empty())
       (run.settings.format == "json" ? std::cerr : out) << run.settings.layout_note << "\n";
+    const LaunchedJob job = join_launched_job(rank, run.settings.layout);
+    run.world_rank = job.world_rank;
+#ifdef SEXTANT_HAVE_NCCL
+    if (job.communicators) {
+      run.data_parallel = job.communicators->groups.dp.get();
+      run.tensor_parallel = job.communicators->groups.tp.get();
+    }
+#endif
     return run_training(run, out);
   };
 }
@@ -334,7 +408,7 @@ PreparedRun prepare_run(const RunSettings& s) {
   PreparedRun run;
   run.settings = s;
   const int seq = static_cast<int>(s.model.seq_length);
-  run.shape = engine::transformer_shape_of(s.model, s.layout.mbs, seq);
+  run.shape = engine::transformer_shape_of(s.model, s.layout);  // the rank's shard under tp
   if (const auto problems = engine::transformer_shape_problems(run.shape, s.model); !problems.empty()) {
     std::vector<sim::Diagnostic> d;
     for (const std::string& p : problems) d.push_back({"--model", 0, 0, s.model.name, p});

@@ -1,5 +1,6 @@
-// What `sextant run` was asked to do, checked: the model, its single-GPU
-// layout and the training options. Built by run_command.cc without touching a
+// What `sextant run` was asked to do, checked: the model, its layout (one
+// GPU, or data-parallel over the ranks a launcher started) and the training
+// options. Built by run_command.cc without touching a
 // GPU (so bad input is rejected anywhere), executed by run_training.cc.
 #pragma once
 
@@ -16,11 +17,15 @@
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 
+namespace sextant::engine::comm {
+class Communicator;
+}
+
 namespace sextant::tools {
 
 struct RunSettings {
   sim::ModelConfig model;
-  sim::ParallelLayout layout;  // tp = pp = dp = cp = ep = 1
+  sim::ParallelLayout layout;  // pp = cp = ep = 1; tp·dp = the ranks started
   std::string data = "synthetic";  // or an indexed dataset prefix
   int steps = 100;
   double lr = 3e-4;
@@ -61,9 +66,14 @@ struct RunSettings {
 /// What the settings imply, derived and checked before any GPU is touched.
 struct PreparedRun {
   RunSettings settings;
-  engine::TransformerShape shape;
+  engine::TransformerShape shape;  // one rank's shard (heads, groups, ffn / tp)
   engine::LrSchedule lr;
   std::unique_ptr<engine::data::TokenBatches> data;
+  /// The rank's data- and tensor-parallel groups (owned by the launched job),
+  /// and its rank in the world: only rank 0 prints.
+  engine::comm::Communicator* data_parallel = nullptr;
+  engine::comm::Communicator* tensor_parallel = nullptr;  // when settings.layout.tp > 1
+  int world_rank = 0;
 };
 
 /// Throws sim::ConfigError (exit code 2) naming the option at fault: a model
@@ -72,7 +82,7 @@ struct PreparedRun {
 PreparedRun prepare_run(const RunSettings& settings);
 
 /// Trains as `run` says, printing progress to `out` (and, with --format
-/// json, one JSON object at the end). Returns the exit code: 0, or 130 when
+/// json, one JSON object at the end); a rank other than 0 prints nothing. Returns the exit code: 0, or 130 when
 /// interrupted by Ctrl-C (after printing what was done). Throws sim::ConfigError
 /// for bad input found late (no GPU, a dataset that does not fit the model).
 int run_training(PreparedRun& run, std::ostream& out);

@@ -1,5 +1,9 @@
 // `sextant run` on the GPU: the training loop around engine::Trainer, its
 // progress lines, the summary and the JSON. Built only with the CUDA toolkit.
+//
+// Data-parallel runs: every rank reads the whole global batch from the same
+// seeded data stream and the trainer takes its micro-batches from it; rank 0
+// prints, the others are silent; all ranks stop after the same step.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/comm/communicator.h"
 #include "engine/data/data_error.h"
 #include "engine/data/token_batches.h"
 #include "engine/model/lr_schedule.h"
@@ -88,6 +93,39 @@ std::size_t device_memory_in_use() {
   return total_bytes - free_bytes;
 }
 
+// Every rank stops after the same step, or the others would wait forever in
+// the next step's collectives: one rank's Ctrl-C or SIGTERM is summed over the
+// data-parallel group, then over the tensor-parallel one (so over the tp·dp
+// world), between steps (one float each, a few microseconds).
+class StopVote {
+ public:
+  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp) : groups_{dp, tp} {
+    if (dp != nullptr || tp != nullptr)
+      SEXTANT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(float)));
+  }
+  ~StopVote() {
+    if (flag_ != nullptr) cudaFree(flag_);
+  }
+  StopVote(const StopVote&) = delete;
+  StopVote& operator=(const StopVote&) = delete;
+
+  bool any_rank(bool mine) {
+    float votes = mine ? 1.0f : 0.0f;
+    for (engine::comm::Communicator* group : groups_) {
+      if (group == nullptr) continue;
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(flag_, &votes, sizeof(float), cudaMemcpyHostToDevice, group->stream()));
+      group->all_reduce_sum(flag_, flag_, 1, engine::comm::DataType::kFp32);
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&votes, flag_, sizeof(float), cudaMemcpyDeviceToHost, group->stream()));
+      group->synchronize(std::chrono::minutes(5));
+    }
+    return votes > 0;
+  }
+
+ private:
+  engine::comm::Communicator* groups_[2];
+  float* flag_ = nullptr;
+};
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -127,13 +165,23 @@ std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
 
 }  // namespace
 
-int run_training(PreparedRun& run, std::ostream& out) {
+int run_training(PreparedRun& run, std::ostream& rank_out) {
   const RunSettings& s = run.settings;
+  std::ostream silent(nullptr);  // ranks other than 0
+  std::ostream& out = run.world_rank == 0 ? rank_out : silent;
+  const int dp = s.layout.dp;
+  engine::comm::Communicator* const data_parallel = dp > 1 ? run.data_parallel : nullptr;
+  if (dp > 1 && data_parallel == nullptr)
+    throw std::logic_error("run_training: dp = " + std::to_string(dp) + " without a data-parallel group");
+  const int tp = s.layout.tp;
+  engine::comm::Communicator* const tensor_parallel = tp > 1 ? run.tensor_parallel : nullptr;
+  if (tp > 1 && tensor_parallel == nullptr)
+    throw std::logic_error("run_training: tp = " + std::to_string(tp) + " without a tensor-parallel group");
   const engine::TransformerShape& shape = run.shape;
   const engine::LrSchedule& lr = run.lr;
   engine::data::TokenBatches* data = run.data.get();
   const bool json = s.format == "json";
-  std::ostream& progress = json ? std::cerr : out;
+  std::ostream& progress = run.world_rank != 0 ? silent : json ? std::cerr : out;
   const int seq = shape.seq;
   // The engine has no dropout; the simulator is asked about the model it trains.
   sim::ModelConfig trained = s.model;
@@ -141,7 +189,9 @@ int run_training(PreparedRun& run, std::ostream& out) {
   trained.hidden_dropout = 0;
   trained.attention_dropout = 0;
   const sim::MemoryBreakdown predicted = sim::peak_memory_per_gpu(trained, s.layout);
+  // The whole global batch's FLOPs; each of the dp·tp GPUs does 1/(dp·tp) of them.
   const double model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
+  const double flops_per_gpu_per_step = model_flops_per_step / (static_cast<double>(dp) * tp);
   const Device device = open_device(s.device);
   const std::optional<sim::GpuConfig> gpu = gpu_preset(s, device);
 
@@ -156,9 +206,10 @@ int run_training(PreparedRun& run, std::ostream& out) {
   options.time_tasks = s.time_tasks;
   options.tune_gemms = s.tune_gemms;
   options.use_cuda_graph = s.use_cuda_graph;
+  options.distributed_optimizer = s.layout.zero >= 1;
   std::unique_ptr<engine::Trainer> trainer;
   try {
-    trainer = std::make_unique<engine::Trainer>(trained, shape, options);
+    trainer = std::make_unique<engine::Trainer>(trained, shape, options, data_parallel, tensor_parallel);
   } catch (const kernels::CudaError& e) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
       throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
@@ -169,20 +220,37 @@ int run_training(PreparedRun& run, std::ostream& out) {
 
   const std::size_t tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
   progress << "model: " << s.model.name << ", " << fixed(trainer->layout().parameter_count() / 1e9, 3)
-           << " B parameters; layout mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
+           << " B parameters" << (tp > 1 ? " on each rank (its tp shard)" : "") << "; layout "
+           << (tp > 1 ? "tp=" + std::to_string(tp) + ", " : "") << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
+           << "mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
            << ", recompute=" << sim::to_string(s.layout.recompute) << "; seq " << seq << "\n"
            << "device: " << device.name << " (" << sim::format_gib(device.memory_bytes) << ")"
            << (gpu ? ", peak bf16 " + fixed(gpu->peak_bf16_flops_per_s / 1e12, 1) + " TFLOP/s (" +
                          gpu->name + ")"
                    : ", no GPU preset matches: MFU not computed (give --gpu)")
            << "\n"
-           << "data: " << data->describe() << "\n"
+           << "data: " << data->describe()
+           << (dp > 1 ? " (each rank reads the global batch and trains micro-batches rank, rank+dp, ...)" : "")
+           << "\n"
            << "schedule: lr " << lr.max_lr << " -> " << lr.min_lr << ", warmup " << lr.warmup_steps
            << ", cosine to step " << lr.decay_steps << "; " << trainer->tasks_per_step()
            << " tasks per step\n";
   if (preset_has_dropout) progress << "note: the engine has no dropout; training with dropout 0\n";
   progress << "memory: arena " << sim::format_gib(trainer->arena_bytes(), 2)
            << "; the simulator predicts " << sim::format_gib(predicted.total(), 2) << "\n";
+  if (dp > 1)
+    progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
+             << " micro-batches each per step, gradients "
+             << (options.distributed_optimizer ? "reduce-scattered" : "summed") << " in "
+             << trainer->gradient_buckets().size() << " buckets overlapped with backward"
+             << (options.distributed_optimizer ? "; distributed optimizer: fp32 master weights and Adam "
+                                                 "moments sharded, bf16 weights all-gathered"
+                                               : "")
+             << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
+  if (tp > 1)
+    progress << "tensor parallel: " << tp << " ranks, each with 1/" << tp
+             << " of the heads and the MLP (QKV and fc1 column-, proj and fc2 row-parallel; no sequence "
+                "parallelism); embeddings, norms and the output layer replicated\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
@@ -198,7 +266,9 @@ int run_training(PreparedRun& run, std::ostream& out) {
   std::size_t peak_in_use = 0;
   int skipped = 0;
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
-  for (int i = 0; i < s.steps && !g_interrupted.load(); ++i) {
+  StopVote vote(data_parallel, tensor_parallel);
+  bool interrupted = false;
+  for (int i = 0; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
     try {
       data->next(inputs, targets);
     } catch (const engine::data::DataError& e) {
@@ -219,7 +289,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
       }
     }
     if ((i + 1) % s.log_interval == 0 || i + 1 == s.steps) {
-      const double tflops = model_flops_per_step / r.seconds / 1e12;
+      const double tflops = flops_per_gpu_per_step / r.seconds / 1e12;
       char line[200];
       std::snprintf(line, sizeof line, "%6d %9.4f %9.3e %10.3f %9.1f %10.0f %8.1f %6s %8.2f%s\n",
                     r.step, r.loss, r.lr, r.grad_norm, r.seconds * 1e3,
@@ -230,14 +300,15 @@ int run_training(PreparedRun& run, std::ostream& out) {
       progress.flush();
     }
   }
+  if (data_parallel == nullptr && tensor_parallel == nullptr)
+    interrupted = g_interrupted.load();  // a signal in the last step too
   std::signal(SIGINT, previous_sigint);
   std::signal(SIGTERM, previous_sigterm);
-  const bool interrupted = g_interrupted.load();
   const int done = static_cast<int>(losses.size());
 
   const double step_s = median(step_seconds);
   const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
-  const double tflops = step_s > 0 ? model_flops_per_step / step_s / 1e12 : 0;
+  const double tflops = step_s > 0 ? flops_per_gpu_per_step / step_s / 1e12 : 0;
   const double mfu = gpu && step_s > 0 ? tflops * 1e12 / gpu->peak_bf16_flops_per_s : 0;
   const auto arena = trainer->memory_plan().bytes_by_category();
   const std::size_t arena_bytes = trainer->arena_bytes();
@@ -280,7 +351,7 @@ int run_training(PreparedRun& run, std::ostream& out) {
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
+    j["layout"] = {{"tp", tp}, {"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))}};
     j["seq_length"] = seq;
     j["parameters"] = parameter_count;

@@ -35,6 +35,8 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
     l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
     l.fc1_weight = add(p + "fc1_weight", s.fc1_width(), h, true, ParameterInit::kNormal);
     l.fc2_weight = add(p + "fc2_weight", h, s.ffn_hidden, true, ParameterInit::kScaledNormal);
+    for (const int t : {l.qkv_weight, l.proj_weight, l.fc1_weight, l.fc2_weight})
+      tensors_[static_cast<std::size_t>(t)].split_over_tp = true;
   }
   lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
   for (int i = 0; i < s.num_layers; ++i) {
@@ -44,12 +46,14 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
     if (s.layernorm) l.norm1_beta = add(p + "norm1_beta", 1, h, false, ParameterInit::kZeros);
     if (s.bias) {
       l.qkv_bias = add(p + "qkv_bias", 1, s.qkv_width(), false, ParameterInit::kZeros);
+      tensors_[static_cast<std::size_t>(l.qkv_bias)].split_over_tp = true;
       l.proj_bias = add(p + "proj_bias", 1, h, false, ParameterInit::kZeros);
     }
     l.norm2_gamma = add(p + "norm2_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) l.norm2_beta = add(p + "norm2_beta", 1, h, false, ParameterInit::kZeros);
     if (s.bias) {
       l.fc1_bias = add(p + "fc1_bias", 1, s.fc1_width(), false, ParameterInit::kZeros);
+      tensors_[static_cast<std::size_t>(l.fc1_bias)].split_over_tp = true;
       l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
     }
   }

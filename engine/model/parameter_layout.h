@@ -42,6 +42,11 @@ struct ParameterTensor {
   std::size_t offset = 0;  // elements from the start of the flat buffers
   bool weight_decay = false;
   ParameterInit init = ParameterInit::kZeros;
+  /// Under tensor parallelism each rank holds a block of it (qkv and fc1
+  /// weights and biases by rows, proj and fc2 weights by columns; Shoeybi et
+  /// al. 2019); otherwise every rank holds all of it (embeddings, norms, the
+  /// biases added after the row-parallel all-reduce).
+  bool split_over_tp = false;
   std::size_t elements() const { return static_cast<std::size_t>(rows * cols); }
 };
 
@@ -70,6 +75,7 @@ class ParameterLayout {
   /// The tensor called `name`; throws std::out_of_range naming it when absent.
   const ParameterTensor& find(const std::string& name) const;
   const LayerTensors& layer(int i) const { return layers_.at(static_cast<std::size_t>(i)); }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
   int wte() const { return wte_; }
   int wpe() const { return wpe_; }  // kAbsent with rotary embeddings
   int final_norm_gamma() const { return final_norm_gamma_; }

@@ -12,6 +12,7 @@
 
 #include "kernels/bf16.h"
 #include "tests/engine/reference_model.h"
+#include "tests/engine/random_batch.h"
 #include "tests/kernels/gpu_test_support.h"
 
 namespace sextant::engine {
@@ -103,19 +104,8 @@ double relative_l2_error(const std::vector<float>& got, const std::vector<double
   return std::sqrt(diff / std::max(norm, 1e-300));
 }
 
-struct Batch {
-  std::vector<std::int32_t> inputs, targets;
-};
-
-Batch random_batch(std::mt19937_64& rng, int sequences, int seq, int vocab) {
-  std::uniform_int_distribution<std::int32_t> token(0, vocab - 1);
-  Batch b;
-  for (int i = 0; i < sequences * seq; ++i) {
-    b.inputs.push_back(token(rng));
-    b.targets.push_back(token(rng));
-  }
-  return b;
-}
+using testing::Batch;
+using testing::random_batch;
 
 struct GradientCase {
   const char* name;

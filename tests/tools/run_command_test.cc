@@ -16,10 +16,29 @@ using sextant::testing::TempDir;
 
 TEST(RunCommand, RefusesParallelLayoutsByName) {
   TempDir dir;
-  const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout tp=2,mbs=1");
+  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout pp=2,mbs=1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("tp: 2: `sextant run` trains on one GPU so far"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pp: 2: `sextant run` trains data- and tensor-parallel layouts (dp, tp) so far; "
+                       "pipeline parallelism is not executed yet (issue 13), so pp must be 1"),
+            std::string::npos) << r.err;
+  // tp=2 needs two processes; with them, sequence parallelism is refused.
+  r = run_sextant(dir, "run --model gpt-350m --layout tp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("tp: 2: this run has 1 rank(s), not a multiple of tp: start tp·dp processes"),
+            std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --layout tp=2,sp=1,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("sp: 1: sequence parallelism is not executed yet"), std::string::npos) << r.err;
+}
+
+TEST(RunCommand, DataParallelNeedsThatManyProcesses) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout dp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("dp: tp·dp = 2 but this run has 1 rank(s): start tp·dp processes with "
+                       "--nproc-per-node 2"),
+            std::string::npos) << r.err;
 }
 
 TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {

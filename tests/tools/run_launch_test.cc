@@ -33,5 +33,40 @@ TEST(RunLaunch, ALayoutThatDoesNotFitTheRanksStopsEveryRank) {
   EXPECT_NE(r.err.find("sextant run: rank "), std::string::npos) << r.err;
 }
 
+TEST(RunLaunch, ModelParallelLayoutsStopEveryRankBeforeTheyMeet) {
+  // 2 ranks, pp=2 (dp = 2/2 = 1): a layout the engine does not execute yet is refused by
+  // each rank before the rendezvous (so no GPU or NCCL is needed to say so).
+  TempDir dir;
+  CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout pp=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout: pp: 2: `sextant run` trains data- and tensor-parallel layouts (dp, "
+                       "tp) so far; pipeline parallelism is not executed yet (issue 13)"),
+            std::string::npos) << r.err;
+  // tp splits heads: gpt-350m's 16 heads do not split over 3 ranks.
+  r = run_sextant(dir, "run --nproc-per-node 3 --model gpt-350m --layout tp=3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout: tp: 3: num_attention_heads (16) of model 'gpt-350m' must be a multiple of tp"),
+            std::string::npos) << r.err;
+}
+
+TEST(RunLaunch, ADataParallelBatchTheRanksCannotShareIsRefused) {
+  // dp = 2 ranks, mbs 2: a global batch of 6 is 3 micro-batches, not 2 per rank.
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout mbs=2,gbs=6");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("gbs: 6 is not a multiple of mbs·dp = 2·2 (each data-parallel rank runs "
+                       "gbs / (mbs·dp) micro-batches)"),
+            std::string::npos) << r.err;
+}
+
+TEST(RunLaunch, ZeroStagesBeyondTheDistributedOptimizerAreRefused) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout dp=2,zero=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("zero: 2: the engine executes zero=0 and zero=1 (dist_opt=1, the distributed "
+                       "optimizer) so far"),
+            std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace sextant::tools

@@ -113,5 +113,21 @@ TEST(TransformerShape, ReadsPresetsAndNamesWhatTheEngineCannotRun) {
   EXPECT_EQ(l.qkv_width(), (32 + 2 * 8) * 128);
 }
 
+TEST(ParameterLayout, NamesTheTensorsTensorParallelismSplits) {
+  // Shoeybi et al. 2019: QKV and fc1 split by rows (weights and biases), proj and
+  // fc2 by columns; their biases added after the all-reduce, the norms and the
+  // embeddings replicated. GPT-1.3B: 4 split weights + 2 split biases per layer.
+  const ParameterLayout layout(gpt_1_3b());
+  int split = 0;
+  for (const ParameterTensor& t : layout.tensors()) split += t.split_over_tp ? 1 : 0;
+  EXPECT_EQ(split, 24 * 6);
+  for (const char* name : {"layers.0.qkv_weight", "layers.0.qkv_bias", "layers.5.proj_weight",
+                           "layers.5.fc1_weight", "layers.5.fc1_bias", "layers.23.fc2_weight"})
+    EXPECT_TRUE(layout.find(name).split_over_tp) << name;
+  for (const char* name : {"wte", "wpe", "layers.0.norm1_gamma", "layers.0.proj_bias", "layers.0.fc2_bias",
+                           "final_norm_beta"})
+    EXPECT_FALSE(layout.find(name).split_over_tp) << name;
+}
+
 }  // namespace
 }  // namespace sextant::engine

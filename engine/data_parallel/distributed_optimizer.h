@@ -1,0 +1,93 @@
+// The distributed optimizer (ZeRO stage 1; Rajbhandari et al. 2020, Sec. 5.1;
+// Megatron-Core's --use-distributed-optimizer): each of the dp ranks keeps the
+// fp32 master weights and Adam moments of one block of every gradient bucket
+// only — 12/dp bytes per parameter instead of 12 — updates that block from
+// its reduce-scattered gradients, and the bf16 weights are all-gathered so
+// every rank has the whole model for the next forward.
+//
+// Buffers: the bf16 weights and fp32 gradients are the flat full-length ones
+// (engine/model/parameter_layout.h); the shard (master, m, v) holds rank r's
+// block of bucket 0, then of bucket 1, ... back to back. Bucket b's block is
+// [begin + r·elements/dp, +elements/dp) (GradientReducer::owned).
+//
+// The gradient norm for clipping is the global one: each rank sums the
+// squares of its blocks, and the sums are all-reduced over the group. Weight
+// decay applies to [0, decay_elements) only (the layout's decayed tensors),
+// so a block crossing that boundary is updated in two parts.
+//
+// Not thread-safe; one per rank.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/data_parallel/gradient_reducer.h"
+#include "kernels/adamw.h"
+#include "kernels/bf16.h"
+
+struct CUevent_st;
+
+namespace sextant::engine::data_parallel {
+
+/// What the optimizer reads and writes, all on the device.
+struct ShardedOptimizerBuffers {
+  kernels::Bf16* weights = nullptr;  // full length
+  float* gradients = nullptr;        // full length; this rank's blocks hold the group's sum
+  float* master = nullptr;           // shard_elements()
+  float* adam_m = nullptr;
+  float* adam_v = nullptr;
+  float* scalars = nullptr;          // 3 floats: sum of squares, norm, clip scale
+  void* norm_workspace = nullptr;
+  std::size_t norm_workspace_bytes = 0;
+};
+
+class DistributedOptimizer {
+ public:
+  /// The factor every bucket's size must be a multiple of for `dp` ranks: each
+  /// rank's block then starts 16 bytes aligned in bf16 (8 elements), as the
+  /// kernels and NCCL's fast paths want.
+  static std::size_t bucket_multiple(int dp) { return 8 * static_cast<std::size_t>(dp); }
+
+  /// `buckets`: the reducer's, each a multiple of bucket_multiple(dp.size())
+  /// (std::invalid_argument otherwise). `dp` should have a stream of its own.
+  DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
+                       std::size_t decay_elements);
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  std::size_t shard_elements() const { return shard_elements_; }
+  /// This rank's block of each bucket, and where it starts in the shard.
+  const std::vector<GradientBucket>& owned() const { return owned_; }
+  std::size_t shard_offset(std::size_t bucket) const { return shard_offset_.at(bucket); }
+
+  /// Copies the elements of [begin, begin + count) of a full-length fp32
+  /// buffer that this rank owns into their places in `shard`.
+  void copy_to_shard(const float* full, std::size_t begin, std::size_t count, float* shard,
+                     cudaStream_t stream) const;
+
+  /// Queues on `compute` (after the gradients' reduce-scatter): the global
+  /// gradient norm into scalars[1] and the clip factor (grad_clip <= 0: none)
+  /// into scalars[2], AdamW on this rank's blocks, and the all-gather of every
+  /// bucket's bf16 weights; `compute` waits for the gathers. `step` carries the
+  /// learning rate and its weight decay, applied to the decayed range.
+  void queue_step(const ShardedOptimizerBuffers& b, const kernels::AdamWStep& step, float grad_clip,
+                  cudaStream_t compute);
+
+ private:
+  // `dp`'s stream waits for the work queued on `from` so far.
+  void dp_waits_for(cudaStream_t from);
+  void waits_for_dp(cudaStream_t compute);
+
+  comm::Communicator& dp_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<GradientBucket> owned_;          // this rank's block of each bucket
+  std::vector<std::size_t> shard_offset_;      // of each owned block in the shard
+  std::size_t shard_elements_ = 0;
+  std::size_t decay_elements_ = 0;
+  CUevent_st* to_dp_ = nullptr;    // cudaEvent_t
+  CUevent_st* from_dp_ = nullptr;
+};
+
+}  // namespace sextant::engine::data_parallel

@@ -1,0 +1,89 @@
+#include "engine/model/gradient_bucket_plan.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace sextant::engine {
+
+namespace {
+
+// The task, of the last micro-batch, after which a tensor's gradient is final.
+struct FinalWrite {
+  sim::Block block = sim::Block::kNone;
+  int layer = sim::kNoIndex;
+};
+
+std::vector<FinalWrite> final_writes(const ParameterLayout& layout) {
+  std::vector<FinalWrite> writes(layout.tensors().size());
+  auto set = [&](int tensor, sim::Block block, int layer) {
+    if (tensor != LayerTensors::kAbsent) writes[static_cast<std::size_t>(tensor)] = {block, layer};
+  };
+  for (int l = 0; l < layout.num_layers(); ++l) {
+    const LayerTensors& t = layout.layer(l);
+    for (const int tensor : {t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight,
+                             t.proj_bias, t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias,
+                             t.fc2_weight, t.fc2_bias})
+      set(tensor, sim::Block::kAttention, l);
+  }
+  set(layout.final_norm_gamma(), sim::Block::kOutput, sim::kNoIndex);
+  set(layout.final_norm_beta(), sim::Block::kOutput, sim::kNoIndex);
+  set(layout.lm_head(), sim::Block::kOutput, sim::kNoIndex);
+  // After lm_head: a tied wte's last write is the embedding's backward.
+  set(layout.wte(), sim::Block::kEmbedding, sim::kNoIndex);
+  set(layout.wpe(), sim::Block::kEmbedding, sim::kNoIndex);
+  return writes;
+}
+
+}  // namespace
+
+std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
+                                                       std::span<const sim::Task> tasks,
+                                                       std::size_t bucket_elements,
+                                                       std::size_t multiple) {
+  if (multiple == 0) throw std::invalid_argument("plan_gradient_buckets: multiple must be at least 1");
+  const std::vector<ParameterTensor>& tensors = layout.tensors();
+  const std::vector<FinalWrite> writes = final_writes(layout);
+  int last_microbatch = sim::kNoIndex;
+  for (const sim::Task& t : tasks) last_microbatch = std::max(last_microbatch, static_cast<int>(t.microbatch));
+
+  // The index of each tensor's final write among `tasks`.
+  std::vector<std::size_t> ready(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const FinalWrite w = writes[i];
+    bool found = false;
+    for (std::size_t k = 0; k < tasks.size(); ++k) {
+      const sim::Task& t = tasks[k];
+      if (t.kind == sim::TaskKind::kCompute && t.pass == sim::Pass::kBackward && t.block == w.block &&
+          t.microbatch == last_microbatch && (w.layer == sim::kNoIndex || t.layer == w.layer)) {
+        ready[i] = k;
+        found = true;
+      }
+    }
+    if (!found || w.block == sim::Block::kNone)
+      throw std::logic_error("plan_gradient_buckets: no backward task of micro-batch " +
+                             std::to_string(last_microbatch) + " writes the gradient of " + tensors[i].name);
+  }
+
+  std::vector<GradientBucketRange> buckets;
+  GradientBucketRange current;
+  bool open = false;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!open) {
+      current = {tensors[i].offset, 0, ready[i]};
+      open = true;
+    }
+    current.ready_after = std::max(current.ready_after, ready[i]);
+    const bool last = i + 1 == tensors.size();
+    const std::size_t end = last ? (layout.total_elements() + multiple - 1) / multiple * multiple
+                                 : tensors[i + 1].offset;
+    current.elements = end - current.begin;
+    if ((current.elements >= bucket_elements && end % multiple == 0) || last) {
+      buckets.push_back(current);
+      open = false;
+    }
+  }
+  return buckets;
+}
+
+}  // namespace sextant::engine

@@ -1,0 +1,54 @@
+// Which ranges of the flat gradient buffer are reduced together over the
+// data-parallel group, and after which of a step's tasks each is complete.
+//
+// Buckets are contiguous ranges of the engine's flat buffers
+// (parameter_layout.h), cut at tensor boundaries once a bucket holds
+// `bucket_elements` (Megatron-Core's DDP cuts its buckets at parameter
+// boundaries too, 40M parameters by default: sim/plan/gradient_buckets.h).
+// Together they cover the whole buffer, padding included, so the reduced
+// buffer is the same on every rank.
+//
+// A tensor's gradient is final after the last micro-batch's backward task
+// that writes it: the embedding tables after the embedding's backward (a tied
+// wte is written by the output layer's backward first), the final norm and an
+// untied output layer after the output block's backward, every tensor of
+// layer L after layer L's attention backward — the last of that layer's
+// backward tasks, and after the tasks that sum its residual-stream biases
+// (proj's in layer L's MLP backward, fc2's in layer L+1's attention backward
+// or the output block's; transformer.h). A bucket is ready after the latest
+// of its tensors', so backward's later buckets reduce while it computes the
+// earlier layers (PyTorch DDP, Li et al. 2020, Sec. 3.2.3).
+//
+// Plain C++: tested on the CPU.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "engine/model/parameter_layout.h"
+#include "sim/plan/task.h"
+
+namespace sextant::engine {
+
+struct GradientBucketRange {
+  std::size_t begin = 0;     // first element in the flat buffers
+  std::size_t elements = 0;
+  std::size_t ready_after = 0;  // index into the step's tasks
+};
+
+/// Buckets of at least `bucket_elements` (the last one may be smaller; a
+/// larger tensor is a bucket of its own), in buffer order. `tasks`: one rank's
+/// tasks of a step in issue order, as the trainer runs them (compute tasks and
+/// the optimizer step). `multiple`: every bucket's size is a multiple of it
+/// (a distributed optimizer's 8·dp, so each rank's block of a bucket is
+/// 16-byte aligned in bf16): a bucket closes only at a tensor offset that is
+/// one, and the last ends at total_elements() rounded up to one — past the
+/// layout's buffers, which the caller allocates that long. Throws
+/// std::logic_error when a tensor's last backward task is not among `tasks`.
+std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
+                                                       std::span<const sim::Task> tasks,
+                                                       std::size_t bucket_elements,
+                                                       std::size_t multiple = 1);
+
+}  // namespace sextant::engine

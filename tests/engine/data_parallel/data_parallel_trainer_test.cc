@@ -1,0 +1,231 @@
+// Data-parallel training on one GPU: two trainers on the in-process
+// communicator (two threads), each running half the micro-batches of the
+// global batch, against one trainer running all of them. Skips without a GPU
+// (fails instead under SEXTANT_REQUIRE_GPU=1).
+//
+// Tolerances, and why:
+// - Loss of the first forward: the same kernels on the same weights and
+//   tokens give the same per-token losses, and the trainer sums them in the
+//   single rank's order, so only a different cuBLASLt algorithm could move it
+//   (GEMM tuning is off: the heuristic sees the same shapes). 1e-6 relative.
+// - Gradients: one rank adds micro-batches ((0 + 1) + 2) + 3 in fp32 (GEMMs
+//   with beta = 1), two ranks (0 + 2) + (1 + 3): a reassociation of fp32 sums
+//   (2^-24 relative each); on top, flash attention sums dQ with fp32 atomics
+//   in any order, so even one rank's gradients move by up to ~1e-3 relative
+//   L2 between runs (trainer_test.cc, FullRecomputation...). 2e-3 relative L2
+//   per tensor. A rank that took the wrong micro-batches, a missing or doubled
+//   reduction, or a bucket reduced before its last write gives errors of order 1.
+// - After 3 AdamW steps: Adam divides each update by its running RMS, so a
+//   gradient error moves an update by about the same relative amount — except
+//   where an element's gradient is within that error of zero: there Adam's
+//   first steps (m/sqrt(v) = sign(g)) can flip its update, by up to 2·lr a
+//   step. For roughly normal gradients with ~1e-3 relative noise that is
+//   ~1e-3 of the elements, so: at most 1 % of all elements may end with a
+//   3-step weight change differing by more than lr/10 from the one rank's
+//   (an unreduced or wrongly sharded gradient flips the sign of a quarter or
+//   more of the first updates; a wrongly scaled one, which Adam hides, fails
+//   the gradient and norm checks); the losses of steps 2 and 3 within 1e-4
+//   relative (a few flipped updates of lr move them by far less), the
+//   gradient norms 2e-3.
+// - The two ranks' weights are bit-identical: both add the same reduced
+//   gradients (the in-process all-reduce gives every rank the rank-order sum),
+//   or, with the distributed optimizer, both receive the same all-gathered ones.
+// - Distributed optimizer (ZeRO-1): the same bounds for the group's view —
+//   each element's master weight and gradient from the rank that owns it
+//   (exactly one rank must); the norm's sum of squares is added in another
+//   order (fp32, ~1e-7).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <random>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/trainer.h"
+#include "tests/engine/comm/comm_test_support.h"
+#include "tests/engine/random_batch.h"
+#include "tests/engine/small_models.h"
+#include "tests/kernels/gpu_test_support.h"
+
+namespace sextant::engine {
+namespace {
+
+// GPT: two heads; Llama: two query heads sharing one key/value head (GQA).
+sim::ModelConfig small_model(bool llama) {
+  return llama ? testing::small_model("dp-llama", true, 2, 1) : testing::small_model("dp-gpt", false, 2, 2);
+}
+
+using testing::Batch;
+using testing::random_batch;
+using testing::relative_l2_error;
+
+// mbs 1, gbs 4: one rank runs micro-batches 0-3, two ranks 0, 2 and 1, 3.
+// Buckets of 10,000 elements: the GPT's ~0.4M parameters make ~40 of them,
+// reduced while backward still runs.
+TrainerOptions options_for_test(std::uint64_t seed) {
+  TrainerOptions o = testing::three_step_options(4);
+  o.seed = seed;
+  o.bucket_elements = 10'000;
+  return o;
+}
+
+struct RunResult {
+  std::vector<double> losses, grad_norms;
+  std::vector<std::vector<float>> gradients;  // after forward_backward, by tensor
+  std::vector<std::vector<float>> initial, final;  // master weights, by tensor (NaN: another rank's)
+  std::vector<std::vector<float>> weights;  // bf16 weights after the steps
+  int buckets = 0;
+  int local_microbatches = 0;
+};
+
+// forward_backward on `batches[0]`, then one step on each batch.
+void run(Trainer& trainer, const std::vector<Batch>& batches, RunResult& out) {
+  for (const ParameterTensor& t : trainer.layout().tensors()) out.initial.push_back(trainer.master_parameter(t.name));
+  out.losses.push_back(trainer.forward_backward(batches[0].inputs, batches[0].targets));
+  for (const ParameterTensor& t : trainer.layout().tensors()) out.gradients.push_back(trainer.gradient(t.name));
+  for (const Batch& b : batches) {
+    const StepResult r = trainer.step(b.inputs, b.targets);
+    out.losses.push_back(r.loss);
+    out.grad_norms.push_back(r.grad_norm);
+  }
+  for (const ParameterTensor& t : trainer.layout().tensors()) {
+    out.final.push_back(trainer.master_parameter(t.name));
+    out.weights.push_back(trainer.weight(t.name));
+  }
+  out.buckets = static_cast<int>(trainer.gradient_buckets().size());
+  out.local_microbatches = trainer.local_microbatches();
+}
+
+// The group's view under the distributed optimizer: every element's master
+// weight and gradient from the one rank that holds its master copy.
+RunResult owners_view(const std::vector<RunResult>& ranks) {
+  RunResult view = ranks[0];
+  for (std::size_t t = 0; t < view.initial.size(); ++t) {
+    for (std::size_t i = 0; i < view.initial[t].size(); ++i) {
+      int owners = 0;
+      for (const RunResult& r : ranks) {
+        if (std::isnan(r.initial[t][i])) continue;
+        ++owners;
+        view.initial[t][i] = r.initial[t][i];
+        view.final[t][i] = r.final[t][i];
+        view.gradients[t][i] = r.gradients[t][i];
+      }
+      EXPECT_EQ(owners, 1) << "tensor " << t << ", element " << i;
+      if (owners != 1) return view;
+    }
+  }
+  return view;
+}
+
+struct DataParallelCase {
+  bool llama;
+  bool distributed_optimizer;
+};
+
+class DataParallelTrainerTest : public kernels::testing::GpuTestWithParam<DataParallelCase> {};
+
+TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
+  const sim::ModelConfig model = small_model(GetParam().llama);
+  const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
+  ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
+  TrainerOptions options = options_for_test(rng()());
+  std::vector<Batch> batches;
+  for (int i = 0; i < 3; ++i) batches.push_back(random_batch(rng(), 4, shape.seq, shape.vocab));
+
+  RunResult single;
+  {
+    Trainer trainer(model, shape, options);
+    run(trainer, batches, single);
+  }
+  options.distributed_optimizer = GetParam().distributed_optimizer;
+  std::vector<RunResult> ranks(2);
+  comm::testing::run_in_process(2, [&](int r, comm::Communicator& dp) {
+    Trainer trainer(model, shape, options, &dp);
+    run(trainer, batches, ranks[static_cast<std::size_t>(r)]);
+  });
+  for (std::size_t t = 0; t < single.gradients.size(); ++t)
+    EXPECT_EQ(ranks[0].weights[t], ranks[1].weights[t]) << "tensor " << t;
+  EXPECT_EQ(ranks[0].losses, ranks[1].losses);
+  EXPECT_EQ(ranks[0].grad_norms, ranks[1].grad_norms);
+  // What is compared with the single rank: each rank's own copy, or the owners'.
+  const std::vector<RunResult> views =
+      options.distributed_optimizer ? std::vector<RunResult>{owners_view(ranks)} : ranks;
+
+  // 4 micro-batches over 2 ranks: 2 each; the buckets tile the buffer.
+  EXPECT_EQ(ranks[0].local_microbatches, 2);
+  EXPECT_GT(ranks[0].buckets, 3);
+  const std::size_t tensors = single.gradients.size();
+  double worst_gradient = 0, worst_update = 0;
+  const double lr = options.lr.max_lr;
+  std::size_t elements = 0, moved = 0;
+  for (const RunResult& r : views) {
+    EXPECT_NEAR(r.losses[0], single.losses[0], 1e-6 * single.losses[0]);
+    EXPECT_NEAR(r.losses[1], single.losses[1], 1e-6 * single.losses[1]);  // step 1: same weights
+    for (int s = 2; s <= 3; ++s)
+      EXPECT_NEAR(r.losses[static_cast<std::size_t>(s)], single.losses[static_cast<std::size_t>(s)],
+                  1e-4 * single.losses[static_cast<std::size_t>(s)]) << "step " << s;
+    for (int s = 0; s < 3; ++s)
+      EXPECT_NEAR(r.grad_norms[static_cast<std::size_t>(s)], single.grad_norms[static_cast<std::size_t>(s)],
+                  2e-3 * single.grad_norms[static_cast<std::size_t>(s)]) << "step " << s + 1;
+    ASSERT_EQ(r.gradients.size(), tensors);
+    for (std::size_t t = 0; t < tensors; ++t) {
+      const double g = relative_l2_error(r.gradients[t], single.gradients[t]);
+      EXPECT_LT(g, 2e-3) << "tensor " << t;
+      worst_gradient = std::max(worst_gradient, g);
+      std::vector<float> got(r.final[t].size()), want(got.size());
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        got[i] = r.final[t][i] - r.initial[t][i];
+        want[i] = single.final[t][i] - single.initial[t][i];
+      }
+      const double u = relative_l2_error(got, want);  // printed; one flip dominates a small tensor's
+      worst_update = std::max(worst_update, u);
+      for (std::size_t i = 0; i < got.size(); ++i) moved += std::abs(got[i] - want[i]) > 0.1 * lr ? 1 : 0;
+      elements += got.size();
+    }
+  }
+  EXPECT_LE(static_cast<double>(moved), 1e-2 * static_cast<double>(elements))
+      << moved << " of " << elements << " weights moved by more than lr/10 from the one-rank run";
+  for (std::size_t t = 0; t < tensors && !options.distributed_optimizer; ++t) {
+    EXPECT_EQ(ranks[0].gradients[t], ranks[1].gradients[t]) << "tensor " << t;
+    EXPECT_EQ(ranks[0].final[t], ranks[1].final[t]) << "tensor " << t;
+  }
+  std::cout << "  " << model.name << (options.distributed_optimizer ? " (distributed optimizer)" : "") << ": " << ranks[0].buckets << " buckets; losses one rank "
+            << single.losses[1] << ", " << single.losses[2] << ", " << single.losses[3] << " vs dp=2 "
+            << ranks[0].losses[1] << ", " << ranks[0].losses[2] << ", " << ranks[0].losses[3]
+            << "; worst gradient relative L2 error " << worst_gradient
+            << ", worst 3-step update error " << worst_update << ", " << moved << " of " << elements
+            << " weights moved by more than lr/10\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, DataParallelTrainerTest,
+                         ::testing::Values(DataParallelCase{false, false}, DataParallelCase{true, false},
+                                           DataParallelCase{false, true}, DataParallelCase{true, true}),
+                         [](const ::testing::TestParamInfo<DataParallelCase>& info) {
+                           return std::string(info.param.llama ? "llama" : "gpt") +
+                                  (info.param.distributed_optimizer ? "_distributed_optimizer" : "");
+                         });
+
+class DataParallelTrainerBatchTest : public kernels::testing::GpuTest {};
+
+TEST_F(DataParallelTrainerBatchTest, RefusesABatchTheRanksCannotShare) {
+  const sim::ModelConfig model = small_model(false);
+  const TransformerShape shape = transformer_shape_of(model, 2, static_cast<int>(model.seq_length));
+  TrainerOptions options = options_for_test(1);
+  options.micro_batch = 2;
+  options.global_batch = 6;  // 3 micro-batches of 2: not a multiple of 2 ranks
+  comm::testing::run_in_process(2, [&](int, comm::Communicator& dp) {
+    try {
+      Trainer trainer(model, shape, options, &dp);
+      ADD_FAILURE() << "a global batch of 6 at mbs 2 over 2 ranks was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("(6) must be a multiple of the micro-batch (2) times the "
+                                           "data-parallel ranks (2)"),
+                std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace sextant::engine
