@@ -116,8 +116,8 @@ CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common
   auto o = std::make_shared<FitOptions>();
   CLI::App* cmd = app.add_subcommand(
       "fit-profile",
-      "Fit a measured profile's free parameters (compute_time_factor, memory_time_factor,\n"
-      "step_overhead_s, microbatch_overhead_s) on engine runs, by weighted least squares, and write the\n"
+      "Fit a measured profile's free parameters (compute_time_factor, step_overhead_s,\n"
+      "microbatch_overhead_s) on engine runs, by weighted least squares, and write the\n"
       "profile with its `fit:` block (the residual sd gives every prediction a 90 % interval).\n\n"
       "Example:\n"
       "  for l in mbs=1,gbs=8 mbs=4,gbs=8 ...; do\n"

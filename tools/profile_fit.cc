@@ -17,10 +17,8 @@ double predicted_step_s(const sim::ModelConfig& model, const sim::ClusterConfig&
   return sim::simulate_analytic(model, cluster, profile, layout).step_time_s;
 }
 
-sim::CostProfile with_parameters(sim::CostProfile p, double compute_factor, double memory_factor,
-                                 double step_s, double microbatch_s) {
-  p.fit = sim::ProfileFit{"", {{std::string(sim::kFitComputeTimeFactor), compute_factor},
-                               {std::string(sim::kFitMemoryTimeFactor), memory_factor},
+sim::CostProfile with_parameters(sim::CostProfile p, double factor, double step_s, double microbatch_s) {
+  p.fit = sim::ProfileFit{"", {{std::string(sim::kFitComputeTimeFactor), factor},
                                {std::string(sim::kFitStepOverhead), step_s},
                                {std::string(sim::kFitMicrobatchOverhead), microbatch_s}}, 0, 0};
   return p;
@@ -42,10 +40,9 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
     throw sim::ConfigError({{"--runs", 0, 0, "",
                              std::to_string(n) + " run(s) found; the fit needs at least 3 "
                              "(`sextant run --compare --format json` outputs, one per file)"}});
-  const sim::CostProfile compute_only = with_parameters(profile, 1, 0, 0, 0);
-  const sim::CostProfile memory_only = with_parameters(profile, 0, 1, 0, 0);
-  const sim::CostProfile unscaled = with_parameters(profile, 0, 0, 0, 0);
-  Eigen::MatrixXd x(n, 4);
+  const sim::CostProfile neutral = with_parameters(profile, 1, 0, 0);
+  const sim::CostProfile unscaled = with_parameters(profile, 0, 0, 0);
+  Eigen::MatrixXd x(n, 3);
   Eigen::VectorXd y(n), weight(n);
   std::vector<sim::ModelConfig> models;
   bool microbatches_vary = false;
@@ -55,52 +52,43 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
     m.seq_length = r.seq_length;
     m.hidden_dropout = m.attention_dropout = 0;  // the engine has no dropout
     const double u = predicted_step_s(m, cluster, unscaled, r.parallel_layout);
-    const double compute = predicted_step_s(m, cluster, compute_only, r.parallel_layout) - u;
-    const double memory = predicted_step_s(m, cluster, memory_only, r.parallel_layout) - u;
+    const double s = predicted_step_s(m, cluster, neutral, r.parallel_layout) - u;
     const double microbatches = r.parallel_layout.num_microbatches();
     const double measured = r.step().measured_s;
-    x.row(i) << compute, memory, 1.0, microbatches;
+    x.row(i) << s, 1.0, microbatches;
     y(i) = measured - u;
     weight(i) = 1.0 / measured;
-    microbatches_vary = microbatches_vary || microbatches != x(0, 3);
+    microbatches_vary = microbatches_vary || microbatches != x(0, 2);
     models.push_back(std::move(m));
   }
   // Overheads are times: an overhead fitted negative (noise, or a mechanism
   // the runs do not show) is held at 0 and the rest refitted — the active-set
   // step of non-negative least squares (Lawson & Hanson 1974, Ch. 23) for the
-  // two overhead columns; the factors are free. With fewer than 5 runs the two
-  // factors are one (the memory-bound kernels' column joins the compute one).
-  const bool two_factors = n >= 5;
-  if (!two_factors) x.col(0) += x.col(1);
-  std::vector<int> columns{0};
-  if (two_factors) columns.push_back(1);
-  columns.push_back(2);
-  const std::size_t first_overhead = columns.size() - 1;
-  if (microbatches_vary && n >= 5) columns.push_back(3);
+  // two overhead columns; the factor is free.
+  std::vector<int> columns{0, 1};
+  if (microbatches_vary && n >= 4) columns.push_back(2);
   Eigen::VectorXd beta;
   for (;;) {
     Eigen::MatrixXd a(n, static_cast<Eigen::Index>(columns.size()));
     for (std::size_t c = 0; c < columns.size(); ++c) a.col(static_cast<Eigen::Index>(c)) = x.col(columns[c]);
     beta = (weight.asDiagonal() * a).colPivHouseholderQr().solve(weight.asDiagonal() * y);
     std::size_t most_negative = 0;
-    for (std::size_t c = first_overhead; c < columns.size(); ++c)
+    for (std::size_t c = 1; c < columns.size(); ++c)
       if (beta(static_cast<Eigen::Index>(c)) < 0 &&
           (most_negative == 0 || beta(static_cast<Eigen::Index>(c)) < beta(static_cast<Eigen::Index>(most_negative))))
         most_negative = c;
     if (most_negative == 0) break;
     columns.erase(columns.begin() + static_cast<std::ptrdiff_t>(most_negative));
   }
-  double value[4] = {0, 0, 0, 0};
+  double value[3] = {0, 0, 0};
   for (std::size_t c = 0; c < columns.size(); ++c) value[columns[c]] = beta(static_cast<Eigen::Index>(c));
-  if (!two_factors) value[1] = value[0];
 
   ProfileFitResult out;
   out.fit.parameters = {{std::string(sim::kFitComputeTimeFactor), value[0]},
-                        {std::string(sim::kFitMemoryTimeFactor), value[1]},
-                        {std::string(sim::kFitStepOverhead), value[2]}};
-  if (microbatches_vary && n >= 5)
-    out.fit.parameters.emplace_back(std::string(sim::kFitMicrobatchOverhead), value[3]);
-  const sim::CostProfile fitted = with_parameters(profile, value[0], value[1], value[2], value[3]);
+                        {std::string(sim::kFitStepOverhead), value[1]}};
+  if (microbatches_vary && n >= 4)
+    out.fit.parameters.emplace_back(std::string(sim::kFitMicrobatchOverhead), value[2]);
+  const sim::CostProfile fitted = with_parameters(profile, value[0], value[1], value[2]);
   const int free_parameters = static_cast<int>(columns.size());
   double sum_squares = 0;
   for (int i = 0; i < n; ++i) {

@@ -1,26 +1,19 @@
 // The fit of a profile's few free parameters on measured engine runs
 // (`sextant fit-profile`), by mechanism:
-//   compute_time_factor   GEMM and attention times are multiplied by it: the
-//                         GPU's clock under a whole step's sustained load
-//                         (power cap) is lower than in the short, cool bursts
-//                         `sextant calibrate` timed;
-//   memory_time_factor    memory-bound kernels' times (element-wise, copies,
-//                         epilogue traffic) are multiplied by it: in a step a
-//                         kernel reads what the one before it just wrote, from
-//                         the L2 when it fits, where calibrate rotates inputs
-//                         past the L2 (cold); with fewer than 5 runs the two
-//                         factors are fitted as one;
+//   compute_time_factor   every kernel's time is multiplied by it: the GPU's
+//                         clock under a whole step's sustained load (power
+//                         cap) and cache state differ from the isolated
+//                         micro-benchmarks `sextant calibrate` timed;
 //   step_overhead_s       fixed host work per optimizer step beyond the
 //                         profile's measured host_step_s (allocator, Python-free
 //                         but still: token shuffling, progress, sync jitter);
 //   microbatch_overhead_s per micro-batch work the kernel list does not
 //                         name (loss-scale set-up, the task boundaries).
 // A prediction is affine in them: for one GPU the step is the sum of its
-// tasks, so predicted(a, a', b, c) = a·S + a'·S' + U + b + c·M, with S and S'
-// the compute-bound and memory-bound kernel times (predicted with one factor
-// 1 and the other 0, minus U), U the unscaled gaps and host time (both factors
-// 0) and M the micro-batches per step. The fit solves the linear least
-// squares of measured − U on (S, S', 1, M), each run weighted by
+// tasks, so predicted(a, b, c) = a·S + U + b + c·M, with S the scaled kernel
+// time (predicted at a = 1 minus at a = 0), U the unscaled gaps and host time
+// (predicted at a = 0) and M the micro-batches per step. The fit solves the
+// linear least squares of measured − U on (S, 1, M), each run weighted by
 // 1/measured so that relative errors count (the first-order form of least
 // squares on ln time), with Eigen's column-pivoting QR. Runs whose micro-batch
 // counts are all equal cannot tell c from b: c is then left out (0). An

@@ -30,7 +30,6 @@ DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision p
   }
   if (p.fit) {
     r.compute_time_factor = p.fit->parameter(kFitComputeTimeFactor, 1.0);
-    r.memory_time_factor = p.fit->parameter(kFitMemoryTimeFactor, r.compute_time_factor);
     r.step_overhead_s = p.fit->parameter(kFitStepOverhead, 0.0);
     r.microbatch_overhead_s = p.fit->parameter(kFitMicrobatchOverhead, 0.0);
   }

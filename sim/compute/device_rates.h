@@ -34,12 +34,9 @@ struct DeviceRates {
   /// the one cudaGraphLaunch of the engine's step; 0 for Megatron profiles.
   double host_step_s = 0;
   double graph_launch_s = 0;
-  /// The fit's terms (profile `fit:`; neutral without one): GEMM and attention
-  /// times are multiplied by compute_time_factor, memory-bound kernels' (element-
-  /// wise, copies, GEMM epilogue traffic) by memory_time_factor (the compute
-  /// factor when a fit names none), and step and micro-batch overheads added.
+  /// The fit's terms (profile `fit:`; neutral without one): every kernel time
+  /// is multiplied by compute_time_factor, and step and micro-batch overheads added.
   double compute_time_factor = 1;
-  double memory_time_factor = 1;
   double step_overhead_s = 0;
   double microbatch_overhead_s = 0;
 };

@@ -36,7 +36,7 @@ constexpr double kNormSumsBiasUpToHidden = 4096;
 
 // A memory-bound copy with no table of its own (copy_heads): bytes at the HBM rate.
 double copy_time_s(double bytes, const DeviceRates& r) {
-  return r.memory_time_factor * bytes / r.memory_bytes_per_s + r.measured_kernel_gap_s;
+  return r.compute_time_factor * bytes / r.memory_bytes_per_s + r.measured_kernel_gap_s;
 }
 
 struct Shapes {
@@ -78,7 +78,7 @@ double bias_gradient_s(const Shapes& s, double width, const DeviceRates& r) {
 // times y = x W^T without one): the residual read as C (2 bytes per output),
 // GELU's saved input written beside the output, or read back by fc2's DGELU.
 double epilogue_s(double bytes, const DeviceRates& r) {
-  return r.memory_time_factor * bytes / r.memory_bytes_per_s;
+  return r.compute_time_factor * bytes / r.memory_bytes_per_s;
 }
 
 // One linear layer's forward and backward into `t` (and the GEMM totals):

@@ -57,7 +57,7 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
 double elementwise_time_s(ElementwiseKernel kernel, double rows, double width,
                           double roofline_bytes, const DeviceRates& r) {
   if (rows <= 0 || width <= 0) return 0;
-  const double f = r.memory_time_factor;
+  const double f = r.compute_time_factor;
   if (r.tables) {
     const LogGridTable& grid = r.tables->lookup.elementwise[static_cast<std::size_t>(kernel)];
     if (auto time = grid.lookup({rows, width, 0, 0}, rows * width))

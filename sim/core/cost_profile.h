@@ -91,7 +91,6 @@ struct MeasuredTables {
 
 /// Names of the fit's free parameters (sim/compute/profile_fit_terms.h applies them).
 inline constexpr std::string_view kFitComputeTimeFactor = "compute_time_factor";
-inline constexpr std::string_view kFitMemoryTimeFactor = "memory_time_factor";
 inline constexpr std::string_view kFitStepOverhead = "step_overhead_s";
 inline constexpr std::string_view kFitMicrobatchOverhead = "microbatch_overhead_s";
 

@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-
 #include <cmath>
 
 #include "sim/analytic/analytic_model.h"
@@ -67,8 +65,6 @@ TEST(ProfileFit, RecoversTheParametersOfNoiselessRuns) {
   const ProfileFitResult r = fit_profile(sim::load_profile_file(kFixture), cluster, catalog, runs);
   // The prediction is affine in the parameters, so the fit is exact up to rounding.
   EXPECT_NEAR(r.fit.parameter("compute_time_factor", 0), 1.07, 1e-6);
-  // The truth names no memory factor: the compute one applies to both.
-  EXPECT_NEAR(r.fit.parameter("memory_time_factor", 0), 1.07, 1e-6);
   EXPECT_NEAR(r.fit.parameter("step_overhead_s", 0), 5e-4, 1e-8);
   EXPECT_NEAR(r.fit.parameter("microbatch_overhead_s", 0), 4e-5, 1e-9);
   EXPECT_LT(r.fit.log_residual_sd, 1e-6);
@@ -81,10 +77,10 @@ TEST(ProfileFit, ResidualSdMeasuresTheNoise) {
   const auto runs = synthetic_runs(catalog, cluster, Truth{}, 0.01);
   const ProfileFitResult r = fit_profile(sim::load_profile_file(kFixture), cluster, catalog, runs);
   // ±1 % on every run: the factor stays within 1 %, and the residual sd is
-  // at most 0.01·sqrt(10 / (10 − 4)) = 0.0129 (the fit absorbs some of the noise).
-  EXPECT_NEAR(r.fit.parameter("compute_time_factor", 0), 1.07, 0.03);
-  EXPECT_GT(r.fit.log_residual_sd, 0.005);
-  EXPECT_LT(r.fit.log_residual_sd, 0.0130);
+  // about 0.01·sqrt(10 / (10 − 3)) = 0.012 (the fit absorbs a little of the noise).
+  EXPECT_NEAR(r.fit.parameter("compute_time_factor", 0), 1.07, 0.011);
+  EXPECT_GT(r.fit.log_residual_sd, 0.006);
+  EXPECT_LT(r.fit.log_residual_sd, 0.0125);
 }
 
 TEST(ProfileFit, HoldsANegativeOverheadAtZero) {
@@ -98,9 +94,7 @@ TEST(ProfileFit, HoldsANegativeOverheadAtZero) {
   const ProfileFitResult r = fit_profile(sim::load_profile_file(kFixture), cluster, catalog, runs);
   EXPECT_EQ(r.fit.parameter("step_overhead_s", -1), 0.0);
   EXPECT_GE(r.fit.parameter("microbatch_overhead_s", -1), 0.0);
-  // The factors absorb the −2 ms: at least one of them comes out below 1.07.
-  EXPECT_LT(std::min(r.fit.parameter("compute_time_factor", 0), r.fit.parameter("memory_time_factor", 0)),
-            1.07);
+  EXPECT_LT(r.fit.parameter("compute_time_factor", 0), 1.07);  // absorbs the −2 ms
   EXPECT_GT(r.fit.log_residual_sd, 0.0);
 }
 
