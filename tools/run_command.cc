@@ -368,7 +368,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                 "per Plan task kind and for the whole step, the event simulator's prediction\n"
                 "(same model, layout and --profile) beside the measurement and the error");
   cmd->add_option("--report", s.report_dir,
-                  "with --compare (implied): write report.md, compare.csv and compare.json into DIR");
+                  "with --compare (implied): write compare.md/.csv/.json and the report (report.html\n"
+                  "with the predicted-vs-measured scatter and per-task bars, report.md, report.csv) into DIR");
   cmd->add_option("--profile", a->profile,
                   "cost profile for --compare and --layout best (default: "
                   "configs/profiles/measured/<gpu>.yaml if committed, else configs/profiles/<gpu>.yaml)");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <set>
 
+#include "reports/calibration_report.h"
 #include "sim/compute/prediction_interval.h"
 #include "sim/core/config_error.h"
 #include "sim/event/event_simulation.h"
@@ -225,9 +226,16 @@ void write_compare_report(const CompareReport& r, const std::string& dir) {
     if (!out || !(out << text))
       throw sim::ConfigError({{"--report", 0, 0, "", "cannot write '" + path + "'"}});
   };
-  write("report.md", compare_markdown(r));
+  write("compare.md", compare_markdown(r));
   write("compare.csv", compare_csv(r));
   write("compare.json", compare_json(r).dump(2) + "\n");
+  // The same points drawn by the reports library (`sextant report calibration`
+  // reads this folder the same way): report.html with the predicted-vs-measured
+  // scatter and the error per task kind, report.md, report.csv.
+  reports::CalibrationReportOptions options;
+  options.title = "Predicted against measured: " + r.model;
+  options.source = "sextant run --compare (" + (std::filesystem::path(dir) / "compare.csv").string() + ")";
+  reports::write_calibration_report(reports::load_calibration_points(dir), options, dir);
 }
 
 }  // namespace sextant::tools

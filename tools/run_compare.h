@@ -70,7 +70,9 @@ std::string compare_table(const CompareReport& report);
 std::string compare_markdown(const CompareReport& report);
 /// Columns: layout, task_kind, predicted_s, measured_s, error.
 std::string compare_csv(const CompareReport& report);
-/// Writes report.md, compare.csv and compare.json into `dir` (created);
+/// Writes compare.md, compare.csv and compare.json into `dir` (created), and
+/// the calibration report of those points (report.html, report.md, report.csv,
+/// scatter.svg, task_kinds.svg: reports/calibration_report.h);
 /// throws sim::ConfigError naming --report when it cannot.
 void write_compare_report(const CompareReport& report, const std::string& dir);
 

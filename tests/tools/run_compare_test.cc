@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
+#include "tests/support/temp_dir.h"
 
 namespace sextant::tools {
 namespace {
@@ -78,6 +81,24 @@ TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
   EXPECT_DOUBLE_EQ(back.step().measured_s, 0.25);
   EXPECT_DOUBLE_EQ(back.step().predicted_s, 0.2);
   EXPECT_THROW(compare_from_json(nlohmann::json{{"model", "x"}}, "bad.json"), sim::ConfigError);
+}
+
+
+// --report DIR: the comparison's own files and the calibration report drawn
+// from them (the same folder `sextant report calibration --runs DIR` reads).
+TEST(RunCompare, ReportFolderHoldsTheComparisonAndItsPlots) {
+  ComparePrediction p;
+  p.step_time_s = 0.110;
+  p.task_seconds_per_step = {{"layer*.attn.fwd", 0.020}, {"optimizer.step", 0.010}};
+  CompareReport r = make_compare_report(p, 0.100, {{"layer*.attn.fwd", 0.025}, {"optimizer.step", 0.011}});
+  r.model = "gpt-350m";
+  r.layout = "mbs=4,gbs=8,recompute=none";
+  sextant::testing::TempDir dir;
+  write_compare_report(r, dir.file("report"));
+  for (const char* f : {"compare.md", "compare.csv", "compare.json", "report.html", "report.md",
+                        "report.csv", "scatter.svg", "task_kinds.svg"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir.file("report") + "/" + f)) << f;
+  }
 }
 
 }  // namespace
