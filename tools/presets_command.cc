@@ -98,6 +98,17 @@ int run_presets(const CommonOptions& common, std::ostream& out) {
       return "for " + p.gpu + "; " + source;
     });
   }
+  out << "\nframeworks (--framework; the training software whose sustained compute rate to assume)\n";
+  for (const std::string& n : catalog.names("frameworks")) {
+    out << describe(n, [&] {
+      const sim::Framework f = catalog.framework(n);
+      char fraction[32];
+      std::snprintf(fraction, sizeof fraction, "%.2f", f.sustained_compute_fraction);
+      const std::string what =
+          f.description.size() > 80 ? f.description.substr(0, 77) + "..." : f.description;
+      return std::string("sustained ") + fraction + "; " + what;
+    });
+  }
   return 0;
 }
 
@@ -105,7 +116,7 @@ int run_presets(const CommonOptions& common, std::ostream& out) {
 
 CommandRunner add_presets_command(CLI::App& app, const CommonOptions& common) {
   CLI::App* cmd = app.add_subcommand(
-      "presets", "List the model, GPU, cluster and cost-profile presets, one line each.");
+      "presets", "List the model, GPU, cluster, cost-profile and framework presets, one line each.");
   cmd->alias("list");
   return [&common](std::ostream& out) { return run_presets(common, out); };
 }

@@ -51,6 +51,15 @@ TEST(CliInputs, AMistypedSubcommandGetsASuggestion) {
                  "fit-profile\n");
 }
 
+// `presets` lists every kind, frameworks included, one line each with what it is.
+TEST(CliInputs, PresetsListsFrameworksWithTheirFraction) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "presets");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nframeworks (--framework;"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  nemo-24.07               sustained 0.80; NeMo 24.07"), std::string::npos) << r.out;
+}
+
 TEST(CliInputs, VersionNamesTheBuild) {
   TempDir dir;
   const CommandResult r = run_sextant(dir, "--version");
