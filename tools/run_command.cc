@@ -300,8 +300,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=8 --steps 12 --compare --report out/calib\n"
       "  sextant run --model gpt-1.3b --layout best --global-batch 64 --steps 20\n"
       "  sextant run --nproc-per-node 8 --model gpt-1.3b --layout dp=8,mbs=4,gbs=64 --steps 50\n"
-      "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 100 --save ckpt --save-interval 50\n"
-      "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --load ckpt --save ckpt\n"
+      "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --save ckpt --save-interval 50\n"
+      "    (interrupted?) then the same with --load ckpt: continues from ckpt/latest's step\n"
+      "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --save ckpt --save-interval 50 --load ckpt\n"
       "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus\n"
       "  sextant run --model gpt-350m --layout mbs=8,gbs=32 --data data/corpus_text_document \\\n"
       "      --steps 200 --lr 3e-4");
@@ -385,7 +386,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                   "(resharding to another layout is not supported yet); --steps counts from the\n"
                   "start of training, so `--steps 100 --load DIR` after 50 runs steps 51-100. The\n"
                   "data stream continues where it stopped; with --no-gemm-tuning the resumed run\n"
-                  "repeats the uninterrupted one's forward bit for bit");
+                  "repeats the uninterrupted one's forward bit for bit. To train on past the saved\n"
+                  "run's --steps, give both runs the same --warmup-steps and --lr-decay-steps");
   cmd->add_flag("--compare", s.compare,
                 "after training, time every task of a few more steps with CUDA events and print,\n"
                 "per Plan task kind and for the whole step, the event simulator's prediction\n"

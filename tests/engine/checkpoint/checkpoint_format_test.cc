@@ -195,6 +195,10 @@ TEST_F(CheckpointFormatTest, MissingPiecesAreNamed) {
   save(root(), 3, 1, 2);
   fs::remove(root_ / "step-3" / "metadata.json");
   EXPECT_EQ(error_of([&] { open_checkpoint(root()); }),
+            (root_ / "step-3" / "metadata.json").string() +
+                ": cannot open the checkpoint's metadata: No such file or directory");
+  fs::remove_all(root_ / "step-3");
+  EXPECT_EQ(error_of([&] { open_checkpoint(root()); }),
             (root_ / "latest").string() + ": names step-3, which is not in " + root());
 }
 
