@@ -161,6 +161,17 @@ TEST_F(CheckpointFormatTest, CrashBeforeTheRenameLeavesLatestOnTheOldStep) {
   EXPECT_EQ(open_checkpoint(root()).metadata.step, 9);
 }
 
+TEST_F(CheckpointFormatTest, SavingTheSameStepAgainReplacesIt) {
+  save(root(), 3, 1, 2);
+  begin_save(root(), 3);
+  write_rank_shard(root(), 3, 0, example_state(3, 42.0f));
+  commit_save(root(), example_metadata(3, 1), 2);
+  EXPECT_EQ(read_text(root_ / "latest"), "step-3\n");
+  EXPECT_FALSE(fs::exists(root_ / "old-step-3"));
+  const OpenedCheckpoint c = open_checkpoint(root());
+  EXPECT_EQ(read_rank_state(c, 0).master[0], 42.0f);
+}
+
 TEST_F(CheckpointFormatTest, KeepsTheLastK) {
   for (const int step : {2, 4, 6, 8}) save(root(), step, 1, 2);
   EXPECT_FALSE(fs::exists(root_ / "step-2"));
