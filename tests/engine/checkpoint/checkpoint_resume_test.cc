@@ -1,8 +1,8 @@
 // Resuming from a checkpoint on the GPU: a tiny GPT trained 6 steps without a
 // break, against the same run saved at step 3 (through the real files:
 // engine/checkpoint/checkpoint_directory.h) and resumed by a fresh trainer
-// for steps 4-6. One rank, and dp = 2 with the distributed optimizer on the
-// in-process communicator (each rank its own shard file). Skips without a GPU
+// for steps 4-6. One rank, dp = 2 with the distributed optimizer and tp = 2,
+// on the in-process communicator (each rank its own shard file). Skips without a GPU
 // (fails instead under SEXTANT_REQUIRE_GPU=1).
 //
 // What must be equal bit for bit, and why:
@@ -31,6 +31,7 @@
 
 #include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/comm/communicator.h"
+#include "engine/comm/parallel_groups.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
 #include "tests/engine/comm/comm_test_support.h"
@@ -61,14 +62,28 @@ struct RankRun {
   checkpoint::TrainerState final_state;
 };
 
-// Calls body(rank, communicator or null) on `dp` ranks (in-process threads when dp > 1).
+struct ResumeCase {
+  int dp;
+  int tp;
+  bool distributed_optimizer;
+};
+
+// Calls body(rank, dp group, tp group) on the tp·dp ranks of `c` (in-process
+// threads when more than one; groups split in the order tp-dp; null: none).
 template <typename Body>
-void on_ranks(int dp, Body body) {
-  if (dp == 1) {
-    body(0, nullptr);
+void on_ranks(const ResumeCase& c, const sim::ParallelLayout& layout, Body body) {
+  if (c.dp * c.tp == 1) {
+    body(0, nullptr, nullptr);
     return;
   }
-  comm::testing::run_in_process(dp, [&](int r, comm::Communicator& c) { body(r, &c); });
+  comm::testing::run_in_process(c.dp * c.tp, [&](int r, comm::Communicator& world) {
+    if (c.tp == 1) {
+      body(r, &world, nullptr);
+      return;
+    }
+    const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
+    body(r, groups.dp.get(), groups.tp.get());
+  });
 }
 
 // Steps [first, last] (1-based) on `batches`; saves rank states into `root` after step `save_at` (0: never).
@@ -84,12 +99,12 @@ void train(Trainer& trainer, const std::vector<Batch>& batches, int first, int l
   out.final_state = trainer.state();
 }
 
-checkpoint::CheckpointMetadata metadata_of(int dp, bool zero) {
+checkpoint::CheckpointMetadata metadata_of(const ResumeCase& c) {
   checkpoint::CheckpointMetadata m;
   m.step = kSaveAt;
   m.data_batches = kSaveAt;
-  m.layout = {1, dp, zero ? 1 : 0};
-  m.world_size = dp;
+  m.layout = {c.tp, c.dp, c.distributed_optimizer ? 1 : 0};
+  m.world_size = c.tp * c.dp;
   return m;
 }
 
@@ -103,45 +118,46 @@ std::size_t moved_weights(const checkpoint::TrainerState& a, const checkpoint::T
   return moved;
 }
 
-struct ResumeCase {
-  int dp;
-  bool distributed_optimizer;
-};
-
 class CheckpointResumeTest : public kernels::testing::GpuTestWithParam<ResumeCase> {};
 
 TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
-  const int dp = GetParam().dp;
+  const ResumeCase& param = GetParam();
+  const int world = param.dp * param.tp;
   const sim::ModelConfig model = testing::small_model("ckpt-gpt", false, 2, 2);
-  const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
+  sim::ParallelLayout layout;
+  layout.tp = param.tp;
+  layout.dp = param.dp;
+  layout.mbs = 1;
+  layout.gbs = 4;
+  const TransformerShape shape = transformer_shape_of(model, layout);  // the rank's shard under tp
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
-  TrainerOptions options = resume_options(GetParam().distributed_optimizer);
+  TrainerOptions options = resume_options(param.distributed_optimizer);
   options.seed = rng()();
   std::vector<Batch> batches;
   for (int i = 0; i < kSteps; ++i) batches.push_back(testing::random_batch(rng(), 4, shape.seq, shape.vocab));
   const fs::path root = fs::temp_directory_path() / ("sextant-resume-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(dp));
+                                                     std::to_string(param.dp) + "-" + std::to_string(param.tp));
   fs::remove_all(root);
 
   // Twice without a break; the first saves at step 3.
-  std::vector<RankRun> first(static_cast<std::size_t>(dp)), second(static_cast<std::size_t>(dp));
+  std::vector<RankRun> first(static_cast<std::size_t>(world)), second(static_cast<std::size_t>(world));
   checkpoint::begin_save(root.string(), kSaveAt);
-  on_ranks(dp, [&](int r, comm::Communicator* c) {
-    Trainer trainer(model, shape, options, c);
+  on_ranks(param, layout, [&](int r, comm::Communicator* dp, comm::Communicator* tp) {
+    Trainer trainer(model, shape, options, dp, tp);
     train(trainer, batches, 1, kSteps, first[static_cast<std::size_t>(r)], root.string(), kSaveAt, r);
   });
-  checkpoint::commit_save(root.string(), metadata_of(dp, options.distributed_optimizer), 2);
-  on_ranks(dp, [&](int r, comm::Communicator* c) {
-    Trainer trainer(model, shape, options, c);
+  checkpoint::commit_save(root.string(), metadata_of(param), 2);
+  on_ranks(param, layout, [&](int r, comm::Communicator* dp, comm::Communicator* tp) {
+    Trainer trainer(model, shape, options, dp, tp);
     train(trainer, batches, 1, kSteps, second[static_cast<std::size_t>(r)], "", 0, r);
   });
 
   // A fresh trainer per rank from the files, steps 4-6.
   const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(root.string());
   ASSERT_EQ(opened.metadata.step, kSaveAt);
-  std::vector<RankRun> resumed(static_cast<std::size_t>(dp));
-  on_ranks(dp, [&](int r, comm::Communicator* c) {
-    Trainer trainer(model, shape, options, c);
+  std::vector<RankRun> resumed(static_cast<std::size_t>(world));
+  on_ranks(param, layout, [&](int r, comm::Communicator* dp, comm::Communicator* tp) {
+    Trainer trainer(model, shape, options, dp, tp);
     const checkpoint::TrainerState saved = checkpoint::read_rank_state(opened, r);
     trainer.restore(saved);
     EXPECT_TRUE(trainer.state() == saved) << "rank " << r << ": the state read back differs from the one saved";
@@ -151,7 +167,7 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
   fs::remove_all(root);
 
   const double lr = options.lr.max_lr;
-  for (int r = 0; r < dp; ++r) {
+  for (int r = 0; r < world; ++r) {
     const RankRun& a = first[static_cast<std::size_t>(r)];
     const RankRun& b = second[static_cast<std::size_t>(r)];
     const RankRun& c = resumed[static_cast<std::size_t>(r)];
@@ -169,7 +185,7 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
       EXPECT_LE(static_cast<double>(moved_weights(c.final_state, a.final_state, lr)),
                 1e-2 * static_cast<double>(a.final_state.weights_bf16.size()));
     }
-    std::cout << "  dp=" << dp << (options.distributed_optimizer ? " zero=1" : "") << " rank " << r
+    std::cout << "  tp=" << param.tp << " dp=" << param.dp << (options.distributed_optimizer ? " zero=1" : "") << " rank " << r
               << ": losses 4-6 uninterrupted " << a.losses[3] << ", " << a.losses[4] << ", " << a.losses[5]
               << "; resumed " << c.losses[0] << ", " << c.losses[1] << ", " << c.losses[2] << "; "
               << (reproducible ? "two uninterrupted runs agree bit for bit, and so does the resumed one: "
@@ -181,9 +197,11 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, CheckpointResumeTest,
-                         ::testing::Values(ResumeCase{1, false}, ResumeCase{2, true}),
+                         ::testing::Values(ResumeCase{1, 1, false}, ResumeCase{2, 1, true}, ResumeCase{1, 2, false}),
                          [](const ::testing::TestParamInfo<ResumeCase>& info) {
-                           return info.param.dp == 1 ? std::string("OneGpu") : std::string("Dp2DistributedOptimizer");
+                           const ResumeCase& c = info.param;
+                           if (c.tp > 1) return std::string("Tp2");
+                           return c.dp == 1 ? std::string("OneGpu") : std::string("Dp2DistributedOptimizer");
                          });
 
 }  // namespace
