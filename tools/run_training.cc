@@ -281,7 +281,11 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       throw sim::ConfigError({{run.checkpoint->folder, 0, 0, "--load", e.what()}});
     }
     first_batch = static_cast<int>(run.checkpoint->metadata.data_batches);
-    for (int i = 0; i < first_batch; ++i) data->next(inputs, targets);
+    try {
+      for (int i = 0; i < first_batch; ++i) data->next(inputs, targets);
+    } catch (const engine::data::DataError& e) {
+      throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
+    }
     progress << "resumed from " << run.checkpoint->folder << ": step " << run.checkpoint->metadata.step << ", "
              << first_batch << " batches of the data stream skipped\n";
     progress.flush();
