@@ -523,4 +523,45 @@ std::vector<float> Trainer::gradient(const std::string& name) const {
   return download(gradients_ + t.offset, t.elements(), stream_);
 }
 
+checkpoint::TrainerState Trainer::state() const {
+  checkpoint::TrainerState s;
+  s.steps_done = steps_done_;
+  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : elements_;
+  s.weights_bf16.resize(elements_);
+  static_assert(sizeof(Bf16) == sizeof(std::uint16_t));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(s.weights_bf16.data(), weights_, elements_ * sizeof(Bf16),
+                                     cudaMemcpyDeviceToHost, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  s.master = download(master_, master_elements, stream_);
+  s.adam_m = download(adam_m_, master_elements, stream_);
+  s.adam_v = download(adam_v_, master_elements, stream_);
+  return s;
+}
+
+void Trainer::restore(const checkpoint::TrainerState& s) {
+  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : elements_;
+  struct Length {
+    const char* what;
+    std::size_t got, expected;
+  };
+  for (const Length& l : {Length{"bf16 weights", s.weights_bf16.size(), elements_},
+                          Length{"fp32 master weights", s.master.size(), master_elements},
+                          Length{"Adam m", s.adam_m.size(), master_elements},
+                          Length{"Adam v", s.adam_v.size(), master_elements}})
+    if (l.got != l.expected)
+      throw std::invalid_argument("Trainer::restore: the state's " + std::string(l.what) + " hold " +
+                                  std::to_string(l.got) + " elements; this trainer's " + std::to_string(l.expected));
+  if (s.steps_done < 0) throw std::invalid_argument("Trainer::restore: negative steps_done");
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(weights_, s.weights_bf16.data(), elements_ * sizeof(Bf16),
+                                     cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_, s.master.data(), master_elements * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(adam_m_, s.adam_m.data(), master_elements * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(adam_v_, s.adam_v.data(), master_elements * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  steps_done_ = static_cast<int>(s.steps_done);
+}
+
 }  // namespace sextant::engine

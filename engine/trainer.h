@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/trainer_state.h"
 #include "engine/device_arena.h"
 #include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/lr_schedule.h"
@@ -159,6 +160,16 @@ class Trainer {
   std::vector<float> weight(const std::string& name) const;
   /// With the distributed optimizer, only this rank's blocks hold the group's sum.
   std::vector<float> gradient(const std::string& name) const;
+
+  /// What a checkpoint keeps of this rank (engine/checkpoint/trainer_state.h):
+  /// the flat bf16 weights, the fp32 master weights and Adam moments (the
+  /// rank's shard with the distributed optimizer) and the updates done. Waits
+  /// for the GPU.
+  checkpoint::TrainerState state() const;
+  /// Puts a state() back: the next step continues as the saved trainer's
+  /// would have. Throws std::invalid_argument naming the array whose length
+  /// differs from this trainer's (another model or layout).
+  void restore(const checkpoint::TrainerState& state);
 
  private:
   void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);

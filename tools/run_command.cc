@@ -20,6 +20,7 @@
 #include "tools/commands.h"
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
+#include "tools/run_checkpoint.h"
 #include "tools/run_settings.h"
 #ifdef SEXTANT_HAVE_NCCL
 #include "engine/comm/world_setup.h"
@@ -199,6 +200,8 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (s.format != "table" && s.format != "json")
     throw_option_error("--format", "", "'" + s.format + "': accepted: table, json");
   if (!s.timing_file.empty()) s.time_tasks = true;
+  if (s.save_interval > 0 && s.save_dir.empty())
+    throw_option_error("--save-interval", "", std::to_string(s.save_interval) + ": needs --save DIR");
   return s;
 }
 
@@ -297,6 +300,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=8 --steps 12 --compare --report out/calib\n"
       "  sextant run --model gpt-1.3b --layout best --global-batch 64 --steps 20\n"
       "  sextant run --nproc-per-node 8 --model gpt-1.3b --layout dp=8,mbs=4,gbs=64 --steps 50\n"
+      "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --save ckpt --save-interval 50\n"
+      "    (interrupted?) then the same with --load ckpt: continues from ckpt/latest's step\n"
+      "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --save ckpt --save-interval 50 --load ckpt\n"
       "  sextant preprocess --input corpus.jsonl --output-prefix data/corpus\n"
       "  sextant run --model gpt-350m --layout mbs=8,gbs=32 --data data/corpus_text_document \\\n"
       "      --steps 200 --lr 3e-4");
@@ -316,7 +322,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                   "dataset (<prefix>.bin/.idx, e.g. from `sextant preprocess`)")
       ->capture_default_str();
   constexpr std::int64_t kMostSteps = 1'000'000'000;
-  add_whole_number_option(*cmd, "--steps", s.steps, "optimizer steps to run", 1, kMostSteps)
+  add_whole_number_option(*cmd, "--steps", s.steps, "optimizer steps to run (with --load: the total, counted from the start)", 1, kMostSteps)
       ->capture_default_str();
   add_number_option(*cmd, "--lr", s.lr, "peak learning rate", 0.0, 1.0)->capture_default_str();
   add_number_option(*cmd, "--min-lr", s.min_lr,
@@ -363,6 +369,25 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                 "CUDA graph of the forward and backward");
   cmd->add_option("--timing-file", s.timing_file, "write per-task times of the last step as CSV (implies --timing)");
   add_launch_options(*cmd, a->launch);
+  cmd->add_option("--save", s.save_dir,
+                  "save checkpoints into DIR: DIR/step-<N>/ holds one shard per rank (bf16 weights,\n"
+                  "fp32 master weights, Adam moments) and metadata.json (model, layout, step, data\n"
+                  "position, a CRC-32 per file); DIR/latest names the newest. Each is written to\n"
+                  "DIR/tmp-<N>/, fsynced and renamed, so an interrupted save never replaces the\n"
+                  "last good one. Several ranks: DIR must be visible to all of them");
+  add_whole_number_option(*cmd, "--save-interval", s.save_interval,
+                          "with --save: also every N steps (default: only at the end, Ctrl-C included)", 1,
+                          kMostSteps);
+  add_whole_number_option(*cmd, "--keep", s.keep, "with --save: keep the newest N checkpoints", 1, 1'000'000)
+      ->capture_default_str();
+  cmd->add_option("--load", s.load_dir,
+                  "resume from a checkpoint: DIR/step-<N>, or DIR (follows DIR/latest). The model,\n"
+                  "layout (tp, dp, zero), learning-rate schedule and --seed must be the saved run's\n"
+                  "(resharding to another layout is not supported yet); --steps counts from the\n"
+                  "start of training, so `--steps 100 --load DIR` after 50 runs steps 51-100. The\n"
+                  "data stream continues where it stopped; with --no-gemm-tuning the resumed run\n"
+                  "repeats the uninterrupted one's forward bit for bit. To train on past the saved\n"
+                  "run's --steps, give both runs the same --warmup-steps and --lr-decay-steps");
   cmd->add_flag("--compare", s.compare,
                 "after training, time every task of a few more steps with CUDA events and print,\n"
                 "per Plan task kind and for the whole step, the event simulator's prediction\n"
@@ -417,6 +442,16 @@ PreparedRun prepare_run(const RunSettings& s) {
   }
   run.lr = lr_schedule_of(s);
   run.data = open_data(s, run.shape.vocab, seq);
+  if (!s.load_dir.empty()) {
+    try {
+      run.checkpoint = engine::checkpoint::open_checkpoint(s.load_dir);
+    } catch (const sim::ConfigError& e) {  // said as --load's problem
+      std::vector<sim::Diagnostic> d = e.diagnostics();
+      for (sim::Diagnostic& x : d) x.key = "--load";
+      throw sim::ConfigError(d);
+    }
+    check_checkpoint_fits(*run.checkpoint, run);
+  }
   return run;
 }
 

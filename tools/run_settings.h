@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
+#include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/data/token_batches.h"
 #include "engine/model/lr_schedule.h"
 #include "engine/model/transformer_shape.h"
@@ -56,6 +58,13 @@ struct RunSettings {
   sim::CostProfile profile;
   sim::ClusterConfig cluster;
   std::string layout_note;  // how --layout best was chosen (empty otherwise)
+  /// Checkpoints (engine/checkpoint/): --save DIR every --save-interval steps
+  /// (0: only at the end), keeping the last --keep; --load DIR (a step folder,
+  /// or a checkpoint folder whose `latest` names one) before the first step.
+  std::string save_dir;
+  int save_interval = 0;
+  int keep = 2;
+  std::string load_dir;
 };
 
 /// Throws sim::ConfigError (exit code 2) for `option` (and layout knob `key`,
@@ -74,6 +83,10 @@ struct PreparedRun {
   engine::comm::Communicator* data_parallel = nullptr;
   engine::comm::Communicator* tensor_parallel = nullptr;  // when settings.layout.tp > 1
   int world_rank = 0;
+  /// --load: the checkpoint, its metadata checked against the model, layout,
+  /// schedule and seed (tools/run_checkpoint.h); the rank's shard is read by
+  /// run_training.
+  std::optional<engine::checkpoint::OpenedCheckpoint> checkpoint;
 };
 
 /// Throws sim::ConfigError (exit code 2) naming the option at fault: a model

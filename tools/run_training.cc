@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/comm/communicator.h"
 #include "engine/data/data_error.h"
 #include "engine/data/token_batches.h"
@@ -32,6 +34,7 @@
 #include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
 #include "sim/memory/memory_model.h"
+#include "tools/run_checkpoint.h"
 #include "tools/run_compare.h"
 #include "tools/run_settings.h"
 
@@ -267,8 +270,39 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   int skipped = 0;
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
   StopVote vote(data_parallel, tensor_parallel);
+  // --load: the rank's shard into the trainer, and the data stream advanced past
+  // the batches the saved run drew (the same seeded stream: check_checkpoint_fits).
+  int first_batch = 0;
+  if (run.checkpoint) {
+    const engine::checkpoint::TrainerState state = engine::checkpoint::read_rank_state(*run.checkpoint, run.world_rank);
+    try {
+      trainer->restore(state);
+    } catch (const std::invalid_argument& e) {
+      throw sim::ConfigError({{run.checkpoint->folder, 0, 0, "--load", e.what()}});
+    }
+    first_batch = static_cast<int>(run.checkpoint->metadata.data_batches);
+    try {
+      for (int i = 0; i < first_batch; ++i) data->next(inputs, targets);
+    } catch (const engine::data::DataError& e) {
+      throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
+    }
+    progress << "resumed from " << run.checkpoint->folder << ": step " << run.checkpoint->metadata.step << ", "
+             << first_batch << " batches of the data stream skipped\n";
+    progress.flush();
+  }
+  int saved_after_batch = first_batch;
+  auto save = [&](int batches_drawn) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string folder = save_checkpoint(
+        run, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn), trainer->state(),
+        [&](bool failed) { return vote.any_rank(failed); });
+    saved_after_batch = batches_drawn;
+    progress << "saved checkpoint " << folder << " in "
+             << fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2) << " s\n";
+    progress.flush();
+  };
   bool interrupted = false;
-  for (int i = 0; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
+  for (int i = first_batch; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
     try {
       data->next(inputs, targets);
     } catch (const engine::data::DataError& e) {
@@ -280,7 +314,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     losses.push_back(r.loss);
     lrs.push_back(r.lr);
     norms.push_back(r.grad_norm);
-    if (i >= warmup_for_timing) {
+    if (i - first_batch >= warmup_for_timing) {
       step_seconds.push_back(r.seconds);
       if (!r.tasks.empty()) {
         ++timed_steps;
@@ -299,7 +333,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       progress << line;
       progress.flush();
     }
+    if (!s.save_dir.empty() && s.save_interval > 0 && (i + 1) % s.save_interval == 0 && i + 1 < s.steps) save(i + 1);
   }
+  const int batches_drawn = first_batch + static_cast<int>(losses.size());
+  if (!s.save_dir.empty() && batches_drawn > saved_after_batch) save(batches_drawn);
   if (data_parallel == nullptr && tensor_parallel == nullptr)
     interrupted = g_interrupted.load();  // a signal in the last step too
   std::signal(SIGINT, previous_sigint);

@@ -18,7 +18,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 packages=(
   build-essential cmake ninja-build
-  libyaml-cpp-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev
+  libyaml-cpp-dev libcli11-dev libeigen3-dev libboost-graph-dev nlohmann-json3-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "${SEXTANT_SETUP_CLANG:-0}" == 1 ]]; then

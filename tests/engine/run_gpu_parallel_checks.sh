@@ -6,7 +6,8 @@
 #   2. data-parallel training: dp = 2 on the in-process communicator against one
 #      rank, with and without the distributed optimizer
 #      (sextant_data_parallel_tests); the whole model at tp = 2 against one rank
-#      (sextant_tensor_parallel_trainer_tests); and the one-GPU trainer tests,
+#      (sextant_tensor_parallel_trainer_tests); resuming from a checkpoint at one
+#      GPU and dp = 2 zero=1 (sextant_checkpoint_gpu_tests); and the one-GPU trainer tests,
 #      which these changes must leave as they were;
 #   3. `sextant run` end to end on gpt-350m (seq 512, mbs 2, gbs 8, 5 steps):
 #      alone, and through NCCL with --nproc-per-node 1; with two or more GPUs
@@ -32,8 +33,8 @@ echo "== communicator, reducer, tensor-parallel and NCCL tests"
 bash "$here/comm/run_gpu_comm_checks.sh" "$bin" "$out/comm"
 note_failure $?
 
-echo "== data-parallel, tensor-parallel and one-GPU trainer tests"
-for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_engine_tests; do
+echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
+for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_checkpoint_gpu_tests sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -74,6 +75,23 @@ run_one() {  # name, then the arguments
 }
 run_one single --layout mbs=2,gbs=8
 run_one nccl_world_of_one --nproc-per-node 1 --layout mbs=2,gbs=8
+# Checkpoints: 5 steps saving at 3 (and at the end), then a fresh process from
+# step-3 runs steps 4-5. Step 4's loss is the same forward of the same weights
+# and tokens (exact); step 5 went through one backward, whose flash-attention
+# dQ atomics may add in another order (1e-4 relative).
+ckpt="$out/checkpoints"
+rm -rf "$ckpt"
+run_one ckpt_full --layout mbs=2,gbs=8 --save "$ckpt" --save-interval 3
+run_one ckpt_resumed --layout mbs=2,gbs=8 --load "$ckpt/step-3"
+ls "$ckpt" "$ckpt/step-3" && cat "$ckpt/latest" "$ckpt/step-3/metadata.json" | head -n 40
+python3 - "$out/run_ckpt_full.json" "$out/run_ckpt_resumed.json" <<'PY' || status=1
+import json, sys
+full, resumed = (json.load(open(p))["loss"] for p in sys.argv[1:3])
+print("checkpoint: steps 4-5 uninterrupted %r, resumed %r" % (full[3:], resumed))
+ok = len(resumed) == 2 and resumed[0] == full[3] and abs(resumed[1] - full[4]) <= 1e-4 * full[4]
+print("  resumed run continues the uninterrupted one" if ok else "  resumed run DIFFERS")
+sys.exit(0 if ok else 1)
+PY
 if [[ $gpus -ge 2 ]]; then
   run_one dp2 --nproc-per-node 2 --layout dp=2,mbs=2,gbs=8
   run_one dp2_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "engine/checkpoint/checkpoint_directory.h"
 #include "tests/support/run_sextant.h"
 #include "tests/support/temp_dir.h"
 
@@ -39,6 +40,35 @@ TEST(RunCommand, DataParallelNeedsThatManyProcesses) {
   EXPECT_NE(r.err.find("dp: tp·dp = 2 but this run has 1 rank(s): start tp·dp processes with "
                        "--nproc-per-node 2"),
             std::string::npos) << r.err;
+}
+
+// A checkpoint is checked against the run before any GPU is touched: one
+// saved at tp=2 cannot be loaded at tp=1; a missing one is named.
+TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
+  TempDir dir;
+  const std::string root = dir.file("ckpt");
+  engine::checkpoint::CheckpointMetadata m;
+  m.step = 3;
+  m.data_batches = 3;
+  m.seed = 1234;  // run's default
+  m.layout = {2, 1, 0};
+  m.world_size = 1;
+  engine::checkpoint::begin_save(root, 3);
+  engine::checkpoint::write_rank_shard(root, 3, 0, engine::checkpoint::TrainerState{3, {}, {}, {}, {}});
+  engine::checkpoint::commit_save(root, m, 2);
+  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --steps 10 --load ckpt");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ckpt/step-3/metadata.json: --load: checkpoint has tp=2, dp=1, zero=0; this run has tp=1, "
+                       "dp=1, zero=0: resharding is not supported yet (load it with the same layout)"),
+            std::string::npos) << r.err;
+  // The model's fields (the metadata above holds zeros) are named too.
+  EXPECT_NE(r.err.find("checkpoint is of model '' (num_layers 0, hidden_size 0"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --load nowhere");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("nowhere: --load: no such checkpoint folder"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --save-interval 5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--save-interval: 5: needs --save DIR"), std::string::npos) << r.err;
 }
 
 TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {

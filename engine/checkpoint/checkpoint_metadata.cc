@@ -1,0 +1,181 @@
+#include "engine/checkpoint/checkpoint_metadata.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/shard_file.h"
+
+namespace sextant::engine::checkpoint {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The model fields, by name, so that writing, reading and comparing list them once.
+template <typename Model, typename Visit>
+void for_each_model_number(Model& m, Visit visit) {
+  visit("num_layers", m.num_layers);
+  visit("hidden_size", m.hidden_size);
+  visit("ffn_hidden_size", m.ffn_hidden_size);
+  visit("num_attention_heads", m.num_attention_heads);
+  visit("num_query_groups", m.num_query_groups);
+  visit("kv_channels", m.kv_channels);
+  visit("vocab_size", m.vocab_size);
+  visit("seq_length", m.seq_length);
+  visit("parameters_per_rank", m.parameters_per_rank);
+}
+
+std::string layout_text(const CheckpointLayout& l) {
+  return "tp=" + std::to_string(l.tp) + ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero);
+}
+
+std::string number_text(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+}  // namespace
+
+std::string shard_file_name(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.bin", rank);
+  return name;
+}
+
+std::string to_json(const CheckpointMetadata& m) {
+  Json j;
+  j["format"] = "sextant-checkpoint";
+  j["format_version"] = m.format_version;
+  j["step"] = m.step;
+  j["data_batches"] = m.data_batches;
+  j["seed"] = m.seed;
+  Json model;
+  model["name"] = m.model.name;
+  for_each_model_number(m.model, [&](const char* key, std::int64_t value) { model[key] = value; });
+  j["model"] = model;
+  j["layout"] = {{"tp", m.layout.tp}, {"dp", m.layout.dp}, {"zero", m.layout.zero}};
+  j["world_size"] = m.world_size;
+  j["lr_schedule"] = {{"max_lr", m.lr_schedule.max_lr},
+                      {"min_lr", m.lr_schedule.min_lr},
+                      {"warmup_steps", m.lr_schedule.warmup_steps},
+                      {"decay_steps", m.lr_schedule.decay_steps}};
+  Json files = Json::array();
+  for (const ShardFileEntry& f : m.files)
+    files.push_back({{"rank", f.rank}, {"name", f.name}, {"bytes", f.bytes}, {"crc32", crc32_hex(f.crc32)}});
+  j["files"] = files;
+  return j.dump(2) + "\n";
+}
+
+CheckpointMetadata parse_metadata(const std::string& text, const std::string& file) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_checkpoint_error(file, std::string("not valid JSON (damaged?): ") + e.what());
+  }
+  std::string key;  // the one being read, for the message
+  try {
+    CheckpointMetadata m;
+    key = "format";
+    if (j.at(key).get<std::string>() != "sextant-checkpoint")
+      throw_checkpoint_error(file, "format: '" + j.at(key).get<std::string>() + "': not a sextant checkpoint");
+    key = "format_version";
+    m.format_version = j.at(key).get<int>();
+    if (m.format_version != kFormatVersion)
+      throw_checkpoint_error(file, "format_version " + std::to_string(m.format_version) +
+                                       ": this sextant reads version " + std::to_string(kFormatVersion));
+    key = "step";
+    m.step = j.at(key).get<std::int64_t>();
+    key = "data_batches";
+    m.data_batches = j.at(key).get<std::int64_t>();
+    key = "seed";
+    m.seed = j.at(key).get<std::uint64_t>();
+    key = "model.name";
+    const Json& model = j.at("model");
+    m.model.name = model.at("name").get<std::string>();
+    for_each_model_number(m.model, [&](const char* name, std::int64_t& value) {
+      key = std::string("model.") + name;
+      value = model.at(name).get<std::int64_t>();
+    });
+    for (auto [name, value] : {std::pair{"tp", &m.layout.tp}, {"dp", &m.layout.dp}, {"zero", &m.layout.zero}}) {
+      key = std::string("layout.") + name;
+      *value = j.at("layout").at(name).get<int>();
+    }
+    key = "world_size";
+    m.world_size = j.at(key).get<int>();
+    key = "lr_schedule";
+    const Json& lr = j.at(key);
+    m.lr_schedule = {lr.at("max_lr").get<double>(), lr.at("min_lr").get<double>(),
+                     lr.at("warmup_steps").get<int>(), lr.at("decay_steps").get<int>()};
+    key = "files";
+    for (const Json& f : j.at(key)) {
+      ShardFileEntry e{f.at("rank").get<int>(), f.at("name").get<std::string>(), f.at("bytes").get<std::uint64_t>(), 0};
+      const std::string crc = f.at("crc32").get<std::string>();
+      std::size_t used = 0;
+      const unsigned long value = crc.size() == 8 ? std::stoul(crc, &used, 16) : 0;
+      if (used != 8) throw_checkpoint_error(file, "files: crc32 '" + crc + "': expected 8 hex digits");
+      e.crc32 = static_cast<std::uint32_t>(value);
+      if (e.rank != static_cast<int>(m.files.size()))
+        throw_checkpoint_error(file, "files: entry " + std::to_string(m.files.size()) + " is of rank " +
+                                         std::to_string(e.rank) + "; expected the ranks in order");
+      m.files.push_back(e);
+    }
+    if (static_cast<int>(m.files.size()) != m.world_size)
+      throw_checkpoint_error(file, "files: " + std::to_string(m.files.size()) + " shards for world_size " +
+                                       std::to_string(m.world_size));
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw_checkpoint_error(file, key + ": missing or of the wrong type (" + e.what() + ")");
+  } catch (const std::logic_error& e) {  // std::stoul
+    throw_checkpoint_error(file, key + ": " + e.what());
+  }
+}
+
+CheckpointMetadata read_metadata(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw_system_error(file, "cannot open the checkpoint's metadata");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_metadata(text.str(), file);
+}
+
+std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run) {
+  if (saved == run) return "";
+  return "checkpoint has " + layout_text(saved) + "; this run has " + layout_text(run) +
+         ": resharding is not supported yet (load it with the same layout)";
+}
+
+std::string model_mismatch(const CheckpointModel& saved, const CheckpointModel& run) {
+  std::string saved_fields, run_fields;
+  CheckpointModel a = saved;
+  CheckpointModel b = run;
+  std::vector<std::pair<std::string, std::int64_t>> mine;
+  for_each_model_number(b, [&](const char* key, std::int64_t value) { mine.emplace_back(key, value); });
+  std::size_t i = 0;
+  for_each_model_number(a, [&](const char* key, std::int64_t value) {
+    const std::int64_t other = mine[i++].second;
+    if (value == other) return;
+    const std::string sep = saved_fields.empty() ? "" : ", ";
+    saved_fields += sep + key + " " + std::to_string(value);
+    run_fields += sep + key + " " + std::to_string(other);
+  });
+  if (saved_fields.empty()) return "";  // the name alone may differ: a copy of a preset under another name
+  return "checkpoint is of model '" + saved.name + "' (" + saved_fields + "); this run's is '" + run.name + "' (" +
+         run_fields + ")";
+}
+
+std::string lr_schedule_mismatch(const CheckpointLrSchedule& saved, const CheckpointLrSchedule& run) {
+  if (saved == run) return "";
+  auto text = [](const CheckpointLrSchedule& s) {
+    return "lr " + number_text(s.max_lr) + " -> " + number_text(s.min_lr) + ", warmup " +
+           std::to_string(s.warmup_steps) + ", decay to step " + std::to_string(s.decay_steps);
+  };
+  return "checkpoint's learning-rate schedule is " + text(saved) + "; this run's is " + text(run) +
+         " (give the same --lr, --min-lr, --warmup-steps, --lr-decay-steps and --steps)";
+}
+
+}  // namespace sextant::engine::checkpoint

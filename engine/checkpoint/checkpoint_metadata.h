@@ -1,0 +1,87 @@
+// The one metadata file of a checkpoint (DIR/step-<N>/metadata.json): what
+// was saved, by which run, and how to check each rank's shard. JSON, so a
+// person (or jq) can read it:
+//
+//   {"format": "sextant-checkpoint", "format_version": 1, "step": 3,
+//    "data_batches": 3, "seed": 1234,
+//    "model": {"name": "gpt-1.3b", "num_layers": 24, "hidden_size": 2048, ...,
+//              "parameters_per_rank": 1315575808},
+//    "layout": {"tp": 1, "dp": 2, "zero": 1}, "world_size": 2,
+//    "lr_schedule": {"max_lr": 3e-4, "min_lr": 3e-5, "warmup_steps": 10, "decay_steps": 100},
+//    "files": [{"rank": 0, "name": "rank-00000.bin", "bytes": 123, "crc32": "1a2b3c4d"}, ...]}
+//
+// `step` is the trainer's updates done; `data_batches` the global batches
+// the run has drawn from its data stream (one per step, skipped steps too),
+// which the resumed run draws again and discards, so that it continues at
+// the same place of the same seeded stream.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sextant::engine::checkpoint {
+
+inline constexpr int kFormatVersion = 1;
+
+/// What must match for a checkpoint's weights to fit a run's model.
+struct CheckpointModel {
+  std::string name;
+  std::int64_t num_layers = 0, hidden_size = 0, ffn_hidden_size = 0, num_attention_heads = 0,
+               num_query_groups = 0, kv_channels = 0, vocab_size = 0, seq_length = 0;
+  std::int64_t parameters_per_rank = 0;  // ParameterLayout::parameter_count of one rank's shard
+  bool operator==(const CheckpointModel&) const = default;
+};
+
+struct CheckpointLayout {
+  int tp = 1, dp = 1, zero = 0;
+  bool operator==(const CheckpointLayout&) const = default;
+};
+
+struct CheckpointLrSchedule {
+  double max_lr = 0, min_lr = 0;
+  int warmup_steps = 0, decay_steps = 0;
+  bool operator==(const CheckpointLrSchedule&) const = default;
+};
+
+struct ShardFileEntry {
+  int rank = 0;
+  std::string name;  // in the step folder
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32 = 0;
+  bool operator==(const ShardFileEntry&) const = default;
+};
+
+struct CheckpointMetadata {
+  int format_version = kFormatVersion;
+  std::int64_t step = 0;
+  std::int64_t data_batches = 0;
+  std::uint64_t seed = 0;
+  CheckpointModel model;
+  CheckpointLayout layout;
+  int world_size = 1;
+  CheckpointLrSchedule lr_schedule;
+  std::vector<ShardFileEntry> files;  // one per rank, by rank
+  bool operator==(const CheckpointMetadata&) const = default;
+};
+
+/// Rank r's shard file name: "rank-00003.bin".
+std::string shard_file_name(int rank);
+
+std::string to_json(const CheckpointMetadata& metadata);
+/// Parses `text` read from `file`. Throws sim::ConfigError naming `file` and the
+/// key that is missing or wrong, or the format version it does not read.
+CheckpointMetadata parse_metadata(const std::string& text, const std::string& file);
+/// Reads and parses `file` (ConfigError when missing or damaged).
+CheckpointMetadata read_metadata(const std::string& file);
+
+/// Why a checkpoint cannot be loaded into a run; empty when it can. The
+/// layout: "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2,
+/// zero=0: resharding is not supported yet". The model: each field that
+/// differs, "checkpoint is of model 'a' (hidden_size 128); this run's is
+/// 'b' (hidden_size 256)". The learning-rate schedule likewise.
+std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run);
+std::string model_mismatch(const CheckpointModel& saved, const CheckpointModel& run);
+std::string lr_schedule_mismatch(const CheckpointLrSchedule& saved, const CheckpointLrSchedule& run);
+
+}  // namespace sextant::engine::checkpoint

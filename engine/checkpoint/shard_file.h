@@ -1,0 +1,46 @@
+// One rank's shard of a checkpoint: a small header and the TrainerState's
+// arrays as raw little-endian bytes (the engine runs on x86-64 and aarch64,
+// both little-endian), so a 1.3B-parameter rank writes 16 bytes per
+// parameter at disk speed.
+//
+//   offset  bytes  field
+//   0       8      magic "SXCKPT\0\1"
+//   8       8      steps_done (int64)
+//   16      8      weight elements W (uint64)
+//   24      8      master elements M (uint64)
+//   32      2·W    bf16 weights
+//   ...     4·M    fp32 master weights, then Adam m, then Adam v
+//
+// The checksum of the whole file lives in the checkpoint's metadata
+// (checkpoint_metadata.h), not in the file, so a shard is checked before it
+// is parsed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/checkpoint/trainer_state.h"
+
+namespace sextant::engine::checkpoint {
+
+/// Bytes of the file write_shard_file makes for `state`.
+std::uint64_t shard_file_bytes(const TrainerState& state);
+
+/// Writes `state` to `path` and fsyncs it. Throws sim::ConfigError naming the
+/// file and the system's reason when it cannot.
+void write_shard_file(const std::string& path, const TrainerState& state);
+
+/// Reads a shard, after checking that it has `expected_bytes` bytes and the
+/// CRC-32 `expected_crc32`. Throws sim::ConfigError naming the file and what is
+/// wrong: missing, truncated, checksum mismatch, not a shard.
+TrainerState read_shard_file(const std::string& path, std::uint64_t expected_bytes,
+                             std::uint32_t expected_crc32);
+
+/// CRC-32 (zlib's, the polynomial of ISO 3309 / ITU-T V.42) of a whole file.
+/// Throws sim::ConfigError when it cannot be read.
+std::uint32_t file_crc32(const std::string& path);
+
+/// "1a2b3c4d": eight lower-case hex digits, as the metadata writes a CRC-32.
+std::string crc32_hex(std::uint32_t crc);
+
+}  // namespace sextant::engine::checkpoint

@@ -1,0 +1,35 @@
+// `sextant run --save / --load`: what a checkpoint records of the run, the
+// check that a checkpoint fits this run (before any GPU is touched), and the
+// save itself across the run's ranks.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "engine/checkpoint/checkpoint_directory.h"
+#include "engine/checkpoint/checkpoint_metadata.h"
+#include "tools/run_settings.h"
+
+namespace sextant::tools {
+
+/// The metadata of a checkpoint of `run` after `steps_done` updates and
+/// `data_batches` global batches drawn (the files are filled in by commit_save).
+engine::checkpoint::CheckpointMetadata checkpoint_metadata_of(const PreparedRun& run, std::int64_t steps_done,
+                                                              std::int64_t data_batches);
+
+/// Throws sim::ConfigError naming the checkpoint's metadata file and what
+/// differs when `checkpoint` was saved by a run of another model, layout,
+/// learning-rate schedule or seed (the data order), or past --steps.
+void check_checkpoint_fits(const engine::checkpoint::OpenedCheckpoint& checkpoint, const PreparedRun& run);
+
+/// Saves this rank's `state` as part of the checkpoint of `metadata.step`:
+/// rank 0 opens the step's tmp folder, every rank writes its shard, rank 0
+/// commits (metadata, rename, `latest`, pruning to --keep). `barrier(failed)`
+/// must return whether any rank of the world passed true (and wait for all):
+/// a rank that cannot write makes every rank throw instead of one hanging.
+/// Returns the step folder (on every rank).
+std::string save_checkpoint(const PreparedRun& run, const engine::checkpoint::CheckpointMetadata& metadata,
+                            const engine::checkpoint::TrainerState& state,
+                            const std::function<bool(bool failed)>& barrier);
+
+}  // namespace sextant::tools
