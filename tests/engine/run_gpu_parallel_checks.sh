@@ -79,8 +79,10 @@ run_one nccl_world_of_one --nproc-per-node 1 --layout mbs=2,gbs=8
 # step-3 runs steps 4-5. Step 4's loss is the same forward of the same weights
 # and tokens (exact); step 5 went through one backward, whose flash-attention
 # dQ atomics may add in another order (1e-4 relative).
-ckpt="$out/checkpoints"
-rm -rf "$ckpt"
+# The checkpoints (5 GB for GPT-350M) go to a scratch folder, not OUT_DIR, which
+# a device call copies back; only their listing and metadata are printed.
+ckpt=$(mktemp -d "${TMPDIR:-/tmp}/sextant-ckpt.XXXXXX")
+trap 'rm -rf "$ckpt"' EXIT
 run_one ckpt_full --layout mbs=2,gbs=8 --save "$ckpt" --save-interval 3
 run_one ckpt_resumed --layout mbs=2,gbs=8 --load "$ckpt/step-3"
 ls "$ckpt" "$ckpt/step-3" && cat "$ckpt/latest" "$ckpt/step-3/metadata.json" | head -n 40
