@@ -59,7 +59,8 @@ std::string framework_of(const std::string& source) {
 }
 
 bool follows_nemo_recipe(const std::string& source) {
-  return contains(source, "NeMo") || contains(source, "NeMo performance scripts");
+  // NeMo's own tables, and scripts that say they follow NeMo's performance scripts.
+  return contains(source, "NeMo");
 }
 
 void apply_nemo_recipe(sim::PartialLayout& l, bool zero_stated) {

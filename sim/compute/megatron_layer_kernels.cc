@@ -29,12 +29,6 @@ constexpr double kCrossEntropyBackwardBytesPerLogit = 14.0;
 // (2), plus the gradient-norm pass reading the gradient (4).
 constexpr double kOptimizerBytesPerParam = 34.0;
 
-struct LayerShapes {
-  double tokens;      // T = mbs·s/cp, the GEMMs' m
-  double hidden;      // h
-  double replicated;  // tokens·h on which norms and dropout run per GPU (÷tp under sp)
-};
-
 // Forward and backward (input-gradient and fp32-accumulating weight-gradient) of
 // one linear layer m×k · k×n.
 void add_linear(PassTime& t, double m, double n, double k, double batch, const DeviceRates& r) {
@@ -126,12 +120,12 @@ struct MlpFp8Shape {
 };
 
 // Adds the conversions above to one layer's forward and backward.
-void add_fp8_conversions(PassTime& t, const ModelConfig& m, const ParallelLayout& l,
-                         const MlpFp8Shape& mlp, const DeviceRates& r) {
-  const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
-  const double h = static_cast<double>(m.hidden_size);
-  const double q = static_cast<double>(m.query_width()) / l.tp;
-  const double kv = static_cast<double>(m.kv_width()) / l.tp;
+void add_fp8_conversions(PassTime& t, const LayerShape& shape, const MlpFp8Shape& mlp,
+                         const DeviceRates& r) {
+  const double T = static_cast<double>(shape.tokens);
+  const double h = static_cast<double>(shape.hidden);
+  const double q = static_cast<double>(shape.q_width());
+  const double kv = static_cast<double>(shape.kv_width());
   const double forward_s = 3.0 * T * q / r.memory_bytes_per_s + r.kernel_overhead_s;
   // cast_transpose of the QKV, projection and fc2 output gradients; transposes
   // of the QKV, projection, fc1 and fc2 inputs.
@@ -199,7 +193,7 @@ PassTime megatron_layer_time(const ModelConfig& m, const ParallelLayout& l, cons
   }
   add_elementwise(t, dropout_add_bytes * W, 1, r);
 
-  if (r.fp8) add_fp8_conversions(t, m, l, mlp_fp8, r);
+  if (r.fp8) add_fp8_conversions(t, shape, mlp_fp8, r);
   return t;
 }
 
