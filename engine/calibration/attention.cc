@@ -67,13 +67,13 @@ AttentionPoint measure_attention(const AttentionShape& shape, const MeasurementC
   p.seq = shape.seq;
   p.head_dim = shape.head_dim;
   // The forward's warm-up writes every set's out and lse, which the backward reads.
-  p.forward_s = median_seconds(
+  p.forward_s = median_seconds_in_graph(
       [&](int set) {
         const AttentionSet& a = sets[static_cast<std::size_t>(set)];
         kernels::flash_attention_forward(a.out, a.lse, a.q, a.k, a.v, k, ctx.stream);
       },
       rotations, ctx);
-  p.backward_s = median_seconds(
+  p.backward_s = median_seconds_in_graph(
       [&](int set) {
         const AttentionSet& a = sets[static_cast<std::size_t>(set)];
         kernels::flash_attention_backward(a.dq, a.dk, a.dv, a.dout, a.q, a.k, a.v, a.out, a.lse, k, workspace,

@@ -46,7 +46,7 @@ class Stream {
 // Estimated cost of a point: its roofline time times the launches it will get
 // (warm-up, tuning, timed batches), so the bar's estimate follows the big points.
 double launches_cost(double estimate_s, int products, int tuning_launches) {
-  return products * estimate_s * (tuning_launches + 3 + 9 * std::max(1.0, 50e-6 / estimate_s)) + 2e-4;
+  return products * (estimate_s * (tuning_launches + 3 + 9 * std::max(1.0, 300e-6 / estimate_s)) + 9 * 40e-6) + 2e-4;
 }
 
 }  // namespace
@@ -72,7 +72,7 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   double total_work = 0;
   for (const LinearShape& s : plan.linear) {
     scratch_bytes = std::max(scratch_bytes, linear_scratch_bytes(s, info.l2_bytes));
-    total_work += launches_cost(linear_estimate_s(s), 3, 32);
+    total_work += launches_cost(linear_estimate_s(s), kLinearProducts, 32);
   }
   for (const AttentionShape& s : plan.attention) {
     scratch_bytes = std::max(scratch_bytes, attention_scratch_bytes(s, info.l2_bytes));
@@ -116,13 +116,14 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
   };
   MeasuredProfile profile;
   profile.overheads = measure_overheads(ctx);
+  ctx.graph_kernel_s = profile.overheads.graph_kernel_s;
   bar.advance(0.05, "overheads", 1, 1);
 
   const int linear_points = static_cast<int>(plan.linear.size());
   for (int i = 0; i < linear_points; ++i) {
     const LinearShape& s = plan.linear[static_cast<std::size_t>(i)];
     guarded("linear", [&] { profile.linear_bf16.push_back(measure_linear(s, gemm, ctx)); });
-    bar.advance(launches_cost(linear_estimate_s(s), 3, 32), "linear", i + 1,
+    bar.advance(launches_cost(linear_estimate_s(s), kLinearProducts, 32), "linear", i + 1,
                 linear_points);
   }
   const int attention_points = static_cast<int>(plan.attention.size());

@@ -223,7 +223,7 @@ ElementwisePoint measure_elementwise(const std::string& kernel, const Elementwis
   ElementwisePoint p;
   p.rows = shape.rows;
   p.width = shape.width;
-  p.seconds = median_seconds([&](int set) { launch(buffers.sets[static_cast<std::size_t>(set)]); }, rotations, ctx);
+  p.seconds = median_seconds_in_graph([&](int set) { launch(buffers.sets[static_cast<std::size_t>(set)]); }, rotations, ctx);
   return p;
 }
 

@@ -1,5 +1,6 @@
 #include "engine/calibration/linear.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace sextant::engine::calibration {
@@ -11,20 +12,26 @@ using kernels::GemmArgs;
 using kernels::GemmOutput;
 using kernels::Transpose;
 
-// One buffer set: x (T, in), W (out, in), y = dy (T, out), dx (T, in) bf16; dW (out, in) fp32.
+// One buffer set: x (T, in), W (out, in), y = dy (T, out), dx (T, in) bf16; dW (out, in) fp32;
+// for the epilogues: the residual r (T, out), GELU's saved input aux (T, max(in, out)) and
+// the bias (out) bf16.
 struct LinearSet {
   Bf16* x;
   Bf16* w;
   Bf16* y;
   Bf16* dx;
   float* dw;
+  Bf16* r;
+  Bf16* aux;
+  Bf16* bias;
 };
 
 std::size_t set_bytes(const LinearShape& s) {
   const std::size_t t = static_cast<std::size_t>(s.tokens), i = static_cast<std::size_t>(s.in_width),
                     o = static_cast<std::size_t>(s.out_width);
   return aligned_bytes(t * i * 2) + aligned_bytes(o * i * 2) + aligned_bytes(t * o * 2) +
-         aligned_bytes(t * i * 2) + aligned_bytes(o * i * 4);
+         aligned_bytes(t * i * 2) + aligned_bytes(o * i * 4) + aligned_bytes(t * o * 2) +
+         aligned_bytes(t * std::max(i, o) * 2) + aligned_bytes(o * 2);
 }
 
 // The engine's calls (engine/transformer.cc linear_forward / linear_backward).
@@ -38,12 +45,48 @@ GemmArgs forward_args(const LinearShape& s, const LinearSet& b) {
   return g;
 }
 
+GemmArgs forward_bias_args(const LinearShape& s, const LinearSet& b) {
+  GemmArgs g = forward_args(s, b);
+  g.epilogue = kernels::GemmEpilogue::kBias;
+  g.bias = b.bias;
+  return g;
+}
+
+GemmArgs forward_residual_args(const LinearShape& s, const LinearSet& b) {
+  GemmArgs g = forward_args(s, b);
+  g.c_source = b.r;
+  g.beta = 1.0f;
+  return g;
+}
+
+GemmArgs forward_bias_residual_args(const LinearShape& s, const LinearSet& b) {
+  GemmArgs g = forward_residual_args(s, b);
+  g.epilogue = kernels::GemmEpilogue::kBias;
+  g.bias = b.bias;
+  return g;
+}
+
+GemmArgs forward_bias_gelu_args(const LinearShape& s, const LinearSet& b) {
+  GemmArgs g = forward_args(s, b);
+  g.epilogue = kernels::GemmEpilogue::kBiasGelu;
+  g.bias = b.bias;
+  g.gelu_input = b.aux;
+  return g;
+}
+
 GemmArgs input_gradient_args(const LinearShape& s, const LinearSet& b) {
   GemmArgs g;
   g.m = static_cast<int>(s.tokens), g.n = static_cast<int>(s.in_width), g.k = static_cast<int>(s.out_width);
   g.a = b.y;
   g.b = b.w;
   g.c = b.dx;
+  return g;
+}
+
+GemmArgs input_gradient_dgelu_args(const LinearShape& s, const LinearSet& b) {
+  GemmArgs g = input_gradient_args(s, b);
+  g.epilogue = kernels::GemmEpilogue::kGeluBackward;
+  g.gelu_input = b.aux;
   return g;
 }
 
@@ -83,6 +126,9 @@ LinearPoint measure_linear(const LinearShape& shape, kernels::CublasLtGemm& gemm
     b.y = ctx.scratch->take_as<Bf16>(t * o);
     b.dx = ctx.scratch->take_as<Bf16>(t * i);
     b.dw = ctx.scratch->take_as<float>(o * i);
+    b.r = ctx.scratch->take_as<Bf16>(t * o);
+    b.aux = ctx.scratch->take_as<Bf16>(t * std::max(i, o));
+    b.bias = ctx.scratch->take_as<Bf16>(o);
     sets.push_back(b);
   }
   // The engine tunes each problem over cuBLASLt's first 16 heuristic candidates
@@ -91,7 +137,7 @@ LinearPoint measure_linear(const LinearShape& shape, kernels::CublasLtGemm& gemm
   constexpr int candidates = 16;
   auto time_product = [&](GemmArgs (*args_of)(const LinearShape&, const LinearSet&)) {
     gemm.tune(args_of(shape, sets[0]), ctx.stream, candidates, 1);
-    return median_seconds([&](int set) { gemm.run(args_of(shape, sets[static_cast<std::size_t>(set)]), ctx.stream); },
+    return median_seconds_in_graph([&](int set) { gemm.run(args_of(shape, sets[static_cast<std::size_t>(set)]), ctx.stream); },
                           rotations, ctx);
   };
   LinearPoint p;
@@ -101,6 +147,11 @@ LinearPoint measure_linear(const LinearShape& shape, kernels::CublasLtGemm& gemm
   p.forward_s = time_product(forward_args);
   p.input_gradient_s = time_product(input_gradient_args);
   p.weight_gradient_s = time_product(weight_gradient_args);
+  p.forward_bias_s = time_product(forward_bias_args);
+  p.forward_residual_s = time_product(forward_residual_args);
+  p.forward_bias_residual_s = time_product(forward_bias_residual_args);
+  p.forward_bias_gelu_s = time_product(forward_bias_gelu_args);
+  p.input_gradient_dgelu_s = time_product(input_gradient_dgelu_args);
   return p;
 }
 

@@ -14,6 +14,9 @@
 
 namespace sextant::engine::calibration {
 
+/// Products timed per shape: the three plain ones and five with the engine's epilogues.
+inline constexpr int kLinearProducts = 8;
+
 /// Scratch one shape needs: its rotated buffer sets.
 std::size_t linear_scratch_bytes(const LinearShape& shape, std::size_t l2_bytes);
 
@@ -21,8 +24,8 @@ std::size_t linear_scratch_bytes(const LinearShape& shape, std::size_t l2_bytes)
 /// progress estimates only).
 double linear_estimate_s(const LinearShape& shape);
 
-/// Times the three products of `shape` (each tuned first, then the median of
-/// ctx.timing). gemm: the engine's wrapper, one per run (it remembers each
+/// Times the kLinearProducts products of `shape` (each tuned first, then the
+/// median of ctx.timing, inside a CUDA graph as the engine runs them). gemm: the engine's wrapper, one per run (it remembers each
 /// problem's tuned algorithm).
 LinearPoint measure_linear(const LinearShape& shape, kernels::CublasLtGemm& gemm, const MeasurementContext& ctx);
 

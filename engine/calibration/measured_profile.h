@@ -22,6 +22,13 @@ struct LinearPoint {
   double forward_s = 0;          // Y = X W^T, bf16 out
   double input_gradient_s = 0;   // dX = dY W
   double weight_gradient_s = 0;  // dW += dY^T X, fp32 C, beta 1
+  // The same products with the epilogues the engine fuses (engine/transformer.cc),
+  // which make cuBLASLt pick other kernels than the plain product's:
+  double forward_bias_s = 0;           // Y = X W^T + b (QKV, and fc1 without GELU)
+  double forward_residual_s = 0;       // Y = X W^T + R, R read as C (proj, fc2 without bias)
+  double forward_bias_residual_s = 0;  // Y = X W^T + b + R (proj, fc2 of GPT)
+  double forward_bias_gelu_s = 0;      // Y = GELU(X W^T + b), its input saved as aux (fc1 of GPT)
+  double input_gradient_dgelu_s = 0;   // dX = GELU'(aux) * (dY W) (fc2's input gradient of GPT)
 };
 
 /// Causal flash attention (kernels/flash_attention.h), bf16, kv_heads = heads.

@@ -68,6 +68,13 @@ std::string linear_row(const LinearPoint& p) {
          seconds(p.input_gradient_s) + ", " + seconds(p.weight_gradient_s);
 }
 
+std::string linear_epilogue_row(const LinearPoint& p) {
+  return std::to_string(p.tokens) + ", " + std::to_string(p.in_width) + ", " + std::to_string(p.out_width) +
+         ", " + seconds(p.forward_bias_s) + ", " + seconds(p.forward_residual_s) + ", " +
+         seconds(p.forward_bias_residual_s) + ", " + seconds(p.forward_bias_gelu_s) + ", " +
+         seconds(p.input_gradient_dgelu_s);
+}
+
 std::string collective_row(const CollectivePoint& p) {
   return std::to_string(p.ranks) + ", " + std::to_string(p.bytes) + ", " + seconds(p.seconds);
 }
@@ -115,6 +122,10 @@ std::string profile_yaml(const MeasuredProfile& p) {
       "[tokens, in_width, out_width, forward_s, input_gradient_s, weight_gradient_s]";
   rows(out, "", "linear_bf16", linear_columns, p.linear_bf16, linear_row);
   rows(out, "", "linear_fp8", linear_columns, p.linear_fp8, linear_row);
+  rows(out, "", "linear_bf16_epilogues",
+       "[tokens, in_width, out_width, forward_bias_s, forward_residual_s, forward_bias_residual_s, "
+       "forward_bias_gelu_s, input_gradient_dgelu_s]: the bf16 products with the engine's fused epilogues",
+       p.linear_bf16, linear_epilogue_row);
   rows(out, "", "attention", "[batch, heads, seq, head_dim, forward_s, backward_s]", p.attention,
        [](const AttentionPoint& a) {
          return std::to_string(a.batch) + ", " + std::to_string(a.heads) + ", " +

@@ -3,12 +3,15 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <exception>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/bf16.h"
 #include "kernels/cuda_check.h"
+#include "kernels/gpu_wait.h"
 #include "kernels/parameter_init.h"
 
 namespace sextant::engine::calibration {
@@ -19,7 +22,10 @@ std::string TimingSettings::description() const {
          " timed batches (" + std::to_string(repeats_long) + " when a batch takes >= " +
          std::to_string(static_cast<int>(long_point_s * 1e3)) + " ms), each batch enough launches to cover " +
          std::to_string(static_cast<int>(min_batch_s * 1e6)) +
-         " us; inputs rotated over buffer sets totalling > 2x the device's L2; bf16 N(0,1) noise inputs; "
+         " us (kernels the engine replays in its CUDA graph: captured batches covering " +
+         std::to_string(static_cast<int>(graph_batch_s * 1e6)) + " us, each replay queued behind a " +
+         std::to_string(static_cast<int>(wait_before_batch_s * 1e6)) +
+         " us GPU-side wait, less the graph's per-kernel gap); inputs rotated over buffer sets totalling > 2x the device's L2; bf16 N(0,1) noise inputs; "
          "all buffers carved from one allocation made before timing";
 }
 
@@ -113,6 +119,73 @@ double median_seconds(const std::function<void(int set)>& launch, int rotations,
   }
   std::nth_element(means.begin(), means.begin() + repeats / 2, means.end());
   return means[static_cast<std::size_t>(repeats / 2)];
+}
+
+namespace {
+
+// A captured batch of launches, instantiated; empty when capture failed.
+class CapturedBatch {
+ public:
+  CapturedBatch(const std::function<void()>& queue, cudaStream_t stream) {
+    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    bool queued = true;
+    try {
+      queue();
+    } catch (const std::exception&) {
+      queued = false;
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    if (queued && ended == cudaSuccess && graph != nullptr &&
+        cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess)
+      exec_ = nullptr;
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // a failed capture leaves its error behind; the caller falls back
+  }
+  ~CapturedBatch() {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  CapturedBatch(const CapturedBatch&) = delete;
+  CapturedBatch& operator=(const CapturedBatch&) = delete;
+  bool ok() const { return exec_ != nullptr; }
+  void launch(cudaStream_t stream) const { SEXTANT_CUDA_CHECK(cudaGraphLaunch(exec_, stream)); }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+double median_seconds_in_graph(const std::function<void(int set)>& launch, int rotations,
+                               const MeasurementContext& ctx) {
+  const TimingSettings& t = ctx.timing;
+  for (int i = 0; i < std::max(t.warmup_launches, rotations); ++i) launch(i % rotations);
+  const auto wait_ns = static_cast<std::int64_t>(t.wait_before_batch_s * 1e9);
+  EventPair events;
+  auto timed_replay = [&](const CapturedBatch& batch, int launches) {
+    kernels::gpu_wait(wait_ns, ctx.stream);
+    SEXTANT_CUDA_CHECK(cudaEventRecord(events.start(), ctx.stream));
+    batch.launch(ctx.stream);
+    SEXTANT_CUDA_CHECK(cudaEventRecord(events.stop(), ctx.stream));
+    return events.elapsed_s() / launches;
+  };
+  // Estimate from one graph holding every set once (at least one launch).
+  const CapturedBatch probe([&] { for (int i = 0; i < rotations; ++i) launch(i); }, ctx.stream);
+  if (!probe.ok()) return median_seconds(launch, rotations, ctx);
+  probe.launch(ctx.stream);
+  const double estimate_s = std::max(timed_replay(probe, rotations), 1e-7);
+  const int batch = static_cast<int>(std::clamp(std::ceil(t.graph_batch_s / estimate_s), 1.0, 4096.0));
+  const CapturedBatch graph([&] { for (int i = 0; i < batch; ++i) launch(i % rotations); }, ctx.stream);
+  if (!graph.ok()) return median_seconds(launch, rotations, ctx);
+  graph.launch(ctx.stream);  // first replay uploads the graph
+  const int repeats = batch * estimate_s >= t.long_point_s ? t.repeats_long : t.repeats;
+  std::vector<double> means;
+  for (int r = 0; r < repeats; ++r) means.push_back(timed_replay(graph, batch));
+  std::nth_element(means.begin(), means.begin() + repeats / 2, means.end());
+  return std::max(means[static_cast<std::size_t>(repeats / 2)] - ctx.graph_kernel_s, 1e-8);
 }
 
 }  // namespace sextant::engine::calibration

@@ -20,6 +20,8 @@ struct TimingSettings {
   double long_point_s = 2e-3;
   double min_batch_s = 50e-6;   // launches per batch: enough to cover this, so the host's
                                 // launch rate does not show in a short kernel's time
+  double graph_batch_s = 300e-6;  // median_seconds_in_graph: launches per captured batch
+  double wait_before_batch_s = 40e-6;  // GPU-side wait queued before each timed graph (gpu_wait.h)
   std::string description() const;  // for the profile's `method:`
 };
 
@@ -58,6 +60,9 @@ struct MeasurementContext {
   cudaStream_t stream = nullptr;
   std::size_t l2_bytes = 0;
   int sm_count = 0;
+  /// Per-kernel time of a replayed CUDA graph of empty kernels (overheads.h);
+  /// median_seconds_in_graph takes it off each kernel, as the simulator adds it back.
+  double graph_kernel_s = 0;
   DeviceScratch* scratch = nullptr;
   TimingSettings timing;
 };
@@ -68,5 +73,16 @@ struct MeasurementContext {
 /// (ceil(min_batch_s / estimate) launches), then `repeats` batches between CUDA
 /// events, each giving its mean; the median of those is returned.
 double median_seconds(const std::function<void(int set)>& launch, int rotations, const MeasurementContext& ctx);
+
+/// Median seconds of one launch as the engine runs it: inside a replayed CUDA
+/// graph. After median_seconds' warm-up, `batch` launches (enough to cover
+/// timing.graph_batch_s, cycling over the sets) are captured into one graph;
+/// each timed replay waits behind gpu_wait (so the host's graph launch is not
+/// timed) and gives the mean per launch; the median of `repeats` replays,
+/// less ctx.graph_kernel_s (the gap the simulator adds per kernel itself), is
+/// returned (at least 1e-8). When the launches cannot be captured, falls back
+/// to median_seconds.
+double median_seconds_in_graph(const std::function<void(int set)>& launch, int rotations,
+                               const MeasurementContext& ctx);
 
 }  // namespace sextant::engine::calibration

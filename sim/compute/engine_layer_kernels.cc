@@ -3,9 +3,11 @@
 //  - residual adds ride on the GEMM that makes the branch (cuBLASLt reads the
 //    residual as C) in the forward, and on the norm's backward in the backward;
 //  - GELU runs in fc1's epilogue (with the bias), its backward in fc2's
-//    input-gradient epilogue: no activation kernel for GPT models, but the
-//    epilogues' extra traffic (GELU's saved input, the residual read as C) is
-//    added to the measured plain GEMMs at the HBM rate;
+//    input-gradient epilogue: no activation kernel for GPT models; each GEMM
+//    is costed as the fused kernel calibrate measured (cuBLASLt picks other
+//    kernels with an epilogue: fc2's DGELU ran 461 us against 331 us plain in
+//    GPT-1.3B's step, reports/measurements/2026-11-23-h100-calibration-check),
+//    or, without such a point, as the plain product plus the epilogue's bytes;
 //  - no dropout kernels (the engine trains without dropout);
 //  - the norm backward sums the bias gradients of the projections that feed
 //    the residual when hidden <= 4096 (kernels/layernorm.h), so only QKV and
@@ -74,26 +76,31 @@ double bias_gradient_s(const Shapes& s, double width, const DeviceRates& r) {
   return elementwise_time_s(K::kBiasGradient, s.tokens, width, 2.0 * s.tokens * width, r);
 }
 
-// Traffic a cuBLASLt epilogue adds to the measured plain GEMM (calibrate
-// times y = x W^T without one): the residual read as C (2 bytes per output),
-// GELU's saved input written beside the output, or read back by fc2's DGELU.
-double epilogue_s(double bytes, const DeviceRates& r) {
-  return r.compute_time_factor * bytes / r.memory_bytes_per_s;
+// The epilogues of a forward that adds the bias (when the model has one) and,
+// when `residual`, the residual stream read as C (2 bytes per output element
+// beyond the plain product, for the fallback where calibrate has no fused point).
+LinearEpilogues bias_residual_epilogues(const Shapes& s, double out, bool residual) {
+  LinearEpilogues e;
+  if (residual) {
+    e.forward = s.bias ? ForwardEpilogue::kBiasResidual : ForwardEpilogue::kResidual;
+    e.forward_extra_bytes = 2.0 * s.tokens * out;
+  } else if (s.bias) {
+    e.forward = ForwardEpilogue::kBias;
+  }
+  return e;
 }
 
 // One linear layer's forward and backward into `t` (and the GEMM totals):
 // weight gradient, bias gradient when `bias_kernel`, input gradient when
-// `input_gradient`, plus the epilogues' extra bytes. Returns the forward's time.
+// `input_gradient`, each GEMM as the engine calls it (fused_linear_times).
+// Returns the forward's time.
 double linear(PassTime& t, const Shapes& s, double in, double out, bool bias_kernel,
-              bool input_gradient, const DeviceRates& r, double forward_epilogue_bytes = 0,
-              double input_gradient_epilogue_bytes = 0) {
-  const LinearTimes g = linear_times(s.tokens, in, out, 1, r);
-  const double forward = g.forward_s + epilogue_s(forward_epilogue_bytes, r);
+              bool input_gradient, const DeviceRates& r, const LinearEpilogues& epilogues = {}) {
+  const LinearTimes g = fused_linear_times(s.tokens, in, out, epilogues, r);
+  const double forward = g.forward_s;
   t.forward_s += forward;
   t.gemm_forward_s += forward;
-  const double backward =
-      g.weight_gradient_s +
-      (input_gradient ? g.input_gradient_s + epilogue_s(input_gradient_epilogue_bytes, r) : 0.0);
+  const double backward = g.weight_gradient_s + (input_gradient ? g.input_gradient_s : 0.0);
   t.backward_s += backward + (bias_kernel ? bias_gradient_s(s, out, r) : 0.0);
   t.gemm_backward_s += backward;
   t.weight_gradient_s += g.weight_gradient_s;
@@ -115,7 +122,7 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // (+ bias_gradient), norm1 backward (adds the residual gradient).
   t.forward_s += norm_forward_s(s, r);
   t.backward_s += norm_backward_s(s, r);
-  linear(t, s, s.hidden, s.q + 2 * s.kv, s.bias, true, r);
+  linear(t, s, s.hidden, s.q + 2 * s.kv, s.bias, true, r, bias_residual_epilogues(s, s.q + 2 * s.kv, false));
   if (s.rope) {
     // Rotates Q and K in place inside the fused QKV rows (read + write 4 bytes
     // per rotated element). Calibrate times it on multi-head rows of width W
@@ -145,8 +152,7 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // stores what selective recomputation would keep: nothing runs again.
   t.attention_core_forward_s = 0;
   t.attention_core_backward_s = a.backward_s;
-  const double residual_bytes = 2.0 * T * s.hidden;  // (T, h) bf16 read as C
-  linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r, residual_bytes);
+  linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r, bias_residual_epilogues(s, s.hidden, true));
   t.attention_forward_s = t.forward_s;
   t.attention_backward_s = t.backward_s;
   t.attention_weight_gradient_s = t.weight_gradient_s;
@@ -159,14 +165,25 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   t.forward_s += norm_forward_s(s, r);
   t.backward_s += norm_backward_s(s, r);
   // GELU's input (T, f) bf16: written by fc1's epilogue, read by fc2's DGELU.
+  // (A GELU model without biases runs cuBLASLt's GELU_AUX epilogue, costed as
+  // the measured BIAS_GELU_AUX one: the bias adds T·f reads of one row.)
   const double gelu_input_bytes = s.swiglu ? 0.0 : 2.0 * T * s.ffn;
-  linear(t, s, s.hidden, s.ffn * m.mlp_input_projections(), s.bias, true, r, gelu_input_bytes);
+  LinearEpilogues fc1 = bias_residual_epilogues(s, s.ffn * m.mlp_input_projections(), false);
+  if (!s.swiglu) {
+    fc1.forward = ForwardEpilogue::kBiasGelu;
+    fc1.forward_extra_bytes = gelu_input_bytes;
+  }
+  linear(t, s, s.hidden, s.ffn * m.mlp_input_projections(), s.bias, true, r, fc1);
   if (s.swiglu) {
     t.forward_s += elementwise_time_s(K::kSwigluForward, T, s.ffn, 6.0 * T * s.ffn, r);
     t.backward_s += elementwise_time_s(K::kSwigluBackward, T, s.ffn, 10.0 * T * s.ffn, r);
   }
-  t.full_recompute_skipped_s = linear(t, s, s.ffn, s.hidden, residual_bias_kernels, true, r,
-                                      residual_bytes, gelu_input_bytes);
+  LinearEpilogues fc2 = bias_residual_epilogues(s, s.hidden, true);
+  if (!s.swiglu) {
+    fc2.input_gradient = InputGradientEpilogue::kGeluBackward;
+    fc2.input_gradient_extra_bytes = gelu_input_bytes;
+  }
+  t.full_recompute_skipped_s = linear(t, s, s.ffn, s.hidden, residual_bias_kernels, true, r, fc2);
   return t;
 }
 

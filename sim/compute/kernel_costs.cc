@@ -28,6 +28,29 @@ LinearTimes linear_times(double tokens, double in_width, double out_width, doubl
   return t;
 }
 
+LinearTimes fused_linear_times(double tokens, double in_width, double out_width,
+                               const LinearEpilogues& e, const DeviceRates& r) {
+  LinearTimes t = linear_times(tokens, in_width, out_width, 1, r);
+  if (tokens <= 0 || in_width <= 0 || out_width <= 0) return t;
+  const bool fused_forward = e.forward != ForwardEpilogue::kNone;
+  const bool fused_input_gradient = e.input_gradient != InputGradientEpilogue::kNone;
+  if (r.tables && !r.fp8 && (fused_forward || fused_input_gradient)) {
+    if (auto times = r.tables->lookup.linear_bf16_epilogues.lookup({tokens, in_width, out_width, 0},
+                                                                    tokens * in_width * out_width)) {
+      // Columns: bias, residual, bias + residual, bias + GELU, GELU backward.
+      const double f = r.compute_time_factor;
+      if (fused_forward)
+        t.forward_s = f * (*times)[static_cast<int>(e.forward) - 1] + r.measured_kernel_gap_s;
+      if (fused_input_gradient) t.input_gradient_s = f * (*times)[4] + r.measured_kernel_gap_s;
+      return t;
+    }
+  }
+  // The plain product plus the epilogue's extra traffic at the HBM rate.
+  t.forward_s += r.compute_time_factor * e.forward_extra_bytes / r.memory_bytes_per_s;
+  t.input_gradient_s += r.compute_time_factor * e.input_gradient_extra_bytes / r.memory_bytes_per_s;
+  return t;
+}
+
 AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
                                const DeviceRates& r) {
   AttentionTimes t;

@@ -19,6 +19,25 @@ struct LinearTimes {
 LinearTimes linear_times(double tokens, double in_width, double out_width, double batch,
                          const DeviceRates& rates);
 
+/// The epilogue a linear layer's forward fuses into its GEMM, and its input
+/// gradient's (our engine's cuBLASLt calls, engine/transformer.cc).
+enum class ForwardEpilogue { kNone, kBias, kResidual, kBiasResidual, kBiasGelu };
+enum class InputGradientEpilogue { kNone, kGeluBackward };
+struct LinearEpilogues {
+  ForwardEpilogue forward = ForwardEpilogue::kNone;
+  InputGradientEpilogue input_gradient = InputGradientEpilogue::kNone;
+  /// What the epilogues read or write beyond the plain product (the residual
+  /// read as C, GELU's saved input): the fallback's extra bytes at the HBM rate
+  /// where the profile has no fused measurement of the shape.
+  double forward_extra_bytes = 0;
+  double input_gradient_extra_bytes = 0;
+};
+/// linear_times of a single bf16 product with fused epilogues: the measured
+/// fused kernels (profile table linear_bf16_epilogues) where they cover the
+/// shape, else the plain products plus the epilogues' extra bytes.
+LinearTimes fused_linear_times(double tokens, double in_width, double out_width,
+                               const LinearEpilogues& epilogues, const DeviceRates& rates);
+
 /// Causal flash attention of (batch, heads, seq, head_dim) per GPU, the work
 /// split over `cp` context-parallel ranks.
 struct AttentionTimes {

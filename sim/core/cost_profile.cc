@@ -36,6 +36,13 @@ void MeasuredTables::build_lookup() {
   };
   linear(lookup.linear_bf16, linear_bf16);
   linear(lookup.linear_fp8, linear_fp8);
+  lookup.linear_bf16_epilogues = LogGridTable(3, 5);
+  for (const LinearEpiloguePoint& p : linear_bf16_epilogues)
+    lookup.linear_bf16_epilogues.add(
+        {p.tokens, p.in_width, p.out_width, 0}, p.tokens * p.in_width * p.out_width,
+        {p.forward_bias_s, p.forward_residual_s, p.forward_bias_residual_s, p.forward_bias_gelu_s,
+         p.input_gradient_dgelu_s});
+  lookup.linear_bf16_epilogues.build();
   lookup.attention = LogGridTable(4, 2);
   for (const AttentionPoint& p : attention)
     lookup.attention.add({p.batch, p.heads, p.seq, p.head_dim},

@@ -46,6 +46,16 @@ struct LinearPoint {
   double tokens = 0, in_width = 0, out_width = 0;
   double forward_s = 0, input_gradient_s = 0, weight_gradient_s = 0;
 };
+/// One measured linear layer's products with the engine's fused cuBLASLt
+/// epilogues (engine/transformer.cc), which run other kernels than the plain ones.
+struct LinearEpiloguePoint {
+  double tokens = 0, in_width = 0, out_width = 0;
+  double forward_bias_s = 0;           // Y = X W^T + b
+  double forward_residual_s = 0;       // Y = X W^T + R (R read as C)
+  double forward_bias_residual_s = 0;  // Y = X W^T + b + R
+  double forward_bias_gelu_s = 0;      // Y = GELU(X W^T + b), the GELU input saved
+  double input_gradient_dgelu_s = 0;   // dX = GELU'(saved) * (dY W)
+};
 /// One measured causal flash attention (bf16).
 struct AttentionPoint {
   double batch = 0, heads = 0, seq = 0, head_dim = 0;
@@ -71,6 +81,7 @@ struct MeasuredOverheads {
 struct MeasuredTables {
   std::vector<LinearPoint> linear_bf16;
   std::vector<LinearPoint> linear_fp8;
+  std::vector<LinearEpiloguePoint> linear_bf16_epilogues;
   std::vector<AttentionPoint> attention;
   std::array<std::vector<ElementwisePoint>, kElementwiseKernels> elementwise;
   std::optional<MeasuredOverheads> overheads;
@@ -83,6 +94,7 @@ struct MeasuredTables {
   struct Lookup {
     LogGridTable linear_bf16{3, 3};  // (tokens, in, out) -> forward, input grad, weight grad
     LogGridTable linear_fp8{3, 3};
+    LogGridTable linear_bf16_epilogues{3, 5};  // (tokens, in, out) -> the five LinearEpiloguePoint times
     LogGridTable attention{4, 2};    // (batch, heads, seq, head_dim) -> forward, backward
     std::array<LogGridTable, kElementwiseKernels> elementwise;  // (rows, width) -> seconds
   } lookup;

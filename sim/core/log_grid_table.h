@@ -39,7 +39,7 @@ namespace sextant::sim {
 class LogGridTable {
  public:
   static constexpr int kMaxDims = 4;
-  static constexpr int kMaxOutputs = 3;
+  static constexpr int kMaxOutputs = 5;
   /// Above this many grid cells the table is not built (no coverage anywhere).
   static constexpr std::size_t kMaxCells = std::size_t{1} << 22;
 

@@ -127,8 +127,8 @@ std::optional<ProfileFit> read_fit(StrictMap& map) {
 
 const std::vector<std::string_view>& measured_profile_keys() {
   static const std::vector<std::string_view> kKeys{
-      "software", "measurement", "linear_bf16", "linear_fp8", "attention",
-      "elementwise", "overheads", "nccl", "fit"};
+      "software", "measurement", "linear_bf16", "linear_fp8", "linear_bf16_epilogues",
+      "attention", "elementwise", "overheads", "nccl", "fit"};
   return kKeys;
 }
 
@@ -138,7 +138,7 @@ void read_measured_profile_part(StrictMap& map, CostProfile& p) {
     else map.report("software", "got '" + *software + "'; accepted: sextant-engine, megatron-published");
   }
   bool any = false;
-  for (std::string_view key : {"measurement", "linear_bf16", "linear_fp8", "attention",
+  for (std::string_view key : {"measurement", "linear_bf16", "linear_fp8", "linear_bf16_epilogues", "attention",
                                "elementwise", "overheads", "nccl"})
     any = any || map.has(key);
   p.fit = read_fit(map);
@@ -148,6 +148,13 @@ void read_measured_profile_part(StrictMap& map, CostProfile& p) {
   read_provenance(map, *t);
   t->linear_bf16 = read_linear(map, "linear_bf16");
   t->linear_fp8 = read_linear(map, "linear_fp8");
+  t->linear_bf16_epilogues = read_rows<LinearEpiloguePoint>(
+      map, "linear_bf16_epilogues", 8, 3,
+      "[tokens, in_width, out_width, forward_bias_s, forward_residual_s, forward_bias_residual_s, "
+      "forward_bias_gelu_s, input_gradient_dgelu_s]",
+      [](const std::vector<double>& v) {
+        return LinearEpiloguePoint{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+      });
   t->attention = read_rows<AttentionPoint>(
       map, "attention", 6, 4, "[batch, heads, seq, head_dim, forward_s, backward_s]",
       [](const std::vector<double>& v) { return AttentionPoint{v[0], v[1], v[2], v[3], v[4], v[5]}; });

@@ -43,7 +43,8 @@ MeasuredProfile fixed_profile() {
   m.command = "sextant calibrate --out \"a b.yaml\"";
   m.method = "CUDA events";
   m.duration_s = "212";
-  p.linear_bf16 = {{8192, 2048, 6144, 1.1e-4, 1.2e-4, 1.3e-4}, {512, 512, 512, 5.123456e-6, 6e-6, 7e-6}};
+  p.linear_bf16 = {{8192, 2048, 6144, 1.1e-4, 1.2e-4, 1.3e-4, 1.4e-4, 1.5e-4, 1.6e-4, 1.7e-4, 1.8e-4},
+                   {512, 512, 512, 5.123456e-6, 6e-6, 7e-6, 8e-6, 9e-6, 1e-5, 1.1e-5, 1.2e-5}};
   p.attention = {{4, 16, 2048, 128, 2.0e-4, 5.0e-4}};
   p.elementwise = {{"layernorm_forward", {{8192, 2048, 1.5e-5}}}, {"adamw", {{1, 1048576, 4e-5}}}};
   p.overheads = {2.0e-6, 1.0e-6, 1.0e-5, 1.0e-4};
@@ -91,6 +92,11 @@ TEST(ProfileWriter, WritesTheSchemaExactly) {
       "  - [8192, 2048, 6144, 1.100e-04, 1.200e-04, 1.300e-04]\n"
       "  - [512, 512, 512, 5.123e-06, 6.000e-06, 7.000e-06]\n"
       "linear_fp8: []  # [tokens, in_width, out_width, forward_s, input_gradient_s, weight_gradient_s]\n"
+      "linear_bf16_epilogues:  # [tokens, in_width, out_width, forward_bias_s, forward_residual_s, "
+      "forward_bias_residual_s, forward_bias_gelu_s, input_gradient_dgelu_s]: the bf16 products with the engine's "
+      "fused epilogues\n"
+      "  - [8192, 2048, 6144, 1.400e-04, 1.500e-04, 1.600e-04, 1.700e-04, 1.800e-04]\n"
+      "  - [512, 512, 512, 8.000e-06, 9.000e-06, 1.000e-05, 1.100e-05, 1.200e-05]\n"
       "attention:  # [batch, heads, seq, head_dim, forward_s, backward_s]\n"
       "  - [4, 16, 2048, 128, 2.000e-04, 5.000e-04]\n"
       "elementwise:\n"
@@ -121,6 +127,8 @@ TEST(ProfileWriter, TextParsesBackToTheSameValues) {
   EXPECT_EQ(y["linear_bf16"][0][2].as<long long>(), 6144);
   EXPECT_DOUBLE_EQ(y["linear_bf16"][1][3].as<double>(), 5.123e-6);  // rounded to 4 digits
   EXPECT_EQ(y["linear_fp8"].size(), 0u);
+  ASSERT_EQ(y["linear_bf16_epilogues"].size(), 2u);
+  EXPECT_DOUBLE_EQ(y["linear_bf16_epilogues"][0][7].as<double>(), 1.8e-4);
   EXPECT_DOUBLE_EQ(y["elementwise"]["adamw"][0][2].as<double>(), 4e-5);
   EXPECT_DOUBLE_EQ(y["gemm_tile_n"].as<double>(), 256);
   EXPECT_EQ(y["nccl"]["send_recv"].size(), 0u);

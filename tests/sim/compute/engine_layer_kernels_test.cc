@@ -6,6 +6,8 @@
 // digits, so sums agree to about 1e-7 of their size.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "sim/compute/device_rates.h"
@@ -125,6 +127,51 @@ TEST(PredictionInterval, NinetyPercentFromTheFitsResidualSd) {
   ASSERT_TRUE(interval);
   EXPECT_NEAR(interval->first, 0.0964002, 1e-6);
   EXPECT_NEAR(interval->second, 0.1037342, 1e-6);
+}
+
+}  // namespace
+}  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// The fused-epilogue table: where it covers a shape, a GEMM with an epilogue
+// takes the fused kernel's measured time (plus the graph gap); elsewhere the
+// plain product plus the epilogue's bytes at the HBM rate.
+TEST(FusedLinearTimes, UsesTheMeasuredEpilogueKernelWhereTheTableCoversTheShape) {
+  std::ifstream file(std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
+  std::stringstream text;
+  text << file.rdbuf()
+       << "linear_bf16_epilogues:\n  - [8192, 8192, 2048, 1.0e-4, 2.0e-4, 3.0e-4, 4.0e-4, 5.0e-4]\n";
+  const PresetCatalog catalog{SEXTANT_TEST_CONFIG_DIR};
+  const CostProfile profile = load_profile_text(text.str(), "tiny+epilogues.yaml");
+  const DeviceRates r = device_rates(catalog.gpu("h100-sxm-80gb"), profile, Precision::kBf16);
+  LinearEpilogues fc2;
+  fc2.forward = ForwardEpilogue::kBiasResidual;
+  fc2.input_gradient = InputGradientEpilogue::kGeluBackward;
+  fc2.forward_extra_bytes = 2.0 * 8192 * 2048;
+  fc2.input_gradient_extra_bytes = 2.0 * 8192 * 8192;
+  const LinearTimes fused = fused_linear_times(8192, 8192, 2048, fc2, r);
+  EXPECT_NEAR(fused.forward_s, 3.0e-4 + kGap, 1e-12);
+  EXPECT_NEAR(fused.input_gradient_s, 5.0e-4 + kGap, 1e-12);
+  // The weight gradient has no epilogue: the plain table's 1.10 x 2·8192·8192·2048 / 600e12.
+  EXPECT_NEAR(fused.weight_gradient_s, 1.10 * (gemm(8192, 8192, 2048) - kGap) + kGap, 1e-9);
+  LinearEpilogues qkv;
+  qkv.forward = ForwardEpilogue::kBias;
+  EXPECT_NEAR(fused_linear_times(8192, 8192, 2048, qkv, r).forward_s, 1.0e-4 + kGap, 1e-12);
+
+  // Below the table's smallest tokens (4096 < 8192): the plain product plus the residual's
+  // 2·4096·2048 bytes (5.96 µs) at the profile's HBM rate (0.84 x 3.35e12 B/s), and the
+  // saved GELU input's 2·4096·8192 bytes (23.8 µs) on the input gradient.
+  fc2.forward_extra_bytes = 2.0 * 4096 * 2048;
+  fc2.input_gradient_extra_bytes = 2.0 * 4096 * 8192;
+  const LinearTimes plain = linear_times(4096, 8192, 2048, 1, r);
+  const LinearTimes fallback = fused_linear_times(4096, 8192, 2048, fc2, r);
+  EXPECT_NEAR(fallback.forward_s - plain.forward_s, 2.0 * 4096 * 2048 / (0.84 * 3.35e12), 1e-12);
+  EXPECT_NEAR(fallback.input_gradient_s - plain.input_gradient_s, 2.0 * 4096 * 8192 / (0.84 * 3.35e12), 1e-12);
+  EXPECT_DOUBLE_EQ(fallback.weight_gradient_s, plain.weight_gradient_s);
+  // Without an epilogue the fused table is not read.
+  EXPECT_NEAR(fused_linear_times(8192, 8192, 2048, {}, r).forward_s, gemm(8192, 8192, 2048), 1e-9);
 }
 
 }  // namespace
