@@ -97,7 +97,7 @@ void check_arguments(const CalibrateArguments& a) {
   std::ostringstream t;
   t << "wrote " << out << " (" << p.name << ", " << p.measurement.gpu_name << ", " << p.measurement.duration_s
     << " s)\n"
-    << "  points: " << p.linear_bf16.size() << " linear layers (x3 GEMMs), " << p.attention.size()
+    << "  points: " << p.linear_bf16.size() << " linear layers (x" << cal::kLinearProducts << " GEMMs: 3 plain, 5 with fused epilogues), " << p.attention.size()
     << " attention, " << elementwise << " element-wise, " << nccl << " NCCL\n"
     << "  gemm_efficiency " << s.gemm_efficiency.value << ", flash attention forward "
     << s.flash_attention_forward_efficiency.value << " / backward " << s.flash_attention_backward_efficiency.value

@@ -12,6 +12,10 @@
 
 namespace sextant::engine::calibration {
 
+/// GEMMs timed per linear shape (linear.h): the three plain products and five
+/// with the engine's fused epilogues.
+inline constexpr int kLinearProducts = 8;
+
 struct LinearShape {
   long long tokens = 0, in_width = 0, out_width = 0;
   auto operator<=>(const LinearShape&) const = default;

@@ -14,9 +14,6 @@
 
 namespace sextant::engine::calibration {
 
-/// Products timed per shape: the three plain ones and five with the engine's epilogues.
-inline constexpr int kLinearProducts = 8;
-
 /// Scratch one shape needs: its rotated buffer sets.
 std::size_t linear_scratch_bytes(const LinearShape& shape, std::size_t l2_bytes);
 
