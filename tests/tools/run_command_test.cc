@@ -43,7 +43,8 @@ TEST(RunCommand, DataParallelNeedsThatManyProcesses) {
 }
 
 // A checkpoint is checked against the run before any GPU is touched: one
-// saved at tp=2 cannot be loaded at tp=1; a missing one is named.
+// saved at tp=2 by a version-1 sextant (no sharding in its metadata) cannot be
+// loaded at tp=1, nor one of another pp; a missing one is named.
 TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   TempDir dir;
   const std::string root = dir.file("ckpt");
@@ -53,15 +54,32 @@ TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   m.seed = 1234;  // run's default
   m.layout = {2, 1, 0};
   m.world_size = 1;
+  m.format_version = 1;
   engine::checkpoint::begin_save(root, 3);
   engine::checkpoint::write_rank_shard(root, 3, 0, engine::checkpoint::TrainerState{3, {}, {}, {}, {}});
   engine::checkpoint::commit_save(root, m, 2);
   CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --steps 10 --load ckpt");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("ckpt/step-3/metadata.json: --load: checkpoint has tp=2, dp=1, zero=0; this run has tp=1, "
-                       "dp=1, zero=0: resharding is not supported yet (load it with the same layout)"),
+                       "dp=1, zero=0: its metadata (format version 1) does not say how its tensors are split, so "
+                       "it loads into its own layout only"),
             std::string::npos) << r.err;
   // The model's fields (the metadata above holds zeros) are named too.
+  EXPECT_NE(r.err.find("checkpoint is of model '' (num_layers 0, hidden_size 0"), std::string::npos) << r.err;
+  // Version 2, saved with pp = 2: the pipeline split is named.
+  m.format_version = 2;
+  m.layout.pp = 2;
+  m.sharding.flat_elements = 64;
+  m.sharding.tensors = {{"wte", 1, 64, 0, -1, {}}};
+  engine::checkpoint::begin_save(root, 4);
+  m.step = 4;
+  engine::checkpoint::write_rank_shard(root, 4, 0, engine::checkpoint::TrainerState{4, {}, {}, {}, {}});
+  engine::checkpoint::commit_save(root, m, 2);
+  r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --steps 10 --load ckpt");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ckpt/step-4/metadata.json: --load: checkpoint has tp=2, dp=1, zero=0, pp=2; this run has "
+                       "tp=1, dp=1, zero=0: pp differs (2 vs 1)"),
+            std::string::npos) << r.err;
   EXPECT_NE(r.err.find("checkpoint is of model '' (num_layers 0, hidden_size 0"), std::string::npos) << r.err;
   r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --load nowhere");
   EXPECT_EQ(r.exit_code, 2);
