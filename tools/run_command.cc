@@ -23,6 +23,7 @@
 #include "tools/run_checkpoint.h"
 #include "tools/run_settings.h"
 #ifdef SEXTANT_HAVE_NCCL
+#include "engine/comm/comm_error.h"
 #include "engine/comm/world_setup.h"
 #endif
 
@@ -399,8 +400,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                   "behaviour with a loss scaler; the summary counts the skipped steps)")
       ->capture_default_str();
   add_number_option(*cmd, "--comm-timeout-s", s.comm_timeout_s,
-                    "several ranks: the longest a rank waits for a step's collectives (NCCL or\n"
-                    "in-process); past it the rank aborts its communicators and fails naming the\n"
+                    "several ranks: the longest a rank waits for a step's collectives through NCCL;\n"
+                    "past it the rank aborts its communicators and fails naming the\n"
                     "collective, its group and rank, and the launcher stops every rank, instead of\n"
                     "hanging on a peer that died or hangs (PyTorch's default process-group timeout)",
                     1.0, 7.0 * 24 * 3600)
@@ -438,7 +439,18 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       run.tensor_parallel = job.communicators->groups.tp.get();
     }
 #endif
+#ifdef SEXTANT_HAVE_NCCL
+    try {
+      return run_training(run, out);
+    } catch (const engine::comm::CommError& e) {
+      // A peer that died or hangs, not a bug here: said once, with the world
+      // rank (the launcher prefixes the line with it too) and the collective.
+      std::cerr << "sextant: error: rank " << run.world_rank << ": " << e.what() << "\n";
+      return 1;
+    }
+#else
     return run_training(run, out);
+#endif
   };
 }
 

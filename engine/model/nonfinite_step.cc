@@ -7,6 +7,7 @@ namespace sextant::engine {
 
 namespace {
 std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";  // printf may say "-nan" for the sign bit a NaN happens to carry
   char text[32];
   std::snprintf(text, sizeof text, "%.6g", value);
   return text;

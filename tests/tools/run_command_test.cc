@@ -116,6 +116,12 @@ TEST(RunCommand, RefusesAMissingDatasetAndABadFormat) {
   r = run_sextant(dir, "run --model gpt-350m --format yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("accepted: table, json"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --on-nonfinite ignore");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--on-nonfinite: 'ignore': accepted: stop, skip"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --comm-timeout-s 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--comm-timeout-s"), std::string::npos) << r.err;
 }
 
 TEST(RunCommand, WithoutAGpuSaysSoAndExitsTwo) {
