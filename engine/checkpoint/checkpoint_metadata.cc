@@ -203,6 +203,9 @@ std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayou
     return both + ": pp differs (" + std::to_string(saved.pp) + " vs " + std::to_string(run.pp) +
            "): a checkpoint loads into another tp, dp or zero, not another pipeline split (give pp=" +
            std::to_string(saved.pp) + ")";
+  if (saved.pp > 1)  // reshard_plan numbers ranks tp-dp: a stage's ranks are not all of them
+    return both + ": resharding a pipeline-parallel checkpoint (pp=" + std::to_string(saved.pp) +
+           ") is not supported: each stage's files hold only its layers; load it with the saved layout";
   if (!reshardable)
     return both + ": its metadata (format version 1) does not say how its tensors are split, so it loads "
                   "into its own layout only";

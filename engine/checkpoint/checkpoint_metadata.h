@@ -95,7 +95,8 @@ CheckpointMetadata read_metadata(const std::string& file);
 /// layout: another tp, dp or zero loads when the checkpoint describes its
 /// sharding (`reshardable`: version 2); otherwise "checkpoint has tp=2, dp=1,
 /// zero=0; this run has tp=1, dp=2, zero=0: ...". Another pp never loads
-/// (a stage's files hold only its layers). The model: each field that
+/// (a stage's files hold only its layers), nor does a pp > 1 checkpoint into
+/// another tp or dp (not implemented: reshard_plan numbers ranks tp-dp). The model: each field that
 /// differs, "checkpoint is of model 'a' (hidden_size 128); this run's is
 /// 'b' (hidden_size 256)" (parameters_per_rank only between equal tp). The
 /// learning-rate schedule likewise.

@@ -241,6 +241,10 @@ TEST_F(CheckpointFormatTest, LayoutMismatchSaysWhatDiffers) {
   EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 1}, true),
             "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=2, dp=1, zero=0: pp differs (2 vs 1): a "
             "checkpoint loads into another tp, dp or zero, not another pipeline split (give pp=2)");
+  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 2}, true),
+            "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=2, dp=1, zero=0, pp=2: resharding a "
+            "pipeline-parallel checkpoint (pp=2) is not supported: each stage's files hold only its layers; load it "
+            "with the saved layout");
 }
 
 TEST_F(CheckpointFormatTest, ModelMismatchListsTheFields) {
