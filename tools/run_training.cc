@@ -326,7 +326,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       const std::string tensor = std::isfinite(r.grad_norm) ? "" : trainer->first_nonfinite_gradient();
       if (run.world_rank == 0)
         std::cerr << "sextant: error: " << engine::nonfinite_step_message(r.step, r.loss, r.grad_norm, tensor)
-                  << "; stopping (the weights were not updated; --on-nonfinite skip skips such steps)\n";
+                  << "; stopping" << (std::isfinite(r.grad_norm) ? "" : " (this step did not update the weights)")
+                  << "; --on-nonfinite skip would go on\n";
       std::signal(SIGINT, previous_sigint);
       std::signal(SIGTERM, previous_sigterm);
       return kNonFiniteExitCode;

@@ -1,5 +1,7 @@
 #include "engine/checkpoint/checkpoint_sharding.h"
 
+#include <stdexcept>
+
 namespace sextant::engine::checkpoint {
 
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
@@ -14,6 +16,9 @@ CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint6
     e.cols = t.cols;
     e.offset = t.offset;
     if (t.split_over_tp) {
+      if ((t.tp_split_dim != 0 && t.tp_split_dim != 1) || t.tp_blocks.empty())
+        throw std::logic_error("sharding_of: tensor '" + t.name +
+                               "' is split over tp without its dimension and blocks (ParameterLayout::split)");
       e.split_dim = t.tp_split_dim;
       (e.split_dim == 0 ? e.rows : e.cols) *= tp;
       for (const std::int64_t b : t.tp_blocks) e.blocks.push_back(b * tp);

@@ -61,6 +61,8 @@ struct CheckpointSharding {
 /// data-parallel buckets (empty at dp = 1). With `distributed_optimizer`, dp
 /// rank d owns block d of each bucket, [begin + d·elements/dp, +elements/dp),
 /// back to back in its shard (engine/data_parallel/distributed_optimizer.h).
+/// Throws std::logic_error for a tensor split over tp whose split dimension
+/// and blocks the layout does not give (a programming error).
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
                                const std::vector<GradientBucketRange>& buckets, int dp,
                                bool distributed_optimizer);
