@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/data/data_error.h"
 #include "engine/data/token_batches.h"
+#include "engine/launch/step_watchdog.h"
 #include "engine/model/lr_schedule.h"
 #include "engine/model/nonfinite_step.h"
 #include "engine/model/transformer_shape.h"
@@ -313,7 +315,21 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
              << fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2) << " s\n";
     progress.flush();
   };
+  // Several ranks: a step still running a minute past --comm-timeout-s means the
+  // host is blocked inside a library call that the communicators' own timeout
+  // cannot reach; end the process with one line, so the launcher stops all.
+  std::optional<engine::launch::StepWatchdog> watchdog;
+  if (data_parallel != nullptr || tensor_parallel != nullptr)
+    watchdog.emplace(options.comm_timeout + std::chrono::minutes(1),
+                     [rank = run.world_rank, timeout_s = s.comm_timeout_s](std::int64_t step, std::chrono::milliseconds limit) {
+                       std::cerr << "sextant: error: rank " << rank << ": step " << step << " did not return within "
+                                 << std::chrono::duration<double>(limit).count() << " s (--comm-timeout-s " << timeout_s
+                                 << " plus 60): the host is blocked inside a collective or driver call; ending "
+                                    "this rank so that the launcher stops the others\n";
+                       std::_Exit(1);
+                     });
   bool interrupted = false;
+  if (watchdog) watchdog->arm(first_batch + 1);  // each step's stop vote included
   for (int i = first_batch; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
     try {
       data->next(inputs, targets);
@@ -356,8 +372,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       progress << line;
       progress.flush();
     }
-    if (!s.save_dir.empty() && s.save_interval > 0 && (i + 1) % s.save_interval == 0 && i + 1 < s.steps) save(i + 1);
+    if (!s.save_dir.empty() && s.save_interval > 0 && (i + 1) % s.save_interval == 0 && i + 1 < s.steps) {
+      if (watchdog) watchdog->disarm();  // a save is not counted: writing a large shard may take minutes
+      save(i + 1);
+    }
+    if (watchdog) watchdog->arm(i + 2);
   }
+  watchdog.reset();
   const int batches_drawn = first_batch + static_cast<int>(losses.size());
   if (!s.save_dir.empty() && batches_drawn > saved_after_batch) save(batches_drawn);
   if (data_parallel == nullptr && tensor_parallel == nullptr)
