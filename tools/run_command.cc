@@ -403,7 +403,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                     "several ranks: the longest a rank waits for a step's collectives through NCCL;\n"
                     "past it the rank aborts its communicators and fails naming the\n"
                     "collective, its group and rank, and the launcher stops every rank, instead of\n"
-                    "hanging on a peer that died or hangs (PyTorch's default process-group timeout)",
+                    "hanging on a peer that died or hangs (PyTorch's default process-group timeout); a\n"
+                    "step still blocked on the host 60 s past it ends the rank (a watchdog thread)",
                     1.0, 7.0 * 24 * 3600)
       ->capture_default_str();
   cmd->add_flag("--compare", s.compare,
