@@ -68,7 +68,7 @@ struct ShardFileEntry {
 };
 
 struct CheckpointMetadata {
-  int format_version = kFormatVersion;
+  int format_version = kFormatVersion;  // as read; to_json writes 2 with a known sharding, else 1
   std::int64_t step = 0;
   std::int64_t data_batches = 0;
   std::uint64_t seed = 0;
