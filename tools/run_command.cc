@@ -1,5 +1,6 @@
 // `sextant run`: train a model on this machine's GPU with the engine.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -446,8 +447,11 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
     } catch (const engine::comm::CommError& e) {
       // A peer that died or hangs, not a bug here: said once, with the world
       // rank (the launcher prefixes the line with it too) and the collective.
+      // Then out at once: tearing down the other communicators could wait on
+      // that peer (NCCL's finalize), and the launcher stops the rest.
+      out.flush();
       std::cerr << "sextant: error: rank " << run.world_rank << ": " << e.what() << "\n";
-      return 1;
+      std::_Exit(1);
     }
 #else
     return run_training(run, out);
