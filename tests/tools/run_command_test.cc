@@ -89,6 +89,51 @@ TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   EXPECT_NE(r.err.find("--save-interval: 5: needs --save DIR"), std::string::npos) << r.err;
 }
 
+// A version-2 checkpoint (its sharding described) of gpt-350m saved at tp=2
+// fits a tp=1 run: the layout is no refusal (the run then stops only for want
+// of a GPU here); the same with hidden_size 2048 is refused naming that field
+// alone (parameters_per_rank, which depends on tp, is not compared).
+TEST(RunCommand, LoadsACheckpointOfAnotherTpButNotOfAnotherModel) {
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here: it would train";
+  TempDir dir;
+  const std::string root = dir.file("ckpt");
+  engine::checkpoint::CheckpointMetadata m;
+  m.step = 3;
+  m.data_batches = 3;
+  m.seed = 1234;
+  m.model = {"gpt-350m", 24, 1024, 4096, 16, 16, 64, 51200, 128, 1};  // kv_channels 1024 / 16
+  m.layout = {2, 1, 0};
+  m.world_size = 2;
+  m.lr_schedule = {3e-4, 3e-5, 1, 10};
+  m.sharding.flat_elements = 64;
+  m.sharding.tensors = {{"wte", 51200, 1024, 0, -1, {}}};
+  auto save = [&](std::int64_t step) {
+    m.step = step;
+    engine::checkpoint::begin_save(root, step);
+    for (int r = 0; r < 2; ++r)
+      engine::checkpoint::write_rank_shard(root, step, r, engine::checkpoint::TrainerState{step, {}, {}, {}, {}});
+    engine::checkpoint::commit_save(root, m, 2);
+  };
+  save(3);
+  const std::string run = "run --model gpt-350m --seq-length 128 --layout mbs=1,gbs=1 --steps 10 --lr 3e-4 "
+                          "--min-lr 3e-5 --warmup-steps 1 --lr-decay-steps 10 --load ckpt";
+  CommandResult r = run_sextant(dir, run);
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("--load"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("no CUDA GPU is visible") != std::string::npos ||
+              r.err.find("built without the CUDA toolkit") != std::string::npos)
+      << r.err;
+  m.model.hidden_size = 2048;
+  save(4);
+  r = run_sextant(dir, run);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ckpt/step-4/metadata.json: --load: checkpoint is of model 'gpt-350m' (hidden_size 2048); "
+                       "this run's is 'gpt-350m' (hidden_size 1024)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tp=2"), std::string::npos) << r.err;  // the layout is not what is wrong
+}
+
 TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {
   TempDir dir;
   const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=3,gbs=8");
