@@ -390,7 +390,7 @@ double Trainer::gathered_mean_loss() {
   std::vector<float> losses(local * static_cast<std::size_t>(dp_size_));
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), gathered_losses_, losses.size() * sizeof(float),
                                      cudaMemcpyDeviceToHost, dp_->stream()));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(dp_->stream()));
+  wait_for_compute_stream();  // the dp stream's gather included
   // Block j holds rank j's micro-batches j, j+dp, ...: summed in global
   // micro-batch order, the mean is the one a single rank computes.
   const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
@@ -421,13 +421,38 @@ void Trainer::queue_tensor_parallel_sum_squares() {
   SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, step_done_, 0));
 }
 
+void Trainer::wait_for_compute_stream() {
+  if (dp_ == nullptr && tp_ == nullptr) {
+    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  // tp first: its collectives sit inside the forward and backward, so a hung
+  // one is named there rather than as the dp group's wait behind it. Each
+  // group's stream waits for the compute stream, so once both are done, so is it.
+  try {
+    for (comm::Communicator* group : {tp_, dp_}) {
+      if (group == nullptr) continue;
+      SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
+      SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(group->stream(), step_done_, 0));
+      group->synchronize(options_.comm_timeout);
+    }
+  } catch (...) {
+    // Peers may be stuck in the other group's collectives, and this rank's
+    // streams behind them: aborting both lets the streams, and the
+    // destructors, finish.
+    for (comm::Communicator* group : {tp_, dp_})
+      if (group != nullptr) group->abort();
+    throw;
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 double Trainer::read_results(double* grad_norm) {
   if (dp_ != nullptr) {
     float norm = 0;
     if (grad_norm != nullptr)
       SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
     const double loss = gathered_mean_loss();
-    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (grad_norm != nullptr) *grad_norm = norm;
     return loss;
   }
@@ -438,7 +463,7 @@ double Trainer::read_results(double* grad_norm) {
                                      cudaMemcpyDeviceToHost, stream_));
   if (grad_norm != nullptr)
     SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  wait_for_compute_stream();
   if (grad_norm != nullptr) *grad_norm = norm;
   double sum = 0;
   for (float l : losses) sum += l;

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -93,6 +94,12 @@ struct TrainerOptions {
   /// zero=1 / dist_opt=1): fp32 master weights and Adam moments sharded over
   /// the dp ranks. Ignored at dp = 1.
   bool distributed_optimizer = false;
+  /// The longest the host waits for a step's collectives (dp, tp > 1): past
+  /// it, the group's synchronize throws comm::CommError naming the group, the
+  /// rank and the collective, and every communicator of the trainer is
+  /// aborted, so no rank hangs on a peer that stopped. NCCL users' 10 minutes
+  /// (PyTorch's default process-group timeout).
+  std::chrono::milliseconds comm_timeout = std::chrono::minutes(10);
 };
 
 struct StepResult {
@@ -140,6 +147,8 @@ class Trainer {
   const TransformerShape& shape() const { return shape_; }
   const ArenaPlan& memory_plan() const { return arena_->plan(); }
   std::size_t arena_bytes() const { return arena_->bytes(); }
+  /// Elements of the flat weight and gradient buffers (the layout's, or the dp buckets' padded end).
+  std::size_t flat_elements() const { return elements_; }
   int steps_done() const { return steps_done_; }
   /// Ranks of the data-parallel group (1 without one) and this rank's micro-batches per step.
   int data_parallel_size() const { return dp_size_; }
@@ -161,6 +170,17 @@ class Trainer {
   /// With the distributed optimizer, only this rank's blocks hold the group's sum.
   std::vector<float> gradient(const std::string& name) const;
 
+  /// After a step whose gradient norm is not finite (every rank of the
+  /// groups calls it then: it all-reduces over them): the name of the first
+  /// tensor, in the flat layout's order, whose gradient's sum of squares is
+  /// not finite, or "" when none is (engine/model/nonfinite_step.h). One
+  /// sum-of-squares kernel per tensor; with the distributed optimizer each
+  /// rank checks its reduced blocks. Defined in trainer_nonfinite.cc.
+  std::string first_nonfinite_gradient();
+  /// Overwrites one tensor's gradient (tests of first_nonfinite_gradient: a
+  /// NaN in one place only). Defined in trainer_nonfinite.cc.
+  void set_gradient(const std::string& name, std::span<const float> values);
+
   /// What a checkpoint keeps of this rank (engine/checkpoint/trainer_state.h):
   /// the flat bf16 weights, the fp32 master weights and Adam moments (the
   /// rank's shard with the distributed optimizer) and the updates done. Waits
@@ -180,6 +200,10 @@ class Trainer {
   /// tp > 1: ||g||² over the model into norm_scalars_[0], every tp rank's
   /// shards counted once and the replicated tensors once (rank 0's).
   void queue_tensor_parallel_sum_squares();
+  /// Waits for the work queued on the compute stream; with dp or tp groups
+  /// through their synchronize(comm_timeout), every group aborted when one
+  /// times out or fails.
+  void wait_for_compute_stream();
   /// Waits for the queued work; returns the mean loss and, when `grad_norm`
   /// is not null, the gradient norm the optimizer computed.
   double read_results(double* grad_norm);

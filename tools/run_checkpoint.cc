@@ -32,7 +32,7 @@ ckpt::CheckpointLrSchedule lr_of(const engine::LrSchedule& lr) {
 }
 
 ckpt::CheckpointLayout layout_of(const sim::ParallelLayout& l) {
-  return {l.tp, l.dp, l.dp > 1 && l.zero >= 1 ? 1 : 0};
+  return {l.tp, l.dp, l.dp > 1 && l.zero >= 1 ? 1 : 0, l.pp};
 }
 
 std::string metadata_file(const ckpt::OpenedCheckpoint& c) {
@@ -42,7 +42,7 @@ std::string metadata_file(const ckpt::OpenedCheckpoint& c) {
 }  // namespace
 
 ckpt::CheckpointMetadata checkpoint_metadata_of(const PreparedRun& run, std::int64_t steps_done,
-                                                std::int64_t data_batches) {
+                                                std::int64_t data_batches, const ckpt::CheckpointSharding& sharding) {
   ckpt::CheckpointMetadata m;
   m.step = steps_done;
   m.data_batches = data_batches;
@@ -51,6 +51,7 @@ ckpt::CheckpointMetadata checkpoint_metadata_of(const PreparedRun& run, std::int
   m.layout = layout_of(run.settings.layout);
   m.world_size = run.settings.layout.tp * run.settings.layout.dp;
   m.lr_schedule = lr_of(run.lr);
+  m.sharding = sharding;
   return m;
 }
 
@@ -58,8 +59,12 @@ void check_checkpoint_fits(const ckpt::OpenedCheckpoint& c, const PreparedRun& r
   const ckpt::CheckpointMetadata& m = c.metadata;
   std::vector<sim::Diagnostic> problems;
   auto add = [&](const std::string& message) { problems.push_back({metadata_file(c), 0, 0, "--load", message}); };
-  if (const std::string p = ckpt::model_mismatch(m.model, model_of(run)); !p.empty()) add(p);
-  if (const std::string p = ckpt::layout_mismatch(m.layout, layout_of(run.settings.layout)); !p.empty()) add(p);
+  const ckpt::CheckpointLayout layout = layout_of(run.settings.layout);
+  ckpt::CheckpointModel model = model_of(run);
+  // A rank's share of the parameters depends on tp; the model fields say whether it is the same model.
+  if (m.layout.tp != layout.tp) model.parameters_per_rank = m.model.parameters_per_rank;
+  if (const std::string p = ckpt::model_mismatch(m.model, model); !p.empty()) add(p);
+  if (const std::string p = ckpt::layout_mismatch(m.layout, layout, m.sharding.known()); !p.empty()) add(p);
   if (const std::string p = ckpt::lr_schedule_mismatch(m.lr_schedule, lr_of(run.lr)); !p.empty()) add(p);
   if (m.seed != run.settings.seed)
     add("checkpoint's run used --seed " + std::to_string(m.seed) + "; this run has --seed " +
@@ -69,6 +74,15 @@ void check_checkpoint_fits(const ckpt::OpenedCheckpoint& c, const PreparedRun& r
         " batches drawn); --steps " + std::to_string(run.settings.steps) +
         " counts from the start of training, so nothing is left to run: give a larger --steps");
   sim::throw_if_any(problems);
+}
+
+ckpt::TrainerState load_rank_state(const ckpt::OpenedCheckpoint& c, const PreparedRun& run,
+                                   const ckpt::CheckpointSharding& sharding) {
+  const ckpt::CheckpointLayout layout = layout_of(run.settings.layout);
+  if (c.metadata.layout == layout) return ckpt::read_rank_state(c, run.world_rank);
+  const ckpt::ReshardPlan plan =
+      ckpt::plan_reshard(c.metadata.layout, c.metadata.sharding, layout, sharding, run.world_rank, metadata_file(c));
+  return ckpt::read_resharded_state(c, plan);
 }
 
 std::string save_checkpoint(const PreparedRun& run, const ckpt::CheckpointMetadata& metadata,

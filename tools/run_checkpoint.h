@@ -13,14 +13,27 @@
 namespace sextant::tools {
 
 /// The metadata of a checkpoint of `run` after `steps_done` updates and
-/// `data_batches` global batches drawn (the files are filled in by commit_save).
+/// `data_batches` global batches drawn, its arrays cut as `sharding` says (the
+/// trainer's: engine::checkpoint::sharding_of); the files are filled in by commit_save.
 engine::checkpoint::CheckpointMetadata checkpoint_metadata_of(const PreparedRun& run, std::int64_t steps_done,
-                                                              std::int64_t data_batches);
+                                                              std::int64_t data_batches,
+                                                              const engine::checkpoint::CheckpointSharding& sharding);
 
 /// Throws sim::ConfigError naming the checkpoint's metadata file and what
-/// differs when `checkpoint` was saved by a run of another model, layout,
-/// learning-rate schedule or seed (the data order), or past --steps.
+/// differs when `checkpoint` was saved by a run of another model,
+/// learning-rate schedule or seed (the data order), or past --steps, or of
+/// another layout that it cannot be loaded into (another pp, or a version-1
+/// checkpoint of another tp/dp/zero). Another tp, dp or zero is resharded on
+/// load (load_rank_state).
 void check_checkpoint_fits(const engine::checkpoint::OpenedCheckpoint& checkpoint, const PreparedRun& run);
+
+/// This rank's state from `checkpoint`: its own shard, bit for bit, when the
+/// layout is the saved one; else assembled from the saved shards for this
+/// run's layout and the trainer's `sharding` (engine/checkpoint/reshard_plan.h).
+/// Throws sim::ConfigError naming the file and what does not fit.
+engine::checkpoint::TrainerState load_rank_state(const engine::checkpoint::OpenedCheckpoint& checkpoint,
+                                                 const PreparedRun& run,
+                                                 const engine::checkpoint::CheckpointSharding& sharding);
 
 /// Saves this rank's `state` as part of the checkpoint of `metadata.step`:
 /// rank 0 opens the step's tmp folder, every rank writes its shard, rank 0

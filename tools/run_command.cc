@@ -1,5 +1,6 @@
 // `sextant run`: train a model on this machine's GPU with the engine.
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "tools/run_checkpoint.h"
 #include "tools/run_settings.h"
 #ifdef SEXTANT_HAVE_NCCL
+#include "engine/comm/comm_error.h"
 #include "engine/comm/world_setup.h"
 #endif
 
@@ -202,6 +204,9 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (!s.timing_file.empty()) s.time_tasks = true;
   if (s.save_interval > 0 && s.save_dir.empty())
     throw_option_error("--save-interval", "", std::to_string(s.save_interval) + ": needs --save DIR");
+  const auto policy = engine::parse_nonfinite_policy(s.on_nonfinite_text);
+  if (!policy) throw_option_error("--on-nonfinite", "", "'" + s.on_nonfinite_text + "': accepted: stop, skip");
+  s.on_nonfinite = *policy;
   return s;
 }
 
@@ -382,12 +387,27 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       ->capture_default_str();
   cmd->add_option("--load", s.load_dir,
                   "resume from a checkpoint: DIR/step-<N>, or DIR (follows DIR/latest). The model,\n"
-                  "layout (tp, dp, zero), learning-rate schedule and --seed must be the saved run's\n"
-                  "(resharding to another layout is not supported yet); --steps counts from the\n"
+                  "learning-rate schedule and --seed must be the saved run's; another tp, dp or zero\n"
+                  "is resharded on load (each rank reads its pieces of the saved shards; pp must\n"
+                  "match), the same layout resumes bit for bit; --steps counts from the\n"
                   "start of training, so `--steps 100 --load DIR` after 50 runs steps 51-100. The\n"
                   "data stream continues where it stopped; with --no-gemm-tuning the resumed run\n"
                   "repeats the uninterrupted one's forward bit for bit. To train on past the saved\n"
                   "run's --steps, give both runs the same --warmup-steps and --lr-decay-steps");
+  cmd->add_option("--on-nonfinite", s.on_nonfinite_text,
+                  "a step whose loss or gradient norm is NaN or Inf never updates the weights; then\n"
+                  "'stop' ends the run with exit code 3, naming the step and the first parameter\n"
+                  "whose gradient is not finite; 'skip' goes on with the next batch (Megatron's\n"
+                  "behaviour with a loss scaler; the summary counts the skipped steps)")
+      ->capture_default_str();
+  add_number_option(*cmd, "--comm-timeout-s", s.comm_timeout_s,
+                    "several ranks: the longest a rank waits for a step's collectives through NCCL;\n"
+                    "past it the rank aborts its communicators and fails naming the\n"
+                    "collective, its group and rank, and the launcher stops every rank, instead of\n"
+                    "hanging on a peer that died or hangs (PyTorch's default process-group timeout); a\n"
+                    "step still blocked on the host 60 s past it ends the rank (a watchdog thread)",
+                    1.0, 7.0 * 24 * 3600)
+      ->capture_default_str();
   cmd->add_flag("--compare", s.compare,
                 "after training, time every task of a few more steps with CUDA events and print,\n"
                 "per Plan task kind and for the whole step, the event simulator's prediction\n"
@@ -421,7 +441,21 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       run.tensor_parallel = job.communicators->groups.tp.get();
     }
 #endif
+#ifdef SEXTANT_HAVE_NCCL
+    try {
+      return run_training(run, out);
+    } catch (const engine::comm::CommError& e) {
+      // A peer that died or hangs, not a bug here: said once, with the world
+      // rank (the launcher prefixes the line with it too) and the collective.
+      // Then out at once: tearing down the other communicators could wait on
+      // that peer (NCCL's finalize), and the launcher stops the rest.
+      out.flush();
+      std::cerr << "sextant: error: rank " << run.world_rank << ": " << e.what() << "\n";
+      std::_Exit(1);
+    }
+#else
     return run_training(run, out);
+#endif
   };
 }
 

@@ -13,6 +13,7 @@
 #include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/data/token_batches.h"
 #include "engine/model/lr_schedule.h"
+#include "engine/model/nonfinite_step.h"
 #include "engine/model/transformer_shape.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
@@ -65,7 +66,19 @@ struct RunSettings {
   int save_interval = 0;
   int keep = 2;
   std::string load_dir;
+  /// A step whose loss or gradient norm is not finite: --on-nonfinite stop
+  /// (exit code kNonFiniteExitCode, naming the step and the first parameter
+  /// whose gradient is not finite) or skip (no update, as Megatron does).
+  std::string on_nonfinite_text = "stop";
+  engine::NonFinitePolicy on_nonfinite = engine::NonFinitePolicy::kStop;
+  /// --comm-timeout-s: the longest a rank waits for a step's collectives
+  /// before every group is aborted and the run fails naming the collective.
+  double comm_timeout_s = 600;
 };
+
+/// `sextant run`'s exit code after a non-finite step under --on-nonfinite stop
+/// (1 is an internal error, 2 bad input, 130 an interrupt).
+inline constexpr int kNonFiniteExitCode = 3;
 
 /// Throws sim::ConfigError (exit code 2) for `option` (and layout knob `key`,
 /// empty when none): "--layout: tp: 2: `sextant run` trains on one GPU so far".
@@ -95,7 +108,7 @@ struct PreparedRun {
 PreparedRun prepare_run(const RunSettings& settings);
 
 /// Trains as `run` says, printing progress to `out` (and, with --format
-/// json, one JSON object at the end); a rank other than 0 prints nothing. Returns the exit code: 0, or 130 when
+/// json, one JSON object at the end); a rank other than 0 prints nothing. Returns the exit code: 0, kNonFiniteExitCode after a non-finite step (--on-nonfinite stop), or 130 when
 /// interrupted by Ctrl-C (after printing what was done). Throws sim::ConfigError
 /// for bad input found late (no GPU, a dataset that does not fit the model).
 int run_training(PreparedRun& run, std::ostream& out);

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -25,7 +27,9 @@
 #include "engine/comm/communicator.h"
 #include "engine/data/data_error.h"
 #include "engine/data/token_batches.h"
+#include "engine/launch/step_watchdog.h"
 #include "engine/model/lr_schedule.h"
+#include "engine/model/nonfinite_step.h"
 #include "engine/model/transformer_shape.h"
 #include "engine/trainer.h"
 #include "kernels/cuda_check.h"
@@ -102,7 +106,8 @@ std::size_t device_memory_in_use() {
 // world), between steps (one float each, a few microseconds).
 class StopVote {
  public:
-  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp) : groups_{dp, tp} {
+  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp, std::chrono::milliseconds timeout)
+      : groups_{dp, tp}, timeout_(timeout) {
     if (dp != nullptr || tp != nullptr)
       SEXTANT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(float)));
   }
@@ -119,13 +124,14 @@ class StopVote {
       SEXTANT_CUDA_CHECK(cudaMemcpyAsync(flag_, &votes, sizeof(float), cudaMemcpyHostToDevice, group->stream()));
       group->all_reduce_sum(flag_, flag_, 1, engine::comm::DataType::kFp32);
       SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&votes, flag_, sizeof(float), cudaMemcpyDeviceToHost, group->stream()));
-      group->synchronize(std::chrono::minutes(5));
+      group->synchronize(timeout_);
     }
     return votes > 0;
   }
 
  private:
   engine::comm::Communicator* groups_[2];
+  std::chrono::milliseconds timeout_;
   float* flag_ = nullptr;
 };
 
@@ -210,6 +216,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.tune_gemms = s.tune_gemms;
   options.use_cuda_graph = s.use_cuda_graph;
   options.distributed_optimizer = s.layout.zero >= 1;
+  options.comm_timeout = std::chrono::milliseconds(static_cast<long long>(s.comm_timeout_s * 1000));
   std::unique_ptr<engine::Trainer> trainer;
   try {
     trainer = std::make_unique<engine::Trainer>(trained, shape, options, data_parallel, tensor_parallel);
@@ -269,12 +276,15 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   std::size_t peak_in_use = 0;
   int skipped = 0;
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
-  StopVote vote(data_parallel, tensor_parallel);
+  StopVote vote(data_parallel, tensor_parallel, options.comm_timeout);
   // --load: the rank's shard into the trainer, and the data stream advanced past
   // the batches the saved run drew (the same seeded stream: check_checkpoint_fits).
   int first_batch = 0;
+  const engine::checkpoint::CheckpointSharding sharding =
+      engine::checkpoint::sharding_of(trainer->layout(), tp, trainer->flat_elements(), trainer->gradient_buckets(), dp,
+                                      options.distributed_optimizer);
   if (run.checkpoint) {
-    const engine::checkpoint::TrainerState state = engine::checkpoint::read_rank_state(*run.checkpoint, run.world_rank);
+    const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {
       trainer->restore(state);
     } catch (const std::invalid_argument& e) {
@@ -286,22 +296,40 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     } catch (const engine::data::DataError& e) {
       throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
     }
+    const engine::checkpoint::CheckpointLayout& saved = run.checkpoint->metadata.layout;
     progress << "resumed from " << run.checkpoint->folder << ": step " << run.checkpoint->metadata.step << ", "
-             << first_batch << " batches of the data stream skipped\n";
+             << first_batch << " batches of the data stream skipped";
+    if (saved.tp != tp || saved.dp != dp || saved.zero != (options.distributed_optimizer && dp > 1 ? 1 : 0))
+      progress << "; resharded from tp=" << saved.tp << ", dp=" << saved.dp << ", zero=" << saved.zero;
+    progress << "\n";
     progress.flush();
   }
   int saved_after_batch = first_batch;
   auto save = [&](int batches_drawn) {
     const auto start = std::chrono::steady_clock::now();
     const std::string folder = save_checkpoint(
-        run, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn), trainer->state(),
+        run, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn, sharding), trainer->state(),
         [&](bool failed) { return vote.any_rank(failed); });
     saved_after_batch = batches_drawn;
     progress << "saved checkpoint " << folder << " in "
              << fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2) << " s\n";
     progress.flush();
   };
+  // Several ranks: a step still running a minute past --comm-timeout-s means the
+  // host is blocked inside a library call that the communicators' own timeout
+  // cannot reach; end the process with one line, so the launcher stops all.
+  std::optional<engine::launch::StepWatchdog> watchdog;
+  if (data_parallel != nullptr || tensor_parallel != nullptr)
+    watchdog.emplace(options.comm_timeout + std::chrono::minutes(1),
+                     [rank = run.world_rank, timeout_s = s.comm_timeout_s](std::int64_t step, std::chrono::milliseconds limit) {
+                       std::cerr << "sextant: error: rank " << rank << ": step " << step << " did not return within "
+                                 << std::chrono::duration<double>(limit).count() << " s (--comm-timeout-s " << timeout_s
+                                 << " plus 60): the host is blocked inside a collective or driver call; ending "
+                                    "this rank so that the launcher stops the others\n";
+                       std::_Exit(1);
+                     });
   bool interrupted = false;
+  if (watchdog) watchdog->arm(first_batch + 1);  // each step's stop vote included
   for (int i = first_batch; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
     try {
       data->next(inputs, targets);
@@ -309,6 +337,17 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
     }
     engine::StepResult r = trainer->step(inputs, targets);
+    if (!engine::step_is_finite(r.loss, r.grad_norm) && s.on_nonfinite == engine::NonFinitePolicy::kStop) {
+      // Every rank sees the same loss and norm, so all stop here together.
+      const std::string tensor = std::isfinite(r.grad_norm) ? "" : trainer->first_nonfinite_gradient();
+      if (run.world_rank == 0)
+        std::cerr << "sextant: error: " << engine::nonfinite_step_message(r.step, r.loss, r.grad_norm, tensor)
+                  << "; stopping" << (std::isfinite(r.grad_norm) ? "" : " (this step did not update the weights)")
+                  << "; --on-nonfinite skip would go on\n";
+      std::signal(SIGINT, previous_sigint);
+      std::signal(SIGTERM, previous_sigterm);
+      return kNonFiniteExitCode;
+    }
     peak_in_use = std::max(peak_in_use, device_memory_in_use());
     if (r.skipped) ++skipped;
     losses.push_back(r.loss);
@@ -333,8 +372,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       progress << line;
       progress.flush();
     }
-    if (!s.save_dir.empty() && s.save_interval > 0 && (i + 1) % s.save_interval == 0 && i + 1 < s.steps) save(i + 1);
+    if (!s.save_dir.empty() && s.save_interval > 0 && (i + 1) % s.save_interval == 0 && i + 1 < s.steps) {
+      if (watchdog) watchdog->disarm();  // a save is not counted: writing a large shard may take minutes
+      save(i + 1);
+    }
+    if (watchdog) watchdog->arm(i + 2);
   }
+  watchdog.reset();
   const int batches_drawn = first_batch + static_cast<int>(losses.size());
   if (!s.save_dir.empty() && batches_drawn > saved_after_batch) save(batches_drawn);
   if (data_parallel == nullptr && tensor_parallel == nullptr)

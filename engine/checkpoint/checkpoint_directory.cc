@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <system_error>
 #include <vector>
 
@@ -153,6 +155,43 @@ TrainerState read_rank_state(const OpenedCheckpoint& c, int rank) {
     throw_checkpoint_error((fs::path(c.folder) / e.name).string(),
                            "holds step " + std::to_string(s.steps_done) + ", the metadata says " +
                                std::to_string(c.metadata.step));
+  return s;
+}
+
+TrainerState read_resharded_state(const OpenedCheckpoint& c, const ReshardPlan& plan) {
+  const std::string metadata_file = (fs::path(c.folder) / kMetadataFile).string();
+  std::map<int, std::unique_ptr<ShardReader>> readers;  // opened once each, checksum checked
+  auto reader = [&](int rank) -> const ShardReader& {
+    std::unique_ptr<ShardReader>& r = readers[rank];
+    if (r) return *r;
+    if (rank < 0 || rank >= static_cast<int>(c.metadata.files.size()))
+      throw_checkpoint_error(metadata_file, "no shard for rank " + std::to_string(rank) + " (world_size " +
+                                                std::to_string(c.metadata.world_size) + ")");
+    const ShardFileEntry& e = c.metadata.files[static_cast<std::size_t>(rank)];
+    const std::string path = (fs::path(c.folder) / e.name).string();
+    r = std::make_unique<ShardReader>(path, e.bytes, e.crc32);
+    if (r->steps_done() != c.metadata.step)
+      throw_checkpoint_error(path, "holds step " + std::to_string(r->steps_done()) + ", the metadata says " +
+                                       std::to_string(c.metadata.step));
+    return *r;
+  };
+  TrainerState s;
+  s.steps_done = c.metadata.step;
+  s.weights_bf16.assign(plan.weight_elements, 0);
+  for (std::vector<float>* v : {&s.master, &s.adam_m, &s.adam_v}) v->assign(plan.optimizer_elements, 0.0f);
+  for (const ArrayCopy& copy : plan.weights) {
+    if (copy.target_offset + copy.elements > plan.weight_elements)
+      throw_checkpoint_error(metadata_file, "a piece runs past this rank's weights (damaged metadata?)");
+    reader(copy.source_rank).read_weights(copy.source_offset, copy.elements, s.weights_bf16.data() + copy.target_offset);
+  }
+  for (const ArrayCopy& copy : plan.optimizer) {
+    if (copy.target_offset + copy.elements > plan.optimizer_elements)
+      throw_checkpoint_error(metadata_file, "a piece runs past this rank's optimizer shard (damaged metadata?)");
+    const ShardReader& r = reader(copy.source_rank);
+    r.read_fp32(ShardReader::Fp32Array::kMaster, copy.source_offset, copy.elements, s.master.data() + copy.target_offset);
+    r.read_fp32(ShardReader::Fp32Array::kAdamM, copy.source_offset, copy.elements, s.adam_m.data() + copy.target_offset);
+    r.read_fp32(ShardReader::Fp32Array::kAdamV, copy.source_offset, copy.elements, s.adam_v.data() + copy.target_offset);
+  }
   return s;
 }
 

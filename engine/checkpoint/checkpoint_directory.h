@@ -21,6 +21,7 @@
 #include <string>
 
 #include "engine/checkpoint/checkpoint_metadata.h"
+#include "engine/checkpoint/reshard_plan.h"
 #include "engine/checkpoint/trainer_state.h"
 
 namespace sextant::engine::checkpoint {
@@ -51,5 +52,10 @@ OpenedCheckpoint open_checkpoint(const std::string& path);
 
 /// Rank `rank`'s state, its size and checksum checked against the metadata.
 TrainerState read_rank_state(const OpenedCheckpoint& checkpoint, int rank);
+
+/// A loading rank's state assembled from the saved ranks' shards as `plan`
+/// says (a checkpoint of another layout: reshard_plan.h). Each shard read is
+/// checked like read_rank_state's, and must hold the metadata's step.
+TrainerState read_resharded_state(const OpenedCheckpoint& checkpoint, const ReshardPlan& plan);
 
 }  // namespace sextant::engine::checkpoint

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/checkpoint/checkpoint_error.h"
 #include "engine/checkpoint/shard_file.h"
@@ -29,7 +30,54 @@ void for_each_model_number(Model& m, Visit visit) {
 }
 
 std::string layout_text(const CheckpointLayout& l) {
-  return "tp=" + std::to_string(l.tp) + ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero);
+  return "tp=" + std::to_string(l.tp) + ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero) +
+         (l.pp != 1 ? ", pp=" + std::to_string(l.pp) : "");
+}
+
+Json sharding_json(const CheckpointSharding& s) {
+  Json tensors = Json::array();
+  for (const TensorSharding& t : s.tensors) {
+    Json e = {{"name", t.name}, {"shape", {t.rows, t.cols}}, {"offset", t.offset}, {"split_dim", t.split_dim}};
+    if (t.split_dim >= 0) e["blocks"] = t.blocks;
+    tensors.push_back(e);
+  }
+  Json shards = Json::array();
+  for (const std::vector<OptimizerRange>& ranges : s.optimizer_shards) {
+    Json rank = Json::array();
+    for (const OptimizerRange& r : ranges) rank.push_back({r.begin, r.elements, r.shard_offset});
+    shards.push_back(rank);
+  }
+  return {{"flat_elements", s.flat_elements}, {"tensors", tensors}, {"optimizer_shards", shards}};
+}
+
+// `key` is updated to what is being read, for the caller's message.
+CheckpointSharding parse_sharding(const Json& j, std::string& key) {
+  CheckpointSharding s;
+  key = "sharding.flat_elements";
+  s.flat_elements = j.at("flat_elements").get<std::uint64_t>();
+  for (const Json& t : j.at("tensors")) {
+    key = "sharding.tensors[" + std::to_string(s.tensors.size()) + "]";
+    TensorSharding e;
+    e.name = t.at("name").get<std::string>();
+    const Json& shape = t.at("shape");
+    if (shape.size() != 2) throw std::invalid_argument("shape: expected [rows, cols]");
+    e.rows = shape.at(0).get<std::int64_t>();
+    e.cols = shape.at(1).get<std::int64_t>();
+    e.offset = t.at("offset").get<std::uint64_t>();
+    e.split_dim = t.at("split_dim").get<int>();
+    if (e.split_dim >= 0) e.blocks = t.at("blocks").get<std::vector<std::int64_t>>();
+    s.tensors.push_back(std::move(e));
+  }
+  for (const Json& rank : j.at("optimizer_shards")) {
+    key = "sharding.optimizer_shards[" + std::to_string(s.optimizer_shards.size()) + "]";
+    std::vector<OptimizerRange> ranges;
+    for (const Json& r : rank) {
+      if (r.size() != 3) throw std::invalid_argument("expected [begin, elements, shard_offset]");
+      ranges.push_back({r.at(0).get<std::uint64_t>(), r.at(1).get<std::uint64_t>(), r.at(2).get<std::uint64_t>()});
+    }
+    s.optimizer_shards.push_back(std::move(ranges));
+  }
+  return s;
 }
 
 std::string number_text(double value) {
@@ -49,7 +97,8 @@ std::string shard_file_name(int rank) {
 std::string to_json(const CheckpointMetadata& m) {
   Json j;
   j["format"] = "sextant-checkpoint";
-  j["format_version"] = m.format_version;
+  // Version 1 did not describe the sharding; metadata without one is written as that.
+  j["format_version"] = m.sharding.known() ? kFormatVersion : 1;
   j["step"] = m.step;
   j["data_batches"] = m.data_batches;
   j["seed"] = m.seed;
@@ -57,7 +106,7 @@ std::string to_json(const CheckpointMetadata& m) {
   model["name"] = m.model.name;
   for_each_model_number(m.model, [&](const char* key, std::int64_t value) { model[key] = value; });
   j["model"] = model;
-  j["layout"] = {{"tp", m.layout.tp}, {"dp", m.layout.dp}, {"zero", m.layout.zero}};
+  j["layout"] = {{"tp", m.layout.tp}, {"dp", m.layout.dp}, {"zero", m.layout.zero}, {"pp", m.layout.pp}};
   j["world_size"] = m.world_size;
   j["lr_schedule"] = {{"max_lr", m.lr_schedule.max_lr},
                       {"min_lr", m.lr_schedule.min_lr},
@@ -67,6 +116,7 @@ std::string to_json(const CheckpointMetadata& m) {
   for (const ShardFileEntry& f : m.files)
     files.push_back({{"rank", f.rank}, {"name", f.name}, {"bytes", f.bytes}, {"crc32", crc32_hex(f.crc32)}});
   j["files"] = files;
+  if (m.sharding.known()) j["sharding"] = sharding_json(m.sharding);
   return j.dump(2) + "\n";
 }
 
@@ -85,9 +135,9 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
       throw_checkpoint_error(file, "format: '" + j.at(key).get<std::string>() + "': not a sextant checkpoint");
     key = "format_version";
     m.format_version = j.at(key).get<int>();
-    if (m.format_version != kFormatVersion)
-      throw_checkpoint_error(file, "format_version " + std::to_string(m.format_version) +
-                                       ": this sextant reads version " + std::to_string(kFormatVersion));
+    if (m.format_version < kOldestReadableFormatVersion || m.format_version > kFormatVersion)
+      throw_checkpoint_error(file, "format_version " + std::to_string(m.format_version) + ": this sextant reads versions " +
+                                       std::to_string(kOldestReadableFormatVersion) + "-" + std::to_string(kFormatVersion));
     key = "step";
     m.step = j.at(key).get<std::int64_t>();
     key = "data_batches";
@@ -105,6 +155,8 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
       key = std::string("layout.") + name;
       *value = j.at("layout").at(name).get<int>();
     }
+    key = "layout.pp";
+    m.layout.pp = j.at("layout").value("pp", 1);
     key = "world_size";
     m.world_size = j.at(key).get<int>();
     key = "lr_schedule";
@@ -127,6 +179,7 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
     if (static_cast<int>(m.files.size()) != m.world_size)
       throw_checkpoint_error(file, "files: " + std::to_string(m.files.size()) + " shards for world_size " +
                                        std::to_string(m.world_size));
+    if (m.format_version >= 2) m.sharding = parse_sharding(j.at("sharding"), key);
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw_checkpoint_error(file, key + ": missing or of the wrong type (" + e.what() + ")");
@@ -143,10 +196,20 @@ CheckpointMetadata read_metadata(const std::string& file) {
   return parse_metadata(text.str(), file);
 }
 
-std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run) {
+std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run, bool reshardable) {
   if (saved == run) return "";
-  return "checkpoint has " + layout_text(saved) + "; this run has " + layout_text(run) +
-         ": resharding is not supported yet (load it with the same layout)";
+  const std::string both = "checkpoint has " + layout_text(saved) + "; this run has " + layout_text(run);
+  if (saved.pp != run.pp)
+    return both + ": pp differs (" + std::to_string(saved.pp) + " vs " + std::to_string(run.pp) +
+           "): a checkpoint loads into another tp, dp or zero, not another pipeline split (give pp=" +
+           std::to_string(saved.pp) + ")";
+  if (saved.pp > 1)  // reshard_plan numbers ranks tp-dp: a stage's ranks are not all of them
+    return both + ": resharding a pipeline-parallel checkpoint (pp=" + std::to_string(saved.pp) +
+           ") is not supported: each stage's files hold only its layers; load it with the saved layout";
+  if (!reshardable)
+    return both + ": its metadata (format version 1) does not say how its tensors are split, so it loads "
+                  "into its own layout only";
+  return "";
 }
 
 std::string model_mismatch(const CheckpointModel& saved, const CheckpointModel& run) {

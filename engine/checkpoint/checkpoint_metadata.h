@@ -8,7 +8,18 @@
 //              "parameters_per_rank": 1315575808},
 //    "layout": {"tp": 1, "dp": 2, "zero": 1}, "world_size": 2,
 //    "lr_schedule": {"max_lr": 3e-4, "min_lr": 3e-5, "warmup_steps": 10, "decay_steps": 100},
-//    "files": [{"rank": 0, "name": "rank-00000.bin", "bytes": 123, "crc32": "1a2b3c4d"}, ...]}
+//    "files": [{"rank": 0, "name": "rank-00000.bin", "bytes": 123, "crc32": "1a2b3c4d"}, ...],
+//    "sharding": {"flat_elements": 1315577856,
+//                 "tensors": [{"name": "layers.0.qkv_weight", "shape": [6144, 2048], "offset": 4096,
+//                              "split_dim": 0, "blocks": [2048, 2048, 2048]}, ...],
+//                 "optimizer_shards": [[[0, 8000, 0], [40000000, 8000, 8000], ...], ...]}}
+//
+// `sharding` (checkpoint_sharding.h; format version 2) describes how the
+// arrays are cut over the ranks — each tensor's whole shape, its split over
+// tp and its offset in a rank's flat buffers, and each dp rank's optimizer
+// shard as [begin, elements, shard_offset] triples — so that the checkpoint
+// loads into another tp/dp/zero layout (reshard_plan.h). Version 1 files
+// (without it) still load into their own layout.
 //
 // `step` is the trainer's updates done; `data_batches` the global batches
 // the run has drawn from its data stream (one per step, skipped steps too),
@@ -20,9 +31,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/checkpoint/checkpoint_sharding.h"
+
 namespace sextant::engine::checkpoint {
 
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;
+inline constexpr int kOldestReadableFormatVersion = 1;
 
 /// What must match for a checkpoint's weights to fit a run's model.
 struct CheckpointModel {
@@ -35,6 +49,7 @@ struct CheckpointModel {
 
 struct CheckpointLayout {
   int tp = 1, dp = 1, zero = 0;
+  int pp = 1;  // pipeline stages (the tensors of a stage's layers only); absent in version 1: 1
   bool operator==(const CheckpointLayout&) const = default;
 };
 
@@ -53,7 +68,7 @@ struct ShardFileEntry {
 };
 
 struct CheckpointMetadata {
-  int format_version = kFormatVersion;
+  int format_version = kFormatVersion;  // as read; to_json writes 2 with a known sharding, else 1
   std::int64_t step = 0;
   std::int64_t data_batches = 0;
   std::uint64_t seed = 0;
@@ -62,6 +77,7 @@ struct CheckpointMetadata {
   int world_size = 1;
   CheckpointLrSchedule lr_schedule;
   std::vector<ShardFileEntry> files;  // one per rank, by rank
+  CheckpointSharding sharding;        // unknown (empty) in version 1
   bool operator==(const CheckpointMetadata&) const = default;
 };
 
@@ -76,11 +92,15 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
 CheckpointMetadata read_metadata(const std::string& file);
 
 /// Why a checkpoint cannot be loaded into a run; empty when it can. The
-/// layout: "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2,
-/// zero=0: resharding is not supported yet". The model: each field that
+/// layout: another tp, dp or zero loads when the checkpoint describes its
+/// sharding (`reshardable`: version 2); otherwise "checkpoint has tp=2, dp=1,
+/// zero=0; this run has tp=1, dp=2, zero=0: ...". Another pp never loads
+/// (a stage's files hold only its layers), nor does a pp > 1 checkpoint into
+/// another tp or dp (not implemented: reshard_plan numbers ranks tp-dp). The model: each field that
 /// differs, "checkpoint is of model 'a' (hidden_size 128); this run's is
-/// 'b' (hidden_size 256)". The learning-rate schedule likewise.
-std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run);
+/// 'b' (hidden_size 256)" (parameters_per_rank only between equal tp). The
+/// learning-rate schedule likewise.
+std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run, bool reshardable);
 std::string model_mismatch(const CheckpointModel& saved, const CheckpointModel& run);
 std::string lr_schedule_mismatch(const CheckpointLrSchedule& saved, const CheckpointLrSchedule& run);
 

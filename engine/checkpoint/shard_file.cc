@@ -25,17 +25,6 @@ struct Header {
   std::uint64_t master_elements;
 };
 
-void read_exactly(int fd, const std::string& path, void* data, std::uint64_t bytes) {
-  char* p = static_cast<char*>(data);
-  while (bytes > 0) {
-    const ssize_t n = ::read(fd, p, bytes);
-    if (n < 0) throw_system_error(path, "cannot read");
-    if (n == 0) throw_checkpoint_error(path, "truncated: the file ends early");
-    p += n;
-    bytes -= static_cast<std::uint64_t>(n);
-  }
-}
-
 }  // namespace
 
 std::string crc32_hex(std::uint32_t crc) {
@@ -78,7 +67,8 @@ std::uint32_t file_crc32(const std::string& path) {
   return static_cast<std::uint32_t>(crc);
 }
 
-TrainerState read_shard_file(const std::string& path, std::uint64_t expected_bytes, std::uint32_t expected_crc32) {
+ShardReader::ShardReader(const std::string& path, std::uint64_t expected_bytes, std::uint32_t expected_crc32)
+    : path_(path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) throw_system_error(path, "cannot open the shard");
   const auto bytes = static_cast<std::uint64_t>(info.st_size);
@@ -89,32 +79,72 @@ TrainerState read_shard_file(const std::string& path, std::uint64_t expected_byt
   if (crc != expected_crc32)
     throw_checkpoint_error(path, "checksum mismatch: CRC-32 " + crc32_hex(crc) + ", the metadata says " +
                                      crc32_hex(expected_crc32) + " (the file is damaged)");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_system_error(path, "cannot open the shard");
-  TrainerState s;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw_system_error(path, "cannot open the shard");
   try {
     std::array<char, 8> magic{};
-    read_exactly(fd, path, magic.data(), magic.size());
+    read_at(0, magic.size(), magic.data());
     if (magic != kMagic) throw_checkpoint_error(path, "not a sextant checkpoint shard (wrong magic bytes)");
     Header header{};
-    read_exactly(fd, path, &header, sizeof header);
+    read_at(magic.size(), sizeof header, &header);
     const std::uint64_t w = header.weight_elements, m = header.master_elements;
     if (w > bytes || m > bytes || kHeaderBytes + 2 * w + 12 * m != bytes)
       throw_checkpoint_error(path, "its header (" + std::to_string(w) + " weights, " + std::to_string(m) +
                                        " master elements) does not match its size of " + std::to_string(bytes) +
                                        " bytes");
-    s.steps_done = header.steps_done;
-    s.weights_bf16.resize(w);
-    read_exactly(fd, path, s.weights_bf16.data(), 2 * w);
-    for (std::vector<float>* v : {&s.master, &s.adam_m, &s.adam_v}) {
-      v->resize(m);
-      read_exactly(fd, path, v->data(), 4 * m);
-    }
+    steps_done_ = header.steps_done;
+    weight_elements_ = w;
+    master_elements_ = m;
   } catch (...) {
-    ::close(fd);
+    ::close(fd_);
     throw;
   }
-  ::close(fd);
+}
+
+ShardReader::~ShardReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ShardReader::read_at(std::uint64_t file_offset, std::uint64_t bytes, void* out) const {
+  char* p = static_cast<char*>(out);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, p, bytes, static_cast<off_t>(file_offset));
+    if (n < 0) throw_system_error(path_, "cannot read");
+    if (n == 0) throw_checkpoint_error(path_, "truncated: the file ends early");
+    p += n;
+    bytes -= static_cast<std::uint64_t>(n);
+    file_offset += static_cast<std::uint64_t>(n);
+  }
+}
+
+void ShardReader::read_weights(std::uint64_t offset, std::uint64_t count, std::uint16_t* out) const {
+  if (offset > weight_elements_ || count > weight_elements_ - offset)
+    throw_checkpoint_error(path_, "weights [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                                      ") run past its " + std::to_string(weight_elements_));
+  read_at(kHeaderBytes + 2 * offset, 2 * count, out);
+}
+
+void ShardReader::read_fp32(Fp32Array array, std::uint64_t offset, std::uint64_t count, float* out) const {
+  if (offset > master_elements_ || count > master_elements_ - offset)
+    throw_checkpoint_error(path_, "fp32 elements [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                                      ") run past its " + std::to_string(master_elements_));
+  const std::uint64_t first = kHeaderBytes + 2 * weight_elements_ + 4 * master_elements_ * static_cast<std::uint64_t>(array);
+  read_at(first + 4 * offset, 4 * count, out);
+}
+
+TrainerState read_shard_file(const std::string& path, std::uint64_t expected_bytes, std::uint32_t expected_crc32) {
+  const ShardReader reader(path, expected_bytes, expected_crc32);
+  TrainerState s;
+  s.steps_done = reader.steps_done();
+  s.weights_bf16.resize(reader.weight_elements());
+  reader.read_weights(0, reader.weight_elements(), s.weights_bf16.data());
+  const std::uint64_t m = reader.master_elements();
+  for (auto [v, a] : {std::pair{&s.master, ShardReader::Fp32Array::kMaster},
+                      {&s.adam_m, ShardReader::Fp32Array::kAdamM},
+                      {&s.adam_v, ShardReader::Fp32Array::kAdamV}}) {
+    v->resize(m);
+    reader.read_fp32(a, 0, m, v->data());
+  }
   return s;
 }
 

@@ -36,6 +36,35 @@ void write_shard_file(const std::string& path, const TrainerState& state);
 TrainerState read_shard_file(const std::string& path, std::uint64_t expected_bytes,
                              std::uint32_t expected_crc32);
 
+/// A shard opened for reading pieces of its arrays (loading into another
+/// layout: reshard_plan.h), its size and CRC-32 checked and its header parsed
+/// at construction (the errors of read_shard_file).
+class ShardReader {
+ public:
+  enum class Fp32Array { kMaster, kAdamM, kAdamV };
+
+  ShardReader(const std::string& path, std::uint64_t expected_bytes, std::uint32_t expected_crc32);
+  ~ShardReader();
+  ShardReader(const ShardReader&) = delete;
+  ShardReader& operator=(const ShardReader&) = delete;
+
+  std::int64_t steps_done() const { return steps_done_; }
+  std::uint64_t weight_elements() const { return weight_elements_; }
+  std::uint64_t master_elements() const { return master_elements_; }
+  /// Elements [offset, offset + count) of the bf16 weights or of one fp32
+  /// array. Throws sim::ConfigError when they run past the array.
+  void read_weights(std::uint64_t offset, std::uint64_t count, std::uint16_t* out) const;
+  void read_fp32(Fp32Array array, std::uint64_t offset, std::uint64_t count, float* out) const;
+
+ private:
+  void read_at(std::uint64_t file_offset, std::uint64_t bytes, void* out) const;
+
+  std::string path_;
+  int fd_ = -1;
+  std::int64_t steps_done_ = 0;
+  std::uint64_t weight_elements_ = 0, master_elements_ = 0;
+};
+
 /// CRC-32 (zlib's, the polynomial of ISO 3309 / ITU-T V.42) of a whole file.
 /// Throws sim::ConfigError when it cannot be read.
 std::uint32_t file_crc32(const std::string& path);

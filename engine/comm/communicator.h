@@ -70,6 +70,12 @@ class Communicator {
   /// communicator is then aborted, so no later call hangs on it either.
   virtual void synchronize(std::chrono::milliseconds timeout) = 0;
 
+  /// Gives up on the group after a failure elsewhere (a peer that stopped):
+  /// NCCL's ncclCommAbort, which ends this rank's kernels waiting for peers,
+  /// so its streams finish and no later call hangs (each throws CommError).
+  /// The in-process group times out on the host and needs nothing.
+  virtual void abort() {}
+
   /// Collective over this group: ranks giving the same color form a new group,
   /// ordered by key (ties by rank), named `name` and bound to `stream`. A
   /// negative color joins no group; that rank gets nullptr.

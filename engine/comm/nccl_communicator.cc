@@ -106,23 +106,27 @@ void NcclCommunicator::check(int status, const char* collective) const {
 
 void NcclCommunicator::all_reduce_sum(const void* send, void* recv, std::size_t count,
                                       DataType type) {
+  queued("all_reduce");
   check(ncclAllReduce(send, recv, count, nccl_type(type), ncclSum, comm_, stream_), "all_reduce");
 }
 
 void NcclCommunicator::reduce_scatter_sum(const void* send, void* recv, std::size_t recv_count,
                                           DataType type) {
+  queued("reduce_scatter");
   check(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, comm_, stream_),
         "reduce_scatter");
 }
 
 void NcclCommunicator::all_gather(const void* send, void* recv, std::size_t send_count,
                                   DataType type) {
+  queued("all_gather");
   check(ncclAllGather(send, recv, send_count, nccl_type(type), comm_, stream_), "all_gather");
 }
 
 void NcclCommunicator::all_to_all(const void* send, void* recv, std::size_t count_per_rank,
                                   DataType type) {
   // One grouped launch of size() sends and receives (NCCL's documented all-to-all).
+  queued("all_to_all");
   check(ncclGroupStart(), "all_to_all");
   for (int peer = 0; peer < size_; ++peer) {
     check(ncclSend(at(send, peer * count_per_rank, type), count_per_rank, nccl_type(type), peer,
@@ -136,16 +140,19 @@ void NcclCommunicator::all_to_all(const void* send, void* recv, std::size_t coun
 }
 
 void NcclCommunicator::send(const void* data, std::size_t count, DataType type, int peer) {
+  queued("send");
   check(ncclSend(data, count, nccl_type(type), peer, comm_, stream_), "send");
 }
 
 void NcclCommunicator::recv(void* data, std::size_t count, DataType type, int peer) {
+  queued("recv");
   check(ncclRecv(data, count, nccl_type(type), peer, comm_, stream_), "recv");
 }
 
 void NcclCommunicator::send_recv(const void* send_data, std::size_t send_count, int send_peer,
                                  void* recv_data, std::size_t recv_count, int recv_peer,
                                  DataType type) {
+  queued("send_recv");
   check(ncclGroupStart(), "send_recv");
   check(ncclSend(send_data, send_count, nccl_type(type), send_peer, comm_, stream_), "send_recv");
   check(ncclRecv(recv_data, recv_count, nccl_type(type), recv_peer, comm_, stream_), "send_recv");
@@ -153,9 +160,28 @@ void NcclCommunicator::send_recv(const void* send_data, std::size_t send_count, 
 }
 
 void NcclCommunicator::barrier() {
+  queued("barrier");
   check(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_),
         "barrier");
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void NcclCommunicator::queued(const char* collective) {
+  last_collective_ = collective;
+  ++collectives_;
+}
+
+void NcclCommunicator::abort() {
+  if (comm_ == nullptr) return;
+  ncclCommAbort(comm_);  // unblocks the stream's kernels
+  comm_ = nullptr;
+}
+
+void NcclCommunicator::abort_and_throw(const std::string& status, const std::string& why) {
+  abort();
+  throw CommError(last_collective_, name_, rank_, size_, status,
+                  why + " (collective #" + std::to_string(collectives_) +
+                      " queued on this group, the last one); the communicator was aborted");
 }
 
 void NcclCommunicator::synchronize(std::chrono::milliseconds timeout) {
@@ -166,22 +192,14 @@ void NcclCommunicator::synchronize(std::chrono::milliseconds timeout) {
     if (state != cudaErrorNotReady) SEXTANT_CUDA_CHECK(state);
     ncclResult_t async_error = ncclSuccess;
     check(ncclCommGetAsyncError(comm_, &async_error), "synchronize");
-    if (async_error != ncclSuccess && async_error != ncclInProgress) {
-      const std::string detail = ncclGetLastError(comm_);
-      ncclCommAbort(comm_);  // unblocks the stream's kernels
-      comm_ = nullptr;
-      throw CommError("synchronize", name_, rank_, size_, result_name(async_error),
-                      std::string(ncclGetErrorString(async_error)) + " (" + detail +
-                          "); the communicator was aborted");
-    }
+    if (async_error != ncclSuccess && async_error != ncclInProgress)
+      abort_and_throw(result_name(async_error),
+                      std::string(ncclGetErrorString(async_error)) + ": " + ncclGetLastError(comm_));
     if (std::chrono::steady_clock::now() >= deadline) {
-      ncclCommAbort(comm_);
-      comm_ = nullptr;
       std::ostringstream why;
-      why << "the stream's collectives were not done within "
-          << std::chrono::duration<double>(timeout).count()
-          << " s (a rank that stopped or never called them?); the communicator was aborted";
-      throw CommError("synchronize", name_, rank_, size_, "timeout", why.str());
+      why << "not done within " << std::chrono::duration<double>(timeout).count()
+          << " s: a rank that stopped, hangs or never called it?";
+      abort_and_throw("timeout", why.str());
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

@@ -51,13 +51,20 @@ class NcclCommunicator final : public Communicator {
   void send_recv(const void* send_data, std::size_t send_count, int send_peer, void* recv_data,
                  std::size_t recv_count, int recv_peer, DataType type) override;
   void barrier() override;
+  /// Throws CommError naming the collective that was not done (the last one
+  /// queued: the stream runs them in order, so it is the one still waiting or
+  /// behind the one waiting) and its number on this group.
   void synchronize(std::chrono::milliseconds timeout) override;
+  void abort() override;
   std::unique_ptr<Communicator> split(int color, int key, std::string name,
                                       cudaStream_t stream) override;
 
  private:
   NcclCommunicator(ncclComm* comm, std::string name, cudaStream_t stream);
   void check(int result, const char* collective) const;
+  // Notes a collective queued on the stream, for synchronize's message.
+  void queued(const char* collective);
+  [[noreturn]] void abort_and_throw(const std::string& status, const std::string& why);
 
   ncclComm* comm_;
   std::string name_;
@@ -65,6 +72,8 @@ class NcclCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   float* barrier_word_ = nullptr;  // device: what barrier() all-reduces
+  const char* last_collective_ = "synchronize";  // none queued yet
+  long long collectives_ = 0;                    // queued on this group so far
 };
 
 }  // namespace sextant::engine::comm

@@ -22,12 +22,22 @@ int ParameterLayout::add(std::string name, std::int64_t rows, std::int64_t cols,
   return static_cast<int>(tensors_.size()) - 1;
 }
 
+void ParameterLayout::split(int index, int dim, std::vector<std::int64_t> blocks) {
+  ParameterTensor& t = tensors_[static_cast<std::size_t>(index)];
+  t.split_over_tp = true;
+  t.tp_split_dim = dim;
+  t.tp_blocks = std::move(blocks);
+}
+
 ParameterLayout::ParameterLayout(const TransformerShape& s) {
   const std::int64_t h = s.hidden;
   // Matrices (decayed) are declared first, vectors after; offsets follow that order.
   wte_ = add("wte", s.vocab, h, true, ParameterInit::kNormal);
   if (s.learned_positions) wpe_ = add("wpe", s.seq, h, true, ParameterInit::kNormal);
   layers_.resize(static_cast<std::size_t>(s.num_layers));
+  const std::vector<std::int64_t> qkv_blocks = {s.q_width(), s.kv_width(), s.kv_width()};
+  const std::vector<std::int64_t> fc1_blocks =
+      s.gelu ? std::vector<std::int64_t>{s.ffn_hidden} : std::vector<std::int64_t>{s.ffn_hidden, s.ffn_hidden};
   for (int i = 0; i < s.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     LayerTensors& l = layers_[static_cast<std::size_t>(i)];
@@ -35,8 +45,10 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
     l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
     l.fc1_weight = add(p + "fc1_weight", s.fc1_width(), h, true, ParameterInit::kNormal);
     l.fc2_weight = add(p + "fc2_weight", h, s.ffn_hidden, true, ParameterInit::kScaledNormal);
-    for (const int t : {l.qkv_weight, l.proj_weight, l.fc1_weight, l.fc2_weight})
-      tensors_[static_cast<std::size_t>(t)].split_over_tp = true;
+    split(l.qkv_weight, 0, qkv_blocks);  // column-parallel: output rows
+    split(l.fc1_weight, 0, fc1_blocks);
+    split(l.proj_weight, 1, {s.q_width()});  // row-parallel: input columns
+    split(l.fc2_weight, 1, {s.ffn_hidden});
   }
   lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
   for (int i = 0; i < s.num_layers; ++i) {
@@ -46,14 +58,14 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
     if (s.layernorm) l.norm1_beta = add(p + "norm1_beta", 1, h, false, ParameterInit::kZeros);
     if (s.bias) {
       l.qkv_bias = add(p + "qkv_bias", 1, s.qkv_width(), false, ParameterInit::kZeros);
-      tensors_[static_cast<std::size_t>(l.qkv_bias)].split_over_tp = true;
+      split(l.qkv_bias, 1, qkv_blocks);
       l.proj_bias = add(p + "proj_bias", 1, h, false, ParameterInit::kZeros);
     }
     l.norm2_gamma = add(p + "norm2_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) l.norm2_beta = add(p + "norm2_beta", 1, h, false, ParameterInit::kZeros);
     if (s.bias) {
       l.fc1_bias = add(p + "fc1_bias", 1, s.fc1_width(), false, ParameterInit::kZeros);
-      tensors_[static_cast<std::size_t>(l.fc1_bias)].split_over_tp = true;
+      split(l.fc1_bias, 1, fc1_blocks);
       l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
     }
   }

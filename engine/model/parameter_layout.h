@@ -47,6 +47,16 @@ struct ParameterTensor {
   /// al. 2019); otherwise every rank holds all of it (embeddings, norms, the
   /// biases added after the row-parallel all-reduce).
   bool split_over_tp = false;
+  /// How, when split_over_tp: the dimension split (0: rows, 1: columns) and
+  /// the blocks along it, in this rank's sizes — rank r of tp holds rows (or
+  /// columns) [start_k + r·b_k, +b_k) of each block k of the whole tensor,
+  /// whose block k is tp·b_k long and starts at start_k = tp·(b_0 + ... +
+  /// b_{k-1}). QKV: [q_width, kv_width, kv_width]/tp (the heads' Q, K and V
+  /// rows); SwiGLU's fc1: [ffn, ffn]/tp (gate, up); the others one block.
+  /// Checkpoints use it to move a tensor between tp layouts
+  /// (engine/checkpoint/reshard_plan.h).
+  int tp_split_dim = -1;
+  std::vector<std::int64_t> tp_blocks;
   std::size_t elements() const { return static_cast<std::size_t>(rows * cols); }
 };
 
@@ -92,6 +102,8 @@ class ParameterLayout {
 
  private:
   int add(std::string name, std::int64_t rows, std::int64_t cols, bool decay, ParameterInit init);
+  /// Marks tensor `index` split over tp along `dim` in `blocks` (ParameterTensor::tp_blocks).
+  void split(int index, int dim, std::vector<std::int64_t> blocks);
 
   std::vector<ParameterTensor> tensors_;
   std::vector<LayerTensors> layers_;

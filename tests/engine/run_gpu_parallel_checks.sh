@@ -7,12 +7,17 @@
 #      rank, with and without the distributed optimizer
 #      (sextant_data_parallel_tests); the whole model at tp = 2 against one rank
 #      (sextant_tensor_parallel_trainer_tests); resuming from a checkpoint at one
-#      GPU and dp = 2 zero=1 (sextant_checkpoint_gpu_tests); and the one-GPU trainer tests,
-#      which these changes must leave as they were;
+#      GPU and dp = 2 zero=1, and loading one into another layout (tp 2 <-> 1,
+#      dp 2 zero=1 <-> 1) (sextant_checkpoint_gpu_tests); a non-finite step and a
+#      peer that stops (sextant_resilience_gpu_tests); and the one-GPU trainer
+#      tests, which these changes must leave as they were;
 #   3. `sextant run` end to end on gpt-350m (seq 512, mbs 2, gbs 8, 5 steps):
-#      alone, and through NCCL with --nproc-per-node 1; with two or more GPUs
+#      alone, and through NCCL with --nproc-per-node 1; a checkpoint resumed,
+#      and the same with a NaN written into one weight (exit code 3 naming the
+#      step and tensor; --on-nonfinite skip runs on); with two or more GPUs
 #      also --nproc-per-node 2 with dp = 2, dp = 2 zero=1 and tp = 2, whose
-#      losses are compared with the single run's (tolerances below).
+#      losses are compared with the single run's (tolerances below), and
+#      checkpoints moved between layouts (tp=2 -> 1, dp=2 zero=1 -> 1, 1 -> dp=2 zero=1).
 #
 #   bash tests/engine/run_gpu_parallel_checks.sh BIN_DIR OUT_DIR
 #
@@ -34,7 +39,8 @@ bash "$here/comm/run_gpu_comm_checks.sh" "$bin" "$out/comm"
 note_failure $?
 
 echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
-for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_checkpoint_gpu_tests sextant_engine_tests; do
+for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_checkpoint_gpu_tests \
+    sextant_resilience_gpu_tests sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -42,7 +48,7 @@ for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sexta
   rc=$?
   note_failure $rc
   echo "$t exit code $rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/${t#sextant_}.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|worst' "$out/${t#sextant_}.txt" | head -n 30
+  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|worst|  saved |gave up|named on' "$out/${t#sextant_}.txt" | head -n 30
 done
 
 echo "== sextant run"
@@ -94,6 +100,65 @@ ok = len(resumed) == 2 and resumed[0] == full[3] and abs(resumed[1] - full[4]) <
 print("  resumed run continues the uninterrupted one" if ok else "  resumed run DIFFERS")
 sys.exit(0 if ok else 1)
 PY
+# A NaN in one bf16 weight of the saved step-3 (wte[0][0], the first weight of
+# rank 0's shard: 32 header bytes in; the metadata's CRC-32 rewritten to match):
+# the resumed run must stop at step 4 with exit code 3 naming the step and the
+# first parameter whose gradient is not finite (wte: the NaN reaches every
+# gradient), and with --on-nonfinite skip run to the end, skipping its 2 steps.
+python3 - "$ckpt/step-3" <<'PY' || status=1
+import json, sys, zlib
+folder = sys.argv[1]
+with open(folder + "/rank-00000.bin", "r+b") as f:
+    f.seek(32)
+    f.write(b"\xc0\x7f")  # bf16 quiet NaN, little-endian
+    f.seek(0)
+    crc = 0
+    while chunk := f.read(1 << 24):
+        crc = zlib.crc32(chunk, crc)
+meta = json.load(open(folder + "/metadata.json"))
+meta["files"][0]["crc32"] = "%08x" % crc
+json.dump(meta, open(folder + "/metadata.json", "w"), indent=2)
+PY
+timeout 300 "$sextant" run --layout mbs=2,gbs=8 --load "$ckpt/step-3" "${common[@]}" \
+  >"$out/run_nan_stop.json" 2>"$out/run_nan_stop.log"
+rc=$?
+echo "run nan_stop exit code $rc (want 3): $(grep 'error' "$out/run_nan_stop.log")"
+[[ $rc -eq 3 ]] && grep -q "step 4: loss nan, gradient norm nan; the first parameter whose gradient is not finite is 'wte'" \
+  "$out/run_nan_stop.log" || { echo "  non-finite stop DIFFERS"; status=1; }
+run_one nan_skip --layout mbs=2,gbs=8 --load "$ckpt/step-3" --on-nonfinite skip
+grep -q '"skipped_steps":2' "$out/run_nan_skip.json" || { echo "  --on-nonfinite skip did not skip 2 steps"; status=1; }
+rm -rf "$ckpt"/*
+
+# Loaded into another layout: steps 4-5 of a run saved at step 3 against the
+# saving run's own. Step 4 is the forward of the same weights in the new layout:
+# dp changes nothing in it (1e-5, as for dp2 below), tp rounds its row-parallel
+# partial sums to bf16 (1e-2, tensor_parallel_trainer_test.cc's bound); step 5
+# adds one update computed in the new layout (1e-2 and 2e-2).
+compare_loaded() {  # name of the saving run, of the loading run, tolerances of steps 4 and 5
+  python3 - "$out/run_$1.json" "$out/run_$2.json" "$3" "$4" <<'PY' || status=1
+import json, sys
+saved, loaded = (json.load(open(p))["loss"] for p in sys.argv[1:3])
+tol4, tol5 = float(sys.argv[3]), float(sys.argv[4])
+print("%s: steps 4-5 of the saving run %r, loaded %r" % (sys.argv[2], saved[3:], loaded))
+ok = len(loaded) == 2 and abs(loaded[0] - saved[3]) <= tol4 * saved[3] and abs(loaded[1] - saved[4]) <= tol5 * saved[4]
+print("  the loaded run continues the saved one" if ok else "  the loaded run DIFFERS")
+sys.exit(0 if ok else 1)
+PY
+}
+if [[ $gpus -ge 2 ]]; then
+  run_one reshard_tp2_saved --nproc-per-node 2 --layout tp=2,mbs=2,gbs=8 --save "$ckpt/tp2" --save-interval 3
+  run_one reshard_tp2_to_tp1 --layout mbs=2,gbs=8 --load "$ckpt/tp2/step-3"
+  compare_loaded reshard_tp2_saved reshard_tp2_to_tp1 1e-2 2e-2
+  rm -rf "$ckpt"/*
+  run_one reshard_zero1_saved --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8 --save "$ckpt/zero1" --save-interval 3
+  run_one reshard_zero1_to_dp1 --layout mbs=2,gbs=8 --load "$ckpt/zero1/step-3"
+  compare_loaded reshard_zero1_saved reshard_zero1_to_dp1 1e-5 1e-2
+  rm -rf "$ckpt"/*
+  run_one reshard_dp1_saved --layout mbs=2,gbs=8 --save "$ckpt/dp1" --save-interval 3
+  run_one reshard_dp1_to_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8 --load "$ckpt/dp1/step-3"
+  compare_loaded reshard_dp1_saved reshard_dp1_to_zero1 1e-5 1e-2
+  rm -rf "$ckpt"/*
+fi
 if [[ $gpus -ge 2 ]]; then
   run_one dp2 --nproc-per-node 2 --layout dp=2,mbs=2,gbs=8
   run_one dp2_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8

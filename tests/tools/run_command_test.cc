@@ -43,7 +43,8 @@ TEST(RunCommand, DataParallelNeedsThatManyProcesses) {
 }
 
 // A checkpoint is checked against the run before any GPU is touched: one
-// saved at tp=2 cannot be loaded at tp=1; a missing one is named.
+// saved at tp=2 by a version-1 sextant (no sharding in its metadata) cannot be
+// loaded at tp=1, nor one of another pp; a missing one is named.
 TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   TempDir dir;
   const std::string root = dir.file("ckpt");
@@ -53,15 +54,32 @@ TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   m.seed = 1234;  // run's default
   m.layout = {2, 1, 0};
   m.world_size = 1;
+  m.format_version = 1;
   engine::checkpoint::begin_save(root, 3);
   engine::checkpoint::write_rank_shard(root, 3, 0, engine::checkpoint::TrainerState{3, {}, {}, {}, {}});
   engine::checkpoint::commit_save(root, m, 2);
   CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --steps 10 --load ckpt");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("ckpt/step-3/metadata.json: --load: checkpoint has tp=2, dp=1, zero=0; this run has tp=1, "
-                       "dp=1, zero=0: resharding is not supported yet (load it with the same layout)"),
+                       "dp=1, zero=0: its metadata (format version 1) does not say how its tensors are split, so "
+                       "it loads into its own layout only"),
             std::string::npos) << r.err;
   // The model's fields (the metadata above holds zeros) are named too.
+  EXPECT_NE(r.err.find("checkpoint is of model '' (num_layers 0, hidden_size 0"), std::string::npos) << r.err;
+  // Version 2, saved with pp = 2: the pipeline split is named.
+  m.format_version = 2;
+  m.layout.pp = 2;
+  m.sharding.flat_elements = 64;
+  m.sharding.tensors = {{"wte", 1, 64, 0, -1, {}}};
+  engine::checkpoint::begin_save(root, 4);
+  m.step = 4;
+  engine::checkpoint::write_rank_shard(root, 4, 0, engine::checkpoint::TrainerState{4, {}, {}, {}, {}});
+  engine::checkpoint::commit_save(root, m, 2);
+  r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --steps 10 --load ckpt");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ckpt/step-4/metadata.json: --load: checkpoint has tp=2, dp=1, zero=0, pp=2; this run has "
+                       "tp=1, dp=1, zero=0: pp differs (2 vs 1)"),
+            std::string::npos) << r.err;
   EXPECT_NE(r.err.find("checkpoint is of model '' (num_layers 0, hidden_size 0"), std::string::npos) << r.err;
   r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --load nowhere");
   EXPECT_EQ(r.exit_code, 2);
@@ -69,6 +87,51 @@ TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --save-interval 5");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--save-interval: 5: needs --save DIR"), std::string::npos) << r.err;
+}
+
+// A version-2 checkpoint (its sharding described) of gpt-350m saved at tp=2
+// fits a tp=1 run: the layout is no refusal (the run then stops only for want
+// of a GPU here); the same with hidden_size 2048 is refused naming that field
+// alone (parameters_per_rank, which depends on tp, is not compared).
+TEST(RunCommand, LoadsACheckpointOfAnotherTpButNotOfAnotherModel) {
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here: it would train";
+  TempDir dir;
+  const std::string root = dir.file("ckpt");
+  engine::checkpoint::CheckpointMetadata m;
+  m.step = 3;
+  m.data_batches = 3;
+  m.seed = 1234;
+  m.model = {"gpt-350m", 24, 1024, 4096, 16, 16, 64, 51200, 128, 1};  // kv_channels 1024 / 16
+  m.layout = {2, 1, 0};
+  m.world_size = 2;
+  m.lr_schedule = {3e-4, 3e-5, 1, 10};
+  m.sharding.flat_elements = 64;
+  m.sharding.tensors = {{"wte", 51200, 1024, 0, -1, {}}};
+  auto save = [&](std::int64_t step) {
+    m.step = step;
+    engine::checkpoint::begin_save(root, step);
+    for (int r = 0; r < 2; ++r)
+      engine::checkpoint::write_rank_shard(root, step, r, engine::checkpoint::TrainerState{step, {}, {}, {}, {}});
+    engine::checkpoint::commit_save(root, m, 2);
+  };
+  save(3);
+  const std::string run = "run --model gpt-350m --seq-length 128 --layout mbs=1,gbs=1 --steps 10 --lr 3e-4 "
+                          "--min-lr 3e-5 --warmup-steps 1 --lr-decay-steps 10 --load ckpt";
+  CommandResult r = run_sextant(dir, run);
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("--load"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("no CUDA GPU is visible") != std::string::npos ||
+              r.err.find("built without the CUDA toolkit") != std::string::npos)
+      << r.err;
+  m.model.hidden_size = 2048;
+  save(4);
+  r = run_sextant(dir, run);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ckpt/step-4/metadata.json: --load: checkpoint is of model 'gpt-350m' (hidden_size 2048); "
+                       "this run's is 'gpt-350m' (hidden_size 1024)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tp=2"), std::string::npos) << r.err;  // the layout is not what is wrong
 }
 
 TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {
@@ -98,6 +161,12 @@ TEST(RunCommand, RefusesAMissingDatasetAndABadFormat) {
   r = run_sextant(dir, "run --model gpt-350m --format yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("accepted: table, json"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --on-nonfinite ignore");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--on-nonfinite: 'ignore': accepted: stop, skip"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --comm-timeout-s 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--comm-timeout-s"), std::string::npos) << r.err;
 }
 
 TEST(RunCommand, WithoutAGpuSaysSoAndExitsTwo) {

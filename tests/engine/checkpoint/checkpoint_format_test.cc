@@ -43,6 +43,13 @@ CheckpointMetadata example_metadata(std::int64_t step, int world_size) {
   m.layout = {1, world_size, 1};
   m.world_size = world_size;
   m.lr_schedule = {1e-3, 1e-4, 2, 6};
+  // A tp=1 layout of two tensors (3 + 1 elements, the second at offset 64);
+  // with dp > 1 each dp rank's ZeRO shard is one block of a 128-element bucket.
+  m.sharding.flat_elements = 128;
+  m.sharding.tensors = {{"wte", 1, 3, 0, -1, {}}, {"layers.0.qkv_weight", 1, 1, 64, 0, {1}}};
+  for (int d = 0; d < world_size && world_size > 1; ++d)
+    m.sharding.optimizer_shards.push_back({{static_cast<std::uint64_t>(d) * 128 / world_size,
+                                            128u / static_cast<std::uint64_t>(world_size), 0}});
   return m;
 }
 
@@ -84,12 +91,23 @@ TEST_F(CheckpointFormatTest, MetadataRoundTripsThroughJson) {
   m.files = {{0, "rank-00000.bin", 88, 0x1a2b3c4du}, {1, "rank-00001.bin", 88, 0xdeadbeefu}};
   const std::string text = to_json(m);
   EXPECT_NE(text.find("\"crc32\": \"1a2b3c4d\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"format_version\": 2"), std::string::npos) << text;
   EXPECT_EQ(parse_metadata(text, "m.json"), m);
+  // Without a sharding it is written as version 1, which still reads (pp = 1).
+  m.sharding = {};
+  m.format_version = 1;
+  EXPECT_EQ(parse_metadata(to_json(m), "m.json"), m);
 }
 
 TEST_F(CheckpointFormatTest, MetadataErrorsNameTheKey) {
-  EXPECT_EQ(error_of([] { parse_metadata("{\"format\": \"sextant-checkpoint\", \"format_version\": 2}", "m.json"); }),
-            "m.json: format_version 2: this sextant reads version 1");
+  EXPECT_EQ(error_of([] { parse_metadata("{\"format\": \"sextant-checkpoint\", \"format_version\": 3}", "m.json"); }),
+            "m.json: format_version 3: this sextant reads versions 1-2");
+  CheckpointMetadata m = example_metadata(3, 1);
+  m.files = {{0, "rank-00000.bin", 88, 0x1a2b3c4du}};
+  std::string text = to_json(m);
+  text.replace(text.find("\"shape\": ["), 11, "\"shape\": [7, ");  // three numbers
+  EXPECT_EQ(error_of([&] { parse_metadata(text, "m.json"); }),
+            "m.json: sharding.tensors[0]: shape: expected [rows, cols]");
   const std::string no_step = "{\"format\": \"sextant-checkpoint\", \"format_version\": 1}";
   EXPECT_EQ(error_of([&] { parse_metadata(no_step, "m.json"); }).rfind("m.json: step: missing or of the wrong type", 0), 0u);
   EXPECT_EQ(error_of([] { parse_metadata("{\"format\": ", "m.json"); }).rfind("m.json: not valid JSON", 0), 0u);
@@ -214,10 +232,19 @@ TEST_F(CheckpointFormatTest, MissingPiecesAreNamed) {
 }
 
 TEST_F(CheckpointFormatTest, LayoutMismatchSaysWhatDiffers) {
-  EXPECT_EQ(layout_mismatch({2, 1, 0}, {1, 2, 0}),
-            "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2, zero=0: resharding is not "
-            "supported yet (load it with the same layout)");
-  EXPECT_EQ(layout_mismatch({1, 2, 1}, {1, 2, 1}), "");
+  // A version-2 checkpoint (its sharding known) loads into another tp, dp or zero.
+  EXPECT_EQ(layout_mismatch({2, 1, 0}, {1, 2, 1}, true), "");
+  EXPECT_EQ(layout_mismatch({2, 1, 0}, {1, 2, 0}, false),
+            "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2, zero=0: its metadata (format version 1) "
+            "does not say how its tensors are split, so it loads into its own layout only");
+  EXPECT_EQ(layout_mismatch({1, 2, 1}, {1, 2, 1}, false), "");
+  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 1}, true),
+            "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=2, dp=1, zero=0: pp differs (2 vs 1): a "
+            "checkpoint loads into another tp, dp or zero, not another pipeline split (give pp=2)");
+  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 2}, true),
+            "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=2, dp=1, zero=0, pp=2: resharding a "
+            "pipeline-parallel checkpoint (pp=2) is not supported: each stage's files hold only its layers; load it "
+            "with the saved layout");
 }
 
 TEST_F(CheckpointFormatTest, ModelMismatchListsTheFields) {

@@ -6,7 +6,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 #include <string>
 
 #include "engine/comm/comm_error.h"
@@ -92,6 +94,39 @@ TEST_P(NcclWorldOfOne, ParallelGroupsOfOneGpu) {
   }
   EXPECT_EQ(read(data, x.size()), x);
   EXPECT_EQ(groups.dp->name(), "dp");
+  cudaFree(data);
+}
+
+// A stream that does not finish in time (here a host function sleeping 1.5 s
+// behind an all-reduce; with several ranks, a peer that never joins the
+// collective): synchronize gives up after its timeout, names the last
+// collective queued and aborts the communicator, so later calls fail at once
+// instead of hanging.
+TEST_P(NcclWorldOfOne, SynchronizeTimesOutNamingTheCollectiveAndAborts) {
+  void* data = to_device(std::vector<float>(4, 1.0f), GetParam());
+  world_->all_reduce_sum(data, data, 4, GetParam());
+  SEXTANT_CUDA_CHECK(cudaLaunchHostFunc(
+      stream_, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); }, nullptr));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    world_->synchronize(std::chrono::milliseconds(200));
+    FAIL() << "synchronize returned while the stream was blocked";
+  } catch (const CommError& e) {
+    EXPECT_EQ(e.collective(), "all_reduce");
+    EXPECT_EQ(e.status_name(), "timeout");
+    EXPECT_EQ(std::string(e.what()).rfind("all_reduce on group 'world' (rank 0 of 1): timeout: not done within 0.2 s", 0),
+              0u)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("collective #1 queued on this group"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.4);
+  try {
+    world_->all_reduce_sum(data, data, 4, GetParam());
+    FAIL() << "an aborted communicator took a collective";
+  } catch (const CommError& e) {
+    EXPECT_EQ(e.status_name(), "aborted");
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the host function ends; nothing else is queued
   cudaFree(data);
 }
 

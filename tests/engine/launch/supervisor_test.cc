@@ -54,6 +54,30 @@ TEST(Supervisor, ARankThatDiesStopsTheOthersWithItsMessage) {
   EXPECT_NE(log.str().find("[rank 2] boom: out of memory on rank 2\n"), std::string::npos) << log.str();
 }
 
+TEST(Supervisor, ARankThatHangsIsKilledWhenAPeerTimesOut) {
+  // The path of a hung rank (stuck in a kernel or a collective: it never exits
+  // and ignores SIGTERM, which the shell's `trap '' TERM` passes on to its
+  // sleep) beside one whose collective times out (--comm-timeout-s, here 0.3
+  // s): the timed-out rank exits 1 naming the collective, the supervisor sends
+  // SIGTERM, then SIGKILL after the 1 s grace, and returns the failure —
+  // within a few seconds, not the 60 s the hung rank would take.
+  std::ostringstream log;
+  SupervisorOptions o = shell(
+      "if [ \"$RANK\" = 1 ]; then trap '' TERM; sleep 60; fi; sleep 0.3; "
+      "echo 'sextant: internal error: all_reduce on group tp (rank 0 of 2): timeout: not done within 0.3 s' >&2; "
+      "exit 1",
+      2);
+  o.grace = std::chrono::seconds(1);
+  const auto start = Clock::now();
+  const SupervisorResult r = supervise(o, log);
+  const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.failed_rank, 0);
+  EXPECT_EQ(r.message, "rank 0 exited with code 1: sextant: internal error: all_reduce on group tp (rank 0 of 2): "
+                       "timeout: not done within 0.3 s");
+  EXPECT_LT(elapsed_s, 20.0);
+}
+
 TEST(Supervisor, ACommandThatCannotStartFailsWithCode127) {
   SupervisorOptions o;
   o.command = {"/nonexistent/sextant"};

@@ -129,5 +129,26 @@ TEST(ParameterLayout, NamesTheTensorsTensorParallelismSplits) {
     EXPECT_FALSE(layout.find(name).split_over_tp) << name;
 }
 
+TEST(ParameterLayout, SaysAlongWhichDimensionAndInWhichBlocksTpSplits) {
+  // A Llama rank's shard at tp = 2 of 16 heads, 4 KV heads of 128, ffn 8192:
+  // 8 heads, 2 KV heads, ffn 4096. QKV rows [Q 1024 | K 256 | V 256] (each rank
+  // holds its heads of each), SwiGLU fc1 rows [gate 4096 | up 4096], proj and fc2 columns.
+  TransformerShape s = gpt_1_3b();
+  s.heads = 8;
+  s.kv_heads = 2;
+  s.ffn_hidden = 4096;
+  s.gelu = s.bias = s.layernorm = s.learned_positions = s.tie_embeddings = false;
+  const ParameterLayout layout(s);
+  const ParameterTensor& qkv = layout.find("layers.0.qkv_weight");
+  EXPECT_EQ(qkv.tp_split_dim, 0);
+  EXPECT_EQ(qkv.tp_blocks, (std::vector<std::int64_t>{1024, 256, 256}));
+  EXPECT_EQ(qkv.rows, 1024 + 2 * 256);
+  EXPECT_EQ(layout.find("layers.0.fc1_weight").tp_blocks, (std::vector<std::int64_t>{4096, 4096}));
+  EXPECT_EQ(layout.find("layers.0.proj_weight").tp_split_dim, 1);
+  EXPECT_EQ(layout.find("layers.0.proj_weight").tp_blocks, (std::vector<std::int64_t>{1024}));
+  EXPECT_EQ(layout.find("layers.0.fc2_weight").tp_blocks, (std::vector<std::int64_t>{4096}));
+  EXPECT_EQ(layout.find("lm_head").tp_split_dim, -1);  // replicated (no vocab-parallel output layer yet)
+}
+
 }  // namespace
 }  // namespace sextant::engine

@@ -1,0 +1,70 @@
+// How a checkpoint's arrays are cut over its ranks, in terms that do not
+// depend on the layout: each tensor's name, its whole shape and how tensor
+// parallelism splits it, where a rank's shard of it lies in the rank's flat
+// buffers, and which flat ranges each data-parallel rank's fp32 optimizer
+// shard holds (ZeRO-1). The metadata carries it (checkpoint_metadata.h), so a
+// checkpoint saved with one tp/dp/zero layout loads into another
+// (reshard_plan.h).
+//
+// Ranks: world rank = tp_rank + tp·dp_rank (the tp-dp order of
+// engine/comm/parallel_groups.h). Every tp rank's flat buffers have the same
+// element layout (the same tensors, each its shard's shape), so one list of
+// tensors describes them all; all dp ranks of one tp rank hold the same bf16
+// weights, and without ZeRO the same fp32 master weights and Adam moments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/model/gradient_bucket_plan.h"
+#include "engine/model/parameter_layout.h"
+
+namespace sextant::engine::checkpoint {
+
+struct TensorSharding {
+  std::string name;
+  std::int64_t rows = 0, cols = 0;  // the whole tensor's: all tp ranks' shards together
+  std::uint64_t offset = 0;         // of a rank's shard in its flat buffers (elements)
+  /// Split over tp along 0 (rows) or 1 (columns); -1: every tp rank holds all of it.
+  int split_dim = -1;
+  /// The whole tensor's blocks along split_dim (they sum to rows or cols):
+  /// tp rank r holds [start_k + r·blocks[k]/tp, +blocks[k]/tp) of each
+  /// (ParameterTensor::tp_blocks, whole instead of per rank).
+  std::vector<std::int64_t> blocks;
+  bool operator==(const TensorSharding&) const = default;
+};
+
+/// A piece of a dp rank's fp32 optimizer shard (master weights, Adam m and v):
+/// flat elements [begin, begin + elements) at shard_offset in the shard.
+struct OptimizerRange {
+  std::uint64_t begin = 0, elements = 0, shard_offset = 0;
+  bool operator==(const OptimizerRange&) const = default;
+};
+
+struct CheckpointSharding {
+  /// Elements of each rank's flat bf16 weights (padding included), and of its
+  /// fp32 arrays without ZeRO.
+  std::uint64_t flat_elements = 0;
+  std::vector<TensorSharding> tensors;
+  /// With ZeRO-1 (zero = 1, dp > 1): dp rank d's shard is optimizer_shards[d],
+  /// the same on every tp rank. Empty: every rank holds all flat_elements.
+  std::vector<std::vector<OptimizerRange>> optimizer_shards;
+  /// False for a checkpoint written before the metadata described it (format
+  /// version 1): it loads into its own layout only.
+  bool known() const { return !tensors.empty(); }
+  bool operator==(const CheckpointSharding&) const = default;
+};
+
+/// The sharding of a trainer: `layout` is one tp rank's (ParameterLayout of
+/// the rank's shard shape), `flat_elements` its buffers' length, `buckets` the
+/// data-parallel buckets (empty at dp = 1). With `distributed_optimizer`, dp
+/// rank d owns block d of each bucket, [begin + d·elements/dp, +elements/dp),
+/// back to back in its shard (engine/data_parallel/distributed_optimizer.h).
+/// Throws std::logic_error for a tensor split over tp whose split dimension
+/// and blocks the layout does not give (a programming error).
+CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
+                               const std::vector<GradientBucketRange>& buckets, int dp,
+                               bool distributed_optimizer);
+
+}  // namespace sextant::engine::checkpoint

@@ -1,0 +1,233 @@
+#include "engine/checkpoint/reshard_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+#include "engine/checkpoint/checkpoint_error.h"
+
+namespace sextant::engine::checkpoint {
+
+namespace {
+
+using u64 = std::uint64_t;
+
+void append_run(std::vector<ShardRun>& runs, ShardRun r) {
+  if (r.elements == 0) return;
+  if (!runs.empty()) {
+    ShardRun& last = runs.back();
+    if (last.local + last.elements == r.local && last.whole + last.elements == r.whole) {
+      last.elements += r.elements;
+      return;
+    }
+  }
+  runs.push_back(r);
+}
+
+void append_copy(std::vector<ArrayCopy>& copies, ArrayCopy c) {
+  if (c.elements == 0) return;
+  if (!copies.empty()) {
+    ArrayCopy& last = copies.back();
+    if (last.source_rank == c.source_rank && last.source_offset + last.elements == c.source_offset &&
+        last.target_offset + last.elements == c.target_offset) {
+      last.elements += c.elements;
+      return;
+    }
+  }
+  copies.push_back(c);
+}
+
+// A run of the whole tensor held by saved tp rank `tp_rank`.
+struct SourceRun {
+  int tp_rank;
+  ShardRun run;
+};
+
+// Flat elements [begin, +elements) of a tp rank's buffers are at
+// [offset, +elements) of dp rank `dp_rank`'s array.
+struct Placement {
+  u64 begin, elements, offset;
+  int dp_rank;
+};
+
+// Calls fn(from, to, piece) for each piece of `sorted` (by begin, disjoint)
+// overlapping [begin, end); returns the elements covered.
+template <typename Piece, typename Begin, typename Length, typename Fn>
+u64 for_each_overlap(const std::vector<Piece>& sorted, u64 begin, u64 end, Begin begin_of, Length length_of, Fn fn) {
+  auto it = std::upper_bound(sorted.begin(), sorted.end(), begin,
+                             [&](u64 value, const Piece& p) { return value < begin_of(p); });
+  if (it != sorted.begin()) --it;
+  u64 covered = 0;
+  for (; it != sorted.end() && begin_of(*it) < end; ++it) {
+    const u64 from = std::max(begin, begin_of(*it));
+    const u64 to = std::min(end, begin_of(*it) + length_of(*it));
+    if (from >= to) continue;
+    fn(from, to, *it);
+    covered += to - from;
+  }
+  return covered;
+}
+
+// Where a tp rank's flat fp32 elements live over the dp ranks of a layout:
+// the ZeRO-1 shards' pieces, or dp rank `whole_dp_rank`'s full arrays.
+std::vector<Placement> optimizer_placement(const CheckpointSharding& s, int whole_dp_rank) {
+  std::vector<Placement> p;
+  if (s.optimizer_shards.empty()) {
+    p.push_back({0, s.flat_elements, 0, whole_dp_rank});
+    return p;
+  }
+  for (std::size_t d = 0; d < s.optimizer_shards.size(); ++d)
+    for (const OptimizerRange& r : s.optimizer_shards[d])
+      p.push_back({r.begin, r.elements, r.shard_offset, static_cast<int>(d)});
+  std::sort(p.begin(), p.end(), [](const Placement& a, const Placement& b) { return a.begin < b.begin; });
+  return p;
+}
+
+std::string shape_text(const TensorSharding& t) {
+  return std::to_string(t.rows) + " x " + std::to_string(t.cols);
+}
+
+}  // namespace
+
+std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank) {
+  std::vector<ShardRun> runs;
+  const u64 rows = static_cast<u64>(t.rows), cols = static_cast<u64>(t.cols);
+  if (t.split_dim < 0 || tp == 1) {
+    append_run(runs, {0, 0, rows * cols});
+    return runs;
+  }
+  if (t.split_dim != 0 && t.split_dim != 1)
+    throw std::invalid_argument(t.name + ": split dimension " + std::to_string(t.split_dim) + " (0 or 1)");
+  const u64 along = t.split_dim == 0 ? rows : cols;
+  u64 sum = 0;
+  for (const std::int64_t b : t.blocks) {
+    if (b <= 0 || b % tp != 0)
+      throw std::invalid_argument(t.name + ": block of " + std::to_string(b) + " not divisible by tp = " +
+                                  std::to_string(tp));
+    sum += static_cast<u64>(b);
+  }
+  if (sum != along)
+    throw std::invalid_argument(t.name + ": blocks add up to " + std::to_string(sum) + ", the split dimension is " +
+                                std::to_string(along));
+  const u64 r = static_cast<u64>(tp_rank);
+  if (t.split_dim == 0) {  // block k: whole rows [start + r·b, +b)
+    u64 local = 0, start = 0;
+    for (const std::int64_t whole_block : t.blocks) {
+      const u64 b = static_cast<u64>(whole_block) / static_cast<u64>(tp);
+      append_run(runs, {local, (start + r * b) * cols, b * cols});
+      local += b * cols;
+      start += static_cast<u64>(whole_block);
+    }
+    return runs;
+  }
+  const u64 local_cols = cols / static_cast<u64>(tp);  // each row: block k's columns [start + r·b, +b)
+  for (u64 row = 0; row < rows; ++row) {
+    u64 local = 0, start = 0;
+    for (const std::int64_t whole_block : t.blocks) {
+      const u64 b = static_cast<u64>(whole_block) / static_cast<u64>(tp);
+      append_run(runs, {row * local_cols + local, row * cols + start + r * b, b});
+      local += b;
+      start += static_cast<u64>(whole_block);
+    }
+  }
+  return runs;
+}
+
+ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointSharding& saved,
+                         const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
+                         const std::string& metadata_file) {
+  const int tp_rank = rank % run_layout.tp, dp_rank = rank / run_layout.tp;
+  const int source_dp = dp_rank % saved_layout.dp;  // whose copy of the replicated arrays to read
+  std::map<std::string, const TensorSharding*> saved_by_name;
+  for (const TensorSharding& t : saved.tensors) saved_by_name[t.name] = &t;
+  std::map<std::string, bool> used;
+  ReshardPlan plan;
+  plan.weight_elements = run.flat_elements;
+  const std::vector<OptimizerRange>* mine =
+      run.optimizer_shards.empty() ? nullptr : &run.optimizer_shards.at(static_cast<std::size_t>(dp_rank));
+  if (mine == nullptr) {
+    plan.optimizer_elements = run.flat_elements;
+  } else {
+    for (const OptimizerRange& r : *mine) plan.optimizer_elements = std::max(plan.optimizer_elements, r.shard_offset + r.elements);
+  }
+  std::vector<OptimizerRange> mine_sorted = mine ? *mine : std::vector<OptimizerRange>{};
+  std::sort(mine_sorted.begin(), mine_sorted.end(),
+            [](const OptimizerRange& a, const OptimizerRange& b) { return a.begin < b.begin; });
+  const std::vector<Placement> saved_fp32 = optimizer_placement(saved, source_dp);
+
+  for (const TensorSharding& t : run.tensors) {
+    const auto found = saved_by_name.find(t.name);
+    if (found == saved_by_name.end())
+      throw_checkpoint_error(metadata_file, "has no tensor '" + t.name + "' (this run's model has one of " +
+                                                shape_text(t) + ")");
+    const TensorSharding& s = *found->second;
+    used[t.name] = true;
+    if (s.rows != t.rows || s.cols != t.cols)
+      throw_checkpoint_error(metadata_file, "tensor '" + t.name + "' is " + shape_text(s) +
+                                                " in the checkpoint; this run's is " + shape_text(t));
+    std::vector<SourceRun> sources;
+    try {
+      const int holders = s.split_dim < 0 ? 1 : saved_layout.tp;
+      for (int r = 0; r < holders; ++r)
+        for (const ShardRun& x : shard_runs(s, saved_layout.tp, r)) sources.push_back({r, x});
+    } catch (const std::invalid_argument& e) {
+      throw_checkpoint_error(metadata_file, std::string("tensor ") + e.what());
+    }
+    std::sort(sources.begin(), sources.end(),
+              [](const SourceRun& a, const SourceRun& b) { return a.run.whole < b.run.whole; });
+    std::vector<ShardRun> targets;
+    try {
+      targets = shard_runs(t, run_layout.tp, tp_rank);
+    } catch (const std::invalid_argument& e) {
+      throw_checkpoint_error(metadata_file, std::string("this run's tensor ") + e.what());
+    }
+    for (const ShardRun& target : targets) {
+      const u64 covered = for_each_overlap(
+          sources, target.whole, target.whole + target.elements, [](const SourceRun& x) { return x.run.whole; },
+          [](const SourceRun& x) { return x.run.elements; },
+          [&](u64 from, u64 to, const SourceRun& source) {
+            // The piece's flat offsets in the saved tp rank's and in this rank's buffers.
+            const u64 src = s.offset + source.run.local + (from - source.run.whole);
+            const u64 dst = t.offset + target.local + (from - target.whole);
+            const u64 n = to - from;
+            append_copy(plan.weights, {source.tp_rank + saved_layout.tp * source_dp, src, dst, n});
+            // fp32: where the saved run kept [src, src + n) of that tp rank, and
+            // where this rank keeps [dst, dst + n).
+            const u64 saved_covered = for_each_overlap(
+                saved_fp32, src, src + n, [](const Placement& p) { return p.begin; },
+                [](const Placement& p) { return p.elements; },
+                [&](u64 a, u64 b, const Placement& p) {
+                  const u64 to_flat = dst + (a - src);
+                  const int source_rank = source.tp_rank + saved_layout.tp * p.dp_rank;
+                  const u64 source_offset = p.offset + (a - p.begin);
+                  if (mine == nullptr) {
+                    append_copy(plan.optimizer, {source_rank, source_offset, to_flat, b - a});
+                    return;
+                  }
+                  for_each_overlap(mine_sorted, to_flat, to_flat + (b - a),
+                                   [](const OptimizerRange& o) { return o.begin; },
+                                   [](const OptimizerRange& o) { return o.elements; },
+                                   [&](u64 x, u64 y, const OptimizerRange& o) {
+                                     append_copy(plan.optimizer, {source_rank, source_offset + (x - to_flat),
+                                                                  o.shard_offset + (x - o.begin), y - x});
+                                   });
+                });
+            if (saved_covered != n)
+              throw_checkpoint_error(metadata_file, "tensor '" + t.name + "': the saved optimizer shards hold " +
+                                                        std::to_string(saved_covered) + " of " + std::to_string(n) +
+                                                        " elements of a piece (damaged metadata?)");
+          });
+      if (covered != target.elements)
+        throw_checkpoint_error(metadata_file, "tensor '" + t.name + "': the saved shards hold " +
+                                                  std::to_string(covered) + " of " + std::to_string(target.elements) +
+                                                  " elements this rank needs (damaged metadata?)");
+    }
+  }
+  for (const TensorSharding& s : saved.tensors)
+    if (!used.count(s.name))
+      throw_checkpoint_error(metadata_file, "has a tensor '" + s.name + "' (" + shape_text(s) +
+                                                ") that this run's model lacks");
+  return plan;
+}
+
+}  // namespace sextant::engine::checkpoint

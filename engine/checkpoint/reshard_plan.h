@@ -1,0 +1,65 @@
+// Loading a checkpoint into another layout: which pieces of which saved
+// rank's arrays make up a loading rank's arrays. Pure arithmetic on the two
+// layouts' descriptions (checkpoint_sharding.h), tested on the CPU; the files
+// are read by resharded_state.h.
+//
+// Every tensor is matched by name and addressed in the coordinates of the
+// whole tensor (row-major, rows x cols): a tp rank's shard is a set of runs
+// of it (shard_runs), so a piece of the loading rank's shard is found in
+// whichever saved tp rank holds those elements. The bf16 weights come from
+// the saved ranks of one dp rank (dp rank d reads saved dp rank d mod dp:
+// all hold the same weights). The fp32 master weights and Adam moments are
+// the same pieces, read from the saved dp rank whose optimizer shard holds
+// them under ZeRO-1, and written where the loading rank's own shard (or its
+// full arrays) keeps them. Padding between tensors is not saved state: it is
+// left zero.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint_metadata.h"
+#include "engine/checkpoint/checkpoint_sharding.h"
+
+namespace sextant::engine::checkpoint {
+
+/// Elements [whole, whole + elements) of the whole tensor (row-major) are a
+/// shard's elements [local, local + elements).
+struct ShardRun {
+  std::uint64_t local = 0, whole = 0, elements = 0;
+  bool operator==(const ShardRun&) const = default;
+};
+
+/// The runs of tp rank `tp_rank`'s shard of `t` in shard order, adjacent runs
+/// merged: one run for a replicated tensor; for a row split, one per block
+/// (block k's rows [start_k + r·b_k, +b_k)); for a column split, one per block
+/// per row. Throws std::invalid_argument when a block is not divisible by tp
+/// or the blocks do not add up to the split dimension.
+std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank);
+
+/// Elements [source_offset, +elements) of saved rank source_rank's array go to
+/// [target_offset, +elements) of the loading rank's.
+struct ArrayCopy {
+  int source_rank = 0;
+  std::uint64_t source_offset = 0, target_offset = 0, elements = 0;
+  bool operator==(const ArrayCopy&) const = default;
+};
+
+struct ReshardPlan {
+  std::vector<ArrayCopy> weights;    // bf16 weights
+  std::vector<ArrayCopy> optimizer;  // fp32 master weights, and Adam m and v alike
+  std::uint64_t weight_elements = 0;     // the loading rank's array lengths
+  std::uint64_t optimizer_elements = 0;
+};
+
+/// The plan for world rank `rank` of the loading run (`run_layout`, `run`)
+/// from a checkpoint saved as (`saved_layout`, `saved`). Throws
+/// sim::ConfigError naming `metadata_file` and the tensor when the two do not
+/// describe the same model: a tensor missing on either side, another whole
+/// shape, a saved optimizer shard that does not cover a tensor.
+ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointSharding& saved,
+                         const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
+                         const std::string& metadata_file);
+
+}  // namespace sextant::engine::checkpoint

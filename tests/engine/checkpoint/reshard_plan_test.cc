@@ -1,0 +1,239 @@
+// Loading a checkpoint into another layout, on the CPU: the runs of a tensor
+// a tp rank holds (QKV's heads, SwiGLU's gate and up, a row-parallel
+// weight's columns), the ZeRO-1 shard ranges, and whole checkpoints moved
+// between tp/dp/zero layouts through real files, every element checked.
+//
+// The end-to-end cases build each saved rank's arrays from the element's
+// identity — tensor i's whole element e holds 1000·i + e + 0.5 as its fp32
+// master (exact in fp32: the test's tensors have < 2^13 elements), minus that
+// in Adam m, twice it in v, and the low 16 bits of 7·i + e in its bf16 word —
+// so a piece copied from the wrong rank, tensor or offset shows as a wrong
+// number. Padding holds 7777 in the saved arrays and must be 0 after a
+// reshard (it is not state).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/checkpoint_directory.h"
+#include "engine/checkpoint/checkpoint_sharding.h"
+#include "engine/checkpoint/reshard_plan.h"
+#include "engine/model/parameter_layout.h"
+#include "sim/core/config_error.h"
+
+namespace sextant::engine::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ShardRuns, QkvRowsOfRankOneAreItsHeadsOfQKAndV) {
+  // 4 query heads, 2 KV heads of dimension 2 over hidden 3: Q rows 0-7, K 8-11,
+  // V 12-15. tp = 2, rank 1 holds Q rows 4-7, K rows 10-11, V rows 14-15 (the
+  // test of tensor_parallel_trainer_test.cc's shard_of), 3 elements a row.
+  const TensorSharding qkv{"qkv", 16, 3, 0, 0, {8, 4, 4}};
+  const std::vector<ShardRun> want = {{0, 4 * 3, 4 * 3}, {12, 10 * 3, 2 * 3}, {18, 14 * 3, 2 * 3}};
+  EXPECT_EQ(shard_runs(qkv, 2, 1), want);
+  EXPECT_EQ(shard_runs(qkv, 1, 0), (std::vector<ShardRun>{{0, 0, 48}}));  // one rank: all, one run
+}
+
+TEST(ShardRuns, RowParallelWeightHoldsABlockOfColumnsOfEveryRow) {
+  // fc2 (hidden 2, ffn 4): rank 1 of 2 holds columns 2-3 of rows 0 and 1.
+  const TensorSharding fc2{"fc2", 2, 4, 0, 1, {4}};
+  EXPECT_EQ(shard_runs(fc2, 2, 1), (std::vector<ShardRun>{{0, 2, 2}, {2, 6, 2}}));
+  // SwiGLU's fc1 bias [gate 4 | up 4] at tp 2: rank 0 holds gate 0-1 and up 0-1 (whole 4-5).
+  const TensorSharding bias{"fc1_bias", 1, 8, 0, 1, {4, 4}};
+  EXPECT_EQ(shard_runs(bias, 2, 0), (std::vector<ShardRun>{{0, 0, 2}, {2, 4, 2}}));
+  EXPECT_THROW(shard_runs(TensorSharding{"odd", 1, 6, 0, 1, {3, 3}}, 2, 0), std::invalid_argument);
+}
+
+TEST(CheckpointSharding, ZeroShardsAreEachRanksBlockOfEveryBucket) {
+  TransformerShape s;
+  s.num_layers = 1;
+  s.hidden = 8;
+  s.ffn_hidden = 16;
+  s.heads = 2;
+  s.kv_heads = 2;
+  s.head_dim = 4;
+  s.vocab = 16;
+  s.seq = 4;
+  const ParameterLayout layout(s);
+  // Buckets [0, 64) and [64, 192) over dp 2: rank 1 owns [32, +32) at 0 and [128, +64) at 32.
+  const CheckpointSharding sh = sharding_of(layout, 2, 192, {{0, 64, 0}, {64, 128, 0}}, 2, true);
+  ASSERT_EQ(sh.optimizer_shards.size(), 2u);
+  EXPECT_EQ(sh.optimizer_shards[1], (std::vector<OptimizerRange>{{32, 32, 0}, {128, 64, 32}}));
+  // The rank's qkv weight (24 x 8 per rank at tp 2) is 48 x 8 whole, in blocks Q 16, K 16, V 16.
+  const TensorSharding& qkv = sh.tensors.at(2);  // after wte and wpe
+  EXPECT_EQ(qkv.name, "layers.0.qkv_weight");
+  EXPECT_EQ(qkv.rows, 48);
+  EXPECT_EQ(qkv.cols, 8);
+  EXPECT_EQ(qkv.blocks, (std::vector<std::int64_t>{16, 16, 16}));
+  EXPECT_EQ(sh.tensors.at(0).split_dim, -1);  // wte replicated
+}
+
+// ---- whole checkpoints through files ----
+
+struct Layout {
+  int tp, dp, zero;
+};
+
+TransformerShape test_shape(int tp, bool llama, int hidden = 16) {
+  TransformerShape s;
+  s.num_layers = 2;
+  s.hidden = hidden;
+  s.ffn_hidden = 32 / tp;
+  s.heads = 4 / tp;
+  s.kv_heads = 2 / tp;  // GQA
+  s.head_dim = 4;
+  s.vocab = 24;
+  s.seq = 8;
+  s.layernorm = s.bias = s.learned_positions = s.tie_embeddings = s.gelu = !llama;
+  return s;
+}
+
+// A run's sharding, with two ZeRO buckets that do not end at tensor boundaries.
+CheckpointSharding sharding_for(const Layout& l, bool llama, int hidden = 16) {
+  const ParameterLayout layout(test_shape(l.tp, llama, hidden));
+  const std::uint64_t multiple = 8 * static_cast<std::uint64_t>(l.dp);
+  auto round_up = [&](std::uint64_t n) { return (n + multiple - 1) / multiple * multiple; };
+  std::vector<GradientBucketRange> buckets;
+  std::uint64_t flat = layout.total_elements();
+  if (l.zero) {
+    const std::uint64_t first = round_up(flat / 2);
+    flat = round_up(flat);
+    buckets = {{0, first, 0}, {first, flat - first, 0}};
+  }
+  return sharding_of(layout, l.tp, flat, buckets, l.dp, l.zero != 0);
+}
+
+float master_value(std::size_t tensor, std::uint64_t whole) {
+  return 1000.0f * static_cast<float>(tensor) + static_cast<float>(whole) + 0.5f;
+}
+
+// Every rank's state of a layout, elements from their identities; padding `pad`.
+std::vector<TrainerState> states_for(const Layout& l, const CheckpointSharding& sh, float pad, std::int64_t step) {
+  std::vector<TrainerState> states;
+  for (int w = 0; w < l.tp * l.dp; ++w) {
+    const int t = w % l.tp, d = w / l.tp;
+    std::vector<std::uint16_t> weights(sh.flat_elements, static_cast<std::uint16_t>(pad));
+    std::vector<float> full(sh.flat_elements, pad);
+    for (std::size_t i = 0; i < sh.tensors.size(); ++i)
+      for (const ShardRun& r : shard_runs(sh.tensors[i], l.tp, t))
+        for (std::uint64_t e = 0; e < r.elements; ++e) {
+          weights[sh.tensors[i].offset + r.local + e] = static_cast<std::uint16_t>(7 * i + r.whole + e);
+          full[sh.tensors[i].offset + r.local + e] = master_value(i, r.whole + e);
+        }
+    TrainerState s;
+    s.steps_done = step;
+    s.weights_bf16 = weights;
+    if (sh.optimizer_shards.empty()) {
+      s.master = full;
+    } else {
+      for (const OptimizerRange& r : sh.optimizer_shards[static_cast<std::size_t>(d)]) {
+        s.master.resize(std::max<std::size_t>(s.master.size(), r.shard_offset + r.elements));
+        for (std::uint64_t e = 0; e < r.elements; ++e) s.master[r.shard_offset + e] = full[r.begin + e];
+      }
+    }
+    for (const float x : s.master) {
+      s.adam_m.push_back(x == pad ? pad : -x);
+      s.adam_v.push_back(x == pad ? pad : 2 * x);
+    }
+    states.push_back(std::move(s));
+  }
+  return states;
+}
+
+struct ReshardCase {
+  Layout saved, run;
+  bool llama;
+};
+
+class ReshardTest : public ::testing::TestWithParam<ReshardCase> {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("sextant-reshard-" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Saves `l`'s states at step 5 and opens the checkpoint.
+  OpenedCheckpoint save(const Layout& l, const CheckpointSharding& sh) {
+    const std::vector<TrainerState> states = states_for(l, sh, 7777.0f, 5);
+    begin_save(root_.string(), 5);
+    for (int w = 0; w < l.tp * l.dp; ++w) write_rank_shard(root_.string(), 5, w, states[static_cast<std::size_t>(w)]);
+    CheckpointMetadata m;
+    m.step = 5;
+    m.data_batches = 5;
+    m.layout = {l.tp, l.dp, l.zero};
+    m.world_size = l.tp * l.dp;
+    m.sharding = sh;
+    commit_save(root_.string(), m, 1);
+    return open_checkpoint(root_.string());
+  }
+  fs::path root_;
+};
+
+TEST_P(ReshardTest, EveryElementLandsWhereTheNewLayoutKeepsIt) {
+  const ReshardCase& c = GetParam();
+  const CheckpointSharding saved = sharding_for(c.saved, c.llama);
+  const CheckpointSharding run = sharding_for(c.run, c.llama);
+  const OpenedCheckpoint opened = save(c.saved, saved);
+  ASSERT_EQ(opened.metadata.sharding, saved);  // through metadata.json
+  const std::vector<TrainerState> want = states_for(c.run, run, 0.0f, 5);
+  for (int w = 0; w < c.run.tp * c.run.dp; ++w) {
+    const ReshardPlan plan = plan_reshard(opened.metadata.layout, opened.metadata.sharding, {c.run.tp, c.run.dp, c.run.zero},
+                                          run, w, "m.json");
+    const TrainerState got = read_resharded_state(opened, plan);
+    const TrainerState& expected = want[static_cast<std::size_t>(w)];
+    EXPECT_EQ(got.steps_done, 5);
+    EXPECT_EQ(got.weights_bf16, expected.weights_bf16) << "rank " << w;
+    EXPECT_EQ(got.master, expected.master) << "rank " << w;
+    EXPECT_EQ(got.adam_m, expected.adam_m) << "rank " << w;
+    EXPECT_EQ(got.adam_v, expected.adam_v) << "rank " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ReshardTest,
+    ::testing::Values(ReshardCase{{2, 1, 0}, {1, 1, 0}, false}, ReshardCase{{1, 1, 0}, {2, 1, 0}, false},
+                      ReshardCase{{2, 1, 0}, {1, 1, 0}, true}, ReshardCase{{1, 1, 0}, {2, 1, 0}, true},
+                      ReshardCase{{1, 2, 1}, {1, 1, 0}, false}, ReshardCase{{1, 1, 0}, {1, 2, 1}, false},
+                      ReshardCase{{2, 2, 0}, {1, 4, 1}, true}, ReshardCase{{1, 4, 1}, {2, 2, 1}, false},
+                      ReshardCase{{1, 2, 1}, {1, 4, 1}, true}),
+    [](const ::testing::TestParamInfo<ReshardCase>& info) {
+      const ReshardCase& c = info.param;
+      auto text = [](const Layout& l) {
+        return "Tp" + std::to_string(l.tp) + "Dp" + std::to_string(l.dp) + "Zero" + std::to_string(l.zero);
+      };
+      return text(c.saved) + "To" + text(c.run) + (c.llama ? "Llama" : "Gpt");
+    });
+
+std::string error_of(const CheckpointSharding& saved, const CheckpointSharding& run) {
+  try {
+    plan_reshard({2, 1, 0}, saved, {1, 1, 0}, run, 0, "m.json");
+  } catch (const sim::ConfigError& e) {
+    return e.diagnostics().at(0).file + ": " + e.diagnostics().at(0).message;
+  }
+  return "(no error)";
+}
+
+TEST(ReshardPlan, AnotherModelIsRefusedNamingTheTensor) {
+  // A GPT checkpoint into a Llama run: SwiGLU's fc1 has twice the rows.
+  EXPECT_EQ(error_of(sharding_for({2, 1, 0}, false), sharding_for({1, 1, 0}, true)),
+            "m.json: tensor 'layers.0.fc1_weight' is 32 x 16 in the checkpoint; this run's is 64 x 16");
+  EXPECT_EQ(error_of(sharding_for({2, 1, 0}, false), sharding_for({1, 1, 0}, false, 32)),
+            "m.json: tensor 'wte' is 24 x 16 in the checkpoint; this run's is 24 x 32");
+  CheckpointSharding fewer = sharding_for({2, 1, 0}, false);
+  fewer.tensors.erase(fewer.tensors.begin() + 1);  // wpe (seq 8 x hidden 16)
+  EXPECT_EQ(error_of(fewer, sharding_for({1, 1, 0}, false)),
+            "m.json: has no tensor 'wpe' (this run's model has one of 8 x 16)");
+  fewer = sharding_for({1, 1, 0}, false);
+  fewer.tensors.pop_back();  // final_norm_beta
+  EXPECT_EQ(error_of(sharding_for({2, 1, 0}, false), fewer),
+            "m.json: has a tensor 'final_norm_beta' (1 x 16) that this run's model lacks");
+}
+
+}  // namespace
+}  // namespace sextant::engine::checkpoint
