@@ -130,6 +130,38 @@ TEST(GradientBucketPlan, BucketsOfAMultipleCloseOnlyWhereItDivides) {
   EXPECT_EQ(buckets[1].elements, 2560u);
 }
 
+// Under tensor parallelism the collective task after a block's backward runs
+// its norm's backward (transformer.h), so a layer's norm gains, and the bias
+// its norm sums, are final only after that task: with sp, after the block's
+// reduce-scatter, the task after the block's compute.
+TEST(GradientBucketPlan, UnderTensorParallelismNormsAreReadyAfterTheBlocksCollective) {
+  SmallStep s(/*tie=*/false);
+  sim::ParallelLayout l;
+  l.tp = 2;
+  l.sp = true;
+  l.mbs = 1;
+  l.gbs = 3;
+  l.overlap_grad_reduce = false;
+  const sim::Plan plan = sim::build_plan(s.model, l);
+  s.tasks.assign(plan.tasks.begin() + plan.stage_begin[0], plan.tasks.begin() + plan.stage_begin[1]);
+  TransformerShape shape = transformer_shape_of(s.model, l);
+  s.layout = ParameterLayout(shape);
+  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1);
+  const auto& tensors = s.layout.tensors();
+  auto ready = [&](const std::string& name) {
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].name == name) return buckets[i].ready_after;
+    ADD_FAILURE() << name;
+    return std::size_t{0};
+  };
+  const std::size_t attention1 = s.last_backward(sim::Block::kAttention, 1);
+  ASSERT_EQ(s.tasks[attention1 + 1].kind, sim::TaskKind::kTensorParallelScatter);
+  EXPECT_EQ(ready("layers.1.norm1_gamma"), attention1 + 1);
+  EXPECT_EQ(ready("layers.1.qkv_weight"), attention1 + 1);  // the block's tensors are one unit
+  EXPECT_EQ(ready("layers.0.fc2_bias"), s.last_backward(sim::Block::kAttention, 0) + 1);
+  EXPECT_EQ(ready("final_norm_gamma"), s.last_backward(sim::Block::kOutput));  // no task after the output
+}
+
 TEST(GradientBucketPlan, TasksWithoutTheLastBackwardAreRefused) {
   const SmallStep s(/*tie=*/true);
   std::vector<sim::Task> forward_only;
