@@ -21,6 +21,13 @@
 // communicator, or one of one rank, nothing of this exists: the step is the
 // single-GPU one (one CUDA graph, no extra kernel or synchronisation).
 //
+// Tensor parallelism: given a tp communicator, the Plan is built with the
+// layout's tp (and sp), so it holds the collectives around each block, which
+// run as tasks by their names (transformer.h); under sequence parallelism the
+// norms' and residual biases' partial gradients are summed over tp
+// (tensor_parallel/partial_gradients.h) before the optimizer or, with dp, before
+// each bucket's reduction.
+//
 // Memory: everything lives in one DeviceArena made by the constructor:
 // bf16 weights (2 B/param), fp32 gradients (4), fp32 master weights and two
 // Adam moments (12) — the 18 bytes per parameter of Megatron's mixed-precision

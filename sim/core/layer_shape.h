@@ -49,6 +49,9 @@ struct LayerShape {
 /// padded / tp rows. At tp = 1 the preset's size as it is (the presets already
 /// carry Megatron's padded sizes: 51200 = 128 x 400, 128256 = 128 x 1002, ...).
 std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp);
+/// The rows of the embedding and output layer one of `tp` ranks holds:
+/// padded_vocab_size / tp (the engine's TransformerShape::vocab).
+double vocab_rows_per_rank(const ModelConfig& model, int tp);
 
 /// The shape of a dense layer of `model` under `layout`. Exact for layouts
 /// layout_problems accepts (heads, groups and ffn divisible by tp, seq by cp);

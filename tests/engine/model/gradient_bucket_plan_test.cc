@@ -37,11 +37,12 @@ struct SmallStep {
     tasks.assign(plan.tasks.begin() + plan.stage_begin[0], plan.tasks.begin() + plan.stage_begin[1]);
   }
 
-  // The index of micro-batch 2's backward task of `block` (and `layer`).
+  // The index of micro-batch 2's backward compute task of `block` (and `layer`).
   std::size_t last_backward(sim::Block block, int layer = sim::kNoIndex) const {
     for (std::size_t k = 0; k < tasks.size(); ++k) {
       const sim::Task& t = tasks[k];
-      if (t.pass == sim::Pass::kBackward && t.block == block && t.microbatch == 2 &&
+      if (t.kind == sim::TaskKind::kCompute && t.pass == sim::Pass::kBackward && t.block == block &&
+          t.microbatch == 2 &&
           (layer == sim::kNoIndex || t.layer == layer))
         return k;
     }
@@ -136,6 +137,7 @@ TEST(GradientBucketPlan, BucketsOfAMultipleCloseOnlyWhereItDivides) {
 // reduce-scatter, the task after the block's compute.
 TEST(GradientBucketPlan, UnderTensorParallelismNormsAreReadyAfterTheBlocksCollective) {
   SmallStep s(/*tie=*/false);
+  s.model.num_attention_heads = s.model.num_query_groups = 2;  // one head per rank
   sim::ParallelLayout l;
   l.tp = 2;
   l.sp = true;

@@ -331,11 +331,12 @@ TEST(PlanBuilder, ZeroThreeGathersRunAheadByThePrefetchDepth) {
 TEST(PlanBuilder, ZeroThreeComputeWaitsWhenTooManyReductionsAreInFlight) {
   // FSDP2 keeps one reduce-scatter in flight: after issuing reduction j the
   // compute waits for reduction j − 1: every reduction but the last two is
-  // waited for by a compute task (the optimizer step waits for those two).
+  // waited for by a block's first task: its compute, or under sequence
+  // parallelism the all-gather before it (the optimizer step waits for those two).
   const Plan plan = build_plan(testing::gpt3_175b(), zero3_layout(FsdpImplementation::kFsdp2));
   std::set<std::uint32_t> waited;
   for (std::uint32_t t = 0; t < plan.tasks.size(); ++t) {
-    if (plan.tasks[t].kind != TaskKind::kCompute) continue;
+    if (plan.tasks[t].kind != TaskKind::kCompute && plan.tasks[t].kind != TaskKind::kTensorParallelGather) continue;
     for (std::uint32_t d : plan.deps_of(t)) {
       if (plan.tasks[d].kind == TaskKind::kGradientReduce) waited.insert(d);
     }
