@@ -35,6 +35,7 @@ sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp, const Tra
   sim::ParallelLayout l;
   l.tp = shape.tp;
   l.sp = shape.sequence_parallel;
+  l.tp_comm_overlap = false;  // the engine runs each collective as its own task
   l.mbs = o.micro_batch;
   l.gbs = o.global_batch / dp;
   l.recompute = o.recompute;

@@ -34,7 +34,8 @@ std::string_view stream_title(StreamKind value);
 
 enum class TaskKind : std::uint8_t {
   kCompute,            // a block's kernels (`block`, `pass`)
-  kTensorParallel,     // the block's TP collectives (all-reduce, or SP all-gather + reduce-scatter)
+  kTensorParallel,     // the block's TP collectives: its all-reduce, or with --tp-comm-overlap
+                       // SP's all-gather + reduce-scatter beside the block
   kTensorParallelTail, // with --tp-comm-overlap: the chunk no GEMM can hide
   // Sequence parallelism without --tp-comm-overlap (Korthikanti et al. 2022,
   // Sec. 4.2.2): the block's two collectives where they happen, the all-gather
