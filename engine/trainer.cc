@@ -11,6 +11,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/distributed_optimizer.h"
 #include "engine/data_parallel/gradient_reducer.h"
+#include "engine/tensor_parallel/partial_gradients.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -28,9 +29,13 @@ std::vector<data_parallel::GradientBucket> bucket_ranges(const std::vector<Gradi
   return ranges;
 }
 
-// One replica's layout: its share of the global batch on one GPU.
-sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp) {
+// One replica's layout: its share of the global batch on one GPU, or on its
+// tp group (whose collectives around each block are tasks of the Plan).
+sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp, const TransformerShape& shape) {
   sim::ParallelLayout l;
+  l.tp = shape.tp;
+  l.sp = shape.sequence_parallel;
+  l.tp_comm_overlap = false;  // the engine runs each collective as its own task
   l.mbs = o.micro_batch;
   l.gbs = o.global_batch / dp;
   l.recompute = o.recompute;
@@ -65,10 +70,17 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
   // GPU there is nothing else: no collectives, no sends, no buckets.
   sim::ModelConfig plan_model = model;
   plan_model.seq_length = shape_.seq;
-  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_, dp_size_));
+  if (shape_.tp != (tp_ != nullptr ? tp_->size() : 1))
+    throw std::invalid_argument("Trainer: the shape is a shard of tp = " + std::to_string(shape_.tp) +
+                                " ranks but the tensor-parallel group has " +
+                                std::to_string(tp_ != nullptr ? tp_->size() : 1));
+  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_, dp_size_, shape_));
   for (std::uint32_t i = plan_.stage_begin[0]; i < plan_.stage_begin[1]; ++i) {
     const sim::Task& t = plan_.tasks[i];
-    if (t.kind == sim::TaskKind::kCompute || t.kind == sim::TaskKind::kOptimizerStep)
+    const bool tensor_parallel = t.kind == sim::TaskKind::kTensorParallel ||
+                                 t.kind == sim::TaskKind::kTensorParallelGather ||
+                                 t.kind == sim::TaskKind::kTensorParallelScatter;
+    if (t.kind == sim::TaskKind::kCompute || t.kind == sim::TaskKind::kOptimizerStep || tensor_parallel)
       tasks_.push_back(t);
     else
       throw std::logic_error("Trainer: the single-GPU plan holds a communication task: " +
@@ -142,6 +154,8 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
     throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
   if (dp_ != nullptr || tp_ != nullptr)
     SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+  if (tp_ != nullptr && shape_.sequence_parallel)
+    partial_gradients_ = std::make_unique<tensor_parallel::PartialGradients>(layout_);
   if (dp_ != nullptr) {
     const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
     reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, bucket_ranges(buckets_), reduction);
@@ -311,6 +325,8 @@ void Trainer::run_tasks(int step) {
       timer_.begin(task_name_, stream_);
     }
     if (t.kind == sim::TaskKind::kOptimizerStep) {
+      // Sequence parallelism's partial gradients summed over tp (with dp, bucket by bucket below).
+      if (partial_gradients_ != nullptr && dp_ == nullptr) partial_gradients_->sum(gradients_, 0, elements_, *tp_, stream_);
       if (reducer_ != nullptr && reduce_gradients_) reducer_->finish(stream_);
       if (step > 0) queue_optimizer(step);
       continue;
@@ -318,6 +334,11 @@ void Trainer::run_tasks(int step) {
     const bool recompute = t.pass == sim::Pass::kRecompute;
     const bool forward = t.pass == sim::Pass::kForward || recompute;
     model_->set_accumulate_gradients(t.microbatch > 0);
+    if (t.kind != sim::TaskKind::kCompute) {  // tensor parallelism's collectives around a block
+      run_tensor_parallel_task(t);
+      if (reducer_ != nullptr && reduce_gradients_) reduce_buckets_ready_after(k);
+      continue;
+    }
     switch (t.block) {
       case sim::Block::kEmbedding:
         forward ? model_->embedding_forward(t.microbatch) : model_->embedding_backward(t.microbatch);
@@ -378,8 +399,27 @@ void Trainer::queue_optimizer(int step) {
                         gradients_ + decay, rest, s, scale, stream_);
 }
 
+void Trainer::run_tensor_parallel_task(const sim::Task& t) {
+  const bool recompute = t.pass == sim::Pass::kRecompute;
+  const bool backward = !(t.pass == sim::Pass::kForward || recompute);
+  if (t.block != sim::Block::kAttention && t.block != sim::Block::kMlp)
+    throw std::logic_error("Trainer: a tensor-parallel task of no layer block: " + sim::task_name(plan_, t));
+  const Transformer::Part part =
+      t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp;
+  if (t.kind == sim::TaskKind::kTensorParallelGather)
+    model_->tp_gather(part, t.layer, backward);
+  else if (t.kind == sim::TaskKind::kTensorParallelScatter)
+    model_->tp_scatter(part, t.layer, backward, recompute);
+  else
+    model_->tp_all_reduce_task(part, t.layer, backward, recompute);
+}
+
 void Trainer::reduce_buckets_ready_after(std::size_t index) {
-  for (const int b : buckets_after_task_[index]) reducer_->bucket_ready(b, stream_);
+  for (const int b : buckets_after_task_[index]) {
+    const GradientBucketRange& r = buckets_[static_cast<std::size_t>(b)];
+    if (partial_gradients_ != nullptr) partial_gradients_->sum(gradients_, r.begin, r.begin + r.elements, *tp_, stream_);
+    reducer_->bucket_ready(b, stream_);
+  }
 }
 
 double Trainer::gathered_mean_loss() {

@@ -21,6 +21,13 @@
 // communicator, or one of one rank, nothing of this exists: the step is the
 // single-GPU one (one CUDA graph, no extra kernel or synchronisation).
 //
+// Tensor parallelism: given a tp communicator, the Plan is built with the
+// layout's tp (and sp), so it holds the collectives around each block, which
+// run as tasks by their names (transformer.h); under sequence parallelism the
+// norms' and residual biases' partial gradients are summed over tp
+// (tensor_parallel/partial_gradients.h) before the optimizer or, with dp, before
+// each bucket's reduction.
+//
 // Memory: everything lives in one DeviceArena made by the constructor:
 // bf16 weights (2 B/param), fp32 gradients (4), fp32 master weights and two
 // Adam moments (12) — the 18 bytes per parameter of Megatron's mixed-precision
@@ -59,6 +66,9 @@ class Communicator;
 namespace data_parallel {
 class GradientReducer;
 class DistributedOptimizer;
+}
+namespace tensor_parallel {
+class PartialGradients;
 }
 
 struct OptimizerSettings {
@@ -124,8 +134,9 @@ class Trainer {
   /// micro_batch x dp, kernels::CudaError when the GPU or its memory is missing.
   /// `tensor_parallel`: the rank's tp group (null: none); `shape` is then the
   /// rank's shard (transformer_shape_of(model, layout)) and the Transformer
-  /// runs tensor-parallel (transformer.h). Every tp rank of a group gets the
-  /// same data. The distributed optimizer with tp > 1 is refused
+  /// runs tensor-parallel (transformer.h), sequence-parallel when the shape
+  /// says so; the Plan then holds the tp collectives around each block, which
+  /// the trainer runs as tasks. Every tp rank of a group gets the same data. The distributed optimizer with tp > 1 is refused
   /// (std::invalid_argument) for now.
   Trainer(const sim::ModelConfig& model, const TransformerShape& shape, const TrainerOptions& options,
           comm::Communicator* data_parallel = nullptr, comm::Communicator* tensor_parallel = nullptr);
@@ -214,6 +225,8 @@ class Trainer {
   void initialise_parameters();
   void zero_embedding_gradients();
   void tune_gemms();
+  /// tp > 1: one of the Plan's collective tasks around a block (transformer.h).
+  void run_tensor_parallel_task(const sim::Task& task);
   /// dp > 1: queues the reductions of the buckets complete after task `index`.
   void reduce_buckets_ready_after(std::size_t index);
   /// dp > 1: the per-token losses of every rank into gathered_losses_, on the
@@ -234,6 +247,7 @@ class Trainer {
   std::vector<std::vector<int>> buckets_after_task_;  // by task index (dp > 1)
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
   std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // distributed optimizer, dp > 1
+  std::unique_ptr<tensor_parallel::PartialGradients> partial_gradients_;  // tp > 1 with sp
   std::size_t elements_ = 0;  // of the flat weight and gradient buffers (the buckets' padded end)
   bool reduce_gradients_ = true;  // off for the GEMM-tuning pass
   float* gathered_losses_ = nullptr;  // (global_batch x seq) per-token losses, dp > 1

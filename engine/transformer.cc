@@ -12,7 +12,9 @@
 #include "kernels/embedding.h"
 #include "kernels/flash_attention.h"
 #include "kernels/layernorm.h"
+#include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
+#include "kernels/vocab_parallel_cross_entropy.h"
 #include "kernels/head_copy.h"
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
@@ -40,6 +42,7 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     : shape_(shape), recompute_(recompute), microbatches_(microbatches) {
   const TransformerShape& s = shape_;
   const std::size_t T = to_size(s.tokens());
+  const std::size_t Ts = to_size(s.norm_tokens());  // the residual stream's rows (T / tp under sp)
   const std::size_t h = to_size(s.hidden);
   constexpr auto kAct = MemoryCategory::kActivations;
   constexpr auto kOther = MemoryCategory::kOther;
@@ -54,11 +57,11 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   for (int i = 0; i < s.num_layers; ++i) {
     LayerActivations& a = layers_[to_size(i)];
     const std::string p = "layers." + std::to_string(i) + ".";
-    reserve(a.input, p + "input", kAct, T * h, plan);
+    reserve(a.input, p + "input", kAct, Ts * h, plan);
     if (full && i > 0) continue;  // bound to layer 0's set in bind()
-    reserve(a.norm1, p + "norm1", kAct, T * h, plan);
-    reserve(a.norm1_mean, p + "norm1_mean", kAct, T, plan);
-    reserve(a.norm1_rstd, p + "norm1_rstd", kAct, T, plan);
+    reserve(a.norm1, p + "norm1", kAct, Ts * h, plan);
+    reserve(a.norm1_mean, p + "norm1_mean", kAct, Ts, plan);
+    reserve(a.norm1_rstd, p + "norm1_rstd", kAct, Ts, plan);
     if (s.attention_padded()) {
       reserve(a.q, p + "q", kAct, T * q_heads_width, plan);
       reserve(a.k, p + "k", kAct, T * kv_heads_width, plan);
@@ -68,22 +71,39 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     }
     reserve(a.attn, p + "attn", kAct, T * q_heads_width, plan);
     reserve(a.lse, p + "lse", kAct, T * to_size(s.heads), plan);
-    reserve(a.mid, p + "mid", kAct, T * h, plan);
-    reserve(a.norm2, p + "norm2", kAct, T * h, plan);
-    reserve(a.norm2_mean, p + "norm2_mean", kAct, T, plan);
-    reserve(a.norm2_rstd, p + "norm2_rstd", kAct, T, plan);
+    reserve(a.mid, p + "mid", kAct, Ts * h, plan);
+    reserve(a.norm2, p + "norm2", kAct, Ts * h, plan);
+    reserve(a.norm2_mean, p + "norm2_mean", kAct, Ts, plan);
+    reserve(a.norm2_rstd, p + "norm2_rstd", kAct, Ts, plan);
     reserve(a.fc1_out, p + "fc1_out", kAct, T * to_size(s.fc1_width()), plan);
     reserve(a.act, p + "act", kAct, T * to_size(s.ffn_hidden), plan);
   }
-  reserve(final_input_, "final_norm.input", kAct, T * h, plan);
-  reserve(final_norm_, "final_norm", kAct, T * h, plan);
-  reserve(final_mean_, "final_norm_mean", kAct, T, plan);
-  reserve(final_rstd_, "final_norm_rstd", kAct, T, plan);
+  reserve(final_input_, "final_norm.input", kAct, Ts * h, plan);
+  reserve(final_norm_, "final_norm", kAct, T * h, plan);  // under sp, all-gathered
+  reserve(final_mean_, "final_norm_mean", kAct, Ts, plan);
+  reserve(final_rstd_, "final_norm_rstd", kAct, Ts, plan);
   reserve(logits_, "logits", kAct, T * to_size(s.vocab), plan);
 
   // Gradients of activations: one micro-batch's worth, reused by every layer.
-  reserve(dx_, "grad.residual", kAct, T * h, plan);
+  reserve(dx_, "grad.residual", kAct, Ts * h, plan);
   reserve(scratch_, "scratch", kAct, T * h, plan);
+  if (s.sequence_parallel) {
+    // Sequence parallelism: the norms' outputs all-gathered for the
+    // column-parallel GEMMs, the residual stream's gradient all-gathered for
+    // the row-parallel ones' backward, and the reduce-scattered input
+    // gradients; one micro-batch's worth, reused by every layer.
+    reserve(gathered_, "sp.gathered_norm", kAct, T * h, plan);
+    reserve(final_norm_shard_, "sp.final_norm_shard", kAct, Ts * h, plan);
+    reserve(dx_full_, "sp.grad.residual_gathered", kAct, T * h, plan);
+    reserve(scratch_shard_, "sp.scratch_shard", kAct, Ts * h, plan);
+  }
+  if (s.tp > 1) {
+    // Vocabulary-parallel cross entropy (kernels/vocab_parallel_cross_entropy.h).
+    reserve(row_max_local_, "ce.row_max_local", kAct, T, plan);
+    reserve(row_max_all_, "ce.row_max_gathered", kAct, T * to_size(s.tp), plan);
+    reserve(row_max_, "ce.row_max", kAct, T, plan);
+    reserve(ce_partials_, "ce.partials", kAct, 2 * T, plan);
+  }
   reserve(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
   reserve(qkv_, "qkv (fused, and its gradient)", kAct, T * to_size(s.qkv_width()), plan);
   if (s.attention_padded()) {
@@ -109,7 +129,9 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   const int widest_bias = std::max({s.qkv_width(), s.fc1_width(), s.hidden});
   bias_workspace_bytes_ = kernels::bias_gradient_workspace_bytes(rows, widest_bias);
   reserve((bias_workspace_), "workspace.bias_gradient", kOther, bias_workspace_bytes_, plan);
-  embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
+  embedding_workspace_bytes_ =
+      s.tp > 1 ? kernels::embedding_backward_shard_workspace_bytes(s.micro_batch, s.seq, s.vocab)
+               : kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
   reserve((embedding_workspace_), "workspace.embedding", kOther,
           embedding_workspace_bytes_, plan);
   attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention_shape());
@@ -258,7 +280,7 @@ float* Transformer::gradient(int tensor) const {
 
 void Transformer::norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* inp, int gamma,
                                int beta) {
-  const int rows = static_cast<int>(shape_.tokens());
+  const int rows = static_cast<int>(shape_.norm_tokens());
   if (shape_.layernorm)
     kernels::layernorm_forward(out, mean, rstd, inp, weight(gamma), weight(beta), rows,
                                shape_.hidden, shape_.norm_eps, stream_);
@@ -270,7 +292,7 @@ void Transformer::norm_forward(Bf16* out, float* mean, float* rstd, const Bf16* 
 void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, int gamma,
                                 int beta, const float* mean, const float* rstd,
                                 const Bf16* residual_grad, int next_bias) {
-  const int rows = static_cast<int>(shape_.tokens());
+  const int rows = static_cast<int>(shape_.norm_tokens());
   kernels::NormBackwardOptions options;
   options.residual_grad = residual_grad;
   options.accumulate_param_grads = accumulate_gradients_;
@@ -285,17 +307,34 @@ void Transformer::norm_backward(Bf16* dinp, const Bf16* dout, const Bf16* inp, i
                               options);
 }
 
-void Transformer::tp_all_reduce(Bf16* data, std::size_t count) {
+template <typename Collective>
+void Transformer::on_tp_stream(Collective&& collective) {
+  // The tp stream waits for the work queued on stream_ so far (the
+  // collective's inputs), and stream_'s later work for the collective.
   const bool own_stream = tp_->stream() != stream_;
   if (own_stream) {
     SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
     SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
   }
-  tp_->all_reduce_sum(data, data, count, comm::DataType::kBf16);
+  collective(*tp_);
   if (own_stream) {
     SEXTANT_CUDA_CHECK(cudaEventRecord(tp_done_, tp_->stream()));
     SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, tp_done_, 0));
   }
+}
+
+void Transformer::tp_all_reduce(Bf16* data, std::size_t count) {
+  on_tp_stream([&](comm::Communicator& c) { c.all_reduce_sum(data, data, count, comm::DataType::kBf16); });
+}
+
+void Transformer::tp_all_gather(const Bf16* shard, Bf16* gathered) {
+  const std::size_t count = to_size(shape_.norm_tokens() * shape_.hidden);
+  on_tp_stream([&](comm::Communicator& c) { c.all_gather(shard, gathered, count, comm::DataType::kBf16); });
+}
+
+void Transformer::tp_reduce_scatter(const Bf16* full, Bf16* shard) {
+  const std::size_t count = to_size(shape_.norm_tokens() * shape_.hidden);
+  on_tp_stream([&](comm::Communicator& c) { c.reduce_scatter_sum(full, shard, count, comm::DataType::kBf16); });
 }
 
 bool Transformer::adds_replicated_terms() const { return tp_ == nullptr || tp_->rank() == 0; }
@@ -363,35 +402,60 @@ void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, i
 }
 
 void Transformer::embedding_forward(int mb) {
-  const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * shape_.tokens();
-  kernels::embedding_forward(layers_.empty() ? final_input_ : layers_[0].input, tokens,
-                             weight(layout_->wte()), weight(layout_->wpe()), shape_.micro_batch,
-                             shape_.seq, shape_.hidden, stream_);
+  const TransformerShape& s = shape_;
+  const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * s.tokens();
+  Bf16* out = layers_.empty() ? final_input_ : layers_[0].input;
+  if (tp_ == nullptr) {
+    kernels::embedding_forward(out, tokens, weight(layout_->wte()), weight(layout_->wpe()), s.micro_batch,
+                               s.seq, s.hidden, stream_);
+    return;
+  }
+  // Vocabulary-parallel (Shoeybi et al. 2019, Sec. 3): each rank looks up the
+  // tokens of its rows (zeros for the others'), rank 0 adds the positions, and
+  // the sum over the group is the embedding: all-reduced, or under sp
+  // reduce-scattered onto each rank's tokens (Korthikanti et al. 2022).
+  Bf16* partial = s.sequence_parallel ? scratch_ : out;
+  kernels::embedding_forward_shard(partial, tokens, weight(layout_->wte()),
+                                   adds_replicated_terms() ? weight(layout_->wpe()) : nullptr, s.micro_batch,
+                                   s.seq, s.hidden, s.vocab_start(tp_->rank()), s.vocab, stream_);
+  if (s.sequence_parallel)
+    tp_reduce_scatter(partial, out);
+  else
+    tp_all_reduce(out, to_size(s.tokens() * s.hidden));
 }
 
 void Transformer::attention_forward(int layer, bool /*recompute*/) {
   const TransformerShape& s = shape_;
   const LayerTensors& w = layout_->layer(layer);
   LayerActivations& a = layers_[to_size(layer)];
-  norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
+  // Under sp the norm ran in the all-gather task before this one, which left
+  // its output for all tokens in gathered_.
+  if (!s.sequence_parallel)
+    norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
+  const Bf16* norm1 = s.sequence_parallel ? gathered_ : a.norm1;
   Bf16* qkv = s.attention_padded() ? qkv_ : a.qkv;
-  linear_forward(qkv, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  linear_forward(qkv, norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(), stream_);
   if (s.attention_padded()) split_qkv(a);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
-  // Row-parallel under tp: the partial products summed over the group, the
-  // bias and residual added by one rank.
+  if (s.sequence_parallel) {  // partial sums, reduce-scattered by the next task
+    linear_forward(scratch_, projection_input(a), w.proj_weight, LayerTensors::kAbsent, s.q_width(), s.hidden);
+    return;
+  }
+  // Row-parallel under tp: the partial products summed over the group by the
+  // all-reduce task after this one, the bias and residual added by one rank.
   const bool once = adds_replicated_terms();
   linear_forward(a.mid, projection_input(a), w.proj_weight, once ? w.proj_bias : LayerTensors::kAbsent,
                  s.q_width(), s.hidden, once ? a.input : nullptr);
-  if (tp_ != nullptr) tp_all_reduce(a.mid, to_size(s.tokens() * s.hidden));
 }
 
 void Transformer::mlp_forward(int layer, bool recompute) {
   const TransformerShape& s = shape_;
   const LayerTensors& w = layout_->layer(layer);
   LayerActivations& a = layers_[to_size(layer)];
-  norm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.mid, w.norm2_gamma, w.norm2_beta);
+  if (!s.sequence_parallel)
+    norm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.mid, w.norm2_gamma, w.norm2_beta);
+  const Bf16* norm2 = s.sequence_parallel ? gathered_ : a.norm2;
   if (s.gelu) {
     // fc1 with bias and GELU fused in cuBLASLt's epilogue, its input saved for
     // the backward (Megatron's bias_gelu fusion).
@@ -399,7 +463,7 @@ void Transformer::mlp_forward(int layer, bool recompute) {
     g.m = static_cast<int>(s.tokens());
     g.n = s.ffn_hidden;
     g.k = s.hidden;
-    g.a = a.norm2;
+    g.a = norm2;
     g.b = weight(w.fc1_weight);
     g.transpose_b = Transpose::kYes;
     g.c = a.act;
@@ -408,35 +472,76 @@ void Transformer::mlp_forward(int layer, bool recompute) {
     g.gelu_input = a.fc1_out;
     gemm_->run(g, stream_);
   } else {
-    linear_forward(a.fc1_out, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    linear_forward(a.fc1_out, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
     kernels::swiglu_forward(a.act, a.fc1_out, static_cast<int>(s.tokens()), s.ffn_hidden, stream_);
   }
   if (recompute) return;  // the next layer's input is still stored
-  Bf16* next = layer + 1 < s.num_layers ? layers_[to_size(layer + 1)].input : final_input_;
+  if (s.sequence_parallel) {  // partial sums, reduce-scattered by the next task
+    linear_forward(scratch_, a.act, w.fc2_weight, LayerTensors::kAbsent, s.ffn_hidden, s.hidden);
+    return;
+  }
   const bool once = adds_replicated_terms();  // row-parallel under tp, as proj
-  linear_forward(next, a.act, w.fc2_weight, once ? w.fc2_bias : LayerTensors::kAbsent, s.ffn_hidden,
-                 s.hidden, once ? a.mid : nullptr);
-  if (tp_ != nullptr) tp_all_reduce(next, to_size(s.tokens() * s.hidden));
+  linear_forward(next_input(layer), a.act, w.fc2_weight, once ? w.fc2_bias : LayerTensors::kAbsent,
+                 s.ffn_hidden, s.hidden, once ? a.mid : nullptr);
+}
+
+Bf16* Transformer::next_input(int layer) const {
+  return layer + 1 < shape_.num_layers ? layers_[to_size(layer + 1)].input : final_input_;
 }
 
 void Transformer::output_forward(int mb, float loss_scale) {
   const TransformerShape& s = shape_;
-  norm_forward(final_norm_, final_mean_, final_rstd_, final_input_, layout_->final_norm_gamma(),
-               layout_->final_norm_beta());
-  linear_forward(logits_, final_norm_, layout_->lm_head(), LayerTensors::kAbsent, s.hidden, s.vocab);
   const std::ptrdiff_t first = static_cast<std::ptrdiff_t>(mb) * s.tokens();
-  kernels::softmax_cross_entropy(losses_ + first, logits_, logits_, targets_ + first,
-                                 static_cast<int>(s.tokens()), s.vocab, loss_scale, stream_);
+  const int T = static_cast<int>(s.tokens());
+  if (s.sequence_parallel) {
+    // The norm on this rank's tokens, all-gathered for the output layer.
+    norm_forward(final_norm_shard_, final_mean_, final_rstd_, final_input_, layout_->final_norm_gamma(),
+                 layout_->final_norm_beta());
+    tp_all_gather(final_norm_shard_, final_norm_);
+  } else {
+    norm_forward(final_norm_, final_mean_, final_rstd_, final_input_, layout_->final_norm_gamma(),
+                 layout_->final_norm_beta());
+  }
+  linear_forward(logits_, final_norm_, layout_->lm_head(), LayerTensors::kAbsent, s.hidden, s.vocab);
+  if (tp_ == nullptr) {
+    kernels::softmax_cross_entropy(losses_ + first, logits_, logits_, targets_ + first, T, s.vocab, loss_scale,
+                                   stream_);
+    return;
+  }
+  // Vocabulary-parallel cross entropy: this rank's logits are its vocabulary
+  // rows' columns; the maxima travel by all-gather, the sums of exponentials
+  // and the target logits by an all-reduce (kernels/vocab_parallel_cross_entropy.h).
+  const int start = s.vocab_start(tp_->rank());
+  kernels::vocab_parallel_row_max(row_max_local_, logits_, T, s.vocab, stream_);
+  on_tp_stream([&](comm::Communicator& c) {
+    c.all_gather(row_max_local_, row_max_all_, to_size(T), comm::DataType::kFp32);
+  });
+  kernels::vocab_parallel_partials(ce_partials_, row_max_, row_max_all_, s.tp, logits_, targets_ + first, T,
+                                   s.vocab, start, stream_);
+  on_tp_stream([&](comm::Communicator& c) {
+    c.all_reduce_sum(ce_partials_, ce_partials_, 2 * to_size(T), comm::DataType::kFp32);
+  });
+  kernels::vocab_parallel_loss_and_gradient(losses_ + first, logits_, logits_, ce_partials_, row_max_,
+                                            targets_ + first, T, s.vocab, start, loss_scale, stream_);
 }
 
 void Transformer::output_backward() {
   const TransformerShape& s = shape_;
+  // Under tp each rank's input gradient is its vocabulary rows' share: summed
+  // over the group (all-reduced, or reduce-scattered onto its tokens under sp).
   linear_backward(scratch_, logits_, final_norm_, layout_->lm_head(), LayerTensors::kAbsent,
                   s.hidden, s.vocab);
+  const Bf16* dnorm = scratch_;
+  if (s.sequence_parallel) {
+    tp_reduce_scatter(scratch_, scratch_shard_);
+    dnorm = scratch_shard_;
+  } else if (tp_ != nullptr) {
+    tp_all_reduce(scratch_, to_size(s.tokens() * s.hidden));
+  }
   // The residual stream's gradient starts here: written, not added.
   const int last_fc2_bias = s.num_layers > 0 ? layout_->layer(s.num_layers - 1).fc2_bias
                                             : LayerTensors::kAbsent;
-  norm_backward(dx_, scratch_, final_input_, layout_->final_norm_gamma(),
+  norm_backward(dx_, dnorm, final_input_, layout_->final_norm_gamma(),
                 layout_->final_norm_beta(), final_mean_, final_rstd_, nullptr, last_fc2_bias);
 }
 
@@ -446,22 +551,33 @@ void Transformer::mlp_backward(int layer) {
   const LayerActivations& a = layers_[to_size(layer)];
   const int T = static_cast<int>(s.tokens());
   // y = act W2^T + b2 feeds the residual: dy = dx (and b2's gradient, its column
-  // sum, was summed by the norm backward that wrote dx, when it could).
-  const int fc2_bias = residual_biases_from_norms() ? LayerTensors::kAbsent : w.fc2_bias;
+  // sum, was summed by the norm backward that wrote dx, when it could; under
+  // sp by the all-gather task, from this rank's tokens).
+  const bool bias_here = !residual_biases_from_norms() && !s.sequence_parallel;
+  const int fc2_bias = bias_here ? w.fc2_bias : LayerTensors::kAbsent;
+  // Under sp: the residual stream's gradient and fc1's input, all-gathered by the task before.
+  const Bf16* dy = s.sequence_parallel ? dx_full_ : dx_;
+  const Bf16* norm2 = s.sequence_parallel ? gathered_ : a.norm2;
   if (s.gelu) {
     // dact_ = d(fc1_out): GELU's derivative applied in fc2's input-gradient
     // GEMM; fc1's bias gradient is then its column sum, as for any linear layer.
-    linear_backward(dact_, dx_, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
-    linear_backward(scratch_, dact_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
+    linear_backward(scratch_, dact_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   } else {
-    linear_backward(dact_, dx_, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
+    linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
     kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
-    linear_backward(scratch_, dfc1_, a.norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    linear_backward(scratch_, dfc1_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   }
-  // Column-parallel fc1 under tp: each rank's input gradient is a partial sum.
-  if (tp_ != nullptr) tp_all_reduce(scratch_, to_size(s.tokens() * s.hidden));
+  // Under tp, fc1 is column-parallel and each rank's input gradient a partial
+  // sum: the collective task after this one sums it and runs the norm's backward.
+  if (tp_ == nullptr) mlp_norm_backward(layer, scratch_);
+}
+
+void Transformer::mlp_norm_backward(int layer, const Bf16* dnorm) {
+  const LayerTensors& w = layout_->layer(layer);
+  const LayerActivations& a = layers_[to_size(layer)];
   // dx += the norm's input gradient: the residual stream's gradient before the MLP.
-  norm_backward(dx_, scratch_, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd, dx_,
+  norm_backward(dx_, dnorm, a.mid, w.norm2_gamma, w.norm2_beta, a.norm2_mean, a.norm2_rstd, dx_,
                 w.proj_bias);
 }
 
@@ -469,8 +585,10 @@ void Transformer::attention_backward(int layer) {
   const TransformerShape& s = shape_;
   const LayerTensors& w = layout_->layer(layer);
   const LayerActivations& a = layers_[to_size(layer)];
-  const int proj_bias = residual_biases_from_norms() ? LayerTensors::kAbsent : w.proj_bias;
-  linear_backward(dattn_, dx_, projection_input(a), w.proj_weight, proj_bias, s.q_width(), s.hidden);
+  const bool bias_here = !residual_biases_from_norms() && !s.sequence_parallel;
+  const int proj_bias = bias_here ? w.proj_bias : LayerTensors::kAbsent;
+  const Bf16* dy = s.sequence_parallel ? dx_full_ : dx_;
+  linear_backward(dattn_, dy, projection_input(a), w.proj_weight, proj_bias, s.q_width(), s.hidden);
   const Bf16* dout = dattn_;
   if (s.attention_padded()) {
     kernels::HeadCopy c;
@@ -496,18 +614,103 @@ void Transformer::attention_backward(int layer) {
                                     attention_workspace_bytes_, stream_);
   if (padded) merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
-  linear_backward(scratch_, qkv_, a.norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
-  if (tp_ != nullptr) tp_all_reduce(scratch_, to_size(s.tokens() * s.hidden));  // column-parallel QKV
+  const Bf16* norm1 = s.sequence_parallel ? gathered_ : a.norm1;
+  linear_backward(scratch_, qkv_, norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  // Column-parallel QKV under tp: the collective task after this one sums the
+  // input gradient and runs the norm's backward.
+  if (tp_ == nullptr) attention_norm_backward(layer, scratch_);
+}
+
+void Transformer::attention_norm_backward(int layer, const Bf16* dnorm) {
+  const LayerTensors& w = layout_->layer(layer);
+  const LayerActivations& a = layers_[to_size(layer)];
   const int below_fc2_bias = layer > 0 ? layout_->layer(layer - 1).fc2_bias : LayerTensors::kAbsent;
-  norm_backward(dx_, scratch_, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd,
+  norm_backward(dx_, dnorm, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd,
                 dx_, below_fc2_bias);
 }
 
 void Transformer::embedding_backward(int mb) {
-  const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * shape_.tokens();
-  kernels::embedding_backward(gradient(layout_->wte()), gradient(layout_->wpe()), dx_, tokens,
-                              shape_.micro_batch, shape_.seq, shape_.vocab, shape_.hidden,
-                              embedding_workspace_, embedding_workspace_bytes_, stream_);
+  const TransformerShape& s = shape_;
+  const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * s.tokens();
+  if (tp_ == nullptr) {
+    kernels::embedding_backward(gradient(layout_->wte()), gradient(layout_->wpe()), dx_, tokens,
+                                s.micro_batch, s.seq, s.vocab, s.hidden, embedding_workspace_,
+                                embedding_workspace_bytes_, stream_);
+    return;
+  }
+  // Every rank needs the gradient of every token for its rows, and computes
+  // the position table's gradient (replicated) from all of them alike.
+  const Bf16* dout = dx_;
+  if (s.sequence_parallel) {
+    tp_all_gather(dx_, dx_full_);
+    dout = dx_full_;
+  }
+  kernels::embedding_backward_shard(gradient(layout_->wte()), gradient(layout_->wpe()), dout, tokens,
+                                    s.micro_batch, s.seq, s.vocab_start(tp_->rank()), s.vocab, s.hidden,
+                                    embedding_workspace_, embedding_workspace_bytes_, stream_);
+}
+
+// ---- tensor parallelism's tasks ----
+
+void Transformer::tp_gather(Part part, int layer, bool backward) {
+  const TransformerShape& s = shape_;
+  const LayerTensors& w = layout_->layer(layer);
+  LayerActivations& a = layers_[to_size(layer)];
+  const bool attention = part == Part::kAttention;
+  if (!backward) {
+    // The norm on this rank's tokens, all-gathered: the column-parallel GEMM's input.
+    Bf16* norm = attention ? a.norm1 : a.norm2;
+    if (attention)
+      norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
+    else
+      norm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.mid, w.norm2_gamma, w.norm2_beta);
+    tp_all_gather(norm, gathered_);
+    return;
+  }
+  // The row-parallel GEMM's output gradient for all tokens, and the
+  // column-parallel GEMM's input again for its weight gradient (stored
+  // sharded: Korthikanti et al. 2022, Sec. 4.2.2, as Megatron re-gathers it).
+  if (!residual_biases_from_norms()) {
+    // Its bias was added on this rank's tokens: their column sums, summed over
+    // the group with the norms' gradients (ParameterLayout: partial_gradient_over_tp).
+    const int bias = attention ? w.proj_bias : w.fc2_bias;
+    if (bias != LayerTensors::kAbsent)
+      kernels::bias_gradient(gradient(bias), dx_, static_cast<int>(s.norm_tokens()), s.hidden,
+                             accumulate_gradients_, bias_workspace_, bias_workspace_bytes_, stream_);
+  }
+  tp_all_gather(dx_, dx_full_);
+  tp_all_gather(attention ? a.norm1 : a.norm2, gathered_);
+}
+
+void Transformer::tp_scatter(Part part, int layer, bool backward, bool recompute) {
+  const LayerTensors& w = layout_->layer(layer);
+  const LayerActivations& a = layers_[to_size(layer)];
+  const bool attention = part == Part::kAttention;
+  if (!backward) {
+    if (!attention && recompute) return;  // the MLP's recomputation writes no next input
+    // This rank's tokens of the row-parallel output, plus the residual and the bias.
+    Bf16* out = attention ? a.mid : next_input(layer);
+    tp_reduce_scatter(scratch_, out);
+    kernels::residual_bias_add(out, out, attention ? a.input : a.mid, weight(attention ? w.proj_bias : w.fc2_bias),
+                               static_cast<int>(shape_.norm_tokens()), shape_.hidden, stream_);
+    return;
+  }
+  // The column-parallel GEMM's input gradient on this rank's tokens, then the norm's backward.
+  tp_reduce_scatter(scratch_, scratch_shard_);
+  attention ? attention_norm_backward(layer, scratch_shard_) : mlp_norm_backward(layer, scratch_shard_);
+}
+
+void Transformer::tp_all_reduce_task(Part part, int layer, bool backward, bool recompute) {
+  const TransformerShape& s = shape_;
+  const bool attention = part == Part::kAttention;
+  const std::size_t count = to_size(s.tokens() * s.hidden);
+  if (!backward) {
+    if (!attention && recompute) return;  // the MLP's recomputation writes no next input
+    tp_all_reduce(attention ? layers_[to_size(layer)].mid : next_input(layer), count);
+    return;
+  }
+  tp_all_reduce(scratch_, count);
+  attention ? attention_norm_backward(layer, scratch_) : mlp_norm_backward(layer, scratch_);
 }
 
 }  // namespace sextant::engine

@@ -6,17 +6,35 @@
 // buffers of one DeviceArena: the layout is fixed at construction
 // (add_buffers) and nothing is allocated afterwards.
 //
-// Tensor parallelism (Shoeybi et al. 2019, Sec. 3, without sequence
-// parallelism): the shape is one rank's shard — heads, query groups and ffn
-// divided by tp — so QKV and fc1 are column-parallel and proj and fc2
-// row-parallel with no change to their GEMMs; the row-parallel outputs are
-// all-reduced over the tp group in the forward (rank 0's GEMM alone adds the
-// bias and the residual, so the sum counts them once), and the input
-// gradients of QKV and fc1 in the backward — four all-reduces of (T, h) per
-// layer, the same as engine/tensor_parallel's linears, done here because the
-// engine's GEMMs fuse bias, residual and GELU. Embeddings, norms and the
-// output layer are replicated (no vocabulary-parallel embedding or cross
-// entropy yet): every rank computes them in full, and their gradients agree.
+// Tensor parallelism (Shoeybi et al. 2019, Sec. 3): the shape is one rank's
+// shard — heads, query groups, ffn and the (padded) vocabulary divided by tp —
+// so QKV and fc1 are column-parallel and proj and fc2 row-parallel with no
+// change to their GEMMs. Each block's collectives are the Plan's TP tasks
+// after it (tp_all_reduce_task): the row-parallel output all-reduced in the
+// forward (rank 0's GEMM alone adds the bias and the residual, so the sum
+// counts them once), the input gradient of QKV or fc1 in the backward, then
+// the norm's backward — four all-reduces of (T, h) per layer, as
+// engine/tensor_parallel's linears, done here because the engine's GEMMs fuse
+// bias, residual and GELU. The embedding and the output layer are
+// vocabulary-parallel: each rank holds vocab/tp rows; the embedding's partial
+// lookups are all-reduced, the cross entropy runs on the rank's logit columns
+// with the row maxima and sums reduced over the group
+// (kernels/vocab_parallel_cross_entropy.h); these collectives run inside the
+// embedding and output tasks. Norms are replicated.
+//
+// Sequence parallelism (Korthikanti et al. 2022, Sec. 4.2.2; shape
+// sequence_parallel): the residual stream, the norms and their statistics
+// live on T/tp tokens per rank. Before each block the Plan's all-gather task
+// (tp_gather) runs the norm on the rank's tokens and all-gathers its output
+// for the column-parallel GEMM; after it the reduce-scatter task
+// (tp_scatter) reduce-scatters the row-parallel GEMM's partial sums onto the
+// rank's tokens and adds the residual and the bias there. The backward
+// mirrors it: the all-gather task gathers the residual stream's gradient (and
+// the norm's output again, for the column-parallel weight gradient: it is
+// stored sharded), the reduce-scatter task scatters the column-parallel
+// input gradient and runs the norm's backward. The norms' gains and shifts and
+// the proj and fc2 biases then get partial gradients per rank, which the
+// trainer sums over tp (ParameterLayout: partial_gradient_over_tp).
 //
 // Conventions (kernels/): activations and their gradients are bf16 and
 // written (=); parameter gradients are fp32, written by the step's first
@@ -104,6 +122,17 @@ class Transformer {
   void attention_backward(int layer);
   void embedding_backward(int mb);
 
+  // Tensor parallelism's collective tasks (tp > 1), each the Plan's task of
+  // that name around a block (`layer`'s attention or MLP; the pass's direction).
+  enum class Part { kAttention, kMlp };
+  /// sp, before the block: "tp.all_gather".
+  void tp_gather(Part part, int layer, bool backward);
+  /// sp, after the block: "tp.reduce_scatter" (nothing for the MLP's
+  /// recomputation, which writes no next input).
+  void tp_scatter(Part part, int layer, bool backward, bool recompute);
+  /// Without sp, after the block: "tp.all_reduce".
+  void tp_all_reduce_task(Part part, int layer, bool backward, bool recompute);
+
   /// false: the backward tasks that follow write parameter gradients (the
   /// step's first micro-batch); true: they add to them. Embedding tables always add.
   void set_accumulate_gradients(bool accumulate) { accumulate_gradients_ = accumulate; }
@@ -122,8 +151,8 @@ class Transformer {
  private:
   // One layer's stored activations (pointers into the arena).
   struct LayerActivations {
-    Bf16* input = nullptr;  // (T, h), the residual stream entering the layer
-    Bf16* norm1 = nullptr;  // (T, h)
+    Bf16* input = nullptr;  // (T, h), the residual stream entering the layer; (T/tp, h) under sp
+    Bf16* norm1 = nullptr;  // (T, h); (T/tp, h) under sp, as mid, norm2 and the statistics
     float* norm1_mean = nullptr;
     float* norm1_rstd = nullptr;
     // Q, K, V as the attention kernels read them, Q and K rotated for RoPE
@@ -183,6 +212,19 @@ class Transformer {
   /// Tensor parallelism (Shoeybi et al. 2019, Sec. 3): `data` (count bf16) summed
   /// over the tp group in place, ordered with this stream's work.
   void tp_all_reduce(Bf16* data, std::size_t count);
+  /// Sequence parallelism: (T/tp, h) shards to (T, h) and back, summed.
+  void tp_all_gather(const Bf16* shard, Bf16* gathered);
+  void tp_reduce_scatter(const Bf16* full, Bf16* shard);
+  /// Runs `collective(tp communicator)` on the tp stream, ordered after the
+  /// work queued on stream_ and before the work queued after it.
+  template <typename Collective>
+  void on_tp_stream(Collective&& collective);
+  /// The residual stream entering layer + 1 (the final norm's input after the last).
+  Bf16* next_input(int layer) const;
+  /// The norm's backward of a block from the gradient of its output (written
+  /// into dx_, with the residual's gradient added).
+  void attention_norm_backward(int layer, const Bf16* dnorm);
+  void mlp_norm_backward(int layer, const Bf16* dnorm);
   /// Whether this rank adds the terms a row-parallel product's all-reduce must
   /// count once (its bias and the residual): rank 0 of the tp group.
   bool adds_replicated_terms() const;
@@ -217,6 +259,16 @@ class Transformer {
   Bf16* dv_ = nullptr;
   Bf16* dact_ = nullptr;     // (T, ffn)
   Bf16* dfc1_ = nullptr;     // (T, fc1_width), SwiGLU only
+  // Sequence parallelism only.
+  Bf16* gathered_ = nullptr;          // (T, h): a norm's output, all-gathered
+  Bf16* final_norm_shard_ = nullptr;  // (T/tp, h): the final norm's output on this rank's tokens
+  Bf16* dx_full_ = nullptr;           // (T, h): the residual stream's gradient, all-gathered
+  Bf16* scratch_shard_ = nullptr;     // (T/tp, h): a reduce-scattered input gradient
+  // Vocabulary-parallel cross entropy (tp > 1).
+  float* row_max_local_ = nullptr;  // (T)
+  float* row_max_all_ = nullptr;    // (tp, T)
+  float* row_max_ = nullptr;        // (T)
+  float* ce_partials_ = nullptr;    // (2, T): sums of exponentials, target logits
   std::int32_t* tokens_ = nullptr;
   std::int32_t* targets_ = nullptr;
   float* losses_ = nullptr;

@@ -17,16 +17,25 @@ using detail::store_bf16x8;
 
 constexpr int kThreads = 256;
 
+// kSharded: wte holds rows [vocab_start, vocab_start + vocab_rows) only, and
+// a token outside them reads zeros (vocabulary-parallel embedding).
+template <bool kSharded>
 __global__ void embedding_forward_kernel(__nv_bfloat16* out, const std::int32_t* tokens,
                                          const __nv_bfloat16* wte, const __nv_bfloat16* wpe,
-                                         std::int64_t vectors, int seq, int cols) {
+                                         std::int64_t vectors, int seq, int cols, int vocab_start,
+                                         int vocab_rows) {
   const std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v >= vectors) return;
   const std::int64_t e = v * kBf16PerVector;
   const std::int64_t n = e / cols;
   const int col = static_cast<int>(e % cols);
-  float x[8], p[8] = {};
-  load_bf16x8(wte + static_cast<std::int64_t>(tokens[n]) * cols + col, x);
+  float x[8] = {}, p[8] = {};
+  if constexpr (kSharded) {
+    const int row = tokens[n] - vocab_start;
+    if (row >= 0 && row < vocab_rows) load_bf16x8(wte + static_cast<std::int64_t>(row) * cols + col, x);
+  } else {
+    load_bf16x8(wte + static_cast<std::int64_t>(tokens[n]) * cols + col, x);
+  }
   if (wpe != nullptr) load_bf16x8(wpe + (n % seq) * cols + col, p);
 #pragma unroll
   for (int i = 0; i < 8; ++i) x[i] += p[i];
@@ -38,16 +47,27 @@ __global__ void iota_kernel(std::int32_t* index, int n) {
   if (i < n) index[i] = i;
 }
 
+// A token's row in this rank's shard, or vocab_rows (skipped) when another rank holds it.
+__global__ void shard_rows_kernel(std::int32_t* rows, const std::int32_t* tokens, int n,
+                                  int vocab_start, int vocab_rows) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int row = tokens[i] - vocab_start;
+  rows[i] = row >= 0 && row < vocab_rows ? row : vocab_rows;
+}
+
 // Block (x = sorted position, y = tile of 8 * blockDim.x columns). Only the
 // block at the first position of a run of equal tokens works: it finds the
 // run's end, then sums the run's dout rows in ascending position order (the
 // sort is stable) and adds the sum to the token's row once.
 __global__ void embedding_backward_wte_kernel(float* dwte, const __nv_bfloat16* dout,
                                               const std::uint32_t* sorted_tokens,
-                                              const std::int32_t* sorted_index, int n, int cols) {
+                                              const std::int32_t* sorted_index, int n, int cols,
+                                              int vocab) {
   const int start = blockIdx.x;
   const std::uint32_t token = sorted_tokens[start];
   if (start > 0 && sorted_tokens[start - 1] == token) return;  // uniform across the block
+  if (token >= static_cast<std::uint32_t>(vocab)) return;  // another rank's row (sharded only)
 
   // Tokens are sorted, so the matches in any window starting inside the run
   // are a prefix of it: count them until a window is not full.
@@ -139,10 +159,27 @@ void embedding_forward(Bf16* out, const std::int32_t* tokens, const Bf16* wte, c
                    "out, wte and wpe must be 16-byte aligned");
   const std::int64_t vectors = static_cast<std::int64_t>(batch) * seq * cols / kBf16PerVector;
   if (vectors == 0) return;
-  embedding_forward_kernel<<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads), kThreads,
-                             0, stream>>>(detail::cuda_bf16(out), tokens, detail::cuda_bf16(wte),
-                                          detail::cuda_bf16(wpe), vectors, seq, cols);
+  embedding_forward_kernel<false><<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads), kThreads,
+                                    0, stream>>>(detail::cuda_bf16(out), tokens, detail::cuda_bf16(wte),
+                                                 detail::cuda_bf16(wpe), vectors, seq, cols, 0, 0);
   SEXTANT_CHECK_LAUNCH("embedding_forward_kernel");
+}
+
+void embedding_forward_shard(Bf16* out, const std::int32_t* tokens, const Bf16* wte_shard,
+                             const Bf16* wpe, int batch, int seq, int cols, int vocab_start,
+                             int vocab_rows, cudaStream_t stream) {
+  constexpr const char* kName = "embedding_forward_shard";
+  check_shape(kName, batch, seq, cols);
+  require_argument(vocab_start >= 0 && vocab_rows > 0, kName, "needs vocab_start >= 0 and vocab_rows > 0");
+  require_argument(is_aligned(out, 16) && is_aligned(wte_shard, 16) && is_aligned(wpe, 16), kName,
+                   "out, wte_shard and wpe must be 16-byte aligned");
+  const std::int64_t vectors = static_cast<std::int64_t>(batch) * seq * cols / kBf16PerVector;
+  if (vectors == 0) return;
+  embedding_forward_kernel<true><<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads), kThreads,
+                                   0, stream>>>(detail::cuda_bf16(out), tokens, detail::cuda_bf16(wte_shard),
+                                                detail::cuda_bf16(wpe), vectors, seq, cols, vocab_start,
+                                                vocab_rows);
+  SEXTANT_CHECK_LAUNCH("embedding_forward_kernel<sharded>");
 }
 
 std::size_t embedding_backward_workspace_bytes(int batch, int seq, int vocab) {
@@ -151,9 +188,25 @@ std::size_t embedding_backward_workspace_bytes(int batch, int seq, int vocab) {
   return 3 * array + round_up(cub_sort_bytes(n, vocab));
 }
 
+namespace {
+// embedding_backward for tokens in [0, vocab), of which those >= rows (a
+// sharded table's skipped tokens) add nothing.
+void embedding_backward_rows(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
+                             int batch, int seq, int vocab, int rows, int cols, void* workspace,
+                             std::size_t workspace_bytes, cudaStream_t stream);
+}  // namespace
+
 void embedding_backward(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
                         int batch, int seq, int vocab, int cols, void* workspace,
                         std::size_t workspace_bytes, cudaStream_t stream) {
+  embedding_backward_rows(dwte, dwpe, dout, tokens, batch, seq, vocab, vocab, cols, workspace,
+                          workspace_bytes, stream);
+}
+
+namespace {
+void embedding_backward_rows(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
+                             int batch, int seq, int vocab, int rows, int cols, void* workspace,
+                             std::size_t workspace_bytes, cudaStream_t stream) {
   constexpr const char* kName = "embedding_backward";
   check_shape(kName, batch, seq, cols);
   require_argument(vocab > 0, kName, "vocab (" + std::to_string(vocab) + ") must be > 0");
@@ -193,8 +246,41 @@ void embedding_backward(float* dwte, float* dwpe, const Bf16* dout, const std::i
   constexpr int kWteThreads = 128;  // 1024 columns per block
   const dim3 grid(n, (cols + kWteThreads * kBf16PerVector - 1) / (kWteThreads * kBf16PerVector));
   embedding_backward_wte_kernel<<<grid, kWteThreads, 0, stream>>>(
-      dwte, detail::cuda_bf16(dout), sorted_tokens, sorted_index, n, cols);
+      dwte, detail::cuda_bf16(dout), sorted_tokens, sorted_index, n, cols, rows);
   SEXTANT_CHECK_LAUNCH("embedding_backward_wte_kernel");
+}
+}  // namespace
+
+std::size_t embedding_backward_shard_workspace_bytes(int batch, int seq, int vocab_rows) {
+  // The shard's rows of the tokens first, then embedding_backward's workspace
+  // for tokens up to vocab_rows (the skipped ones) inclusive.
+  const std::size_t rows = round_up(static_cast<std::size_t>(batch) * seq * sizeof(std::int32_t));
+  return rows + embedding_backward_workspace_bytes(batch, seq, vocab_rows + 1);
+}
+
+void embedding_backward_shard(float* dwte_shard, float* dwpe, const Bf16* dout,
+                              const std::int32_t* tokens, int batch, int seq, int vocab_start,
+                              int vocab_rows, int cols, void* workspace, std::size_t workspace_bytes,
+                              cudaStream_t stream) {
+  constexpr const char* kName = "embedding_backward_shard";
+  check_shape(kName, batch, seq, cols);
+  require_argument(vocab_start >= 0 && vocab_rows > 0, kName, "needs vocab_start >= 0 and vocab_rows > 0");
+  require_argument(is_aligned(workspace, kAlign), kName, "workspace must be 256-byte aligned");
+  const std::size_t needed = embedding_backward_shard_workspace_bytes(batch, seq, vocab_rows);
+  require_argument(workspace_bytes >= needed, kName,
+                   "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
+                       std::to_string(needed) + " bytes embedding_backward_shard_workspace_bytes asks for");
+  const int n = batch * seq;
+  if (n == 0) return;
+  auto* rows = static_cast<std::int32_t*>(workspace);
+  const std::size_t rows_bytes = round_up(static_cast<std::size_t>(n) * sizeof(std::int32_t));
+  shard_rows_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(rows, tokens, n, vocab_start,
+                                                                            vocab_rows);
+  SEXTANT_CHECK_LAUNCH("shard_rows_kernel");
+  // Rows equal to vocab_rows sort last and are skipped by the wte kernel
+  // (token >= vocab), so the shard's gradient is exactly its tokens'.
+  embedding_backward_rows(dwte_shard, dwpe, dout, rows, batch, seq, vocab_rows + 1, vocab_rows, cols,
+                          static_cast<char*>(workspace) + rows_bytes, workspace_bytes - rows_bytes, stream);
 }
 
 }  // namespace sextant::kernels

@@ -35,4 +35,27 @@ void embedding_backward(float* dwte, float* dwpe, const Bf16* dout, const std::i
                         int batch, int seq, int vocab, int cols, void* workspace,
                         std::size_t workspace_bytes, cudaStream_t stream);
 
+// Vocabulary-parallel embedding (Shoeybi et al. 2019, Sec. 3; Megatron's
+// VocabParallelEmbedding): rank r of a tensor-parallel group holds rows
+// [vocab_start, vocab_start + vocab_rows) of the table; a token another rank
+// holds gives a zero row here, so the sum of the ranks' outputs over the group
+// is the embedding. The backward adds to the shard's rows only, deterministic
+// as above.
+
+/// out = wte_shard[token - vocab_start] for a token of the shard, else 0; plus
+/// wpe[t] when wpe is not null (one rank of the group adds the positions).
+void embedding_forward_shard(Bf16* out, const std::int32_t* tokens, const Bf16* wte_shard,
+                             const Bf16* wpe, int batch, int seq, int cols, int vocab_start,
+                             int vocab_rows, cudaStream_t stream);
+
+/// embedding_backward's workspace for the sharded backward.
+std::size_t embedding_backward_shard_workspace_bytes(int batch, int seq, int vocab_rows);
+
+/// dwte_shard (vocab_rows, cols) += the sum of dout's rows over the positions
+/// holding each of the shard's tokens; dwpe as embedding_backward (may be null).
+void embedding_backward_shard(float* dwte_shard, float* dwpe, const Bf16* dout,
+                              const std::int32_t* tokens, int batch, int seq, int vocab_start,
+                              int vocab_rows, int cols, void* workspace, std::size_t workspace_bytes,
+                              cudaStream_t stream);
+
 }  // namespace sextant::kernels

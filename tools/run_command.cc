@@ -110,9 +110,6 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
           std::to_string(*knob) + ": `sextant run` trains data- and tensor-parallel layouts (dp, tp) "
               "so far; " + what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
   }
-  if (p.sp && *p.sp && p.tp.value_or(1) > 1)
-    throw_option_error("--layout", "sp",
-        "1: sequence parallelism is not executed yet (issue 13); tensor parallelism runs with sp=0");
 }
 
 // The layout: micro-batch, global batch, recompute and dp = the ranks a
@@ -161,7 +158,8 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
                                std::to_string(l.mbs) + "·" + std::to_string(dp) +
                                " (each data-parallel rank runs gbs / (mbs·dp) micro-batches)");
   l.recompute = p.recompute.value_or(sim::Recompute::kNone);
-  l.sp = false;
+  // Sequence parallelism (Korthikanti et al. 2022) runs with tp > 1; at tp = 1 there is nothing to split.
+  l.sp = p.sp.value_or(false) && tp > 1;
   l.overlap_grad_reduce = false;
   return l;
 }
@@ -475,7 +473,7 @@ PreparedRun prepare_run(const RunSettings& s) {
     throw sim::ConfigError(d);
   }
   run.lr = lr_schedule_of(s);
-  run.data = open_data(s, run.shape.vocab, seq);
+  run.data = open_data(s, static_cast<int>(s.model.vocab_size), seq);  // tokens of the whole vocabulary
   if (!s.load_dir.empty()) {
     try {
       run.checkpoint = engine::checkpoint::open_checkpoint(s.load_dir);

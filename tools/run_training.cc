@@ -259,8 +259,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
              << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
   if (tp > 1)
     progress << "tensor parallel: " << tp << " ranks, each with 1/" << tp
-             << " of the heads and the MLP (QKV and fc1 column-, proj and fc2 row-parallel; no sequence "
-                "parallelism); embeddings, norms and the output layer replicated\n";
+             << " of the heads, the MLP (QKV and fc1 column-, proj and fc2 row-parallel) and the vocabulary "
+                "(embedding and cross entropy vocabulary-parallel, "
+             << shape.vocab << " rows each)"
+             << (shape.sequence_parallel ? "; sequence parallel: the residual stream and norms on 1/" +
+                                               std::to_string(tp) + " of the tokens each"
+                                         : "; norms replicated")
+             << "\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
@@ -419,7 +424,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     compare = make_compare_report(predicted, step_s, measured);
     compare->model = s.model_argument;
     compare->parallel_layout = s.layout;
-    compare->layout = "mbs=" + std::to_string(s.layout.mbs) + ",gbs=" + std::to_string(s.layout.gbs) +
+    compare->layout = (tp > 1 ? "tp=" + std::to_string(tp) + (s.layout.sp ? ",sp=1," : ",") : std::string()) +
+                      "mbs=" + std::to_string(s.layout.mbs) + ",gbs=" + std::to_string(s.layout.gbs) +
                       ",recompute=" + std::string(sim::to_string(s.layout.recompute));
     compare->profile_name = s.profile.name;
     compare->software = s.profile.software;
@@ -432,7 +438,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"tp", tp}, {"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
+    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs},
+                   {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))}};
     j["seq_length"] = seq;
     j["parameters"] = parameter_count;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "engine/model/transformer_shape.h"
+#include "sim/core/layer_shape.h"
 
 namespace sextant::engine::calibration {
 
@@ -45,7 +46,9 @@ std::vector<LinearShape> linear_shapes(const std::vector<sim::ModelConfig>& mode
       // Column-parallel layers split their output, row-parallel ones their input.
       auto split = [&](long long width) { return width % (8LL * tp) == 0 ? width / tp : 0LL; };
       const long long qkv = split(s.qkv_width()), proj_in = split(s.q_width()),
-                      fc1 = split(s.fc1_width()), fc2_in = split(s.ffn_hidden), head = split(s.vocab);
+                      fc1 = split(s.fc1_width()), fc2_in = split(s.ffn_hidden);
+      // The output layer holds the padded vocabulary's rows (sim::padded_vocab_size), as the engine does.
+      const long long head = sim::padded_vocab_size(model.vocab_size, tp) / tp;
       for (const int mbs : micro_batches(o)) {
         const long long tokens = static_cast<long long>(mbs) * seq;
         for (const LinearShape& l : {LinearShape{tokens, s.hidden, qkv}, LinearShape{tokens, proj_in, s.hidden},

@@ -35,6 +35,10 @@ std::vector<FinalWrite> final_writes(const ParameterLayout& layout) {
   return writes;
 }
 
+bool is_tensor_parallel(sim::TaskKind kind) {
+  return kind == sim::TaskKind::kTensorParallel || kind == sim::TaskKind::kTensorParallelScatter;
+}
+
 }  // namespace
 
 std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
@@ -58,6 +62,13 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
           t.microbatch == last_microbatch && (w.layer == sim::kNoIndex || t.layer == w.layer)) {
         ready[i] = k;
         found = true;
+        // Under tensor parallelism the block's collective task after it (its
+        // all-reduce or reduce-scatter) runs the block's norm backward
+        // (transformer.h): the block's writes end there.
+        while (ready[i] + 1 < tasks.size() && is_tensor_parallel(tasks[ready[i] + 1].kind) &&
+               tasks[ready[i] + 1].block == t.block && tasks[ready[i] + 1].layer == t.layer &&
+               tasks[ready[i] + 1].microbatch == t.microbatch)
+          ++ready[i];
       }
     }
     if (!found || w.block == sim::Block::kNone)

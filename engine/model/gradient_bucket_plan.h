@@ -15,7 +15,9 @@
 // layer L after layer L's attention backward — the last of that layer's
 // backward tasks, and after the tasks that sum its residual-stream biases
 // (proj's in layer L's MLP backward, fc2's in layer L+1's attention backward
-// or the output block's; transformer.h). A bucket is ready after the latest
+// or the output block's; transformer.h), or under tensor parallelism after the
+// collective task that follows it (it runs the norm's backward). A bucket is
+// ready after the latest
 // of its tensors', so backward's later buckets reduce while it computes the
 // earlier layers (PyTorch DDP, Li et al. 2020, Sec. 3.2.3).
 //

@@ -71,6 +71,19 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
   }
   final_norm_gamma_ = add("final_norm_gamma", 1, h, false, ParameterInit::kOnes);
   if (s.layernorm) final_norm_beta_ = add("final_norm_beta", 1, h, false, ParameterInit::kZeros);
+  if (s.tp > 1) {  // vocabulary-parallel embedding and output layer (Shoeybi et al. 2019, Sec. 3)
+    // Rank r holds vocabulary rows [r·vocab, (r+1)·vocab) of the padded table (s.vocab: this rank's rows).
+    split(wte_, 0, {s.vocab});
+    if (lm_head_ != wte_) split(lm_head_, 0, {s.vocab});
+  }
+  if (s.sequence_parallel) {
+    std::vector<int> partial = {final_norm_gamma_, final_norm_beta_};
+    for (const LayerTensors& l : layers_)
+      partial.insert(partial.end(), {l.norm1_gamma, l.norm1_beta, l.norm2_gamma, l.norm2_beta, l.proj_bias,
+                                     l.fc2_bias});
+    for (const int t : partial)
+      if (t != LayerTensors::kAbsent) tensors_[static_cast<std::size_t>(t)].partial_gradient_over_tp = true;
+  }
 
   std::size_t offset = 0;
   for (ParameterTensor& t : tensors_) {

@@ -12,6 +12,8 @@
 //   layers.<i>.{norm1_gamma, norm1_beta, qkv_weight, qkv_bias, proj_weight,
 //   proj_bias, norm2_gamma, norm2_beta, fc1_weight, fc1_bias, fc2_weight,
 //   fc2_bias}, final_norm_gamma, final_norm_beta, lm_head (untied only).
+// Under tensor parallelism each rank holds its shard (TransformerShape): wte
+// and lm_head (vocab / tp, hidden) rows of the padded vocabulary.
 // qkv_weight's rows are [Q heads | K heads | V heads]; fc1_weight's rows for
 // SwiGLU are [gate | up]. Betas and biases exist only for LayerNorm and
 // --add-bias-linear models.
@@ -57,6 +59,12 @@ struct ParameterTensor {
   /// (engine/checkpoint/reshard_plan.h).
   int tp_split_dim = -1;
   std::vector<std::int64_t> tp_blocks;
+  /// Replicated over the tp group, but under sequence parallelism each rank
+  /// computes its gradient from its own tokens only (the norms' gains and
+  /// shifts, the biases of proj and fc2 added after the reduce-scatter): the
+  /// gradient is summed over the group before it is used (Megatron's
+  /// sequence_parallel parameters, whose gradients it all-reduces over tp).
+  bool partial_gradient_over_tp = false;
   std::size_t elements() const { return static_cast<std::size_t>(rows * cols); }
 };
 

@@ -17,7 +17,9 @@ TransformerShape transformer_shape_of(const sim::ModelConfig& model,
   s.heads = shard.heads;
   s.kv_heads = shard.kv_heads;
   s.head_dim = shard.head_dim;
-  s.vocab = static_cast<int>(model.vocab_size);
+  s.vocab = static_cast<int>(sim::padded_vocab_size(model.vocab_size, layout.tp) / layout.tp);
+  s.tp = layout.tp;
+  s.sequence_parallel = layout.sp && layout.tp > 1;
   s.seq = static_cast<int>(model.seq_length / layout.cp);
   s.micro_batch = layout.mbs;
   s.layernorm = model.normalization == sim::Normalization::kLayerNorm;
@@ -61,6 +63,9 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
   need(s.vocab % 8 == 0, "vocab_size " + std::to_string(s.vocab) +
                              " must be a multiple of 8 (pad it, as Megatron's "
                              "--make-vocab-size-divisible-by does)");
+  need(!s.sequence_parallel || s.tokens() % s.tp == 0,
+       "sequence parallelism splits the micro-batch's " + std::to_string(s.tokens()) +
+           " tokens over tp = " + std::to_string(s.tp) + " ranks: micro-batch x sequence must be a multiple of tp");
   need(s.micro_batch >= 1, "micro-batch size must be at least 1");
   need(s.seq >= 1, "sequence length must be at least 1");
   // Kernels index rows with int: tokens x the widest row must stay below 2^31.

@@ -23,7 +23,7 @@ struct TransformerShape {
   int heads = 0;
   int kv_heads = 0;
   int head_dim = 0;
-  int vocab = 0;
+  int vocab = 0;  // this rank's rows of the embedding and output layer: padded vocabulary / tp
   int seq = 0;
   int micro_batch = 0;
   bool layernorm = true;          // else RMSNorm
@@ -33,6 +33,11 @@ struct TransformerShape {
   bool tie_embeddings = true;
   float norm_eps = 1e-5f;         // Megatron's --norm-epsilon default
   float rope_theta = 10000.0f;    // Su et al. 2021, eq. 15: the model's rotary_base
+  /// Tensor-parallel ranks the shape is one shard of (1: the whole model), and
+  /// whether the residual stream and norms are split by tokens over them
+  /// (sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2; tp > 1 only).
+  int tp = 1;
+  bool sequence_parallel = false;
 
   /// The head dimension the attention kernels run at: 64 or 128, or the head
   /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).
@@ -45,6 +50,12 @@ struct TransformerShape {
   /// The first MLP projection's output: ffn for GELU, [gate | up] for SwiGLU.
   int fc1_width() const { return gelu ? ffn_hidden : 2 * ffn_hidden; }
   std::int64_t tokens() const { return static_cast<std::int64_t>(micro_batch) * seq; }
+  /// Rows of the residual stream and the norms on this rank: tokens / tp under
+  /// sequence parallelism (rank r holds rows [r·tokens/tp, (r+1)·tokens/tp) of
+  /// the micro-batch's (batch, seq) order), else all of them.
+  std::int64_t norm_tokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
+  /// The first vocabulary row `tp_rank` holds.
+  int vocab_start(int tp_rank) const { return tp_rank * vocab; }
 };
 
 /// The shape of `model` at `micro_batch` sequences of `seq_length` tokens on

@@ -4,6 +4,7 @@
 
 #include "sim/comm/fsdp_comm.h"
 #include "sim/memory/parameter_count.h"
+#include "sim/core/layer_shape.h"
 
 namespace sextant::sim {
 
@@ -29,7 +30,7 @@ double fsdp_exposed_s(const ModelConfig& m, const ParallelLayout& l, const Clust
       stage.dense - dense_layers * dense_params.dense - moe_layers * moe_params.dense;
   const double output_params =
       l.pp == 1 && !m.tie_embeddings
-          ? static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / l.tp
+          ? vocab_rows_per_rank(m, l.tp) * static_cast<double>(m.hidden_size)
           : 0.0;
   const FsdpUnitComm embedding = comm({std::max(0.0, extra - output_params), 0.0});
   const FsdpUnitComm output = comm({output_params, 0.0});

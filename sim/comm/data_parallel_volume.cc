@@ -5,6 +5,7 @@
 #include "sim/comm/fsdp_comm.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/memory/parameter_count.h"
+#include "sim/core/layer_shape.h"
 
 namespace sextant::sim {
 
@@ -24,8 +25,7 @@ double data_parallel_bytes_per_step(const ModelConfig& m, const ParallelLayout& 
       l.zero >= 3 ? fsdp.gradient_bytes_per_param : l.gradient_bytes_per_param();
   // The embedding's weights (first stage, vocab-parallel) are gathered for its
   // forward only under ZeRO-3.
-  const double embedding_dense =
-      static_cast<double>(m.vocab_size) * static_cast<double>(m.hidden_size) / l.tp;
+  const double embedding_dense = vocab_rows_per_rank(m, l.tp) * static_cast<double>(m.hidden_size);
 
   auto group_bytes = [&](double p, int ranks, double gather_once_params) {
     if (ranks <= 1 || p <= 0) return 0.0;

@@ -33,8 +33,11 @@ LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const Cluste
     // (f and g operators) forward, two more in backward. Korthikanti et al.
     // 2022, Sec. 4.2.2: sequence parallelism turns each into an all-gather plus
     // a reduce-scatter of the same total volume.
-    const double per_op = l.sp ? all_gather_time_s(activation, tp, r) +
-                                     reduce_scatter_time_s(activation, tp, r)
+    if (l.sp) {
+      out.tp_all_gather_s = all_gather_time_s(activation, tp, r);
+      out.tp_reduce_scatter_s = reduce_scatter_time_s(activation, tp, r);
+    }
+    const double per_op = l.sp ? out.tp_all_gather_s + out.tp_reduce_scatter_s
                                : all_reduce_time_s(activation, tp, r);
     out.tp_forward_s = 2.0 * per_op;
     out.tp_backward_s = 2.0 * per_op;

@@ -26,6 +26,10 @@ double gradient_reduce_bytes_per_param(Precision precision);
 struct LayerComm {
   double tp_forward_s = 0;   // 2 all-reduces, or 2 all-gathers + 2 reduce-scatters under sp
   double tp_backward_s = 0;  // the same volume again
+  // Under sp, one block's two collectives apart (each direction has one of
+  // each per block): tp_forward_s = 2 (tp_all_gather_s + tp_reduce_scatter_s).
+  double tp_all_gather_s = 0;
+  double tp_reduce_scatter_s = 0;
   double cp_forward_s = 0;   // K/V ring exchange (cp−1 steps)
   double cp_backward_s = 0;  // K/V and their gradients
   double ep_forward_s = 0;   // token dispatch + combine all-to-all

@@ -22,6 +22,7 @@
 // roofline bytes given with it count what the kernel reads and writes.
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
+#include "sim/core/layer_shape.h"
 
 namespace sextant::sim {
 
@@ -190,7 +191,7 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
 PassTime engine_output_layer_time(const ModelConfig& m, const ParallelLayout& l,
                                   const DeviceRates& r) {
   const Shapes s = shapes_of(m, l);
-  const double V = static_cast<double>(m.vocab_size) / l.tp;
+  const double V = vocab_rows_per_rank(m, l.tp);  // the padded vocabulary's shard
   PassTime t;
   // Final norm, logits GEMM (no bias), the fused softmax cross entropy writing
   // the logits' gradient in place (read 2 + write 2 bytes per logit, and the

@@ -202,7 +202,7 @@ PassTime megatron_output_layer_time(const ModelConfig& m, const ParallelLayout& 
   PassTime t;
   const double T = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
   const double h = static_cast<double>(m.hidden_size);
-  const double V = static_cast<double>(m.vocab_size);
+  const double V = vocab_rows_per_rank(m, l.tp);  // the padded vocabulary's shard
   add_elementwise(t, 4.0 * T * h / (l.sp ? l.tp : 1.0), 1, r);  // final norm
   // The output layer stays bf16 under --fp8: Megatron-Core builds it as a plain
   // tensor_parallel.ColumnParallelLinear, outside Transformer Engine's FP8 autocast
@@ -210,8 +210,8 @@ PassTime megatron_output_layer_time(const ModelConfig& m, const ParallelLayout& 
   DeviceRates bf16 = r;
   bf16.fp8 = false;
   bf16.gemm_flops_per_s = r.bf16_gemm_flops_per_s;
-  add_linear(t, T, V / l.tp, h, 1, bf16);
-  const double logits = T * V / l.tp;
+  add_linear(t, T, V, h, 1, bf16);
+  const double logits = T * V;
   t.forward_s += kCrossEntropyForwardBytesPerLogit * logits / r.memory_bytes_per_s +
                  6 * r.kernel_overhead_s;
   t.backward_s += kCrossEntropyBackwardBytesPerLogit * logits / r.memory_bytes_per_s +

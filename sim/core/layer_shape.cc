@@ -2,6 +2,17 @@
 
 namespace sextant::sim {
 
+double vocab_rows_per_rank(const ModelConfig& model, int tp) {
+  return static_cast<double>(padded_vocab_size(model.vocab_size, tp)) / tp;
+}
+
+std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp) {
+  if (tp <= 1) return vocab_size;
+  constexpr std::int64_t kDivisibleBy = 128;  // Megatron's --make-vocab-size-divisible-by default
+  const std::int64_t multiple = kDivisibleBy * tp;
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
 LayerShape layer_shape(const ModelConfig& m, const ParallelLayout& l) {
   LayerShape s;
   s.tp = l.tp;

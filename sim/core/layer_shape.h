@@ -41,6 +41,18 @@ struct LayerShape {
   double norm_tokens() const { return sp ? static_cast<double>(tokens) / tp : static_cast<double>(tokens); }
 };
 
+/// The vocabulary the embedding and output layer hold under tensor
+/// parallelism of `tp` ranks: at tp > 1 it is split by rows over the ranks
+/// (vocabulary-parallel, Shoeybi et al. 2019, Sec. 3), padded as Megatron does
+/// (megatron/training/tokenizer: _vocab_size_with_padding, rounding up to a
+/// multiple of make_vocab_size_divisible_by (128) x tp) so each rank holds
+/// padded / tp rows. At tp = 1 the preset's size as it is (the presets already
+/// carry Megatron's padded sizes: 51200 = 128 x 400, 128256 = 128 x 1002, ...).
+std::int64_t padded_vocab_size(std::int64_t vocab_size, int tp);
+/// The rows of the embedding and output layer one of `tp` ranks holds:
+/// padded_vocab_size / tp (the engine's TransformerShape::vocab).
+double vocab_rows_per_rank(const ModelConfig& model, int tp);
+
 /// The shape of a dense layer of `model` under `layout`. Exact for layouts
 /// layout_problems accepts (heads, groups and ffn divisible by tp, seq by cp);
 /// otherwise the widths round down.

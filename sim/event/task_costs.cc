@@ -20,6 +20,7 @@ int index(Pass pass) { return static_cast<int>(pass); }
 struct LayerCosts {
   std::array<double, kPasses> attention{}, attention_core{}, mlp{};
   std::array<double, kPasses> tp_block{};  // one block's TP collectives
+  std::array<double, kPasses> tp_gather{}, tp_scatter{};  // under sp, apart
   std::array<double, kPasses> cp_ring{}, ep_all_to_all{};
   double stored_bytes = 0;     // kept from the forward to the backward
   double recomputed_bytes = 0; // rebuilt by full recomputation for the backward
@@ -54,6 +55,8 @@ LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const Devi
   set(out.mlp, t.forward_s - t.attention_forward_s, mlp_b, mlp_b - mlp_w, mlp_w);
   out.mlp[index(Pass::kRecompute)] -= t.full_recompute_skipped_s;
   set(out.tp_block, c.tp_forward_s / 2, c.tp_backward_s / 2, c.tp_backward_s / 2, 0.0);
+  set(out.tp_gather, c.tp_all_gather_s, c.tp_all_gather_s, c.tp_all_gather_s, 0.0);
+  set(out.tp_scatter, c.tp_reduce_scatter_s, c.tp_reduce_scatter_s, c.tp_reduce_scatter_s, 0.0);
   set(out.cp_ring, c.cp_forward_s, c.cp_backward_s, c.cp_backward_s, 0.0);
   set(out.ep_all_to_all, c.ep_forward_s / 2, c.ep_backward_s / 2, c.ep_backward_s / 2, 0.0);
   out.stored_bytes = stored_layer_activation_bytes(m, l, moe_layer);
@@ -177,6 +180,14 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
         break;
       case TaskKind::kTensorParallelTail:
         c.duration_s = layer.tp_block[p] / l.tp;
+        c.link = tp_link;
+        break;
+      case TaskKind::kTensorParallelGather:
+        c.duration_s = layer.tp_gather[p];
+        c.link = tp_link;
+        break;
+      case TaskKind::kTensorParallelScatter:
+        c.duration_s = layer.tp_scatter[p];
         c.link = tp_link;
         break;
       case TaskKind::kContextRing:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/core/layer_shape.h"
+
 namespace sextant::sim {
 
 namespace {
@@ -141,7 +143,7 @@ double stage_activation_bytes(const ModelConfig& m, const ParallelLayout& l, int
     // vocabulary-parallel cross entropy kept for its backward (one micro-batch:
     // the last stage runs each backward right after its forward).
     bytes += 2 * kBf16Bytes * T * h / replicated_divisor(l);
-    bytes += kFp32Bytes * T * static_cast<double>(m.vocab_size) / l.tp;
+    bytes += kFp32Bytes * T * vocab_rows_per_rank(m, l.tp);
   }
   return bytes;
 }

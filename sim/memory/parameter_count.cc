@@ -1,5 +1,7 @@
 #include "sim/memory/parameter_count.h"
 
+#include "sim/core/layer_shape.h"
+
 namespace sextant::sim {
 
 namespace {
@@ -73,7 +75,7 @@ StageParams stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l,
   out.dense = dense_here * sharded(dense) + moe_here * sharded(moe);
   out.expert = moe_here * moe.experts / (static_cast<double>(l.ep) * l.etp);
   const double h = static_cast<double>(m.hidden_size);
-  const double vocab_shard = static_cast<double>(m.vocab_size) * h / l.tp;
+  const double vocab_shard = vocab_rows_per_rank(m, l.tp) * h;  // of the padded vocabulary
   if (stage.embedding) out.dense += embedding_params(m) - static_cast<double>(m.vocab_size) * h +
                                vocab_shard;
   if (stage.loss) {

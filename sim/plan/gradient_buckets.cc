@@ -4,6 +4,7 @@
 
 #include "sim/comm/fsdp_comm.h"
 #include "sim/memory/parameter_count.h"
+#include "sim/core/layer_shape.h"
 
 namespace sextant::sim {
 
@@ -39,9 +40,7 @@ std::vector<GradientBucket> stage_gradient_buckets(const ModelConfig& m, const P
   const bool first = stage == 0, last = stage == shape.pp - 1;
   double output_params = 0, embedding_params = 0;
   if (first && last) {
-    output_params = m.tie_embeddings ? 0.0
-                                     : static_cast<double>(m.vocab_size) *
-                                           static_cast<double>(m.hidden_size) / l.tp;
+    output_params = m.tie_embeddings ? 0.0 : vocab_rows_per_rank(m, l.tp) * static_cast<double>(m.hidden_size);
     embedding_params = extra - output_params;
   } else if (last) {
     output_params = extra;

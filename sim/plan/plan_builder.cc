@@ -263,6 +263,7 @@ class PlanBuilder {
   void attention(int chunk, int mb, int layer, Pass pass) {
     const bool communicates = pass != Pass::kBackwardWeight;
     const bool tp = communicates && l_.tp > 1;
+    if (tp) sequence_parallel_gather(Block::kAttention, chunk, mb, layer, pass);
     const std::vector<DepRef> start = tp && l_.tp_comm_overlap ? w_->chain_deps() : std::vector<DepRef>{};
     const std::uint32_t block = w_->chain(
         make(TaskKind::kCompute, Block::kAttention, pass, StreamKind::kCompute, chunk, mb, layer));
@@ -287,6 +288,7 @@ class PlanBuilder {
     const bool communicates = pass != Pass::kBackwardWeight;
     const bool experts = communicates && m_.moe && l_.ep > 1 && layer >= m_.dense_layers();
     const bool tp = communicates && l_.tp > 1;
+    if (tp) sequence_parallel_gather(Block::kMlp, chunk, mb, layer, pass);
     if (experts) {
       w_->chain(make(TaskKind::kExpertDispatch, Block::kMlp, pass, StreamKind::kExpertParallel,
                      chunk, mb, layer));
@@ -305,10 +307,28 @@ class PlanBuilder {
     if (tp) tensor_parallel(Block::kMlp, chunk, mb, layer, pass);
   }
 
-  // After the block: all of its collectives, or with --tp-comm-overlap the tail.
+  // Sequence parallelism runs its collectives where they happen (Korthikanti
+  // et al. 2022, Sec. 4.2.2): an all-gather before the block's column-parallel
+  // GEMM (backward: before the row-parallel one's input gradient) and a
+  // reduce-scatter after its row-parallel GEMM (backward: after the
+  // column-parallel one's input gradient), so the engine runs and times each
+  // by name. The block's compute between them holds everything else; the
+  // engine runs the norm that feeds the gather (forward) and the norm backward
+  // that reads the scatter (backward) in those tasks, beside their collective.
+  // With --tp-comm-overlap the collectives stay one overlapped task and a tail.
+  bool split_sequence_parallel() const { return l_.sp && !l_.tp_comm_overlap; }
+  void sequence_parallel_gather(Block block, int chunk, int mb, int layer, Pass pass) {
+    if (!split_sequence_parallel()) return;
+    w_->chain(make(TaskKind::kTensorParallelGather, block, pass, StreamKind::kTensorParallel, chunk,
+                   mb, layer));
+  }
+
+  // After the block: all of its collectives, or with --tp-comm-overlap the
+  // tail, or under sp the reduce-scatter.
   void tensor_parallel(Block block, int chunk, int mb, int layer, Pass pass) {
-    const TaskKind kind =
-        l_.tp_comm_overlap ? TaskKind::kTensorParallelTail : TaskKind::kTensorParallel;
+    const TaskKind kind = split_sequence_parallel() ? TaskKind::kTensorParallelScatter
+                          : l_.tp_comm_overlap      ? TaskKind::kTensorParallelTail
+                                                    : TaskKind::kTensorParallel;
     w_->chain(make(kind, block, pass, StreamKind::kTensorParallel, chunk, mb, layer));
   }
 

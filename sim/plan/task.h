@@ -34,8 +34,17 @@ std::string_view stream_title(StreamKind value);
 
 enum class TaskKind : std::uint8_t {
   kCompute,            // a block's kernels (`block`, `pass`)
-  kTensorParallel,     // the block's TP collectives (all-reduce, or SP all-gather + reduce-scatter)
+  kTensorParallel,     // the block's TP collectives: its all-reduce, or with --tp-comm-overlap
+                       // SP's all-gather + reduce-scatter beside the block
   kTensorParallelTail, // with --tp-comm-overlap: the chunk no GEMM can hide
+  // Sequence parallelism without --tp-comm-overlap (Korthikanti et al. 2022,
+  // Sec. 4.2.2): the block's two collectives where they happen, the all-gather
+  // before the block's compute (forward: of the norm's output, before QKV or
+  // fc1; backward: of the residual stream's gradient, before proj's or fc2's
+  // backward) and the reduce-scatter after it (forward: of proj's or fc2's
+  // partial sums; backward: of the QKV or fc1 input gradient).
+  kTensorParallelGather,
+  kTensorParallelScatter,
   kContextRing,        // the cp−1 ring steps of the attention core
   kExpertDispatch,     // all-to-all of tokens to their experts
   kExpertCombine,      // all-to-all of expert outputs back

@@ -108,6 +108,14 @@ void append_task_name(const Plan& plan, const Task& t, std::string& out) {
       out += plan.shape.sequence_parallel ? ".tp.all_gather+reduce_scatter" : ".tp.all_reduce";
       if (t.kind == TaskKind::kTensorParallelTail) out += ".tail";
       return;
+    case TaskKind::kTensorParallelGather:
+      append_block(out, t);
+      out += ".tp.all_gather";
+      return;
+    case TaskKind::kTensorParallelScatter:
+      append_block(out, t);
+      out += ".tp.reduce_scatter";
+      return;
     case TaskKind::kContextRing:
       append_block(out, t);
       out += ".cp.ring";

@@ -37,11 +37,12 @@ struct SmallStep {
     tasks.assign(plan.tasks.begin() + plan.stage_begin[0], plan.tasks.begin() + plan.stage_begin[1]);
   }
 
-  // The index of micro-batch 2's backward task of `block` (and `layer`).
+  // The index of micro-batch 2's backward compute task of `block` (and `layer`).
   std::size_t last_backward(sim::Block block, int layer = sim::kNoIndex) const {
     for (std::size_t k = 0; k < tasks.size(); ++k) {
       const sim::Task& t = tasks[k];
-      if (t.pass == sim::Pass::kBackward && t.block == block && t.microbatch == 2 &&
+      if (t.kind == sim::TaskKind::kCompute && t.pass == sim::Pass::kBackward && t.block == block &&
+          t.microbatch == 2 &&
           (layer == sim::kNoIndex || t.layer == layer))
         return k;
     }
@@ -128,6 +129,39 @@ TEST(GradientBucketPlan, BucketsOfAMultipleCloseOnlyWhereItDivides) {
   // wte (96·64 = 6144 = 48·128) closes alone; wpe (40·64 = 2560 = 20·128) too.
   EXPECT_EQ(buckets[0].elements, 6144u);
   EXPECT_EQ(buckets[1].elements, 2560u);
+}
+
+// Under tensor parallelism the collective task after a block's backward runs
+// its norm's backward (transformer.h), so a layer's norm gains, and the bias
+// its norm sums, are final only after that task: with sp, after the block's
+// reduce-scatter, the task after the block's compute.
+TEST(GradientBucketPlan, UnderTensorParallelismNormsAreReadyAfterTheBlocksCollective) {
+  SmallStep s(/*tie=*/false);
+  s.model.num_attention_heads = s.model.num_query_groups = 2;  // one head per rank
+  sim::ParallelLayout l;
+  l.tp = 2;
+  l.sp = true;
+  l.mbs = 1;
+  l.gbs = 3;
+  l.overlap_grad_reduce = false;
+  const sim::Plan plan = sim::build_plan(s.model, l);
+  s.tasks.assign(plan.tasks.begin() + plan.stage_begin[0], plan.tasks.begin() + plan.stage_begin[1]);
+  TransformerShape shape = transformer_shape_of(s.model, l);
+  s.layout = ParameterLayout(shape);
+  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1);
+  const auto& tensors = s.layout.tensors();
+  auto ready = [&](const std::string& name) {
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].name == name) return buckets[i].ready_after;
+    ADD_FAILURE() << name;
+    return std::size_t{0};
+  };
+  const std::size_t attention1 = s.last_backward(sim::Block::kAttention, 1);
+  ASSERT_EQ(s.tasks[attention1 + 1].kind, sim::TaskKind::kTensorParallelScatter);
+  EXPECT_EQ(ready("layers.1.norm1_gamma"), attention1 + 1);
+  EXPECT_EQ(ready("layers.1.qkv_weight"), attention1 + 1);  // the block's tensors are one unit
+  EXPECT_EQ(ready("layers.0.fc2_bias"), s.last_backward(sim::Block::kAttention, 0) + 1);
+  EXPECT_EQ(ready("final_norm_gamma"), s.last_backward(sim::Block::kOutput));  // no task after the output
 }
 
 TEST(GradientBucketPlan, TasksWithoutTheLastBackwardAreRefused) {

@@ -1,5 +1,6 @@
 // The engine's parameter layout: counts, alignment, the decay split, names.
 #include "engine/model/parameter_layout.h"
+#include "engine/model/partial_gradient_runs.h"
 
 #include <gtest/gtest.h>
 
@@ -147,7 +148,50 @@ TEST(ParameterLayout, SaysAlongWhichDimensionAndInWhichBlocksTpSplits) {
   EXPECT_EQ(layout.find("layers.0.proj_weight").tp_split_dim, 1);
   EXPECT_EQ(layout.find("layers.0.proj_weight").tp_blocks, (std::vector<std::int64_t>{1024}));
   EXPECT_EQ(layout.find("layers.0.fc2_weight").tp_blocks, (std::vector<std::int64_t>{4096}));
-  EXPECT_EQ(layout.find("lm_head").tp_split_dim, -1);  // replicated (no vocab-parallel output layer yet)
+  EXPECT_EQ(layout.find("lm_head").tp_split_dim, -1);  // shape.tp = 1 here: nothing is vocabulary-parallel
+}
+
+TEST(ParameterLayout, VocabularyParallelAndSequenceParallelTensors) {
+  // At tp = 2 the embedding (tied: it is the output layer too) is split by
+  // vocabulary rows; under sp the replicated tensors that see only the rank's
+  // tokens — 2 gains, 2 shifts and the proj and fc2 biases per layer, the
+  // final norm's gain and shift — have partial gradients: 24·6 + 2 = 146.
+  TransformerShape shape = gpt_1_3b();
+  shape.tp = 2;
+  shape.vocab = 51200 / 2;
+  shape.sequence_parallel = true;
+  const ParameterLayout layout(shape);
+  EXPECT_TRUE(layout.find("wte").split_over_tp);
+  EXPECT_EQ(layout.find("wte").rows, 25600);
+  EXPECT_EQ(layout.find("wte").tp_split_dim, 0);  // checkpoints move it between tp layouts by rows
+  EXPECT_EQ(layout.find("wte").tp_blocks, (std::vector<std::int64_t>{25600}));
+  EXPECT_FALSE(layout.find("wpe").split_over_tp);
+  EXPECT_FALSE(layout.find("wpe").partial_gradient_over_tp);  // from the gathered gradient, alike on every rank
+  int partial = 0;
+  for (const ParameterTensor& t : layout.tensors()) {
+    partial += t.partial_gradient_over_tp ? 1 : 0;
+    EXPECT_FALSE(t.partial_gradient_over_tp && t.split_over_tp) << t.name;
+  }
+  EXPECT_EQ(partial, 24 * 6 + 2);
+  for (const char* name : {"layers.0.norm1_gamma", "layers.0.norm1_beta", "layers.3.proj_bias",
+                           "layers.3.norm2_gamma", "layers.23.fc2_bias", "final_norm_gamma", "final_norm_beta"})
+    EXPECT_TRUE(layout.find(name).partial_gradient_over_tp) << name;
+
+  // Runs of neighbours. A layer's vectors lie as norm1_gamma, norm1_beta,
+  // qkv_bias (split), proj_bias, norm2_gamma, norm2_beta, fc1_bias (split),
+  // fc2_bias, and the next layer's norm1 follows fc2_bias: layer 0 gives
+  // [norm1] and [proj_bias, norm2], each later layer [fc2_bias of the one
+  // before, norm1] and [proj_bias, norm2], and the last fc2_bias runs on into
+  // the final norm: 2 + 23·2 + 1 = 49 runs.
+  const std::vector<ElementRun> runs = partial_gradient_runs(layout);
+  ASSERT_EQ(runs.size(), 49u);
+  EXPECT_EQ(runs[0].begin, layout.find("layers.0.norm1_gamma").offset);
+  EXPECT_EQ(runs[0].end, layout.find("layers.0.norm1_beta").offset + 2048);
+  EXPECT_EQ(runs[1].begin, layout.find("layers.0.proj_bias").offset);
+  EXPECT_EQ(runs.back().end, layout.find("final_norm_beta").offset + 2048);
+
+  shape.sequence_parallel = false;
+  EXPECT_TRUE(partial_gradient_runs(ParameterLayout(shape)).empty());
 }
 
 }  // namespace

@@ -44,5 +44,44 @@ TEST(TransformerShape, ATensorParallelRankHoldsItsShard) {
   EXPECT_EQ(s.tokens(), 2 * 1024);
 }
 
+TEST(TransformerShape, VocabularyAndSequenceParallelShards) {
+  // GPT-like, vocab 51200 = 128·400: at tp = 4 a multiple of 128·4 = 512
+  // already (51200 / 512 = 100), so 12800 rows per rank. Under sp the norms
+  // run on mbs·seq / tp = 2·2048 / 4 = 1024 tokens per rank.
+  sim::ParallelLayout l;
+  l.tp = 4, l.mbs = 2, l.sp = true;
+  const TransformerShape s = transformer_shape_of(gpt_like(), l);
+  EXPECT_EQ(s.tp, 4);
+  EXPECT_TRUE(s.sequence_parallel);
+  EXPECT_EQ(s.vocab, 12800);
+  EXPECT_EQ(s.vocab_start(3), 3 * 12800);
+  EXPECT_EQ(s.tokens(), 4096);
+  EXPECT_EQ(s.norm_tokens(), 1024);
+  EXPECT_TRUE(transformer_shape_problems(s, gpt_like()).empty());
+
+  // Llama-3's 128256 = 128·1002 at tp = 4: padded to a multiple of 512,
+  // ceil(128256 / 512)·512 = 251·512 = 128512, so 32128 rows per rank.
+  sim::ModelConfig llama = gpt_like();
+  llama.vocab_size = 128256;
+  EXPECT_EQ(transformer_shape_of(llama, l).vocab, 32128);
+  // sp without tp splits nothing; tp without sp keeps every token's norm.
+  l.tp = 1;
+  EXPECT_FALSE(transformer_shape_of(gpt_like(), l).sequence_parallel);
+  EXPECT_EQ(transformer_shape_of(llama, l).vocab, 128256);  // tp = 1: the preset's size as it is
+  l.tp = 2, l.sp = false;
+  EXPECT_EQ(transformer_shape_of(gpt_like(), l).norm_tokens(), 4096);
+}
+
+TEST(TransformerShape, SequenceParallelNeedsTokensDivisibleByTp) {
+  // mbs 1 x seq 1002 tokens over tp = 4: 1002 % 4 = 2, refused by name.
+  sim::ModelConfig m = gpt_like();
+  m.seq_length = 1002;
+  sim::ParallelLayout l;
+  l.tp = 4, l.sp = true;
+  const std::vector<std::string> problems = transformer_shape_problems(transformer_shape_of(m, l), m);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("multiple of tp"), std::string::npos) << problems[0];
+}
+
 }  // namespace
 }  // namespace sextant::engine

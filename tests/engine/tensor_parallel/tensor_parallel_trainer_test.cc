@@ -1,23 +1,33 @@
-// Tensor parallelism in the whole model on one GPU: two trainers on the
-// in-process communicator (two threads) — and four, tp = 2 x dp = 2 — each
-// holding half the heads and half the MLP (QKV and fc1 column-parallel, proj and fc2 row-parallel; embeddings,
-// norms and the output layer replicated), against one trainer holding all of
+// Tensor parallelism in the whole model on one GPU: tp trainers on the
+// in-process communicator (tp threads) — and 2·tp, tp x dp = 2 — each holding
+// 1/tp of the heads, the MLP (QKV and fc1 column-parallel, proj and fc2
+// row-parallel) and the padded vocabulary (embedding and cross entropy
+// vocabulary-parallel), with and without sequence parallelism (the residual
+// stream and norms on 1/tp of the tokens), against one trainer holding all of
 // it, from the same weights (the one-rank weights, sharded). Skips without a
 // GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
 //
+// The vocabulary (160) is padded as Megatron pads it, to a multiple of 128·tp
+// (256 at tp = 2, 512 at tp = 4: sim::padded_vocab_size); the one-rank model
+// is given the padded vocabulary, whose extra rows take part in the softmax
+// like any other, so both runs are the same function.
+//
 // Tolerances, and why: the ranks round to bf16 where one rank does not — each
-// row-parallel output is two partial products rounded to bf16 and summed
-// (2^-9 relative each), and the QKV and fc1 input gradients likewise — and
-// their GEMMs have other shapes (other cuBLASLt algorithms, other fp32
-// summation orders). That is the same kind and size of error as the engine's
-// against a double-precision model, which trainer_test.cc bounds at 1e-2
-// relative for the loss and 3e-2 relative L2 per gradient tensor (measured
-// 0.3-1 %); the same bounds here, and 1e-2 for the losses after 1 and 2
-// AdamW updates. A shard taken from the wrong rows or columns, a missing
-// all-reduce or a bias counted twice gives errors of order 1.
-// Replicated tensors get bit-identical gradients on both ranks (the all-reduce
-// gives both the same sum, and everything after it is the same arithmetic),
-// so their weights stay equal: checked exactly.
+// row-parallel output is tp partial products rounded to bf16 and summed
+// (2^-9 relative each), under sp rounded again before the residual is added,
+// and the QKV and fc1 input gradients likewise — and their GEMMs have other
+// shapes (other cuBLASLt algorithms, other fp32 summation orders). That is
+// the same kind and size of error as the engine's against a double-precision
+// model, which trainer_test.cc bounds at 1e-2 relative for the loss and 3e-2
+// relative L2 per gradient tensor (measured 0.3-1 %); the same bounds here,
+// and 1e-2 for the losses after 1, 2 and 3 AdamW updates. A shard taken from
+// the wrong rows or columns, a missing collective, a bias or position table
+// counted twice, a vocabulary row looked up by the wrong rank or a partial
+// norm gradient not summed over tp gives errors of order 1 (a norm gain's
+// gradient from half the tokens is off by ~50 %).
+// Replicated tensors get bit-identical gradients on every rank (the
+// all-reduces give all the same sum, and everything after it is the same
+// arithmetic), so their weights stay equal: checked exactly.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,12 +48,16 @@
 namespace sextant::engine {
 namespace {
 
-constexpr int kTp = 2;
-
-// GPT: 2 heads, ffn 512. Llama: 4 query heads in 2 groups (q width 256 >
-// hidden 128), SwiGLU of 256. Each of the 2 ranks: half the heads, groups and ffn.
+// GPT-350M-like (LayerNorm, GELU, learned positions, biases, tied
+// embeddings): hidden 256, 4 heads of 64, ffn 1024. Llama: RMSNorm, SwiGLU of
+// 512, RoPE, untied, 8 query heads in 4 groups (q width 512 > hidden 256).
+// Both split 4 ways: at tp = 4 one GPT head, two Llama heads and one group per rank.
 sim::ModelConfig small_model(bool llama) {
-  return llama ? testing::small_model("tp-llama", true, 4, 2) : testing::small_model("tp-gpt", false, 2, 2);
+  sim::ModelConfig m =
+      llama ? testing::small_model("tp-llama", true, 8, 4) : testing::small_model("tp-gpt", false, 4, 4);
+  m.hidden_size = 256;
+  m.ffn_hidden_size = llama ? 512 : 1024;
+  return m;
 }
 
 using testing::relative_l2_error;
@@ -59,8 +73,13 @@ void append_rows(std::vector<float>& out, const std::vector<float>& full, std::i
 std::vector<float> shard_of(const std::string& name, const std::vector<float>& full,
                             const TransformerShape& one, const TransformerShape& part, int rank) {
   const std::int64_t d = one.head_dim;
+  const int tp = part.tp;
   auto ends_with = [&](const char* suffix) { return name.ends_with(suffix); };
   std::vector<float> out;
+  if (name == "wte" || name == "lm_head") {  // (vocab, hidden): a block of rows
+    append_rows(out, full, one.hidden, static_cast<std::int64_t>(rank) * part.vocab, part.vocab);
+    return out;
+  }
   if (ends_with("qkv_weight") || ends_with("qkv_bias")) {
     const std::int64_t cols = ends_with("qkv_weight") ? one.hidden : 1;
     append_rows(out, full, cols, rank * part.heads * d, part.heads * d);                     // Q
@@ -77,7 +96,7 @@ std::vector<float> shard_of(const std::string& name, const std::vector<float>& f
   }
   if (ends_with("proj_weight") || ends_with("fc2_weight")) {  // (hidden, in): a block of columns
     const std::int64_t in = ends_with("proj_weight") ? one.q_width() : one.ffn_hidden;
-    const std::int64_t block = in / kTp;
+    const std::int64_t block = in / tp;
     for (std::int64_t row = 0; row < one.hidden; ++row)
       out.insert(out.end(), full.begin() + row * in + rank * block, full.begin() + row * in + (rank + 1) * block);
     return out;
@@ -102,27 +121,38 @@ void run(Trainer& trainer, const std::map<std::string, std::vector<float>>& star
 
 struct ParallelCase {
   bool llama;
-  int dp;  // data-parallel ranks beside tp = 2: the world is 2·dp ranks
+  int tp;
+  bool sp;
+  int dp;  // data-parallel ranks beside tp: the world is tp·dp ranks
 };
 
 class TensorParallelTrainerTest : public kernels::testing::GpuTestWithParam<ParallelCase> {};
 
-// tp = 2 alone, and tp = 2 x dp = 2 (four ranks, groups split from one world
-// in the order tp-dp, each dp rank running 2 of the 4 micro-batches).
+// tp = 2 and 4, with and without sp, alone and beside dp = 2 (groups split
+// from one world in the order tp-dp, each dp rank running 2 of the 4
+// micro-batches).
 TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
   const sim::ModelConfig model = small_model(GetParam().llama);
+  const int tp = GetParam().tp;
   const int dp = GetParam().dp;
-  const TransformerShape one = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
   sim::ParallelLayout layout;
-  layout.tp = kTp;
+  layout.tp = tp;
+  layout.sp = GetParam().sp;
   layout.dp = dp;
   layout.mbs = 1;
   layout.gbs = 4;
   const TransformerShape part = transformer_shape_of(model, layout);
-  ASSERT_TRUE(transformer_shape_problems(one, model).empty());
+  // The one-rank model has the padded vocabulary: 160 -> 128·tp·ceil(160 / (128·tp)).
+  sim::ModelConfig padded = model;
+  padded.vocab_size = tp == 2 ? 256 : 512;
+  const TransformerShape one = transformer_shape_of(padded, 1, static_cast<int>(model.seq_length));
+  ASSERT_TRUE(transformer_shape_problems(one, padded).empty());
   ASSERT_TRUE(transformer_shape_problems(part, model).empty());
-  ASSERT_EQ(part.heads * kTp, one.heads);
-  ASSERT_EQ(part.ffn_hidden * kTp, one.ffn_hidden);
+  ASSERT_EQ(part.heads * tp, one.heads);
+  ASSERT_EQ(part.ffn_hidden * tp, one.ffn_hidden);
+  ASSERT_EQ(part.vocab, 128);  // 256 / 2 or 512 / 4 rows per rank
+  ASSERT_EQ(part.sequence_parallel, GetParam().sp);
+  ASSERT_EQ(part.norm_tokens(), GetParam().sp ? 48 / tp : 48);
   const TrainerOptions options = testing::three_step_options(4);
 
   // Weights N(0, 0.05), rounded to bf16 so both runs start from the same numbers.
@@ -135,22 +165,25 @@ TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
       w.push_back(t.name.find("gamma") != std::string::npos ? 1.0f
                                                              : kernels::to_float(kernels::from_float(normal(rng()))));
   }
-  std::vector<testing::Batch> batches;
-  for (int i = 0; i < 3; ++i) batches.push_back(testing::random_batch(rng(), 4, one.seq, one.vocab));
+  std::vector<testing::Batch> batches;  // tokens of the real vocabulary only
+  for (int i = 0; i < 3; ++i)
+    batches.push_back(testing::random_batch(rng(), 4, one.seq, static_cast<int>(model.vocab_size)));
 
   RunResult single;
   {
-    Trainer trainer(model, one, options);
+    Trainer trainer(padded, one, options);
     run(trainer, weights, batches, single);
   }
-  std::vector<RunResult> ranks(static_cast<std::size_t>(kTp * dp));
-  comm::testing::run_in_process(kTp * dp, [&](int r, comm::Communicator& world) {
+  std::vector<RunResult> ranks(static_cast<std::size_t>(tp * dp));
+  std::vector<std::size_t> activation_bytes(ranks.size());
+  comm::testing::run_in_process(tp * dp, [&](int r, comm::Communicator& world) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
     RunResult& out = ranks[static_cast<std::size_t>(r)];
     out.tp_rank = groups.tp->rank();
     std::map<std::string, std::vector<float>> shards;
     for (const auto& [name, full] : weights) shards[name] = shard_of(name, full, one, part, out.tp_rank);
     Trainer trainer(model, part, options, groups.dp.get(), groups.tp.get());
+    activation_bytes[static_cast<std::size_t>(r)] = trainer.memory_plan().bytes_by_category()[static_cast<std::size_t>(MemoryCategory::kActivations)];
     run(trainer, shards, batches, out);
   });
 
@@ -182,19 +215,57 @@ TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
       }
     }
   }
-  std::cout << "  " << model.name << " tp=2 dp=" << dp << ": loss one rank " << single.losses[0] << ", here "
+  std::cout << "  " << model.name << " tp=" << tp << (GetParam().sp ? " sp" : "") << " dp=" << dp
+            << ": activation buffers " << activation_bytes[0] / 1024 << " KiB per rank; loss one rank "
+            << single.losses[0] << ", here "
             << ranks[0].losses[0]
             << "; after 3 steps " << single.losses[3] << " vs " << ranks[0].losses[3]
             << "; worst gradient relative L2 error " << worst << " (" << worst_name << ")\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, TensorParallelTrainerTest,
-                         ::testing::Values(ParallelCase{false, 1}, ParallelCase{true, 1}, ParallelCase{false, 2},
-                                           ParallelCase{true, 2}),
+                         ::testing::Values(ParallelCase{false, 2, false, 1}, ParallelCase{true, 2, false, 1},
+                                           ParallelCase{false, 2, true, 1}, ParallelCase{true, 2, true, 1},
+                                           ParallelCase{false, 4, true, 1}, ParallelCase{true, 4, true, 1},
+                                           ParallelCase{false, 2, false, 2}, ParallelCase{true, 2, false, 2},
+                                           ParallelCase{false, 2, true, 2}, ParallelCase{true, 2, true, 2}),
                          [](const ::testing::TestParamInfo<ParallelCase>& info) {
-                           return std::string(info.param.llama ? "llama" : "gpt") + "_tp2_dp" +
+                           return std::string(info.param.llama ? "llama" : "gpt") + "_tp" +
+                                  std::to_string(info.param.tp) + (info.param.sp ? "_sp" : "") + "_dp" +
                                   std::to_string(info.param.dp);
                          });
+
+// Sequence parallelism stores the residual stream and the norms' outputs on
+// 1/tp of the tokens: the activation buffers of a tp = 2 rank shrink. GPT, 2
+// layers, T = 48 tokens, h = 256, bf16 (the arena plan's bytes, before
+// alignment): per layer input, norm1, mid and norm2 go from 48·256·2 = 24576 B
+// to 12288 B each (4·12288 saved) and the four statistics from 48 to 24 floats
+// (4·96 B saved); the final norm's input and the residual stream's gradient
+// save 12288 B each, the final norm's statistics 2·96 B. sp adds the gathered
+// norm output and residual gradient (2·24576 B) and the final norm's and the
+// scattered gradient's shards (2·12288 B). Net: 2·(49152 + 384) + 2·12288 +
+// 192 − 73728 = 50112 B less. Checked on the arena plans alone (no step runs).
+class SequenceParallelMemoryTest : public kernels::testing::GpuTest {};
+
+TEST_F(SequenceParallelMemoryTest, ShrinksActivations) {
+  const sim::ModelConfig model = small_model(false);
+  std::size_t bytes[2] = {};
+  for (const bool sp : {false, true}) {
+    sim::ParallelLayout layout;
+    layout.tp = 2;
+    layout.sp = sp;
+    layout.mbs = 1;
+    layout.gbs = 1;
+    const TransformerShape part = transformer_shape_of(model, layout);
+    comm::testing::run_in_process(2, [&](int r, comm::Communicator& world) {
+      const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
+      Trainer trainer(model, part, testing::three_step_options(1), nullptr, groups.tp.get());
+      if (r == 0) bytes[sp ? 1 : 0] = trainer.memory_plan().bytes_by_category()[static_cast<std::size_t>(MemoryCategory::kActivations)];
+    });
+  }
+  EXPECT_EQ(bytes[0] - bytes[1], 50112u);
+  std::cout << "  activation buffers per rank: tp=2 " << bytes[0] << " B, tp=2 sp " << bytes[1] << " B\n";
+}
 
 }  // namespace
 }  // namespace sextant::engine

@@ -47,5 +47,15 @@ TEST(LayerShape, TensorSequenceAndContextParallelShards) {
   EXPECT_EQ(s.norm_tokens(), 1024.0);
 }
 
+TEST(PaddedVocabSize, RoundsUpToAMultipleOf128TimesTp) {
+  // Megatron's _vocab_size_with_padding: a multiple of 128·tp.
+  EXPECT_EQ(padded_vocab_size(50257, 1), 50257);    // tp = 1: as the preset says
+  EXPECT_EQ(padded_vocab_size(50257, 2), 50432);    // ceil(50257 / 256) = 197; 197·256
+  EXPECT_EQ(padded_vocab_size(51200, 8), 51200);    // 51200 = 1024·50 already
+  EXPECT_EQ(padded_vocab_size(128256, 8), 129024);  // ceil(128256 / 1024) = 126; 126·1024
+  EXPECT_EQ(padded_vocab_size(32000, 4), 32256);    // ceil(32000 / 512) = 63; 63·512
+  EXPECT_EQ(padded_vocab_size(160, 4), 512);
+}
+
 }  // namespace
 }  // namespace sextant::sim

@@ -28,7 +28,8 @@ LayerTotals layer_totals(const Plan& plan, const std::vector<TaskCost>& costs, i
     const Task& t = plan.tasks[i];
     if (t.layer != layer || t.microbatch != 0) continue;
     const double d = costs[i].duration_s;
-    const bool tp = t.kind == TaskKind::kTensorParallel || t.kind == TaskKind::kTensorParallelTail;
+    const bool tp = t.kind == TaskKind::kTensorParallel || t.kind == TaskKind::kTensorParallelTail ||
+                    t.kind == TaskKind::kTensorParallelGather || t.kind == TaskKind::kTensorParallelScatter;
     if (t.kind == TaskKind::kCompute) {
       if (t.pass == Pass::kForward) out.forward += d;
       if (t.pass == Pass::kBackward || t.pass == Pass::kBackwardInput) out.backward += d;

@@ -46,7 +46,8 @@ std::map<std::string, int> count_by_kind(const Plan& plan, int stage) {
 // GPT-3 175B, pp=8, vpp=3, m = 1536/16 = 96: each middle stage holds 12
 // layers, 4 per chunk. Per layer and micro-batch: attention and MLP, forward
 // and backward (selective recomputation runs inside the attention backward),
-// each followed by its TP collectives: 4 compute + 4 TP tasks. Sends: one
+// each between its sequence-parallel all-gather and reduce-scatter: 4 compute
+// + 8 TP tasks. Sends: one
 // forward and one backward per chunk and micro-batch (3·96 each).
 TEST(PlanBuilder, CountsTasksOfAnInterleavedStage) {
   const Plan plan = build_plan(testing::gpt3_175b(), gpt3_layout());
@@ -55,7 +56,7 @@ TEST(PlanBuilder, CountsTasksOfAnInterleavedStage) {
   EXPECT_FALSE(plan.shape.blocking_p2p);
   const std::map<std::string, int> middle = count_by_kind(plan, 3);
   EXPECT_EQ(middle.at("compute"), 12 * 96 * 4 + 1);  // + the optimizer step
-  EXPECT_EQ(middle.at("tp"), 12 * 96 * 4);
+  EXPECT_EQ(middle.at("tp"), 12 * 96 * 8);
   EXPECT_EQ(middle.at("pp_fwd"), 3 * 96);
   EXPECT_EQ(middle.at("pp_bwd"), 3 * 96);
   // DP: one reduce-scatter per bucket, and one all-gather on its own stream.
@@ -76,13 +77,68 @@ TEST(PlanBuilder, NamesTasksAsTheEngineDoes) {
   EXPECT_EQ(names.size(), plan.tasks.size());  // every name is unique
   // Stage 2 holds layers 8-11 (chunk 0), 40-43 (chunk 1) and 72-75 (chunk 2).
   for (const char* name :
-       {"stage2.mb5.layer41.attn.fwd", "stage2.mb5.layer41.attn.fwd.tp.all_gather+reduce_scatter",
+       {"stage2.mb5.layer41.attn.fwd", "stage2.mb5.layer41.attn.fwd.tp.all_gather",
+        "stage2.mb5.layer41.attn.fwd.tp.reduce_scatter", "stage2.mb5.layer41.mlp.bwd.tp.all_gather",
         "stage2.mb5.layer41.mlp.bwd", "stage2.mb5.chunk1.pp.send_fwd",
         "stage2.mb5.chunk1.pp.send_bwd", "stage2.dp.reduce_scatter.bucket0",
         "stage2.dp.all_gather.bucket0", "stage2.optimizer.step", "stage0.mb0.embedding.fwd",
         "stage7.mb95.output.bwd"}) {
     EXPECT_TRUE(names.count(name)) << name;
   }
+}
+
+// One GPU's plan of a 2-layer model at tp = 2: its tasks in issue order, by
+// name. Sequence parallelism puts each block between its all-gather and its
+// reduce-scatter, forward and backward (Korthikanti et al. 2022, Fig. 5 and
+// Sec. 4.2.2); without it an all-reduce follows each block (Shoeybi et al.
+// 2019, Fig. 4); with --tp-comm-overlap the collectives stay one task beside
+// the block and its tail.
+std::vector<std::string> stage_task_names(const ParallelLayout& l) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 2;
+  const Plan plan = build_plan(m, l);
+  std::vector<std::string> names;
+  for (const Task& t : plan.tasks) {
+    std::string name = task_name(plan, t);
+    names.push_back(name.substr(name.find('.') + 1));  // without "stage0."
+  }
+  return names;
+}
+
+TEST(PlanBuilder, SequenceParallelCollectivesSurroundEachBlock) {
+  ParallelLayout l;
+  l.tp = 2;
+  l.sp = true;
+  l.mbs = 1;
+  l.gbs = 1;
+  const std::vector<std::string> layer1_forward = {
+      "mb0.layer1.attn.fwd.tp.all_gather", "mb0.layer1.attn.fwd", "mb0.layer1.attn.fwd.tp.reduce_scatter",
+      "mb0.layer1.mlp.fwd.tp.all_gather",  "mb0.layer1.mlp.fwd",  "mb0.layer1.mlp.fwd.tp.reduce_scatter"};
+  const std::vector<std::string> layer1_backward = {
+      "mb0.layer1.mlp.bwd.tp.all_gather",  "mb0.layer1.mlp.bwd",  "mb0.layer1.mlp.bwd.tp.reduce_scatter",
+      "mb0.layer1.attn.bwd.tp.all_gather", "mb0.layer1.attn.bwd", "mb0.layer1.attn.bwd.tp.reduce_scatter"};
+  const std::vector<std::string> names = stage_task_names(l);
+  // embedding, 2 layers x 6, output, output bwd, 2 layers x 6, embedding bwd, optimizer.
+  ASSERT_EQ(names.size(), 1u + 12 + 2 + 12 + 1 + 1);
+  EXPECT_EQ(names[0], "mb0.embedding.fwd");
+  EXPECT_EQ(std::vector<std::string>(names.begin() + 7, names.begin() + 13), layer1_forward);
+  EXPECT_EQ(names[13], "mb0.output.fwd");
+  EXPECT_EQ(std::vector<std::string>(names.begin() + 15, names.begin() + 21), layer1_backward);
+  EXPECT_EQ(names[27], "mb0.embedding.bwd");
+
+  l.sp = false;
+  const std::vector<std::string> plain = stage_task_names(l);
+  ASSERT_EQ(plain.size(), 1u + 8 + 2 + 8 + 1 + 1);
+  EXPECT_EQ(std::vector<std::string>(plain.begin() + 5, plain.begin() + 9),
+            (std::vector<std::string>{"mb0.layer1.attn.fwd", "mb0.layer1.attn.fwd.tp.all_reduce",
+                                      "mb0.layer1.mlp.fwd", "mb0.layer1.mlp.fwd.tp.all_reduce"}));
+
+  l.sp = true;
+  l.tp_comm_overlap = true;
+  const std::vector<std::string> overlapped = stage_task_names(l);
+  EXPECT_EQ(std::vector<std::string>(overlapped.begin() + 7, overlapped.begin() + 10),
+            (std::vector<std::string>{"mb0.layer1.attn.fwd", "mb0.layer1.attn.fwd.tp.all_gather+reduce_scatter",
+                                      "mb0.layer1.attn.fwd.tp.all_gather+reduce_scatter.tail"}));
 }
 
 TEST(PlanBuilder, IsAcyclicForEverySchedule) {
@@ -275,11 +331,12 @@ TEST(PlanBuilder, ZeroThreeGathersRunAheadByThePrefetchDepth) {
 TEST(PlanBuilder, ZeroThreeComputeWaitsWhenTooManyReductionsAreInFlight) {
   // FSDP2 keeps one reduce-scatter in flight: after issuing reduction j the
   // compute waits for reduction j − 1: every reduction but the last two is
-  // waited for by a compute task (the optimizer step waits for those two).
+  // waited for by a block's first task: its compute, or under sequence
+  // parallelism the all-gather before it (the optimizer step waits for those two).
   const Plan plan = build_plan(testing::gpt3_175b(), zero3_layout(FsdpImplementation::kFsdp2));
   std::set<std::uint32_t> waited;
   for (std::uint32_t t = 0; t < plan.tasks.size(); ++t) {
-    if (plan.tasks[t].kind != TaskKind::kCompute) continue;
+    if (plan.tasks[t].kind != TaskKind::kCompute && plan.tasks[t].kind != TaskKind::kTensorParallelGather) continue;
     for (std::uint32_t d : plan.deps_of(t)) {
       if (plan.tasks[d].kind == TaskKind::kGradientReduce) waited.insert(d);
     }
