@@ -503,6 +503,13 @@ void Transformer::attention_backward(int layer) {
                 dx_, below_fc2_bias);
 }
 
+void Transformer::output_gradient_received() {
+  if (!residual_biases_from_norms() || shape_.num_layers == 0) return;  // else mlp_backward sums it
+  const int fc2_bias = layout_->layer(shape_.num_layers - 1).fc2_bias;
+  kernels::bias_gradient(gradient(fc2_bias), dx_, static_cast<int>(shape_.tokens()), shape_.hidden,
+                         accumulate_gradients_, bias_workspace_, bias_workspace_bytes_, stream_);
+}
+
 void Transformer::embedding_backward(int mb) {
   const std::int32_t* tokens = tokens_ + static_cast<std::ptrdiff_t>(mb) * shape_.tokens();
   kernels::embedding_backward(gradient(layout_->wte()), gradient(layout_->wpe()), dx_, tokens,

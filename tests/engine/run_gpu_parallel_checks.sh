@@ -6,13 +6,16 @@
 #   2. data-parallel training: dp = 2 on the in-process communicator against one
 #      rank, with and without the distributed optimizer
 #      (sextant_data_parallel_tests); the whole model at tp = 2 against one rank
-#      (sextant_tensor_parallel_trainer_tests); resuming from a checkpoint at one
+#      (sextant_tensor_parallel_trainer_tests); pipeline parallelism at pp = 2,
+#      pp = 4 vpp = 2 and tp = 2 pp = 2 dp = 2 against one rank
+#      (sextant_pipeline_trainer_tests); resuming from a checkpoint at one
 #      GPU and dp = 2 zero=1 (sextant_checkpoint_gpu_tests); and the one-GPU trainer tests,
 #      which these changes must leave as they were;
 #   3. `sextant run` end to end on gpt-350m (seq 512, mbs 2, gbs 8, 5 steps):
 #      alone, and through NCCL with --nproc-per-node 1; with two or more GPUs
-#      also --nproc-per-node 2 with dp = 2, dp = 2 zero=1 and tp = 2, whose
-#      losses are compared with the single run's (tolerances below).
+#      also --nproc-per-node 2 with dp = 2, dp = 2 zero=1, tp = 2, pp = 2 and
+#      pp = 2 vpp = 2, and with eight tp = 2 pp = 2 dp = 2, whose losses are
+#      compared with the single run's (tolerances below).
 #
 #   bash tests/engine/run_gpu_parallel_checks.sh BIN_DIR OUT_DIR
 #
@@ -34,7 +37,7 @@ bash "$here/comm/run_gpu_comm_checks.sh" "$bin" "$out/comm"
 note_failure $?
 
 echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
-for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_checkpoint_gpu_tests sextant_engine_tests; do
+for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -42,7 +45,7 @@ for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sexta
   rc=$?
   note_failure $rc
   echo "$t exit code $rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/${t#sextant_}.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|worst' "$out/${t#sextant_}.txt" | head -n 30
+  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|  gpt_|  llama_|worst' "$out/${t#sextant_}.txt" | head -n 30
 done
 
 echo "== sextant run"
@@ -98,12 +101,23 @@ if [[ $gpus -ge 2 ]]; then
   run_one dp2 --nproc-per-node 2 --layout dp=2,mbs=2,gbs=8
   run_one dp2_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8
   run_one tp2 --nproc-per-node 2 --layout tp=2,mbs=2,gbs=8
+  run_one pp2 --nproc-per-node 2 --layout pp=2,mbs=2,gbs=8
+  run_one pp2_vpp2 --nproc-per-node 2 --layout pp=2,vpp=2,mbs=2,gbs=8
+  pairs="dp2 1e-5 1e-2|dp2_zero1 1e-5 1e-2|tp2 2e-2 5e-2|pp2 1e-5 1e-2|pp2_vpp2 1e-5 1e-2"
+  if [[ $gpus -ge 8 ]]; then
+    run_one tp2_pp2_dp2 --nproc-per-node 8 --layout tp=2,pp=2,dp=2,mbs=2,gbs=8
+    pairs="$pairs|tp2_pp2_dp2 2e-2 5e-2"
+  fi
   # dp: step 1 is the same forward of the same weights and tokens (1e-5: cuBLASLt may
   # pick another algorithm in another process); later steps differ by NCCL's summation
   # order, ~1e-3 of an update, far below 1e-2 of the loss. tp: each rank draws its
   # shards from its own random stream, so the weights are not the one-GPU run's: only
   # the same start (about ln(vocab), 2e-2) and a loss that falls like it (5e-2).
-  for check in "dp2 1e-5 1e-2" "dp2_zero1 1e-5 1e-2" "tp2 2e-2 5e-2"; do
+  # pp: every stage draws its tensors from the one-GPU run's streams, so step 1 is
+  # the same forward (1e-5); later steps differ by the fp32 order of the tied wte's
+  # and the gradient norm's sums, as dp's do (1e-2).
+  IFS='|' read -ra checks <<<"$pairs"
+  for check in "${checks[@]}"; do
     set -- $check
     python3 - "$out/run_single.json" "$out/run_$1.json" "$2" "$3" <<'PY' || status=1
 import json, sys
