@@ -227,9 +227,6 @@ void PipelineTrainer::initialise_parameters(const sim::ModelConfig& model) {
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, elements_ * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, elements_ * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, elements_ * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(losses_, 0,
-                                     static_cast<std::size_t>(microbatches_) * shape_.tokens() * sizeof(float),
-                                     stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -406,7 +403,10 @@ double PipelineTrainer::read_results(double* grad_norm) {
   // The last stage's per-token losses into losses_ (micro-batch order); the
   // other stages' stay zero, so the pp sum is the last stage's exactly.
   const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  const std::size_t local = static_cast<std::size_t>(microbatches_) * per_mb;
   const Chunk& last = chunks_.back();
+  // Zeroed each step: the in-place pp sum below leaves the last stage's losses here.
+  if (!last.parts.output) SEXTANT_CUDA_CHECK(cudaMemsetAsync(losses_, 0, local * sizeof(float), stream_));
   if (last.parts.output) {
     const std::vector<int>& slot_of = program_.slot_of.back();
     for (int mb = 0; mb < microbatches_; ++mb) {
@@ -415,7 +415,6 @@ double PipelineTrainer::read_results(double* grad_norm) {
                                          per_mb * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
     }
   }
-  const std::size_t local = static_cast<std::size_t>(microbatches_) * per_mb;
   const int dp = size_of(dp_);
   float* all = losses_;
   if (dp_ != nullptr) {
