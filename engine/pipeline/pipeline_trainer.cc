@@ -9,6 +9,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/gradient_reducer.h"
+#include "engine/trainer_arrays.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -39,13 +40,6 @@ sim::ParallelLayout plan_layout(const sim::ParallelLayout& layout) {
   l.overlap_param_gather = false;
   l.tp_comm_overlap = false;
   return l;
-}
-
-std::vector<float> download(const float* device, std::size_t n, cudaStream_t stream) {
-  std::vector<float> host(n);
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
 }
 
 }  // namespace
@@ -199,28 +193,13 @@ void PipelineTrainer::initialise_parameters(const sim::ModelConfig& model) {
   const std::size_t tensors = whole.tensors().size();
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < tensors; ++i) index[whole.tensors()[i].name] = i;
-  const double scaled_std = options_.init_std / std::sqrt(2.0 * model.num_layers);
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(master_, 0, elements_ * sizeof(float), stream_));  // padding too
   for (const Chunk& chunk : chunks_) {
     for (const ParameterTensor& t : chunk.layout.tensors()) {
       float* out = master_ + chunk.offset + t.offset;
       const std::size_t i = index.at(t.name);
       const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
-      switch (t.init) {
-        case ParameterInit::kNormal:
-          kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(options_.init_std), options_.seed,
-                               stream_id, stream_);
-          break;
-        case ParameterInit::kScaledNormal:
-          kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(scaled_std), options_.seed, stream_id,
-                               stream_);
-          break;
-        case ParameterInit::kOnes:
-          kernels::fill_constant(out, t.elements(), 1.0f, stream_);
-          break;
-        case ParameterInit::kZeros:
-          break;
-      }
+      draw_initial_values(out, t, stream_id, options_, model.num_layers, stream_);
     }
   }
   kernels::convert_to_bf16(weights_, master_, elements_, stream_);
@@ -378,12 +357,7 @@ void PipelineTrainer::queue_optimizer(int step) {
   on_group(*pp_, [&] { pp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
   kernels::grad_clip_scale(norm_scalars_ + 1, norm_scalars_ + 2, sum_squares,
                            static_cast<float>(options_.optimizer.grad_clip), stream_);
-  kernels::AdamWStep s;
-  s.learning_rate = static_cast<float>(options_.lr.at(step));
-  s.beta1 = static_cast<float>(options_.optimizer.beta1);
-  s.beta2 = static_cast<float>(options_.optimizer.beta2);
-  s.eps = static_cast<float>(options_.optimizer.eps);
-  s.step = step;
+  kernels::AdamWStep s = adamw_step(options_, step);
   const float* scale = norm_scalars_ + 2;
   for (const Chunk& chunk : chunks_) {
     const std::size_t o = chunk.offset;
@@ -430,14 +404,7 @@ double PipelineTrainer::read_results(double* grad_norm) {
     SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (grad_norm != nullptr) *grad_norm = norm;
-  // Block j holds dp rank j's micro-batches j, j+dp, ...: summed in global
-  // micro-batch order, as one rank would.
-  double sum = 0;
-  for (int g = 0; g < microbatches_ * dp; ++g) {
-    const float* mb = losses.data() + static_cast<std::size_t>(g % dp) * local + static_cast<std::size_t>(g / dp) * per_mb;
-    for (std::size_t i = 0; i < per_mb; ++i) sum += mb[i];
-  }
-  return sum / static_cast<double>(total);
+  return mean_loss_in_global_order(losses, microbatches_, dp, per_mb);
 }
 
 StepResult PipelineTrainer::step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
@@ -477,50 +444,26 @@ void PipelineTrainer::set_parameter(const std::string& name, std::span<const flo
 
 std::vector<float> PipelineTrainer::master_parameter(const std::string& name) const {
   const Located at = find(name);
-  return download(master_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+  return download_floats(master_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> PipelineTrainer::gradient(const std::string& name) const {
   const Located at = find(name);
-  return download(gradients_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+  return download_floats(gradients_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> PipelineTrainer::weight(const std::string& name) const {
   const Located at = find(name);
-  std::vector<Bf16> host(at.tensor->elements());
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), weights_ + at.chunk->offset + at.tensor->offset,
-                                     host.size() * sizeof(Bf16), cudaMemcpyDeviceToHost, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<float> values(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) values[i] = kernels::to_float(host[i]);
-  return values;
+  return download_bf16_as_floats(weights_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
 }
 
 checkpoint::TrainerState PipelineTrainer::state() const {
-  checkpoint::TrainerState s;
-  s.steps_done = steps_done_;
-  s.weights_bf16.resize(elements_);
-  static_assert(sizeof(Bf16) == sizeof(std::uint16_t));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(s.weights_bf16.data(), weights_, elements_ * sizeof(Bf16),
-                                     cudaMemcpyDeviceToHost, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  s.master = download(master_, elements_, stream_);
-  s.adam_m = download(adam_m_, elements_, stream_);
-  s.adam_v = download(adam_v_, elements_, stream_);
-  return s;
+  return read_trainer_state({weights_, master_, adam_m_, adam_v_, elements_, elements_}, steps_done_, stream_);
 }
 
 void PipelineTrainer::restore(const checkpoint::TrainerState& s) {
-  for (const std::size_t length : {s.weights_bf16.size(), s.master.size(), s.adam_m.size(), s.adam_v.size()})
-    if (length != elements_)
-      throw std::invalid_argument("PipelineTrainer::restore: the state holds arrays of " + std::to_string(length) +
-                                  " elements; this stage's are " + std::to_string(elements_));
-  if (s.steps_done < 0) throw std::invalid_argument("PipelineTrainer::restore: negative steps_done");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(weights_, s.weights_bf16.data(), elements_ * sizeof(Bf16), cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_, s.master.data(), elements_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(adam_m_, s.adam_m.data(), elements_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(adam_v_, s.adam_v.data(), elements_ * sizeof(float), cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  write_trainer_state({weights_, master_, adam_m_, adam_v_, elements_, elements_}, s, "PipelineTrainer::restore",
+                      stream_);
   steps_done_ = static_cast<int>(s.steps_done);
 }
 
