@@ -304,7 +304,11 @@ void PipelineTrainer::run_step(int step) {
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
   for (const StageAction& a : program_.actions) {
-    if (timer_.enabled() && !(a.kind == StageAction::Kind::kExchange && a.sends.empty())) {
+    // Timed under the Plan's names; an exchange under its first send's (the
+    // Plan has no receive tasks: a lone receive's wait is timed as nothing).
+    if (a.kind == StageAction::Kind::kExchange && a.sends.empty()) {
+      timer_.end(stream_);
+    } else if (timer_.enabled()) {
       task_name_.clear();
       sim::append_task_name(plan_, plan_.tasks[a.task], task_name_);
       timer_.begin(task_name_, stream_);
