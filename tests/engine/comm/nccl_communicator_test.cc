@@ -72,6 +72,17 @@ TEST_P(NcclWorldOfOne, EveryCollectiveIsACopy) {
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(recv, 0, n * bytes_of(type), stream_));
   world_->send_recv(send, n, 0, recv, n, 0, type);
   EXPECT_EQ(read(recv, n), x) << "send_recv to itself";
+  // exchange: two sends and two receives to itself in one group, paired in order.
+  void* recv2 = to_device(std::vector<float>(n, -1.0f), type);
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(recv, 0, n * bytes_of(type), stream_));
+  const PeerTransfer sends[] = {{send, n, 0}, {send, n / 2, 0}};
+  const PeerTransfer receives[] = {{recv, n, 0}, {recv2, n / 2, 0}};
+  world_->exchange(sends, receives, type);
+  EXPECT_EQ(read(recv, n), x) << "exchange";
+  std::vector<float> half = read(recv2, n);
+  EXPECT_EQ(std::vector<float>(half.begin(), half.begin() + n / 2), std::vector<float>(x.begin(), x.begin() + n / 2))
+      << "exchange, second transfer";
+  cudaFree(recv2);
   world_->barrier();
   world_->all_reduce_sum(send, recv, n, type);
   world_->synchronize(std::chrono::seconds(30));
