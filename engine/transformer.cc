@@ -36,7 +36,7 @@ void Transformer::reserve(T*& member, std::string name, MemoryCategory category,
 }
 
 Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute,
-                         int microbatches, ArenaPlan& plan)
+                         int microbatches, ArenaPlan& plan, const StageParts& parts)
     : shape_(shape), recompute_(recompute), microbatches_(microbatches) {
   const TransformerShape& s = shape_;
   const std::size_t T = to_size(s.tokens());
@@ -76,10 +76,12 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     reserve(a.act, p + "act", kAct, T * to_size(s.ffn_hidden), plan);
   }
   reserve(final_input_, "final_norm.input", kAct, T * h, plan);
-  reserve(final_norm_, "final_norm", kAct, T * h, plan);
-  reserve(final_mean_, "final_norm_mean", kAct, T, plan);
-  reserve(final_rstd_, "final_norm_rstd", kAct, T, plan);
-  reserve(logits_, "logits", kAct, T * to_size(s.vocab), plan);
+  if (parts.output) {
+    reserve(final_norm_, "final_norm", kAct, T * h, plan);
+    reserve(final_mean_, "final_norm_mean", kAct, T, plan);
+    reserve(final_rstd_, "final_norm_rstd", kAct, T, plan);
+    reserve(logits_, "logits", kAct, T * to_size(s.vocab), plan);
+  }
 
   // Gradients of activations: one micro-batch's worth, reused by every layer.
   reserve(dx_, "grad.residual", kAct, T * h, plan);
@@ -97,9 +99,11 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   if (!s.gelu) reserve(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
 
   const std::size_t step_tokens = T * to_size(microbatches_);
-  reserve(tokens_, "tokens", kOther, step_tokens, plan);
-  reserve(targets_, "targets", kOther, step_tokens, plan);
-  reserve(losses_, "losses", kOther, step_tokens, plan);
+  if (parts.embedding) reserve(tokens_, "tokens", kOther, step_tokens, plan);
+  if (parts.output) {
+    reserve(targets_, "targets", kOther, step_tokens, plan);
+    reserve(losses_, "losses", kOther, step_tokens, plan);
+  }
 
   const int rows = static_cast<int>(T);
   norm_workspace_bytes_ = s.layernorm ? kernels::layernorm_backward_workspace_bytes(rows, s.hidden)
@@ -109,9 +113,10 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   const int widest_bias = std::max({s.qkv_width(), s.fc1_width(), s.hidden});
   bias_workspace_bytes_ = kernels::bias_gradient_workspace_bytes(rows, widest_bias);
   reserve((bias_workspace_), "workspace.bias_gradient", kOther, bias_workspace_bytes_, plan);
-  embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
-  reserve((embedding_workspace_), "workspace.embedding", kOther,
-          embedding_workspace_bytes_, plan);
+  if (parts.embedding) {
+    embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
+    reserve((embedding_workspace_), "workspace.embedding", kOther, embedding_workspace_bytes_, plan);
+  }
   attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention_shape());
   reserve((attention_workspace_), "workspace.attention", kOther,
           attention_workspace_bytes_, plan);

@@ -79,8 +79,10 @@ class Transformer {
   /// Registers every activation, gradient scratch and workspace buffer of a
   /// step of `microbatches` micro-batches in `plan` (tokens, targets and
   /// per-token losses for all of them). Needs a CUDA device (CUB's sort space).
+  /// `parts`: a pipeline stage's chunk without the embedding (output) has no
+  /// tokens (final norm, logits, targets, losses) and runs no such task.
   Transformer(const TransformerShape& shape, sim::Recompute recompute, int microbatches,
-              ArenaPlan& plan);
+              ArenaPlan& plan, const StageParts& parts = {});
 
   /// Points the buffers into `arena` (made from the plan above) and the
   /// parameters into `parameters`; before any task runs. `tensor_parallel`:

@@ -108,7 +108,7 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
   for (std::size_t c = 0; c < chunks_.size(); ++c)
     for (int s = 0; s < program_.slots_per_chunk[c]; ++s)
       chunks_[c].slots.push_back(
-          std::make_unique<Transformer>(chunks_[c].shape, options_.recompute, microbatches_, memory));
+          std::make_unique<Transformer>(chunks_[c].shape, options_.recompute, microbatches_, memory, chunks_[c].parts));
 
   arena_ = std::make_unique<DeviceArena>(memory);
   weights_ = arena_->get<Bf16>(weights);

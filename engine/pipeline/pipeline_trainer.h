@@ -12,8 +12,8 @@
 // micro-batches in flight as the schedule's peak on this rank (1F1B:
 // min(pp − s, m) on stage s). Each slot has its own gradient scratch and
 // workspaces too: simpler than splitting the Transformer's buffers, at the
-// cost of (slots − 1) × those (a few (T, h) buffers and 32 MiB of cuBLASLt
-// workspace) per chunk.
+// cost of (slots − 1) × those (a few (T, h) buffers and the cuBLASLt
+// workspace) per chunk; the logits (T, vocab) exist on the output's chunk only.
 //
 // Transfers: forward activations and backward input gradients, bf16
 // (mbs·seq, hidden), through the pp communicator's exchange (grouped
