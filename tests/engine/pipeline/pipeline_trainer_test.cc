@@ -8,7 +8,8 @@
 // Cases, for a small GPT (tied embeddings, biases, learned positions) and a
 // small Llama (untied, RoPE, SwiGLU, GQA), 8 layers, 8 micro-batches of 1:
 //   pp = 2 (1F1B), pp = 4 vpp = 2 (interleaved 1F1B, one layer per chunk),
-//   tp = 2 x pp = 2 x dp = 2 (8 ranks, groups in the order tp-cp-ep-dp-pp).
+//   tp = 2 x pp = 2 x dp = 2 (8 ranks, groups in the order tp-cp-ep-dp-pp);
+//   and Llama pp = 2 split 3 + 5 (pp_layout), GPT pp = 2 with full recomputation.
 //
 // Tolerances, and why. Without tp a stage runs the very kernels one GPU runs
 // on the same shapes and inputs (the transfers are copies), so the forward's
@@ -39,6 +40,7 @@
 #include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
+#include "sim/core/pipeline_split.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
 #include "tests/engine/small_models.h"
@@ -53,6 +55,8 @@ using Tensors = std::map<std::string, std::vector<float>>;
 struct PipelineCase {
   bool llama;
   int pp, vpp, tp, dp;
+  const char* pp_layout = "";  // uneven stages (sim/core/pipeline_split.h); "" for even
+  bool full_recompute = false;
 };
 
 std::string case_name(const PipelineCase& c) {
@@ -60,6 +64,8 @@ std::string case_name(const PipelineCase& c) {
   if (c.vpp > 1) s += "_vpp" + std::to_string(c.vpp);
   if (c.tp > 1) s += "_tp" + std::to_string(c.tp);
   if (c.dp > 1) s += "_dp" + std::to_string(c.dp);
+  if (*c.pp_layout != 0) s += "_uneven";
+  if (c.full_recompute) s += "_recompute_full";
   return s;
 }
 
@@ -102,8 +108,12 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
   layout.dp = c.dp;
   layout.mbs = 1;
   layout.gbs = kGlobalBatch;
+  layout.pp_layout = c.pp_layout;
+  layout.recompute = c.full_recompute ? sim::Recompute::kFull : sim::Recompute::kNone;
+  ASSERT_EQ(sim::check_pipeline_split(model, layout), sim::SplitProblem::kNone);
   const TransformerShape part = transformer_shape_of(model, layout);
-  const TrainerOptions options = testing::three_step_options(kGlobalBatch);
+  TrainerOptions options = testing::three_step_options(kGlobalBatch);
+  options.recompute = layout.recompute;
 
   // Weights N(0, 0.05), rounded to bf16 so every run starts from the same numbers.
   Tensors weights;
@@ -182,7 +192,10 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
 INSTANTIATE_TEST_SUITE_P(GptAndLlama, PipelineTrainerTest,
                          ::testing::Values(PipelineCase{false, 2, 1, 1, 1}, PipelineCase{true, 2, 1, 1, 1},
                                            PipelineCase{false, 4, 2, 1, 1}, PipelineCase{true, 4, 2, 1, 1},
-                                           PipelineCase{false, 2, 1, 2, 2}, PipelineCase{true, 2, 1, 2, 2}),
+                                           PipelineCase{false, 2, 1, 2, 2}, PipelineCase{true, 2, 1, 2, 2},
+                                           // 3 + 5 layers, and the forward again before each backward
+                                           PipelineCase{true, 2, 1, 1, 1, "Ettt|tttttL"},
+                                           PipelineCase{false, 2, 1, 1, 1, "", true}),
                          [](const ::testing::TestParamInfo<PipelineCase>& info) { return case_name(info.param); });
 
 class PipelineTrainerRefusal : public kernels::testing::GpuTest {};

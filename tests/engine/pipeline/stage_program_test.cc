@@ -259,6 +259,20 @@ TEST(StageProgram, UnevenStagesPlayToo) {
   EXPECT_EQ(play(uneven, programs_of(uneven)), "");
 }
 
+TEST(StageProgram, GpipePlaysToo) {
+  // GPipe: every forward, then every backward; stage s keeps all m in flight.
+  sim::ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 8;
+  sim::ParallelLayout l;
+  l.pp = 4;
+  l.gbs = 6;
+  l.schedule = sim::Schedule::kGpipe;
+  l.overlap_grad_reduce = false;
+  const sim::Plan plan = sim::build_plan(m, l);
+  EXPECT_EQ(play(plan, programs_of(plan)), "");
+  EXPECT_EQ(stage_program_of(plan, 3).slots_per_chunk, std::vector<int>{6});
+}
+
 TEST(StageProgram, RefusesZeroBubble) {
   sim::ModelConfig m = testing::gpt3_175b();
   m.num_layers = 4;
