@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -143,6 +144,7 @@ class PipelineTrainer {
   void run_step(int step);
   void run_compute(const StageAction& action, float loss_scale);
   void exchange(const StageAction& action);
+  // pipeline_reductions.cc
   /// After the backward: dp sum, tied-embedding sum.
   void finish_gradients();
   void queue_optimizer(int step);
@@ -151,8 +153,7 @@ class PipelineTrainer {
   void initialise_parameters(const sim::ModelConfig& model);
   /// Runs `op` (a collective on `group`) ordered after the compute stream's
   /// work so far, and the compute stream's later work after it.
-  template <typename Op>
-  void on_group(comm::Communicator& group, Op op);
+  void on_group(comm::Communicator& group, const std::function<void()>& op);
   bool is_tied_copy(const Chunk& chunk, int tensor) const;
 
   TransformerShape shape_;  // the rank's tp shard, every layer
