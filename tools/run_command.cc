@@ -351,10 +351,12 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
                   "mbs (default 1), gbs (default mbs·dp), recompute (none|selective|full), dp (the\n"
-                  "ranks started, e.g. by --nproc-per-node, over tp; default all), tp (tensor parallel,\n"
-                  "sp=0), zero (0, or 1: the distributed optimizer, with dp > 1 and tp = 1);\n"
-                  "pp, cp, ep must be 1; or 'best': the search's first choice for the GPUs here and\n"
-                  "--global-batch");
+                  "ranks started, e.g. by --nproc-per-node, over tp·pp; default all), tp (tensor\n"
+                  "parallel, sp=0), pp (pipeline stages; vpp > 1 interleaves, schedule 1f1b|\n"
+                  "interleaved|gpipe, split knobs first_stage_layers, last_stage_layers,\n"
+                  "embedding_in_split, loss_in_split, pp_layout), zero (0, or 1: the distributed\n"
+                  "optimizer, with dp > 1 and tp = pp = 1); cp, ep must be 1; or 'best': the\n"
+                  "search's first choice for the GPUs here and --global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,
