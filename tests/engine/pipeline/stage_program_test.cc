@@ -123,6 +123,91 @@ std::string play(const sim::Plan& plan, const std::vector<StageProgram>& program
   return "";
 }
 
+// Follows one stage's buffers through its program, as PipelineTrainer uses
+// them: each (chunk, slot) Transformer's stage input (the first layer's
+// input, kept for its backward), stage output (the last layer's output, kept
+// for the loss's backward on the last virtual stage) and residual gradient.
+// Every read must find the micro-batch's own data there, and nothing may be
+// overwritten while a pass still needs it or before it was sent. Returns "" or
+// the first hazard.
+std::string follow_buffers(const sim::Plan& plan, int stage) {
+  const StageProgram program = stage_program_of(plan, stage);
+  enum What { kNothing, kInput, kOutput, kGradientIn, kGradientOut };  // gradient in: from the next stage
+  struct Tag {
+    What what = kNothing;
+    int microbatch = -1;
+    bool operator==(const Tag&) const = default;
+  };
+  const int vpp = plan.shape.vpp;
+  std::map<std::pair<int, int>, Tag> input, output, gradient;  // by (chunk, slot)
+  std::set<std::pair<int, int>> backward_done;                 // (chunk, micro-batch)
+  // The last compute action of each backward pass: the pass is done after it.
+  std::map<std::pair<int, int>, std::size_t> last_backward;
+  for (std::size_t i = 0; i < program.actions.size(); ++i) {
+    const StageAction& a = program.actions[i];
+    if (a.kind != Kind::kCompute) continue;
+    const sim::Task& t = plan.tasks[a.task];
+    if (t.pass != sim::Pass::kForward) last_backward[{t.chunk, t.microbatch}] = i;
+  }
+  auto layers = [&](int chunk) { return layers_in_chunk(plan.shape, stage, chunk); };
+  // With no layers the input and the output are one buffer (Transformer::stage_input).
+  auto output_of = [&](int chunk) -> std::map<std::pair<int, int>, Tag>& { return layers(chunk) == 0 ? input : output; };
+  auto where = [](int chunk, int mb) { return " (chunk " + std::to_string(chunk) + ", mb " + std::to_string(mb) + ")"; };
+  auto write_input = [&](int chunk, int slot, int mb) -> std::string {
+    const Tag old = input[{chunk, slot}];
+    if (old.what != kNothing && old.microbatch != mb && backward_done.count({chunk, old.microbatch}) == 0)
+      return "input of mb " + std::to_string(old.microbatch) + " overwritten before its backward" + where(chunk, mb);
+    input[{chunk, slot}] = {kInput, mb};
+    return "";
+  };
+  for (std::size_t i = 0; i < program.actions.size(); ++i) {
+    const StageAction& a = program.actions[i];
+    if (a.kind == Kind::kExchange) {
+      for (const Transfer& t : a.sends) {
+        const Tag want{t.direction == Direction::kForward ? kOutput : kGradientIn, t.microbatch};
+        const Tag got = t.direction == Direction::kForward ? output_of(t.chunk)[{t.chunk, t.slot}]
+                                                           : gradient[{t.chunk, t.slot}];
+        if (!(got == want)) return "send finds another's data" + where(t.chunk, t.microbatch);
+      }
+      for (const Transfer& t : a.receives) {
+        if (t.direction == Direction::kForward) {
+          if (std::string e = write_input(t.chunk, t.slot, t.microbatch); !e.empty()) return e;
+        } else {
+          const Tag old = gradient[{t.chunk, t.slot}];
+          if (old.what == kGradientOut) return "a received gradient overwritten before use" + where(t.chunk, t.microbatch);
+          gradient[{t.chunk, t.slot}] = {kGradientOut, t.microbatch};
+        }
+      }
+      continue;
+    }
+    if (a.kind != Kind::kCompute) continue;
+    const sim::Task& t = plan.tasks[a.task];
+    const int c = t.chunk, mb = t.microbatch, slot = a.slot;
+    const bool forward = t.pass == sim::Pass::kForward;
+    const bool last_virtual = stage == plan.shape.pp - 1 && c == vpp - 1;
+    if (forward && t.block == sim::Block::kEmbedding) {
+      if (std::string e = write_input(c, slot, mb); !e.empty()) return e;
+      if (layers(c) == 0) input[{c, slot}] = {kOutput, mb};
+      continue;
+    }
+    if (layers(c) > 0 && !(input[{c, slot}] == Tag{kInput, mb}))
+      return "a pass finds another's input" + where(c, mb);
+    if (forward && t.block == sim::Block::kMlp && a.local_layer == layers(c) - 1) output[{c, slot}] = {kOutput, mb};
+    if (t.block == sim::Block::kOutput) {
+      if (!(output_of(c)[{c, slot}] == Tag{kOutput, mb})) return "the loss finds another's output" + where(c, mb);
+      if (!forward) gradient[{c, slot}] = {kGradientOut, mb};
+    }
+    if (!forward && t.block != sim::Block::kOutput && !last_virtual && layers(c) > 0 &&
+        gradient[{c, slot}].microbatch != mb)
+      return "a backward finds another's gradient" + where(c, mb);
+    if (!forward && t.block == sim::Block::kAttention && a.local_layer == 0) gradient[{c, slot}] = {kGradientIn, mb};
+    if (!forward && t.block == sim::Block::kEmbedding && !(gradient[{c, slot}].microbatch == mb))
+      return "the embedding's backward finds another's gradient" + where(c, mb);
+    if (!forward && last_backward[{c, mb}] == i) backward_done.insert({c, mb});
+  }
+  return "";
+}
+
 std::vector<StageProgram> programs_of(const sim::Plan& plan) {
   std::vector<StageProgram> out;
   for (int s = 0; s < plan.shape.pp; ++s) out.push_back(stage_program_of(plan, s));
@@ -203,6 +288,23 @@ TEST(StageProgram, SlotsCoverThePeakOfInFlightMicrobatches) {
   EXPECT_EQ(stage_program_of(interleaved, 0).slots_per_chunk, (std::vector<int>{4, 2}));
 }
 
+// Full recomputation: the forward again at the start of each backward pass
+// reads the stored input; the buffers still hold what each pass needs.
+TEST(StageProgram, RecomputationKeepsTheBuffersSafe) {
+  sim::ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 8;
+  sim::ParallelLayout l;
+  l.pp = 2;
+  l.vpp = 2;
+  l.schedule = sim::Schedule::kInterleaved;
+  l.gbs = 6;
+  l.recompute = sim::Recompute::kFull;
+  l.overlap_grad_reduce = false;
+  const sim::Plan plan = sim::build_plan(m, l);
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(follow_buffers(plan, s), "") << "stage " << s;
+  EXPECT_EQ(play(plan, programs_of(plan)), "");
+}
+
 struct PlayCase {
   int pp, vpp, microbatches;
 };
@@ -213,6 +315,7 @@ TEST_P(StageProgramPlay, TransfersMeetTheirPeersWithoutDeadlock) {
   const PlayCase c = GetParam();
   const sim::Plan plan = plan_of(c.pp, c.vpp, c.microbatches, 2 * c.pp * c.vpp);
   EXPECT_EQ(play(plan, programs_of(plan)), "");
+  for (int s = 0; s < c.pp; ++s) EXPECT_EQ(follow_buffers(plan, s), "") << "stage " << s;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, StageProgramPlay,
@@ -257,6 +360,7 @@ TEST(StageProgram, UnevenStagesPlayToo) {
   const sim::Plan uneven = sim::build_plan(m, interleaved);
   EXPECT_EQ(layers_in_chunk(uneven.shape, 0, 0), 0);
   EXPECT_EQ(play(uneven, programs_of(uneven)), "");
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(follow_buffers(uneven, s), "") << "stage " << s;
 }
 
 TEST(StageProgram, GpipePlaysToo) {
@@ -270,6 +374,7 @@ TEST(StageProgram, GpipePlaysToo) {
   l.overlap_grad_reduce = false;
   const sim::Plan plan = sim::build_plan(m, l);
   EXPECT_EQ(play(plan, programs_of(plan)), "");
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(follow_buffers(plan, s), "") << "stage " << s;
   EXPECT_EQ(stage_program_of(plan, 3).slots_per_chunk, std::vector<int>{6});
 }
 
