@@ -23,17 +23,26 @@ namespace {
 
 using Kind = StageAction::Kind;
 
-sim::Plan plan_of(int pp, int vpp, int microbatches, int layers = 8) {
+// GPT-3's layer shapes with `layers` layers, mbs 1, one dp replica.
+sim::Plan plan_of(sim::ParallelLayout l, int layers) {
   sim::ModelConfig m = testing::gpt3_175b();
   m.num_layers = layers;
+  l.overlap_grad_reduce = false;
+  return sim::build_plan(m, l);
+}
+
+sim::ParallelLayout pipeline(int pp, int vpp, int microbatches,
+                             sim::Schedule schedule = sim::Schedule::kOneFOneB) {
   sim::ParallelLayout l;
   l.pp = pp;
   l.vpp = vpp;
-  l.schedule = vpp > 1 ? sim::Schedule::kInterleaved : sim::Schedule::kOneFOneB;
-  l.mbs = 1;
+  l.schedule = vpp > 1 ? sim::Schedule::kInterleaved : schedule;
   l.gbs = microbatches;
-  l.overlap_grad_reduce = false;
-  return sim::build_plan(m, l);
+  return l;
+}
+
+sim::Plan plan_of(int pp, int vpp, int microbatches, int layers = 8) {
+  return plan_of(pipeline(pp, vpp, microbatches), layers);
 }
 
 // What a message carries: its direction, the sender's virtual stage
@@ -291,16 +300,9 @@ TEST(StageProgram, SlotsCoverThePeakOfInFlightMicrobatches) {
 // Full recomputation: the forward again at the start of each backward pass
 // reads the stored input; the buffers still hold what each pass needs.
 TEST(StageProgram, RecomputationKeepsTheBuffersSafe) {
-  sim::ModelConfig m = testing::gpt3_175b();
-  m.num_layers = 8;
-  sim::ParallelLayout l;
-  l.pp = 2;
-  l.vpp = 2;
-  l.schedule = sim::Schedule::kInterleaved;
-  l.gbs = 6;
+  sim::ParallelLayout l = pipeline(2, 2, 6);
   l.recompute = sim::Recompute::kFull;
-  l.overlap_grad_reduce = false;
-  const sim::Plan plan = sim::build_plan(m, l);
+  const sim::Plan plan = plan_of(l, 8);
   for (int s = 0; s < 2; ++s) EXPECT_EQ(follow_buffers(plan, s), "") << "stage " << s;
   EXPECT_EQ(play(plan, programs_of(plan)), "");
 }
@@ -332,15 +334,10 @@ INSTANTIATE_TEST_SUITE_P(Schedules, StageProgramPlay,
 // Uneven stages (sim/core/pipeline_split.h): 10 layers at pp = 4 with 1 on
 // the first stage and 3 on the last; and a pp_layout whose chunks hold 0 to 3.
 TEST(StageProgram, UnevenStagesPlayToo) {
-  sim::ModelConfig m = testing::gpt3_175b();
-  m.num_layers = 10;
-  sim::ParallelLayout l;
-  l.pp = 4;
-  l.gbs = 8;
+  sim::ParallelLayout l = pipeline(4, 1, 8);
   l.first_stage_layers = 1;
   l.last_stage_layers = 3;
-  l.overlap_grad_reduce = false;
-  const sim::Plan plan = sim::build_plan(m, l);
+  const sim::Plan plan = plan_of(l, 10);
   EXPECT_EQ(layers_in_chunk(plan.shape, 0, 0), 1);
   EXPECT_EQ(layers_in_chunk(plan.shape, 3, 0), 3);
   EXPECT_EQ(play(plan, programs_of(plan)), "");
@@ -349,15 +346,9 @@ TEST(StageProgram, UnevenStagesPlayToo) {
     if (a.kind == Kind::kCompute && plan.tasks[a.task].layer != sim::kNoIndex) {
       EXPECT_EQ(a.local_layer, plan.tasks[a.task].layer - 7);
     }
-  m.num_layers = 6;
-  sim::ParallelLayout interleaved;
-  interleaved.pp = 2;
-  interleaved.vpp = 2;
-  interleaved.schedule = sim::Schedule::kInterleaved;
-  interleaved.gbs = 4;
-  interleaved.overlap_grad_reduce = false;
+  sim::ParallelLayout interleaved = pipeline(2, 2, 4);
   interleaved.pp_layout = "E|ttt|tt|tL";
-  const sim::Plan uneven = sim::build_plan(m, interleaved);
+  const sim::Plan uneven = plan_of(interleaved, 6);
   EXPECT_EQ(layers_in_chunk(uneven.shape, 0, 0), 0);
   EXPECT_EQ(play(uneven, programs_of(uneven)), "");
   for (int s = 0; s < 2; ++s) EXPECT_EQ(follow_buffers(uneven, s), "") << "stage " << s;
@@ -365,27 +356,14 @@ TEST(StageProgram, UnevenStagesPlayToo) {
 
 TEST(StageProgram, GpipePlaysToo) {
   // GPipe: every forward, then every backward; stage s keeps all m in flight.
-  sim::ModelConfig m = testing::gpt3_175b();
-  m.num_layers = 8;
-  sim::ParallelLayout l;
-  l.pp = 4;
-  l.gbs = 6;
-  l.schedule = sim::Schedule::kGpipe;
-  l.overlap_grad_reduce = false;
-  const sim::Plan plan = sim::build_plan(m, l);
+  const sim::Plan plan = plan_of(pipeline(4, 1, 6, sim::Schedule::kGpipe), 8);
   EXPECT_EQ(play(plan, programs_of(plan)), "");
   for (int s = 0; s < 4; ++s) EXPECT_EQ(follow_buffers(plan, s), "") << "stage " << s;
   EXPECT_EQ(stage_program_of(plan, 3).slots_per_chunk, std::vector<int>{6});
 }
 
 TEST(StageProgram, RefusesZeroBubble) {
-  sim::ModelConfig m = testing::gpt3_175b();
-  m.num_layers = 4;
-  sim::ParallelLayout l;
-  l.pp = 2;
-  l.schedule = sim::Schedule::kZeroBubbleH1;
-  l.gbs = 4;
-  const sim::Plan plan = sim::build_plan(m, l);
+  const sim::Plan plan = plan_of(pipeline(2, 1, 4, sim::Schedule::kZeroBubbleH1), 4);
   EXPECT_THROW(stage_program_of(plan, 1), std::invalid_argument);
 }
 
