@@ -12,6 +12,7 @@
 #include "engine/data_parallel/distributed_optimizer.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/tensor_parallel/partial_gradients.h"
+#include "engine/trainer_arrays.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -254,7 +255,6 @@ void Trainer::initialise_parameters() {
   // buffer as scratch, whose blocks the shard then takes.
   float* full = sharded_ ? gradients_ : master_;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, n * sizeof(float), stream_));  // padding too
-  const double scaled_std = options_.init_std / std::sqrt(2.0 * shape_.num_layers);
   const std::size_t tensors = layout_.tensors().size();
   for (std::size_t i = 0; i < tensors; ++i) {
     const ParameterTensor& t = layout_.tensors()[i];
@@ -263,21 +263,7 @@ void Trainer::initialise_parameters() {
     // (else the shards would start, and stay, equal). Replicated tensors, and
     // one GPU, use the tensor's own.
     const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
-    switch (t.init) {
-      case ParameterInit::kNormal:
-        kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(options_.init_std),
-                             options_.seed, stream_id, stream_);
-        break;
-      case ParameterInit::kScaledNormal:
-        kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(scaled_std), options_.seed,
-                             stream_id, stream_);
-        break;
-      case ParameterInit::kOnes:
-        kernels::fill_constant(out, t.elements(), 1.0f, stream_);
-        break;
-      case ParameterInit::kZeros:
-        break;  // zeroed above
-    }
+    draw_initial_values(out, t, stream_id, options_, shape_.num_layers, stream_);  // kZeros: zeroed above
   }
   kernels::convert_to_bf16(weights_, full, n, stream_);
   const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : n;
@@ -363,13 +349,7 @@ void Trainer::run_tasks(int step) {
 }
 
 void Trainer::queue_optimizer(int step) {
-  kernels::AdamWStep s;
-  s.learning_rate = static_cast<float>(options_.lr.at(step));
-  s.beta1 = static_cast<float>(options_.optimizer.beta1);
-  s.beta2 = static_cast<float>(options_.optimizer.beta2);
-  s.eps = static_cast<float>(options_.optimizer.eps);
-  s.step = step;
-  s.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
+  kernels::AdamWStep s = adamw_step(options_, step);
   if (sharded_) {
     sharded_->queue_step({weights_, gradients_, master_, adam_m_, adam_v_, norm_scalars_, norm_workspace_,
                           norm_workspace_bytes_},
@@ -431,16 +411,8 @@ double Trainer::gathered_mean_loss() {
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), gathered_losses_, losses.size() * sizeof(float),
                                      cudaMemcpyDeviceToHost, dp_->stream()));
   wait_for_compute_stream();  // the dp stream's gather included
-  // Block j holds rank j's micro-batches j, j+dp, ...: summed in global
-  // micro-batch order, the mean is the one a single rank computes.
-  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
-  double sum = 0;
-  for (int g = 0; g < microbatches_ * dp_size_; ++g) {
-    const float* mb = losses.data() + static_cast<std::size_t>(g % dp_size_) * local +
-                      static_cast<std::size_t>(g / dp_size_) * per_mb;
-    for (std::size_t i = 0; i < per_mb; ++i) sum += mb[i];
-  }
-  return sum / static_cast<double>(losses.size());
+  // Summed in global micro-batch order, the mean is the one a single rank computes.
+  return mean_loss_in_global_order(losses, microbatches_, dp_size_, static_cast<std::size_t>(shape_.tokens()));
 }
 
 void Trainer::queue_tensor_parallel_sum_squares() {
@@ -549,19 +521,10 @@ void Trainer::set_parameter(const std::string& name, std::span<const float> valu
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-namespace {
-std::vector<float> download(const float* device, std::size_t n, cudaStream_t stream) {
-  std::vector<float> host(n);
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
-}
-}  // namespace
-
 std::vector<float> Trainer::master_parameter(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  if (!sharded_) return download(master_ + t.offset, t.elements(), stream_);
-  const std::vector<float> shard = download(master_, sharded_->shard_elements(), stream_);
+  if (!sharded_) return download_floats(master_ + t.offset, t.elements(), stream_);
+  const std::vector<float> shard = download_floats(master_, sharded_->shard_elements(), stream_);
   std::vector<float> values(t.elements(), std::numeric_limits<float>::quiet_NaN());
   for (std::size_t b = 0; b < sharded_->owned().size(); ++b) {
     const data_parallel::GradientBucket& o = sharded_->owned()[b];
@@ -574,58 +537,24 @@ std::vector<float> Trainer::master_parameter(const std::string& name) const {
 
 std::vector<float> Trainer::weight(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  std::vector<Bf16> host(t.elements());
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), weights_ + t.offset, host.size() * sizeof(Bf16),
-                                     cudaMemcpyDeviceToHost, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<float> values(host.size());
-  for (std::size_t i = 0; i < host.size(); ++i) values[i] = kernels::to_float(host[i]);
-  return values;
+  return download_bf16_as_floats(weights_ + t.offset, t.elements(), stream_);
 }
 
 std::vector<float> Trainer::gradient(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  return download(gradients_ + t.offset, t.elements(), stream_);
+  return download_floats(gradients_ + t.offset, t.elements(), stream_);
 }
 
 checkpoint::TrainerState Trainer::state() const {
-  checkpoint::TrainerState s;
-  s.steps_done = steps_done_;
-  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : elements_;
-  s.weights_bf16.resize(elements_);
-  static_assert(sizeof(Bf16) == sizeof(std::uint16_t));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(s.weights_bf16.data(), weights_, elements_ * sizeof(Bf16),
-                                     cudaMemcpyDeviceToHost, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  s.master = download(master_, master_elements, stream_);
-  s.adam_m = download(adam_m_, master_elements, stream_);
-  s.adam_v = download(adam_v_, master_elements, stream_);
-  return s;
+  return read_trainer_state({weights_, master_, adam_m_, adam_v_, elements_,
+                             sharded_ ? sharded_->shard_elements() : elements_},
+                            steps_done_, stream_);
 }
 
 void Trainer::restore(const checkpoint::TrainerState& s) {
-  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : elements_;
-  struct Length {
-    const char* what;
-    std::size_t got, expected;
-  };
-  for (const Length& l : {Length{"bf16 weights", s.weights_bf16.size(), elements_},
-                          Length{"fp32 master weights", s.master.size(), master_elements},
-                          Length{"Adam m", s.adam_m.size(), master_elements},
-                          Length{"Adam v", s.adam_v.size(), master_elements}})
-    if (l.got != l.expected)
-      throw std::invalid_argument("Trainer::restore: the state's " + std::string(l.what) + " hold " +
-                                  std::to_string(l.got) + " elements; this trainer's " + std::to_string(l.expected));
-  if (s.steps_done < 0) throw std::invalid_argument("Trainer::restore: negative steps_done");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(weights_, s.weights_bf16.data(), elements_ * sizeof(Bf16),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_, s.master.data(), master_elements * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(adam_m_, s.adam_m.data(), master_elements * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(adam_v_, s.adam_v.data(), master_elements * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  write_trainer_state({weights_, master_, adam_m_, adam_v_, elements_,
+                       sharded_ ? sharded_->shard_elements() : elements_},
+                      s, "Trainer::restore", stream_);
   steps_done_ = static_cast<int>(s.steps_done);
 }
 

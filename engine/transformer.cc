@@ -38,7 +38,7 @@ void Transformer::reserve(T*& member, std::string name, MemoryCategory category,
 }
 
 Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute,
-                         int microbatches, ArenaPlan& plan)
+                         int microbatches, ArenaPlan& plan, const StageParts& parts)
     : shape_(shape), recompute_(recompute), microbatches_(microbatches) {
   const TransformerShape& s = shape_;
   const std::size_t T = to_size(s.tokens());
@@ -79,10 +79,12 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     reserve(a.act, p + "act", kAct, T * to_size(s.ffn_hidden), plan);
   }
   reserve(final_input_, "final_norm.input", kAct, Ts * h, plan);
-  reserve(final_norm_, "final_norm", kAct, T * h, plan);  // under sp, all-gathered
-  reserve(final_mean_, "final_norm_mean", kAct, Ts, plan);
-  reserve(final_rstd_, "final_norm_rstd", kAct, Ts, plan);
-  reserve(logits_, "logits", kAct, T * to_size(s.vocab), plan);
+  if (parts.output) {
+    reserve(final_norm_, "final_norm", kAct, T * h, plan);  // under sp, all-gathered
+    reserve(final_mean_, "final_norm_mean", kAct, Ts, plan);
+    reserve(final_rstd_, "final_norm_rstd", kAct, Ts, plan);
+    reserve(logits_, "logits", kAct, T * to_size(s.vocab), plan);
+  }
 
   // Gradients of activations: one micro-batch's worth, reused by every layer.
   reserve(dx_, "grad.residual", kAct, Ts * h, plan);
@@ -117,9 +119,11 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   if (!s.gelu) reserve(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
 
   const std::size_t step_tokens = T * to_size(microbatches_);
-  reserve(tokens_, "tokens", kOther, step_tokens, plan);
-  reserve(targets_, "targets", kOther, step_tokens, plan);
-  reserve(losses_, "losses", kOther, step_tokens, plan);
+  if (parts.embedding) reserve(tokens_, "tokens", kOther, step_tokens, plan);
+  if (parts.output) {
+    reserve(targets_, "targets", kOther, step_tokens, plan);
+    reserve(losses_, "losses", kOther, step_tokens, plan);
+  }
 
   const int rows = static_cast<int>(T);
   norm_workspace_bytes_ = s.layernorm ? kernels::layernorm_backward_workspace_bytes(rows, s.hidden)
@@ -129,11 +133,12 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   const int widest_bias = std::max({s.qkv_width(), s.fc1_width(), s.hidden});
   bias_workspace_bytes_ = kernels::bias_gradient_workspace_bytes(rows, widest_bias);
   reserve((bias_workspace_), "workspace.bias_gradient", kOther, bias_workspace_bytes_, plan);
-  embedding_workspace_bytes_ =
-      s.tp > 1 ? kernels::embedding_backward_shard_workspace_bytes(s.micro_batch, s.seq, s.vocab)
-               : kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
-  reserve((embedding_workspace_), "workspace.embedding", kOther,
-          embedding_workspace_bytes_, plan);
+  if (parts.embedding) {
+    embedding_workspace_bytes_ =
+        s.tp > 1 ? kernels::embedding_backward_shard_workspace_bytes(s.micro_batch, s.seq, s.vocab)
+                 : kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
+    reserve((embedding_workspace_), "workspace.embedding", kOther, embedding_workspace_bytes_, plan);
+  }
   attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention_shape());
   reserve((attention_workspace_), "workspace.attention", kOther,
           attention_workspace_bytes_, plan);
@@ -627,6 +632,13 @@ void Transformer::attention_norm_backward(int layer, const Bf16* dnorm) {
   const int below_fc2_bias = layer > 0 ? layout_->layer(layer - 1).fc2_bias : LayerTensors::kAbsent;
   norm_backward(dx_, dnorm, a.input, w.norm1_gamma, w.norm1_beta, a.norm1_mean, a.norm1_rstd,
                 dx_, below_fc2_bias);
+}
+
+void Transformer::output_gradient_received() {
+  if (!residual_biases_from_norms() || shape_.num_layers == 0) return;  // else mlp_backward sums it
+  const int fc2_bias = layout_->layer(shape_.num_layers - 1).fc2_bias;
+  kernels::bias_gradient(gradient(fc2_bias), dx_, static_cast<int>(shape_.tokens()), shape_.hidden,
+                         accumulate_gradients_, bias_workspace_, bias_workspace_bytes_, stream_);
 }
 
 void Transformer::embedding_backward(int mb) {

@@ -97,8 +97,10 @@ class Transformer {
   /// Registers every activation, gradient scratch and workspace buffer of a
   /// step of `microbatches` micro-batches in `plan` (tokens, targets and
   /// per-token losses for all of them). Needs a CUDA device (CUB's sort space).
+  /// `parts`: a pipeline stage's chunk without the embedding (output) has no
+  /// tokens (final norm, logits, targets, losses) and runs no such task.
   Transformer(const TransformerShape& shape, sim::Recompute recompute, int microbatches,
-              ArenaPlan& plan);
+              ArenaPlan& plan, const StageParts& parts = {});
 
   /// Points the buffers into `arena` (made from the plan above) and the
   /// parameters into `parameters`; before any task runs. `tensor_parallel`:
@@ -144,6 +146,19 @@ class Transformer {
   /// Device arrays of the whole step, (microbatches x tokens per micro-batch):
   /// the trainer uploads tokens and targets and reads the losses back.
   std::int32_t* tokens() const { return tokens_; }
+  // A pipeline stage's boundary (engine/pipeline/): the shape holds the
+  // stage's layers, the parameter layout its parts (StageParts).
+  /// (T, h): the first layer's input — what the previous stage sends, or the embedding writes.
+  Bf16* stage_input() const { return layers_.empty() ? final_input_ : layers_[0].input; }
+  /// (T, h): the last layer's output — what the next stage receives.
+  Bf16* stage_output() const { return final_input_; }
+  /// (T, h): the residual stream's gradient; on a stage without the output the
+  /// next stage's input gradient is received here, and after the first
+  /// layer's backward it holds this stage's input gradient.
+  Bf16* residual_gradient() const { return dx_; }
+  /// After receiving residual_gradient() on a stage without the output: the
+  /// last layer's fc2 bias gradient, which output_backward's norm sums on the last stage.
+  void output_gradient_received();
   std::int32_t* targets() const { return targets_; }
   float* losses() const { return losses_; }
   const TransformerShape& shape() const { return shape_; }

@@ -10,6 +10,7 @@
 // checks its own results against the CPU's. Every collective is followed by a
 // synchronize with a timeout, so a hang is reported, not waited on. Exit code
 // 0 when every rank passed, 1 otherwise (the supervisor names the first).
+#include <cstddef>
 #include <CLI/CLI.hpp>
 #include <cuda_runtime_api.h>
 
@@ -125,6 +126,20 @@ std::vector<std::string> check_group(Communicator& g, DataType type, std::size_t
   // send_recv around the ring: from rank r-1
   g.send_recv(send.get(), n, (r + 1) % p, block.get(), n, (r + p - 1) % p, type);
   expect("send_recv", block, values((r + p - 1) % p, n));
+  // exchange both ways around the ring in one group (a pipeline stage's
+  // exchange with both neighbours): the first block from rank r-1, the
+  // second from rank r+1.
+  {
+    Buffer both(2 * n, type);
+    auto* second = static_cast<std::byte*>(both.get()) + n * engine::comm::bytes_of(type);
+    const engine::comm::PeerTransfer sends[] = {{send.get(), n, (r + 1) % p}, {send.get(), n, (r + p - 1) % p}};
+    const engine::comm::PeerTransfer receives[] = {{both.get(), n, (r + p - 1) % p}, {second, n, (r + 1) % p}};
+    g.exchange(sends, receives, type);
+    std::vector<float> want = values((r + p - 1) % p, n);
+    const std::vector<float> from_next = values((r + 1) % p, n);
+    want.insert(want.end(), from_next.begin(), from_next.end());
+    expect("exchange", both, want);
+  }
   g.barrier();
   return failed;
 }

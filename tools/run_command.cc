@@ -17,6 +17,7 @@
 #include "search/layout_search.h"
 #include "sim/core/config_error.h"
 #include "sim/core/layout_check.h"
+#include "sim/core/pipeline_split.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
 #include "tools/numeric_option.h"
@@ -90,12 +91,9 @@ std::string best_layout(const RunArguments& a, const sim::ModelConfig& model,
 
 // Knobs the engine does not execute yet, and what they are.
 constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {
-    {"pp", "pipeline parallelism"}, {"vpp", "interleaved pipelining"},
     {"cp", "context parallelism"}, {"ep", "expert parallelism"}, {"etp", "expert tensor parallelism"}};
 
 std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
-  if (name == "pp") return p.pp;
-  if (name == "vpp") return p.vpp;
   if (name == "cp") return p.cp;
   if (name == "ep") return p.ep;
   return p.etp;
@@ -107,9 +105,39 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
     const std::optional<int> knob = knob_of(p, name);
     if (knob && *knob != 1)
       throw_option_error("--layout", name,
-          std::to_string(*knob) + ": `sextant run` trains data- and tensor-parallel layouts (dp, tp) "
-              "so far; " + what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
+          std::to_string(*knob) + ": `sextant run` trains data-, tensor- and pipeline-parallel layouts "
+              "(dp, tp, pp, vpp) so far; " + what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
   }
+}
+
+// Pipeline parallelism (engine/pipeline/): pp, vpp, the schedule (1F1B, or
+// interleaved 1F1B with vpp > 1; GPipe too) and the split knobs, into `l`
+// (whose dp, mbs and gbs are set).
+void pipeline_layout(const sim::PartialLayout& p, sim::ParallelLayout& l) {
+  l.pp = p.pp.value_or(1);
+  l.vpp = p.vpp.value_or(1);
+  if (l.vpp > 1 && l.pp == 1)
+    throw_option_error("--layout", "vpp", std::to_string(l.vpp) + ": model chunks interleave over a pipeline; needs pp > 1");
+  l.schedule = p.schedule.value_or(l.vpp > 1 ? sim::Schedule::kInterleaved : sim::Schedule::kOneFOneB);
+  if (l.schedule == sim::Schedule::kZeroBubbleH1)
+    throw_option_error("--layout", "schedule", "zb-h1: the engine runs whole backward passes; accepted: 1f1b, "
+                                               "interleaved (with vpp > 1), gpipe");
+  if (l.vpp > 1 && l.schedule != sim::Schedule::kInterleaved)
+    throw_option_error("--layout", "schedule", std::string(sim::to_string(l.schedule)) + " runs one model chunk per "
+                                               "stage; vpp=" + std::to_string(l.vpp) + " needs schedule=interleaved");
+  const int microbatches = l.gbs / (l.mbs * l.dp);
+  if (l.vpp > 1 && microbatches % l.pp != 0)
+    throw_option_error("--layout", "gbs", "interleaved 1F1B needs the micro-batches per replica (gbs/(mbs·dp) = " +
+                                              std::to_string(microbatches) + ") to be a multiple of pp (" +
+                                              std::to_string(l.pp) + ")");
+  if (l.pp > 1 && l.zero > 0)
+    throw_option_error("--layout", "zero", "the distributed optimizer with pp > 1 is not executed yet (issue 13); "
+                                           "use zero=0 with pp");
+  l.first_stage_layers = p.first_stage_layers.value_or(0);
+  l.last_stage_layers = p.last_stage_layers.value_or(0);
+  l.embedding_in_split = p.embedding_in_split.value_or(false);
+  l.loss_in_split = p.loss_in_split.value_or(false);
+  l.pp_layout = p.pp_layout.value_or("");
 }
 
 // The layout: micro-batch, global batch, recompute and dp = the ranks a
@@ -118,16 +146,21 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
   const sim::PartialLayout p = sim::parse_layout(layout);
   refuse_model_parallel(p);
   const int tp = p.tp.value_or(1);
-  if (p.dp && tp * *p.dp != a.world_size)
+  const int pp = p.pp.value_or(1);
+  // The ranks a replica takes: tp, or tp·pp with a pipeline.
+  const int replica = tp * pp;
+  const std::string product = pp > 1 ? "tp·pp·dp" : "tp·dp";
+  if (p.dp && replica * *p.dp != a.world_size)
     throw_option_error("--layout", "dp",
-        "tp·dp = " + std::to_string(tp * *p.dp) + " but this run has " + std::to_string(a.world_size) +
-            " rank(s): start tp·dp processes with --nproc-per-node " + std::to_string(tp * *p.dp) +
+        product + " = " + std::to_string(replica * *p.dp) + " but this run has " + std::to_string(a.world_size) +
+            " rank(s): start " + product + " processes with --nproc-per-node " + std::to_string(replica * *p.dp) +
             " (or a Slurm / mpirun job of that many tasks), or leave dp out to fill the ranks");
-  if (a.world_size % tp != 0)
-    throw_option_error("--layout", "tp",
-        std::to_string(tp) + ": this run has " + std::to_string(a.world_size) +
-            " rank(s), not a multiple of tp: start tp·dp processes (--nproc-per-node, Slurm or mpirun)");
-  const int dp = a.world_size / tp;
+  if (a.world_size % replica != 0)
+    throw_option_error("--layout", pp > 1 ? "pp" : "tp",
+        std::to_string(pp > 1 ? pp : tp) + ": this run has " + std::to_string(a.world_size) +
+            " rank(s), not a multiple of " + (pp > 1 ? "tp·pp = " + std::to_string(replica) : "tp") +
+            ": start " + product + " processes (--nproc-per-node, Slurm or mpirun)");
+  const int dp = a.world_size / replica;
   if (p.zero && *p.zero != 0 && dp == 1)
     throw_option_error("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
   if (p.zero && *p.zero > 1)
@@ -160,7 +193,11 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
   l.recompute = p.recompute.value_or(sim::Recompute::kNone);
   // Sequence parallelism (Korthikanti et al. 2022) runs with tp > 1; at tp = 1 there is nothing to split.
   l.sp = p.sp.value_or(false) && tp > 1;
+  if (l.sp && pp > 1)
+    throw_option_error("--layout", "sp", "1: sequence parallelism with pipeline parallelism is not executed yet "
+                                         "(issue 13); use sp=0 with pp > 1");
   l.overlap_grad_reduce = false;
+  pipeline_layout(p, l);
   return l;
 }
 
@@ -187,6 +224,14 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (!s.report_dir.empty()) s.compare = true;
   s.layout = run_layout(a, best ? best_layout(a, s.model, s.cluster, s.profile, s.layout_note)
                                 : a.layout);
+  if (const sim::SplitProblem problem = sim::check_pipeline_split(s.model, s.layout); problem != sim::SplitProblem::kNone)
+    throw_option_error("--layout", sim::split_problem_knob(problem), sim::split_problem_message(problem, s.model, s.layout));
+  if (s.layout.pp > 1 && (!s.save_dir.empty() || !s.load_dir.empty()))
+    throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
+                       "checkpoints of pipeline-parallel runs are not written or read yet (issue 13); use pp=1");
+  // A pipeline's --compare reads the task times of the run itself: the timing
+  // pass without CUDA graphs (time_tasks_apart) trains one GPU.
+  if (s.layout.pp > 1 && s.compare) s.time_tasks = true;
   // Tensor parallelism splits heads, query groups and the MLP (Shoeybi et al. 2019).
   const int tp = s.layout.tp;
   for (const auto& [count, key] : {std::pair{static_cast<std::int64_t>(s.model.num_attention_heads), "num_attention_heads"},
@@ -312,10 +357,12 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--model", a->model, "model preset name (configs/models) or a model YAML")->required();
   cmd->add_option("--layout", a->layout,
                   "mbs (default 1), gbs (default mbs·dp), recompute (none|selective|full), dp (the\n"
-                  "ranks started, e.g. by --nproc-per-node, over tp; default all), tp (tensor parallel,\n"
-                  "sp=0), zero (0, or 1: the distributed optimizer, with dp > 1 and tp = 1);\n"
-                  "pp, cp, ep must be 1; or 'best': the search's first choice for the GPUs here and\n"
-                  "--global-batch");
+                  "ranks started, e.g. by --nproc-per-node, over tp·pp; default all), tp (tensor\n"
+                  "parallel, sp=0), pp (pipeline stages; vpp > 1 interleaves, schedule 1f1b|\n"
+                  "interleaved|gpipe, split knobs first_stage_layers, last_stage_layers,\n"
+                  "embedding_in_split, loss_in_split, pp_layout), zero (0, or 1: the distributed\n"
+                  "optimizer, with dp > 1 and tp = pp = 1); cp, ep must be 1; or 'best': the\n"
+                  "search's first choice for the GPUs here and --global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
   add_whole_number_option(*cmd, "--seq-length", a->seq_length,
@@ -437,6 +484,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
     if (job.communicators) {
       run.data_parallel = job.communicators->groups.dp.get();
       run.tensor_parallel = job.communicators->groups.tp.get();
+      run.pipeline = job.communicators->groups.pp.get();
     }
 #endif
 #ifdef SEXTANT_HAVE_NCCL

@@ -95,6 +95,7 @@ struct PreparedRun {
   /// and its rank in the world: only rank 0 prints.
   engine::comm::Communicator* data_parallel = nullptr;
   engine::comm::Communicator* tensor_parallel = nullptr;  // when settings.layout.tp > 1
+  engine::comm::Communicator* pipeline = nullptr;         // when settings.layout.pp > 1
   int world_rank = 0;
   /// --load: the checkpoint, its metadata checked against the model, layout,
   /// schedule and seed (tools/run_checkpoint.h); the rank's shard is read by

@@ -39,6 +39,7 @@
 #include "sim/flops/model_flops.h"
 #include "sim/memory/memory_model.h"
 #include "tools/run_checkpoint.h"
+#include "tools/rank_trainer.h"
 #include "tools/run_compare.h"
 #include "tools/run_settings.h"
 
@@ -102,13 +103,14 @@ std::size_t device_memory_in_use() {
 
 // Every rank stops after the same step, or the others would wait forever in
 // the next step's collectives: one rank's Ctrl-C or SIGTERM is summed over the
-// data-parallel group, then over the tensor-parallel one (so over the tp·dp
-// world), between steps (one float each, a few microseconds).
+// data-parallel group, then over the tensor-parallel and the pipeline ones (so
+// over the tp·dp·pp world), between steps (one float each, a few microseconds).
 class StopVote {
  public:
-  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp, std::chrono::milliseconds timeout)
-      : groups_{dp, tp}, timeout_(timeout) {
-    if (dp != nullptr || tp != nullptr)
+  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp, engine::comm::Communicator* pp,
+           std::chrono::milliseconds timeout)
+      : groups_{dp, tp, pp}, timeout_(timeout) {
+    if (dp != nullptr || tp != nullptr || pp != nullptr)
       SEXTANT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(float)));
   }
   ~StopVote() {
@@ -130,7 +132,7 @@ class StopVote {
   }
 
  private:
-  engine::comm::Communicator* groups_[2];
+  engine::comm::Communicator* groups_[3];
   std::chrono::milliseconds timeout_;
   float* flag_ = nullptr;
 };
@@ -186,6 +188,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   engine::comm::Communicator* const tensor_parallel = tp > 1 ? run.tensor_parallel : nullptr;
   if (tp > 1 && tensor_parallel == nullptr)
     throw std::logic_error("run_training: tp = " + std::to_string(tp) + " without a tensor-parallel group");
+  const int pp = s.layout.pp;
+  engine::comm::Communicator* const pipeline = pp > 1 ? run.pipeline : nullptr;
+  if (pp > 1 && pipeline == nullptr)
+    throw std::logic_error("run_training: pp = " + std::to_string(pp) + " without a pipeline group");
   const engine::TransformerShape& shape = run.shape;
   const engine::LrSchedule& lr = run.lr;
   engine::data::TokenBatches* data = run.data.get();
@@ -198,9 +204,9 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   trained.hidden_dropout = 0;
   trained.attention_dropout = 0;
   const sim::MemoryBreakdown predicted = sim::peak_memory_per_gpu(trained, s.layout);
-  // The whole global batch's FLOPs; each of the dp·tp GPUs does 1/(dp·tp) of them.
+  // The whole global batch's FLOPs; each of the dp·tp·pp GPUs does 1/(dp·tp·pp) of them.
   const double model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
-  const double flops_per_gpu_per_step = model_flops_per_step / (static_cast<double>(dp) * tp);
+  const double flops_per_gpu_per_step = model_flops_per_step / (static_cast<double>(dp) * tp * pp);
   const Device device = open_device(s.device);
   const std::optional<sim::GpuConfig> gpu = gpu_preset(s, device);
 
@@ -217,9 +223,14 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.use_cuda_graph = s.use_cuda_graph;
   options.distributed_optimizer = s.layout.zero >= 1;
   options.comm_timeout = std::chrono::milliseconds(static_cast<long long>(s.comm_timeout_s * 1000));
-  std::unique_ptr<engine::Trainer> trainer;
+  std::unique_ptr<RankTrainer> trainer;
   try {
-    trainer = std::make_unique<engine::Trainer>(trained, shape, options, data_parallel, tensor_parallel);
+    if (pp > 1)
+      trainer = std::make_unique<RankTrainer>(std::make_unique<engine::pipeline::PipelineTrainer>(
+          trained, s.layout, options, engine::pipeline::PipelineGroups{pipeline, data_parallel, tensor_parallel}));
+    else
+      trainer = std::make_unique<RankTrainer>(
+          std::make_unique<engine::Trainer>(trained, shape, options, data_parallel, tensor_parallel));
   } catch (const kernels::CudaError& e) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
       throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
@@ -229,9 +240,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   }
 
   const std::size_t tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
-  progress << "model: " << s.model.name << ", " << fixed(trainer->layout().parameter_count() / 1e9, 3)
-           << " B parameters" << (tp > 1 ? " on each rank (its tp shard)" : "") << "; layout "
-           << (tp > 1 ? "tp=" + std::to_string(tp) + ", " : "") << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
+  progress << "model: " << s.model.name << ", " << fixed(trainer->parameter_count() / 1e9, 3)
+           << " B parameters" << (pp > 1   ? std::string(" on rank 0 (its pipeline stage") + (tp > 1 ? ", its tp shard)" : ")")
+               : tp > 1 ? " on each rank (its tp shard)"
+                        : "")
+           << "; layout " << (tp > 1 ? "tp=" + std::to_string(tp) + ", " : "")
+           << (pp > 1 ? "pp=" + std::to_string(pp) + ", " : "")
+           << (s.layout.vpp > 1 ? "vpp=" + std::to_string(s.layout.vpp) + ", " : "") << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
            << "mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
            << ", recompute=" << sim::to_string(s.layout.recompute) << "; seq " << seq << "\n"
            << "device: " << device.name << " (" << sim::format_gib(device.memory_bytes) << ")"
@@ -252,7 +267,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
              << " micro-batches each per step, gradients "
              << (options.distributed_optimizer ? "reduce-scattered" : "summed") << " in "
-             << trainer->gradient_buckets().size() << " buckets overlapped with backward"
+             << trainer->gradient_buckets() << (pp > 1 ? " bucket after the pipeline's backward" : " buckets overlapped with backward")
              << (options.distributed_optimizer ? "; distributed optimizer: fp32 master weights and Adam "
                                                  "moments sharded, bf16 weights all-gathered"
                                                : "")
@@ -266,6 +281,11 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
                                                std::to_string(tp) + " of the tokens each"
                                          : "; norms replicated")
              << "\n";
+  if (pp > 1)
+    progress << "pipeline parallel: " << pp << " stages" << (s.layout.vpp > 1 ? " of " + std::to_string(s.layout.vpp) + " model chunks each" : "")
+             << " (" << sim::to_string(trainer->stage()->plan().shape.schedule) << ", layers "
+             << trainer->stage()->plan().shape.split.describe() << "); activations sent and received per micro-batch; "
+             << "loss from the last stage\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
@@ -281,13 +301,16 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   std::size_t peak_in_use = 0;
   int skipped = 0;
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
-  StopVote vote(data_parallel, tensor_parallel, options.comm_timeout);
+  StopVote vote(data_parallel, tensor_parallel, pipeline, options.comm_timeout);
   // --load: the rank's shard into the trainer, and the data stream advanced past
   // the batches the saved run drew (the same seeded stream: check_checkpoint_fits).
   int first_batch = 0;
+  // Checkpoints with pp are refused (run_command.cc), so only a replica's layout is described.
+  const engine::Trainer* replica = trainer->replica();
   const engine::checkpoint::CheckpointSharding sharding =
-      engine::checkpoint::sharding_of(trainer->layout(), tp, trainer->flat_elements(), trainer->gradient_buckets(), dp,
-                                      options.distributed_optimizer);
+      replica != nullptr ? engine::checkpoint::sharding_of(replica->layout(), tp, replica->flat_elements(),
+                                                           replica->gradient_buckets(), dp, options.distributed_optimizer)
+                         : engine::checkpoint::CheckpointSharding{};
   if (run.checkpoint) {
     const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {
@@ -386,7 +409,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   watchdog.reset();
   const int batches_drawn = first_batch + static_cast<int>(losses.size());
   if (!s.save_dir.empty() && batches_drawn > saved_after_batch) save(batches_drawn);
-  if (data_parallel == nullptr && tensor_parallel == nullptr)
+  if (data_parallel == nullptr && tensor_parallel == nullptr && pipeline == nullptr)
     interrupted = g_interrupted.load();  // a signal in the last step too
   std::signal(SIGINT, previous_sigint);
   std::signal(SIGTERM, previous_sigterm);
@@ -398,7 +421,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const double mfu = gpu && step_s > 0 ? tflops * 1e12 / gpu->peak_bf16_flops_per_s : 0;
   const auto arena = trainer->memory_plan().bytes_by_category();
   const std::size_t arena_bytes = trainer->arena_bytes();
-  const auto parameter_count = trainer->layout().parameter_count();
+  const auto parameter_count = trainer->parameter_count();
 
   if (!s.timing_file.empty() && !last_tasks.empty()) {
     std::ofstream csv(s.timing_file);
@@ -438,8 +461,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"dp", dp}, {"zero", s.layout.zero}, {"mbs", s.layout.mbs},
-                   {"gbs", s.layout.gbs},
+    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"zero", s.layout.zero},
+                   {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))}};
     j["seq_length"] = seq;
     j["parameters"] = parameter_count;

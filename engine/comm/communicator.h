@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,14 @@ namespace sextant::engine::comm {
 enum class DataType { kBf16, kFp32 };
 std::size_t bytes_of(DataType type);
 std::string_view to_string(DataType type);
+
+/// One send or receive of an exchange(): `count` elements at `data` (read by
+/// a send, written by a receive) to or from rank `peer` of the group.
+struct PeerTransfer {
+  void* data = nullptr;
+  std::size_t count = 0;
+  int peer = 0;
+};
 
 class Communicator {
  public:
@@ -61,6 +70,15 @@ class Communicator {
   virtual void send_recv(const void* send_data, std::size_t send_count, int send_peer,
                          void* recv_data, std::size_t recv_count, int recv_peer,
                          DataType type) = 0;
+  /// Several sends and receives as one group (NCCL's ncclGroupStart/End,
+  /// PyTorch's batch_isend_irecv; a pipeline stage's exchange with both
+  /// neighbours): every send is posted before any receive waits, and the
+  /// receives complete in whatever order their messages come, so two ranks
+  /// whose exchanges hold each other's messages meet whatever their order
+  /// inside the exchange. Messages between two ranks still pair in the order
+  /// they were sent.
+  virtual void exchange(std::span<const PeerTransfer> sends, std::span<const PeerTransfer> receives,
+                        DataType type) = 0;
   /// Returns on the host once every rank has called barrier() and the work
   /// queued on this rank's stream before it is done.
   virtual void barrier() = 0;

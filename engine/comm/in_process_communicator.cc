@@ -372,4 +372,37 @@ void InProcessCommunicator::send_recv(const void* send_data, std::size_t send_co
   await_taken("send_recv", message, send_peer);
 }
 
+void InProcessCommunicator::exchange(std::span<const PeerTransfer> sends,
+                                     std::span<const PeerTransfer> receives, DataType type) {
+  std::vector<std::shared_ptr<InProcessMessage>> posted;
+  for (const PeerTransfer& t : sends) posted.push_back(post("exchange", t.data, t.count * bytes_of(type), t.peer));
+  // Each receive as soon as its message is there: only this rank takes from
+  // its own mailboxes, so one found non-empty stays so until take().
+  for (const PeerTransfer& t : receives) check_peer("exchange", t.peer);
+  InProcessGroup& g = *group_;
+  std::vector<bool> done(receives.size(), false);
+  for (std::size_t left = receives.size(); left > 0; --left) {
+    std::size_t next = receives.size();
+    {
+      std::unique_lock lock(g.mailbox_mutex);
+      auto ready = [&] {
+        for (std::size_t i = 0; i < receives.size(); ++i) {
+          if (done[i]) continue;
+          if (!g.mailboxes[{receives[i].peer, rank_}].empty()) {
+            next = i;
+            return true;
+          }
+        }
+        return false;
+      };
+      if (!g.mailbox_changed.wait_for(lock, g.rendezvous.timeout(), ready))
+        fail("exchange", "timeout", "no message for " + std::to_string(left) + " receive(s) within " +
+                                        seconds_text(g.rendezvous.timeout()));
+    }
+    take("exchange", receives[next].data, receives[next].count * bytes_of(type), receives[next].peer);
+    done[next] = true;
+  }
+  for (std::size_t i = 0; i < posted.size(); ++i) await_taken("exchange", posted[i], sends[i].peer);
+}
+
 }  // namespace sextant::engine::comm

@@ -55,6 +55,8 @@ class InProcessCommunicator final : public Communicator {
   void recv(void* data, std::size_t count, DataType type, int peer) override;
   void send_recv(const void* send_data, std::size_t send_count, int send_peer, void* recv_data,
                  std::size_t recv_count, int recv_peer, DataType type) override;
+  void exchange(std::span<const PeerTransfer> sends, std::span<const PeerTransfer> receives,
+                DataType type) override;
   void barrier() override;
   void synchronize(std::chrono::milliseconds timeout) override;
   std::unique_ptr<Communicator> split(int color, int key, std::string name,

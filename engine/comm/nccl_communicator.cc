@@ -159,6 +159,14 @@ void NcclCommunicator::send_recv(const void* send_data, std::size_t send_count, 
   check(ncclGroupEnd(), "send_recv");
 }
 
+void NcclCommunicator::exchange(std::span<const PeerTransfer> sends, std::span<const PeerTransfer> receives,
+                                DataType type) {
+  check(ncclGroupStart(), "exchange");
+  for (const PeerTransfer& t : sends) check(ncclSend(t.data, t.count, nccl_type(type), t.peer, comm_, stream_), "exchange");
+  for (const PeerTransfer& t : receives) check(ncclRecv(t.data, t.count, nccl_type(type), t.peer, comm_, stream_), "exchange");
+  check(ncclGroupEnd(), "exchange");
+}
+
 void NcclCommunicator::barrier() {
   queued("barrier");
   check(ncclAllReduce(barrier_word_, barrier_word_, 1, ncclFloat32, ncclSum, comm_, stream_),

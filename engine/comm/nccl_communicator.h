@@ -50,6 +50,8 @@ class NcclCommunicator final : public Communicator {
   void recv(void* data, std::size_t count, DataType type, int peer) override;
   void send_recv(const void* send_data, std::size_t send_count, int send_peer, void* recv_data,
                  std::size_t recv_count, int recv_peer, DataType type) override;
+  void exchange(std::span<const PeerTransfer> sends, std::span<const PeerTransfer> receives,
+                DataType type) override;
   void barrier() override;
   /// Throws CommError naming the collective that was not done (the last one
   /// queued: the stream runs them in order, so it is the one still waiting or

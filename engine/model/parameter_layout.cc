@@ -29,17 +29,21 @@ void ParameterLayout::split(int index, int dim, std::vector<std::int64_t> blocks
   t.tp_blocks = std::move(blocks);
 }
 
-ParameterLayout::ParameterLayout(const TransformerShape& s) {
+ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& parts) {
   const std::int64_t h = s.hidden;
+  auto prefix = [&](int i) { return "layers." + std::to_string(parts.first_layer + i) + "."; };
   // Matrices (decayed) are declared first, vectors after; offsets follow that order.
-  wte_ = add("wte", s.vocab, h, true, ParameterInit::kNormal);
-  if (s.learned_positions) wpe_ = add("wpe", s.seq, h, true, ParameterInit::kNormal);
+  // The last stage of a pipeline with tied embeddings holds its own copy of
+  // wte as the output layer (Megatron's shared embedding weight).
+  if (parts.embedding || (parts.output && s.tie_embeddings))
+    wte_ = add("wte", s.vocab, h, true, ParameterInit::kNormal);
+  if (parts.embedding && s.learned_positions) wpe_ = add("wpe", s.seq, h, true, ParameterInit::kNormal);
   layers_.resize(static_cast<std::size_t>(s.num_layers));
   const std::vector<std::int64_t> qkv_blocks = {s.q_width(), s.kv_width(), s.kv_width()};
   const std::vector<std::int64_t> fc1_blocks =
       s.gelu ? std::vector<std::int64_t>{s.ffn_hidden} : std::vector<std::int64_t>{s.ffn_hidden, s.ffn_hidden};
   for (int i = 0; i < s.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
+    const std::string p = prefix(i);
     LayerTensors& l = layers_[static_cast<std::size_t>(i)];
     l.qkv_weight = add(p + "qkv_weight", s.qkv_width(), h, true, ParameterInit::kNormal);
     l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
@@ -50,9 +54,10 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
     split(l.proj_weight, 1, {s.q_width()});  // row-parallel: input columns
     split(l.fc2_weight, 1, {s.ffn_hidden});
   }
-  lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
+  if (parts.output)
+    lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
   for (int i = 0; i < s.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
+    const std::string p = prefix(i);
     LayerTensors& l = layers_[static_cast<std::size_t>(i)];
     l.norm1_gamma = add(p + "norm1_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) l.norm1_beta = add(p + "norm1_beta", 1, h, false, ParameterInit::kZeros);
@@ -69,12 +74,14 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
       l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
     }
   }
-  final_norm_gamma_ = add("final_norm_gamma", 1, h, false, ParameterInit::kOnes);
-  if (s.layernorm) final_norm_beta_ = add("final_norm_beta", 1, h, false, ParameterInit::kZeros);
+  if (parts.output) {
+    final_norm_gamma_ = add("final_norm_gamma", 1, h, false, ParameterInit::kOnes);
+    if (s.layernorm) final_norm_beta_ = add("final_norm_beta", 1, h, false, ParameterInit::kZeros);
+  }
   if (s.tp > 1) {  // vocabulary-parallel embedding and output layer (Shoeybi et al. 2019, Sec. 3)
     // Rank r holds vocabulary rows [r·vocab, (r+1)·vocab) of the padded table (s.vocab: this rank's rows).
-    split(wte_, 0, {s.vocab});
-    if (lm_head_ != wte_) split(lm_head_, 0, {s.vocab});
+    if (wte_ != LayerTensors::kAbsent) split(wte_, 0, {s.vocab});
+    if (lm_head_ != LayerTensors::kAbsent && lm_head_ != wte_) split(lm_head_, 0, {s.vocab});
   }
   if (s.sequence_parallel) {
     std::vector<int> partial = {final_norm_gamma_, final_norm_beta_};
@@ -86,13 +93,18 @@ ParameterLayout::ParameterLayout(const TransformerShape& s) {
   }
 
   std::size_t offset = 0;
+  bool undecayed_seen = false;  // a chunk of only wte has none
   for (ParameterTensor& t : tensors_) {
-    if (!t.weight_decay && decay_elements_ == 0) decay_elements_ = offset;
+    if (!t.weight_decay && !undecayed_seen) {
+      decay_elements_ = offset;
+      undecayed_seen = true;
+    }
     t.offset = offset;
     offset = round_up(offset + t.elements(), kAlignElements);
     parameter_count_ += static_cast<std::int64_t>(t.elements());
   }
   total_elements_ = offset;
+  if (!undecayed_seen) decay_elements_ = total_elements_;
 }
 
 const ParameterTensor& ParameterLayout::find(const std::string& name) const {

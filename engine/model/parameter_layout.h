@@ -80,13 +80,25 @@ struct LayerTensors {
   int fc2_weight = kAbsent, fc2_bias = kAbsent;
 };
 
+/// The part of the model a pipeline stage's model chunk holds
+/// (sim/core/pipeline_split.h): its transformer layers, numbered from
+/// `first_layer` in the tensor names so they read as the whole model's, and
+/// whether it holds the embedding (wte, wpe) and the output (final norm and
+/// lm_head, or with tied embeddings a copy of wte). The default is the whole model.
+struct StageParts {
+  int first_layer = 0;
+  bool embedding = true;
+  bool output = true;
+};
+
 class ParameterLayout {
  public:
   /// Offsets are multiples of kAlignElements, so every tensor starts 256-byte
   /// aligned in an fp32 buffer and 128-byte aligned in a bf16 one.
   static constexpr std::size_t kAlignElements = 64;
 
-  explicit ParameterLayout(const TransformerShape& shape);
+  /// `shape.num_layers` layers; `parts`: which of the rest (default: all).
+  explicit ParameterLayout(const TransformerShape& shape, const StageParts& parts = {});
 
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
   const ParameterTensor& tensor(int index) const { return tensors_.at(static_cast<std::size_t>(index)); }
@@ -94,11 +106,12 @@ class ParameterLayout {
   const ParameterTensor& find(const std::string& name) const;
   const LayerTensors& layer(int i) const { return layers_.at(static_cast<std::size_t>(i)); }
   int num_layers() const { return static_cast<int>(layers_.size()); }
-  int wte() const { return wte_; }
+  int wte() const { return wte_; }  // kAbsent on a chunk without the embedding or a tied output
   int wpe() const { return wpe_; }  // kAbsent with rotary embeddings
   int final_norm_gamma() const { return final_norm_gamma_; }
   int final_norm_beta() const { return final_norm_beta_; }
-  /// The output layer's weight: wte when the embeddings are tied.
+  /// The output layer's weight: wte when the embeddings are tied; kAbsent on a
+  /// chunk without the output.
   int lm_head() const { return lm_head_; }
 
   /// Elements of the flat buffers, padding included.

@@ -9,8 +9,10 @@
 #      (sextant_tensor_parallel_trainer_tests: tp = 2 and 4, with and without
 #      sequence parallelism, alone and beside dp = 2; with the
 #      vocabulary-parallel kernels' tests from sextant_kernel_tests,
-#      VocabParallel*); resuming from a checkpoint at one GPU and dp = 2 zero=1,
-#      and loading one into another layout (tp 2 <-> 1, dp 2 zero=1 <-> 1)
+#      VocabParallel*); pipeline parallelism at pp = 2, pp = 4 vpp = 2 and
+#      tp = 2 pp = 2 dp = 2 against one rank (sextant_pipeline_trainer_tests);
+#      resuming from a checkpoint at one GPU and dp = 2 zero=1, and loading one
+#      into another layout (tp 2 <-> 1, dp 2 zero=1 <-> 1)
 #      (sextant_checkpoint_gpu_tests); a non-finite step and a peer that stops
 #      (sextant_resilience_gpu_tests); and the one-GPU trainer tests, which these
 #      changes must leave as they were;
@@ -18,8 +20,9 @@
 #      alone, and through NCCL with --nproc-per-node 1; a checkpoint resumed,
 #      and the same with a NaN written into one weight (exit code 3 naming the
 #      step and tensor; --on-nonfinite skip runs on); with two or more GPUs
-#      also --nproc-per-node 2 with dp = 2, dp = 2 zero=1, tp = 2 and tp = 2 sp = 1,
-#      whose losses are compared with the single run's (tolerances below), and
+#      also --nproc-per-node 2 with dp = 2, dp = 2 zero=1, tp = 2, tp = 2 sp = 1,
+#      pp = 2 and pp = 2 vpp = 2, and with eight tp = 2 pp = 2 dp = 2, whose
+#      losses are compared with the single run's (tolerances below), and
 #      checkpoints moved between layouts (tp=2 -> 1, dp=2 zero=1 -> 1, 1 -> dp=2 zero=1).
 #
 #   bash tests/engine/run_gpu_parallel_checks.sh BIN_DIR OUT_DIR
@@ -43,7 +46,7 @@ note_failure $?
 
 echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
 for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_kernel_tests \
-    sextant_checkpoint_gpu_tests sextant_resilience_gpu_tests sextant_engine_tests; do
+    sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests sextant_resilience_gpu_tests sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -52,7 +55,7 @@ for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sexta
   rc=$?
   note_failure $rc
   echo "$t exit code $rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/${t#sextant_}.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|worst|  saved |gave up|named on' "$out/${t#sextant_}.txt" | head -n 30
+  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|  gpt_|  llama_|worst|  saved |gave up|named on' "$out/${t#sextant_}.txt" | head -n 30
 done
 
 echo "== sextant run"
@@ -168,6 +171,14 @@ if [[ $gpus -ge 2 ]]; then
   run_one dp2_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8
   run_one tp2 --nproc-per-node 2 --layout tp=2,mbs=2,gbs=8
   run_one tp2_sp --nproc-per-node 2 --layout tp=2,sp=1,mbs=2,gbs=8
+  run_one pp2 --nproc-per-node 2 --layout pp=2,mbs=2,gbs=8
+  run_one pp2_vpp2 --nproc-per-node 2 --layout pp=2,vpp=2,mbs=2,gbs=8
+  pairs="single dp2 1e-5 1e-2|single dp2_zero1 1e-5 1e-2|single tp2 2e-2 5e-2|single tp2_sp 2e-2 5e-2"
+  pairs="$pairs|tp2 tp2_sp 5e-3 1e-2|single pp2 1e-5 1e-2|single pp2_vpp2 1e-5 1e-2"
+  if [[ $gpus -ge 8 ]]; then
+    run_one tp2_pp2_dp2 --nproc-per-node 8 --layout tp=2,pp=2,dp=2,mbs=2,gbs=8
+    pairs="$pairs|single tp2_pp2_dp2 2e-2 5e-2"
+  fi
   # dp: step 1 is the same forward of the same weights and tokens (1e-5: cuBLASLt may
   # pick another algorithm in another process); later steps differ by NCCL's summation
   # order, ~1e-3 of an update, far below 1e-2 of the loss. tp: each rank draws its
@@ -176,8 +187,11 @@ if [[ $gpus -ge 2 ]]; then
   # tp2_sp against tp2: the same shards from the same streams, the same sums
   # (sequence parallelism moves where the residual is added, one extra bf16
   # rounding per row-parallel output): 5e-3 at step 1, 1e-2 at the last.
-  for check in "single dp2 1e-5 1e-2" "single dp2_zero1 1e-5 1e-2" "single tp2 2e-2 5e-2" \
-               "single tp2_sp 2e-2 5e-2" "tp2 tp2_sp 5e-3 1e-2"; do
+  # pp: every stage draws its tensors from the one-GPU run's streams, so step 1 is
+  # the same forward (1e-5); later steps differ by the fp32 order of the tied wte's
+  # and the gradient norm's sums, as dp's do (1e-2).
+  IFS='|' read -ra checks <<<"$pairs"
+  for check in "${checks[@]}"; do
     set -- $check
     python3 - "$out/run_$1.json" "$out/run_$2.json" "$3" "$4" <<'PY' || status=1
 import json, sys

@@ -17,12 +17,20 @@ using sextant::testing::TempDir;
 
 TEST(RunCommand, RefusesParallelLayoutsByName) {
   TempDir dir;
-  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout pp=2,mbs=1");
+  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout cp=2,mbs=1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("pp: 2: `sextant run` trains data- and tensor-parallel layouts (dp, tp) so far; "
-                       "pipeline parallelism is not executed yet (issue 13), so pp must be 1"),
+  EXPECT_NE(r.err.find("cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, "
+                       "vpp) so far; context parallelism is not executed yet (issue 13), so cp must be 1"),
             std::string::npos) << r.err;
+  // pp=2 needs two processes; vpp needs a pipeline.
+  r = run_sextant(dir, "run --model gpt-350m --layout pp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("pp: 2: this run has 1 rank(s), not a multiple of tp·pp = 2: start tp·pp·dp processes"),
+            std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --layout vpp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("vpp: 2: model chunks interleave over a pipeline; needs pp > 1"), std::string::npos) << r.err;
   // tp=2 needs two processes, with or without sequence parallelism (which is
   // accepted: the complaint is the rank count, not sp).
   for (const char* layout : {"tp=2,mbs=1", "tp=2,sp=1,mbs=1"}) {

@@ -34,13 +34,20 @@ TEST(RunLaunch, ALayoutThatDoesNotFitTheRanksStopsEveryRank) {
 }
 
 TEST(RunLaunch, ModelParallelLayoutsStopEveryRankBeforeTheyMeet) {
-  // 2 ranks, pp=2 (dp = 2/2 = 1): a layout the engine does not execute yet is refused by
+  // 2 ranks, cp=2 (dp = 2/2 = 1): a layout the engine does not execute yet is refused by
   // each rank before the rendezvous (so no GPU or NCCL is needed to say so).
   TempDir dir;
-  CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout pp=2");
+  CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout cp=2");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--layout: pp: 2: `sextant run` trains data- and tensor-parallel layouts (dp, "
-                       "tp) so far; pipeline parallelism is not executed yet (issue 13)"),
+  EXPECT_NE(r.err.find("--layout: cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts "
+                       "(dp, tp, pp, vpp) so far; context parallelism is not executed yet (issue 13)"),
+            std::string::npos) << r.err;
+  // pp=2 with vpp=2: gpt-350m's 24 layers split into 4 chunks of 6, but one
+  // micro-batch per replica is not a multiple of pp.
+  r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout pp=2,vpp=2,mbs=1,gbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--layout: gbs: interleaved 1F1B needs the micro-batches per replica (gbs/(mbs·dp) = 1) "
+                       "to be a multiple of pp (2)"),
             std::string::npos) << r.err;
   // tp splits heads: gpt-350m's 16 heads do not split over 3 ranks.
   r = run_sextant(dir, "run --nproc-per-node 3 --model gpt-350m --layout tp=3");

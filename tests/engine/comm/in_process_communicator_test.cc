@@ -193,6 +193,58 @@ INSTANTIATE_TEST_SUITE_P(
 
 class InProcessGroups : public kernels::testing::GpuTest {};
 
+// exchange(): rank 2 sends X to rank 0, then (once X is taken) Y to rank 1;
+// rank 1 forwards Y to rank 0 as Z. Rank 0 receives Z and X in one exchange,
+// Z listed first: taken in arrival order (X, then Z) it completes; taken in the
+// listed order it would wait for Z forever. Ranks 0 and 1 also send to each
+// other inside the same exchanges (crossing sends).
+TEST_F(InProcessGroups, ExchangeReceivesInArrivalOrder) {
+  std::vector<std::vector<float>> got(3);
+  run_in_process(3, [&](int r, Communicator& comm) {
+    const std::size_t n = 4;
+    auto filled = [&](float v) { return to_device(std::vector<float>(n, v), DataType::kFp32); };
+    if (r == 2) {
+      void* x = filled(1.0f);
+      void* y = filled(2.0f);
+      const PeerTransfer to0[] = {{x, n, 0}};
+      comm.exchange(to0, {}, DataType::kFp32);
+      const PeerTransfer to1[] = {{y, n, 1}};
+      comm.exchange(to1, {}, DataType::kFp32);
+      comm.synchronize(std::chrono::seconds(10));
+      cudaFree(x);
+      cudaFree(y);
+    } else if (r == 1) {
+      void* y = filled(-1.0f);
+      void* from0 = filled(-1.0f);
+      void* mine = filled(10.0f);
+      const PeerTransfer receive_y[] = {{y, n, 2}};
+      comm.exchange({}, receive_y, DataType::kFp32);
+      const PeerTransfer sends[] = {{y, n, 0}, {mine, n, 0}};  // Z, and a second message
+      const PeerTransfer receive[] = {{from0, n, 0}};
+      comm.exchange(sends, receive, DataType::kFp32);
+      got[1] = from_device(from0, n, DataType::kFp32);
+      for (void* p : {y, from0, mine}) cudaFree(p);
+    } else {
+      void* z = filled(-1.0f);
+      void* x = filled(-1.0f);
+      void* second = filled(-1.0f);
+      void* mine = filled(20.0f);
+      const PeerTransfer sends[] = {{mine, n, 1}};
+      const PeerTransfer receives[] = {{z, n, 1}, {x, n, 2}, {second, n, 1}};
+      comm.exchange(sends, receives, DataType::kFp32);
+      got[0] = from_device(z, n, DataType::kFp32);
+      const std::vector<float> xs = from_device(x, n, DataType::kFp32);
+      const std::vector<float> seconds = from_device(second, n, DataType::kFp32);
+      got[0].insert(got[0].end(), xs.begin(), xs.end());
+      got[0].insert(got[0].end(), seconds.begin(), seconds.end());
+      for (void* p : {z, x, second, mine}) cudaFree(p);
+    }
+  });
+  // Rank 0: Z = Y = 2, X = 1, then rank 1's second message 10 (pairs in send order).
+  EXPECT_EQ(got[0], (std::vector<float>{2, 2, 2, 2, 1, 1, 1, 1, 10, 10, 10, 10}));
+  EXPECT_EQ(got[1], (std::vector<float>{20, 20, 20, 20}));
+}
+
 TEST_F(InProcessGroups, ParallelGroupsFollowTheRankOrder) {
   // tp=2, dp=2, pp=2, ep=4 on 8 ranks: each rank all-gathers its world rank in
   // each group. TP groups {0,1},{2,3},..; DP {0,2},{1,3},{4,6},{5,7}; PP

@@ -194,5 +194,36 @@ TEST(ParameterLayout, VocabularyParallelAndSequenceParallelTensors) {
   EXPECT_TRUE(partial_gradient_runs(ParameterLayout(shape)).empty());
 }
 
+TEST(ParameterLayout, PipelineStagesHoldTheirLayersUnderTheWholeModelsNames) {
+  // GPT-1.3B split 12 | 12 over two stages: the first holds wte, wpe and
+  // layers 0-11; the last layers 12-23, the final norm and, tied, its own wte.
+  TransformerShape s = gpt_1_3b();
+  s.num_layers = 12;
+  const std::int64_t h = 2048;
+  const std::int64_t per_layer = 12 * h * h + 13 * h;
+  const ParameterLayout first(s, StageParts{0, true, false});
+  EXPECT_EQ(first.parameter_count(), 12 * per_layer + 51200 * h + 2048 * h);
+  EXPECT_EQ(first.tensor(first.layer(0).qkv_weight).name, "layers.0.qkv_weight");
+  EXPECT_EQ(first.lm_head(), LayerTensors::kAbsent);
+  EXPECT_EQ(first.final_norm_gamma(), LayerTensors::kAbsent);
+  const ParameterLayout last(s, StageParts{12, false, true});
+  EXPECT_EQ(last.parameter_count(), 12 * per_layer + 51200 * h + 2 * h);
+  EXPECT_EQ(last.tensor(last.layer(0).qkv_weight).name, "layers.12.qkv_weight");
+  EXPECT_EQ(last.tensor(last.layer(11).fc2_bias).name, "layers.23.fc2_bias");
+  EXPECT_EQ(last.lm_head(), last.wte());
+  EXPECT_EQ(last.wpe(), LayerTensors::kAbsent);
+  // Untied (Llama-like), a middle stage: layers only, no wte.
+  s.tie_embeddings = false;
+  const ParameterLayout middle(s, StageParts{6, false, false});
+  EXPECT_EQ(middle.parameter_count(), 12 * per_layer);
+  EXPECT_EQ(middle.wte(), LayerTensors::kAbsent);
+  EXPECT_EQ(middle.lm_head(), LayerTensors::kAbsent);
+  // A chunk of the embedding alone has only decayed tensors: all of it decays.
+  s.num_layers = 0;
+  const ParameterLayout embedding_only(s, StageParts{0, true, false});
+  EXPECT_EQ(embedding_only.decay_elements(), embedding_only.total_elements());
+  EXPECT_EQ(embedding_only.parameter_count(), 51200 * h + 2048 * h);
+}
+
 }  // namespace
 }  // namespace sextant::engine

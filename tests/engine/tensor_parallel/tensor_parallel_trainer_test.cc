@@ -43,6 +43,7 @@
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
 #include "tests/engine/small_models.h"
+#include "tests/engine/tensor_shards.h"
 #include "tests/kernels/gpu_test_support.h"
 
 namespace sextant::engine {
@@ -62,46 +63,10 @@ sim::ModelConfig small_model(bool llama) {
 
 using testing::relative_l2_error;
 
-// Rows [begin, begin + count) of a (rows, cols) row-major matrix.
-void append_rows(std::vector<float>& out, const std::vector<float>& full, std::int64_t cols,
-                 std::int64_t begin, std::int64_t count) {
-  out.insert(out.end(), full.begin() + begin * cols, full.begin() + (begin + count) * cols);
-}
-
-// Rank r's shard of a one-rank tensor (parameter_layout.h's shapes; full and
-// shard shapes from the two layouts).
+// Rank r's shard of a one-rank tensor (tests/engine/tensor_shards.h).
 std::vector<float> shard_of(const std::string& name, const std::vector<float>& full,
                             const TransformerShape& one, const TransformerShape& part, int rank) {
-  const std::int64_t d = one.head_dim;
-  const int tp = part.tp;
-  auto ends_with = [&](const char* suffix) { return name.ends_with(suffix); };
-  std::vector<float> out;
-  if (name == "wte" || name == "lm_head") {  // (vocab, hidden): a block of rows
-    append_rows(out, full, one.hidden, static_cast<std::int64_t>(rank) * part.vocab, part.vocab);
-    return out;
-  }
-  if (ends_with("qkv_weight") || ends_with("qkv_bias")) {
-    const std::int64_t cols = ends_with("qkv_weight") ? one.hidden : 1;
-    append_rows(out, full, cols, rank * part.heads * d, part.heads * d);                     // Q
-    append_rows(out, full, cols, one.heads * d + rank * part.kv_heads * d, part.kv_heads * d);  // K
-    append_rows(out, full, cols, (one.heads + one.kv_heads) * d + rank * part.kv_heads * d,
-                part.kv_heads * d);                                                          // V
-    return out;
-  }
-  if (ends_with("fc1_weight") || ends_with("fc1_bias")) {
-    const std::int64_t cols = ends_with("fc1_weight") ? one.hidden : 1;
-    append_rows(out, full, cols, rank * part.ffn_hidden, part.ffn_hidden);  // GELU's rows, or SwiGLU's gate
-    if (!one.gelu) append_rows(out, full, cols, one.ffn_hidden + rank * part.ffn_hidden, part.ffn_hidden);
-    return out;
-  }
-  if (ends_with("proj_weight") || ends_with("fc2_weight")) {  // (hidden, in): a block of columns
-    const std::int64_t in = ends_with("proj_weight") ? one.q_width() : one.ffn_hidden;
-    const std::int64_t block = in / tp;
-    for (std::int64_t row = 0; row < one.hidden; ++row)
-      out.insert(out.end(), full.begin() + row * in + rank * block, full.begin() + row * in + (rank + 1) * block);
-    return out;
-  }
-  return full;  // replicated
+  return testing::shard_of(name, full, one, part, rank, part.tp);
 }
 
 struct RunResult {

@@ -1,0 +1,392 @@
+#include "engine/pipeline/pipeline_trainer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "engine/comm/communicator.h"
+#include "engine/data_parallel/gradient_reducer.h"
+#include "engine/trainer_arrays.h"
+#include "kernels/cuda_check.h"
+#include "kernels/grad_norm.h"
+#include "kernels/parameter_init.h"
+#include "sim/plan/plan_builder.h"
+#include "sim/plan/task_name.h"
+
+namespace sextant::engine::pipeline {
+
+namespace {
+
+int size_of(const comm::Communicator* c) { return c == nullptr ? 1 : c->size(); }
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("PipelineTrainer: " + what);
+}
+
+// The layout of one dp replica's pipeline as the Plan knows it: the engine
+// reduces dp after the schedule, so the Plan holds the stage's compute, its
+// tensor-parallel all-reduces (tasks of their own, run by the Transformer's
+// tp_all_reduce_task) and the pipeline sends.
+sim::ParallelLayout plan_layout(const sim::ParallelLayout& layout) {
+  sim::ParallelLayout l = layout;
+  l.cp = l.ep = l.etp = l.dp = 1;
+  l.sp = false;
+  l.zero = 0;
+  l.gbs = layout.gbs / layout.dp;
+  l.overlap_grad_reduce = false;
+  l.overlap_param_gather = false;
+  l.tp_comm_overlap = false;
+  return l;
+}
+
+}  // namespace
+
+PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+                                 const TrainerOptions& options, const PipelineGroups& groups)
+    : shape_(transformer_shape_of(model, layout)), options_(options), timer_(options.time_tasks) {
+  require(groups.pipeline != nullptr && groups.pipeline->size() == layout.pp && layout.pp > 1,
+          "needs a pipeline group of pp = " + std::to_string(layout.pp) + " > 1 ranks, got " +
+              std::to_string(size_of(groups.pipeline)));
+  require(size_of(groups.data_parallel) == layout.dp,
+          "the data-parallel group has " + std::to_string(size_of(groups.data_parallel)) +
+              " ranks; the layout's dp is " + std::to_string(layout.dp));
+  require(size_of(groups.tensor_parallel) == layout.tp,
+          "the tensor-parallel group has " + std::to_string(size_of(groups.tensor_parallel)) +
+              " ranks; the layout's tp is " + std::to_string(layout.tp));
+  require(layout.cp == 1 && layout.ep == 1, "cp and ep are not implemented with pipeline parallelism");
+  require(!layout.sp, "sequence parallelism with pipeline parallelism is not implemented (the stages would "
+                      "exchange 1/tp of the tokens)");
+  require(layout.zero == 0 && !options.distributed_optimizer,
+          "the distributed optimizer (zero=" + std::to_string(layout.zero) +
+              ") with pipeline parallelism is not implemented yet");
+  require(options.micro_batch == layout.mbs && options.global_batch == layout.gbs,
+          "the options' micro-batch and global batch must be the layout's mbs and gbs");
+  require(layout.mbs >= 1 && layout.gbs % (layout.mbs * layout.dp) == 0,
+          "the global batch (" + std::to_string(layout.gbs) + ") must be a multiple of mbs (" +
+              std::to_string(layout.mbs) + ") times dp (" + std::to_string(layout.dp) + ")");
+  pp_ = groups.pipeline;
+  if (size_of(groups.data_parallel) > 1) dp_ = groups.data_parallel;
+  if (size_of(groups.tensor_parallel) > 1) tp_ = groups.tensor_parallel;
+  stage_ = pp_->rank();
+  microbatches_ = layout.gbs / (layout.mbs * layout.dp);
+  shape_.micro_batch = layout.mbs;
+
+  sim::ModelConfig plan_model = model;
+  plan_model.seq_length = shape_.seq;
+  plan_model.hidden_dropout = plan_model.attention_dropout = 0;
+  plan_ = sim::build_plan(plan_model, plan_layout(layout));  // std::invalid_argument for a schedule it cannot run
+  program_ = stage_program_of(plan_, stage_);
+
+  // The chunks' parameters, one range of the flat buffers each.
+  for (int c = 0; c < plan_.shape.vpp; ++c) {
+    const sim::ChunkLayers& held = plan_.shape.split.chunk(stage_, c);
+    TransformerShape chunk_shape = shape_;
+    chunk_shape.num_layers = held.num_layers;
+    chunks_.emplace_back(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
+    chunks_.back().offset = elements_;
+    elements_ += chunks_.back().layout.total_elements();
+  }
+
+  SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  ArenaPlan memory;
+  const std::size_t n = elements_;
+  const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
+  const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
+  const auto master = memory.add("master weights (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto adam_m = memory.add("adam m (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto adam_v = memory.add("adam v (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
+  norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
+  const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
+  const std::size_t local_tokens = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
+  const auto losses = memory.add("per-token losses (fp32)", MemoryCategory::kOther, local_tokens * sizeof(float));
+  ArenaPlan::Slot gathered = -1;
+  if (dp_ != nullptr)
+    gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
+                          static_cast<std::size_t>(options_.global_batch) * shape_.seq * sizeof(float));
+  for (std::size_t c = 0; c < chunks_.size(); ++c)
+    for (int s = 0; s < program_.slots_per_chunk[c]; ++s)
+      chunks_[c].slots.push_back(
+          std::make_unique<Transformer>(chunks_[c].shape, options_.recompute, microbatches_, memory, chunks_[c].parts));
+
+  arena_ = std::make_unique<DeviceArena>(memory);
+  weights_ = arena_->get<Bf16>(weights);
+  gradients_ = arena_->get<float>(gradients);
+  master_ = arena_->get<float>(master);
+  adam_m_ = arena_->get<float>(adam_m);
+  adam_v_ = arena_->get<float>(adam_v);
+  norm_scalars_ = arena_->get<float>(scalars);
+  norm_workspace_ = arena_->get<char>(norm_workspace);
+  losses_ = arena_->get<float>(losses);
+  if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
+  for (Chunk& chunk : chunks_)
+    for (auto& slot : chunk.slots)
+      slot->bind(*arena_, chunk.layout, ParameterBuffers{weights_ + chunk.offset, gradients_ + chunk.offset},
+                 stream_, tp_);
+  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_comm_, cudaEventDisableTiming));
+  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_comm_, cudaEventDisableTiming));
+  initialise_parameters(model);
+
+  if (dp_ != nullptr)
+    reducer_ = std::make_unique<data_parallel::GradientReducer>(
+        *dp_, gradients_, std::vector<data_parallel::GradientBucket>{{0, elements_}});
+  // Tied embeddings: the first and the last stage hold wte (Megatron's
+  // embedding group); every pp rank takes part in the split.
+  if (shape_.tie_embeddings) {
+    const bool member = stage_ == 0 || stage_ == layout.pp - 1;
+    embedding_group_ = pp_->split(member ? 0 : -1, stage_, "embedding", pp_->stream());
+  }
+}
+
+PipelineTrainer::~PipelineTrainer() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (pp_ != nullptr) cudaStreamSynchronize(pp_->stream());
+  if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
+  if (tp_ != nullptr) cudaStreamSynchronize(tp_->stream());
+  reducer_.reset();
+  embedding_group_.reset();
+  if (to_comm_ != nullptr) cudaEventDestroy(to_comm_);
+  if (from_comm_ != nullptr) cudaEventDestroy(from_comm_);
+  chunks_.clear();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void PipelineTrainer::on_group(comm::Communicator& group, const std::function<void()>& op) {
+  SEXTANT_CUDA_CHECK(cudaEventRecord(to_comm_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(group.stream(), to_comm_, 0));
+  op();
+  SEXTANT_CUDA_CHECK(cudaEventRecord(from_comm_, group.stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, from_comm_, 0));
+}
+
+PipelineTrainer::Located PipelineTrainer::find(const std::string& name) const {
+  for (const Chunk& chunk : chunks_)
+    for (const ParameterTensor& t : chunk.layout.tensors())
+      if (t.name == name) return {&chunk, &t};
+  throw std::out_of_range("pipeline stage " + std::to_string(stage_) + " holds no tensor called '" + name + "'");
+}
+
+std::vector<std::string> PipelineTrainer::tensor_names() const {
+  std::vector<std::string> names;
+  for (const Chunk& chunk : chunks_)
+    for (const ParameterTensor& t : chunk.layout.tensors()) names.push_back(t.name);
+  return names;
+}
+
+std::int64_t PipelineTrainer::parameter_count() const {
+  std::int64_t count = 0;
+  for (const Chunk& chunk : chunks_) count += chunk.layout.parameter_count();
+  return count;
+}
+
+void PipelineTrainer::initialise_parameters(const sim::ModelConfig& model) {
+  // Stream ids from the whole model's layout, so every rank draws what one GPU
+  // (the Trainer) would for the same tensor.
+  const ParameterLayout whole(shape_);
+  const std::size_t tensors = whole.tensors().size();
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < tensors; ++i) index[whole.tensors()[i].name] = i;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(master_, 0, elements_ * sizeof(float), stream_));  // padding too
+  for (const Chunk& chunk : chunks_) {
+    for (const ParameterTensor& t : chunk.layout.tensors()) {
+      float* out = master_ + chunk.offset + t.offset;
+      const std::size_t i = index.at(t.name);
+      const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
+      draw_initial_values(out, t, stream_id, options_, model.num_layers, stream_);
+    }
+  }
+  kernels::convert_to_bf16(weights_, master_, elements_, stream_);
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void PipelineTrainer::upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  const std::size_t expected = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
+  if (inputs.size() != expected || targets.size() != expected)
+    throw std::invalid_argument("PipelineTrainer: a step takes global_batch x seq = " + std::to_string(expected) +
+                                " inputs and targets");
+  // Local micro-batch i is global micro-batch dp_rank + i·dp (the Trainer's order).
+  const int dp = size_of(dp_), dp_rank = dp_ == nullptr ? 0 : dp_->rank();
+  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  for (const Chunk& chunk : chunks_) {
+    if (!chunk.parts.embedding && !chunk.parts.output) continue;
+    for (const auto& slot : chunk.slots) {
+      for (int i = 0; i < microbatches_; ++i) {
+        const std::size_t from = static_cast<std::size_t>(dp_rank + i * dp) * per_mb;
+        const std::size_t to = static_cast<std::size_t>(i) * per_mb;
+        // Pageable copies: cudaMemcpyAsync stages them; a few hundred KiB.
+        if (chunk.parts.embedding)
+          SEXTANT_CUDA_CHECK(cudaMemcpyAsync(slot->tokens() + to, inputs.data() + from, per_mb * sizeof(std::int32_t),
+                                             cudaMemcpyHostToDevice, stream_));
+        if (chunk.parts.output)
+          SEXTANT_CUDA_CHECK(cudaMemcpyAsync(slot->targets() + to, targets.data() + from,
+                                             per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+      }
+    }
+  }
+}
+
+void PipelineTrainer::zero_embedding_gradients() {
+  // Scatter-added tables (transformer.h). On the first stage a tied wte has no
+  // output layer to write it first, so it is zeroed too.
+  for (const Chunk& chunk : chunks_) {
+    if (!chunk.parts.embedding) continue;
+    const ParameterLayout& l = chunk.layout;
+    const bool written_by_output = shape_.tie_embeddings && chunk.parts.output;
+    for (const int tensor : {l.wpe(), written_by_output ? LayerTensors::kAbsent : l.wte()}) {
+      if (tensor == LayerTensors::kAbsent) continue;
+      const ParameterTensor& t = l.tensor(tensor);
+      SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_ + chunk.offset + t.offset, 0, t.elements() * sizeof(float), stream_));
+    }
+  }
+}
+
+void PipelineTrainer::run_compute(const StageAction& a, float loss_scale) {
+  const sim::Task& t = plan_.tasks[a.task];
+  Transformer& m = *chunks_[t.chunk].slots[static_cast<std::size_t>(a.slot)];
+  const bool recompute = t.pass == sim::Pass::kRecompute;
+  const bool forward = t.pass == sim::Pass::kForward || recompute;
+  m.set_accumulate_gradients(t.microbatch > 0);
+  if (t.kind == sim::TaskKind::kTensorParallel) {  // the row-parallel block's all-reduce (plain tp)
+    if (t.block != sim::Block::kAttention && t.block != sim::Block::kMlp)
+      throw std::logic_error("PipelineTrainer: a tensor-parallel task of no layer block: " + sim::task_name(plan_, t));
+    m.tp_all_reduce_task(t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp,
+                         a.local_layer, !forward, recompute);
+    return;
+  }
+  switch (t.block) {
+    case sim::Block::kEmbedding:
+      forward ? m.embedding_forward(t.microbatch) : m.embedding_backward(t.microbatch);
+      break;
+    case sim::Block::kAttention:
+      forward ? m.attention_forward(a.local_layer, recompute) : m.attention_backward(a.local_layer);
+      break;
+    case sim::Block::kMlp:
+      forward ? m.mlp_forward(a.local_layer, recompute) : m.mlp_backward(a.local_layer);
+      break;
+    case sim::Block::kOutput:
+      forward ? m.output_forward(t.microbatch, loss_scale) : m.output_backward();
+      break;
+    case sim::Block::kAttentionCore:
+    case sim::Block::kNone:
+      throw std::logic_error("PipelineTrainer: the plan holds a task the engine does not run: " +
+                             sim::task_name(plan_, t));
+  }
+}
+
+void PipelineTrainer::exchange(const StageAction& a) {
+  const std::size_t count = static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.hidden);
+  auto model = [&](const Transfer& x) -> Transformer& {
+    return *chunks_[static_cast<std::size_t>(x.chunk)].slots[static_cast<std::size_t>(x.slot)];
+  };
+  // Forward: a chunk's output goes, the next one's input comes; backward: the
+  // residual stream's gradient both ways (transformer.h).
+  sends_.clear();
+  receives_.clear();
+  for (const Transfer& t : a.sends)
+    sends_.push_back({t.direction == Direction::kForward ? model(t).stage_output() : model(t).residual_gradient(),
+                      count, t.peer});
+  for (const Transfer& t : a.receives)
+    receives_.push_back({t.direction == Direction::kForward ? model(t).stage_input() : model(t).residual_gradient(),
+                         count, t.peer});
+  on_group(*pp_, [&] { pp_->exchange(sends_, receives_, comm::DataType::kBf16); });
+  for (const Transfer& t : a.receives) {
+    if (t.direction != Direction::kBackward) continue;
+    Transformer& m = model(t);
+    m.set_accumulate_gradients(t.microbatch > 0);
+    m.output_gradient_received();
+  }
+}
+
+void PipelineTrainer::run_step(int step) {
+  zero_embedding_gradients();
+  const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
+  for (const StageAction& a : program_.actions) {
+    // Timed under the Plan's names; an exchange under its first send's (the
+    // Plan has no receive tasks: a lone receive's wait is timed as nothing).
+    if (a.kind == StageAction::Kind::kExchange && a.sends.empty()) {
+      timer_.end(stream_);
+    } else if (timer_.enabled()) {
+      task_name_.clear();
+      sim::append_task_name(plan_, plan_.tasks[a.task], task_name_);
+      timer_.begin(task_name_, stream_);
+    }
+    switch (a.kind) {
+      case StageAction::Kind::kCompute: run_compute(a, loss_scale); break;
+      case StageAction::Kind::kExchange: exchange(a); break;
+      case StageAction::Kind::kOptimizerStep:
+        finish_gradients();
+        if (step > 0) queue_optimizer(step);
+        break;
+    }
+  }
+  timer_.end(stream_);
+}
+
+StepResult PipelineTrainer::step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  const auto start = std::chrono::steady_clock::now();
+  StepResult result;
+  result.step = steps_done_ + 1;
+  result.lr = options_.lr.at(result.step);
+  upload(inputs, targets);
+  run_step(result.step);
+  result.loss = read_results(&result.grad_norm);
+  result.skipped = !std::isfinite(result.grad_norm);  // AdamW skipped the update on the device
+  result.tasks = timer_.collect();
+  if (!result.skipped) ++steps_done_;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+double PipelineTrainer::forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  upload(inputs, targets);
+  run_step(0);
+  const double loss = read_results(nullptr);
+  timer_.collect();
+  return loss;
+}
+
+void PipelineTrainer::set_parameter(const std::string& name, std::span<const float> values) {
+  const Located at = find(name);
+  const std::size_t offset = at.chunk->offset + at.tensor->offset;
+  if (values.size() != at.tensor->elements())
+    throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) + " values for " +
+                                std::to_string(at.tensor->elements()) + " elements");
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_ + offset, values.data(), values.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+  kernels::convert_to_bf16(weights_ + offset, master_ + offset, values.size(), stream_);
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::vector<float> PipelineTrainer::master_parameter(const std::string& name) const {
+  const Located at = find(name);
+  return download_floats(master_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+}
+
+std::vector<float> PipelineTrainer::gradient(const std::string& name) const {
+  const Located at = find(name);
+  return download_floats(gradients_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+}
+
+std::vector<float> PipelineTrainer::weight(const std::string& name) const {
+  const Located at = find(name);
+  return download_bf16_as_floats(weights_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+}
+
+checkpoint::TrainerState PipelineTrainer::state() const {
+  return read_trainer_state({weights_, master_, adam_m_, adam_v_, elements_, elements_}, steps_done_, stream_);
+}
+
+void PipelineTrainer::restore(const checkpoint::TrainerState& s) {
+  write_trainer_state({weights_, master_, adam_m_, adam_v_, elements_, elements_}, s, "PipelineTrainer::restore",
+                      stream_);
+  steps_done_ = static_cast<int>(s.steps_done);
+}
+
+}  // namespace sextant::engine::pipeline

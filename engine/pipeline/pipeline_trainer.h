@@ -1,0 +1,192 @@
+// Training one pipeline rank: its stage's model chunks, its part of the
+// Plan's schedule (1F1B, or interleaved 1F1B with vpp > 1 chunks per rank:
+// Narayanan et al. 2021, Sec. 2.2), the activations of the micro-batches in
+// flight, and the transfers with the neighbouring stages.
+//
+// Each rank runs stage_program_of(plan, its stage) (stage_program.h): the
+// Plan's compute and send tasks in the Plan's order under the Plan's names
+// (so the task timer and `run --compare` read them as the simulator's), with
+// the receives the Plan leaves implicit. A model chunk is one Transformer per
+// activation slot, all of them on the chunk's weights and gradients: a
+// Transformer keeps one micro-batch's activations, and a chunk keeps as many
+// micro-batches in flight as the schedule's peak on this rank (1F1B:
+// min(pp − s, m) on stage s). Each slot has its own gradient scratch and
+// workspaces too: simpler than splitting the Transformer's buffers, at the
+// cost of (slots − 1) × those (a few (T, h) buffers and the cuBLASLt
+// workspace) per chunk; the logits (T, vocab) exist on the output's chunk only.
+//
+// Transfers: forward activations and backward input gradients, bf16
+// (mbs·seq, hidden), through the pp communicator's exchange (grouped
+// send/recv) on its stream, grouped as Megatron's schedules group them
+// (stage_program.h). The compute stream hands the buffers over with an event
+// and waits for the exchange before it goes on (Megatron's blocking batched
+// p2p), so a slot's buffers are never overwritten while a transfer reads or
+// writes them.
+//
+// The step's end, on every rank: gradients summed over the dp group; with
+// tied embeddings the first stage's wte gradient (the embedding's) and the last
+// stage's (the output layer's, on its own copy of wte) all-reduced between the
+// two (Megatron's embedding group), so both copies get the same update; the
+// gradient norm for clipping over the whole model (each rank's sum of squares,
+// a replicated tensor counted on tp rank 0 and the tied copy once, all-reduced
+// over tp and pp); AdamW. The loss: the last stage's per-token losses
+// (gathered over dp), all-reduced over pp with zeros from the other stages —
+// exact, so every rank reports the same mean, summed in the order one GPU would.
+//
+// Initial weights: each tensor from the random stream of its index in the
+// whole model's layout (a tp shard from its rank's, as the Trainer does), so a
+// pipeline starts from the weights one GPU would draw and the two copies of a
+// tied wte are equal.
+//
+// Not here (refused with std::invalid_argument): the distributed optimizer
+// (zero >= 1), cp, ep, zero-bubble schedules. Launched kernel by kernel (no
+// CUDA graph: the transfers meet other ranks) with cuBLASLt's heuristic
+// algorithms (tune_gemms is ignored, as under tp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/trainer_state.h"
+#include "engine/comm/communicator.h"
+#include "engine/device_arena.h"
+#include "engine/model/parameter_layout.h"
+#include "engine/model/transformer_shape.h"
+#include "engine/pipeline/stage_program.h"
+#include "engine/task_timer.h"
+#include "engine/trainer.h"
+#include "engine/transformer.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+#include "sim/plan/plan.h"
+
+struct CUevent_st;
+
+namespace sextant::engine {
+namespace data_parallel {
+class GradientReducer;
+}
+}  // namespace sextant::engine
+
+namespace sextant::engine::pipeline {
+
+/// This rank's groups (engine/comm/parallel_groups.h); they must outlive the trainer.
+struct PipelineGroups {
+  comm::Communicator* pipeline = nullptr;         // layout.pp ranks; required
+  comm::Communicator* data_parallel = nullptr;    // null or one rank: no dp
+  comm::Communicator* tensor_parallel = nullptr;  // null or one rank: no tp
+};
+
+class PipelineTrainer {
+ public:
+  /// `layout`: pp > 1 (vpp > 1 with the interleaved schedule), tp, dp, mbs,
+  /// gbs, recompute and the split knobs are read; the groups' sizes must be
+  /// its pp, dp and tp. Every rank of the world makes its trainer with the
+  /// same model, layout and options. Throws std::invalid_argument for what is
+  /// not supported or inconsistent, kernels::CudaError for a missing GPU or memory.
+  PipelineTrainer(const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+                  const TrainerOptions& options, const PipelineGroups& groups);
+  ~PipelineTrainer();
+  PipelineTrainer(const PipelineTrainer&) = delete;
+  PipelineTrainer& operator=(const PipelineTrainer&) = delete;
+
+  /// One optimizer step over the global batch (global_batch x seq tokens, the
+  /// whole batch on every rank); loss and gradient norm are the whole model's.
+  StepResult step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  /// Forward and backward without the optimizer: the gradients (summed over dp,
+  /// tied copies summed) stay in the buffers; returns the mean loss.
+  double forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+
+  int stage() const { return stage_; }
+  /// The tensors this rank holds, by the whole model's names ("layers.5.qkv_weight").
+  std::vector<std::string> tensor_names() const;
+  std::int64_t parameter_count() const;
+  const ArenaPlan& memory_plan() const { return arena_->plan(); }
+  std::size_t arena_bytes() const { return arena_->bytes(); }
+  int steps_done() const { return steps_done_; }
+  int local_microbatches() const { return microbatches_; }
+  std::size_t tasks_per_step() const { return program_.actions.size(); }
+  const StageProgram& program() const { return program_; }
+  const sim::Plan& plan() const { return plan_; }
+
+  // By the whole model's names, of tensors this rank holds (std::out_of_range otherwise).
+  void set_parameter(const std::string& name, std::span<const float> values);
+  std::vector<float> master_parameter(const std::string& name) const;
+  std::vector<float> weight(const std::string& name) const;
+  std::vector<float> gradient(const std::string& name) const;
+
+  /// This rank's flat arrays, as Trainer::state() (no sharding).
+  checkpoint::TrainerState state() const;
+  void restore(const checkpoint::TrainerState& state);
+
+ private:
+  // One model chunk: its parameters (a range of the flat buffers) and one
+  // Transformer per activation slot.
+  struct Chunk {
+    Chunk(const TransformerShape& shape, const StageParts& parts) : shape(shape), parts(parts), layout(shape, parts) {}
+    TransformerShape shape;
+    StageParts parts;
+    ParameterLayout layout;
+    std::size_t offset = 0;  // elements into the flat buffers
+    std::vector<std::unique_ptr<Transformer>> slots;
+  };
+  struct Located {
+    const Chunk* chunk;
+    const ParameterTensor* tensor;
+  };
+  Located find(const std::string& name) const;
+
+  void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  void run_step(int step);
+  void run_compute(const StageAction& action, float loss_scale);
+  void exchange(const StageAction& action);
+  // pipeline_reductions.cc
+  /// After the backward: dp sum, tied-embedding sum.
+  void finish_gradients();
+  void queue_optimizer(int step);
+  double read_results(double* grad_norm);
+  void zero_embedding_gradients();
+  void initialise_parameters(const sim::ModelConfig& model);
+  /// Runs `op` (a collective on `group`) ordered after the compute stream's
+  /// work so far, and the compute stream's later work after it.
+  void on_group(comm::Communicator& group, const std::function<void()>& op);
+  bool is_tied_copy(const Chunk& chunk, int tensor) const;
+
+  TransformerShape shape_;  // the rank's tp shard, every layer
+  TrainerOptions options_;
+  sim::Plan plan_;
+  StageProgram program_;
+  int stage_ = 0;
+  int microbatches_ = 1;
+  comm::Communicator* pp_ = nullptr;
+  comm::Communicator* dp_ = nullptr;  // dp > 1 only
+  comm::Communicator* tp_ = nullptr;  // tp > 1 only
+  std::unique_ptr<comm::Communicator> embedding_group_;  // tied: the first and last stage
+  std::unique_ptr<data_parallel::GradientReducer> reducer_;
+  std::vector<Chunk> chunks_;
+  std::size_t elements_ = 0;
+  std::unique_ptr<DeviceArena> arena_;
+  Bf16* weights_ = nullptr;
+  float* gradients_ = nullptr;
+  float* master_ = nullptr;
+  float* adam_m_ = nullptr;
+  float* adam_v_ = nullptr;
+  float* norm_scalars_ = nullptr;  // sum of squares, norm, clip scale
+  char* norm_workspace_ = nullptr;
+  std::size_t norm_workspace_bytes_ = 0;
+  float* losses_ = nullptr;           // (local micro-batches x tokens): the last stage's, else zeros
+  float* gathered_losses_ = nullptr;  // (global batch x seq), dp > 1
+  cudaStream_t stream_ = nullptr;
+  CUevent_st* to_comm_ = nullptr;    // cudaEvent_t: compute -> a communicator's stream
+  CUevent_st* from_comm_ = nullptr;  // and back
+  TaskTimer timer_;
+  int steps_done_ = 0;
+  std::string task_name_;
+  std::vector<comm::PeerTransfer> sends_, receives_;  // reused by exchange()
+};
+
+}  // namespace sextant::engine::pipeline

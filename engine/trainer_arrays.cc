@@ -1,0 +1,107 @@
+#include "engine/trainer_arrays.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/cuda_check.h"
+#include "kernels/parameter_init.h"
+
+namespace sextant::engine {
+
+std::vector<float> download_floats(const float* device, std::size_t n, cudaStream_t stream) {
+  std::vector<float> host(n);
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+std::vector<float> download_bf16_as_floats(const kernels::Bf16* device, std::size_t n, cudaStream_t stream) {
+  std::vector<kernels::Bf16> host(n);
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(kernels::Bf16), cudaMemcpyDeviceToHost, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> values(n);
+  for (std::size_t i = 0; i < n; ++i) values[i] = kernels::to_float(host[i]);
+  return values;
+}
+
+checkpoint::TrainerState read_trainer_state(const FlatArrays& a, std::int64_t steps_done, cudaStream_t stream) {
+  checkpoint::TrainerState s;
+  s.steps_done = steps_done;
+  s.weights_bf16.resize(a.elements);
+  static_assert(sizeof(kernels::Bf16) == sizeof(std::uint16_t));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(s.weights_bf16.data(), a.weights, a.elements * sizeof(kernels::Bf16),
+                                     cudaMemcpyDeviceToHost, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  s.master = download_floats(a.master, a.master_elements, stream);
+  s.adam_m = download_floats(a.adam_m, a.master_elements, stream);
+  s.adam_v = download_floats(a.adam_v, a.master_elements, stream);
+  return s;
+}
+
+void write_trainer_state(const FlatArrays& a, const checkpoint::TrainerState& s, const std::string& who,
+                         cudaStream_t stream) {
+  struct Length {
+    const char* what;
+    std::size_t got, expected;
+  };
+  for (const Length& l : {Length{"bf16 weights", s.weights_bf16.size(), a.elements},
+                          Length{"fp32 master weights", s.master.size(), a.master_elements},
+                          Length{"Adam m", s.adam_m.size(), a.master_elements},
+                          Length{"Adam v", s.adam_v.size(), a.master_elements}})
+    if (l.got != l.expected)
+      throw std::invalid_argument(who + ": the state's " + std::string(l.what) + " hold " + std::to_string(l.got) +
+                                  " elements; this trainer's " + std::to_string(l.expected));
+  if (s.steps_done < 0) throw std::invalid_argument(who + ": negative steps_done");
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(a.weights, s.weights_bf16.data(), a.elements * sizeof(kernels::Bf16),
+                                     cudaMemcpyHostToDevice, stream));
+  for (const auto& [device, host] : {std::pair{a.master, &s.master}, std::pair{a.adam_m, &s.adam_m},
+                                     std::pair{a.adam_v, &s.adam_v}})
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(device, host->data(), a.master_elements * sizeof(float), cudaMemcpyHostToDevice,
+                                       stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, const TrainerOptions& o,
+                         int num_layers, cudaStream_t stream) {
+  switch (t.init) {
+    case ParameterInit::kNormal:
+      kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(o.init_std), o.seed, random_stream, stream);
+      break;
+    case ParameterInit::kScaledNormal:
+      kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(o.init_std / std::sqrt(2.0 * num_layers)),
+                           o.seed, random_stream, stream);
+      break;
+    case ParameterInit::kOnes:
+      kernels::fill_constant(out, t.elements(), 1.0f, stream);
+      break;
+    case ParameterInit::kZeros:
+      break;
+  }
+}
+
+kernels::AdamWStep adamw_step(const TrainerOptions& o, int step) {
+  kernels::AdamWStep s;
+  s.learning_rate = static_cast<float>(o.lr.at(step));
+  s.beta1 = static_cast<float>(o.optimizer.beta1);
+  s.beta2 = static_cast<float>(o.optimizer.beta2);
+  s.eps = static_cast<float>(o.optimizer.eps);
+  s.step = step;
+  s.weight_decay = static_cast<float>(o.optimizer.weight_decay);
+  return s;
+}
+
+double mean_loss_in_global_order(const std::vector<float>& losses, int microbatches_per_rank, int dp,
+                                 std::size_t per_microbatch) {
+  const std::size_t local = static_cast<std::size_t>(microbatches_per_rank) * per_microbatch;
+  double sum = 0;
+  for (int g = 0; g < microbatches_per_rank * dp; ++g) {
+    const float* mb = losses.data() + static_cast<std::size_t>(g % dp) * local +
+                      static_cast<std::size_t>(g / dp) * per_microbatch;
+    for (std::size_t i = 0; i < per_microbatch; ++i) sum += mb[i];
+  }
+  return sum / static_cast<double>(losses.size());
+}
+
+}  // namespace sextant::engine

@@ -1,0 +1,65 @@
+// What a one-replica Trainer and a pipeline stage's trainer (engine/pipeline/)
+// both do with their flat per-parameter arrays (parameter_layout.h): draw the
+// initial values, set up AdamW's step, copy the arrays to and from a
+// checkpoint state and the host, and average a global batch's per-token
+// losses in the order one GPU sums them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/checkpoint/trainer_state.h"
+#include "engine/model/parameter_layout.h"
+#include "engine/trainer.h"
+#include "kernels/adamw.h"
+#include "kernels/bf16.h"
+#include "kernels/stream.h"
+
+namespace sextant::engine {
+
+/// A trainer's arrays on the device: `elements` bf16 weights and
+/// `master_elements` each of fp32 master weights and Adam moments (all of
+/// them, or the rank's ZeRO-1 shard).
+struct FlatArrays {
+  kernels::Bf16* weights = nullptr;
+  float* master = nullptr;
+  float* adam_m = nullptr;
+  float* adam_v = nullptr;
+  std::size_t elements = 0;
+  std::size_t master_elements = 0;
+};
+
+/// The arrays as a checkpoint keeps them, after `steps_done` updates; waits for `stream`.
+checkpoint::TrainerState read_trainer_state(const FlatArrays& arrays, std::int64_t steps_done, cudaStream_t stream);
+
+/// Puts read_trainer_state's arrays back; waits for `stream`. Throws
+/// std::invalid_argument, its message starting with `who`, naming the array
+/// whose length differs (another model or layout) or a negative steps_done.
+void write_trainer_state(const FlatArrays& arrays, const checkpoint::TrainerState& state, const std::string& who,
+                         cudaStream_t stream);
+
+/// Tensor `t`'s initial values into `out` (fp32, t.elements()) as its
+/// ParameterInit says — N(0, init_std), N(0, init_std / sqrt(2 · num_layers))
+/// (Megatron's scaled_init_method_normal), ones — drawn from random stream
+/// `random_stream` of the options' seed; kZeros leaves `out` as it is.
+void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, const TrainerOptions& options,
+                         int num_layers, cudaStream_t stream);
+
+/// AdamW's settings for update `step` (1-based): the options' betas, eps,
+/// weight decay and the schedule's learning rate.
+kernels::AdamWStep adamw_step(const TrainerOptions& options, int step);
+
+/// The mean of a global batch's per-token losses: `losses` holds dp blocks,
+/// block j dp rank j's micro-batches j, j+dp, ... (`microbatches_per_rank` of
+/// `per_microbatch` tokens each), summed in global micro-batch order, as one
+/// rank would.
+double mean_loss_in_global_order(const std::vector<float>& losses, int microbatches_per_rank, int dp,
+                                 std::size_t per_microbatch);
+
+/// n values from the device, waiting for `stream`.
+std::vector<float> download_floats(const float* device, std::size_t n, cudaStream_t stream);
+std::vector<float> download_bf16_as_floats(const kernels::Bf16* device, std::size_t n, cudaStream_t stream);
+
+}  // namespace sextant::engine
