@@ -189,6 +189,7 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
         c.link = ep_link;
         break;
       case TaskKind::kPipelineSend:
+      case TaskKind::kPipelineReceive:
         c.duration_s = p2p_s;
         c.link = pp_link;
         break;

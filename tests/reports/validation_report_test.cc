@@ -66,12 +66,13 @@ TEST(ValidationCases, NemoCasesGetTheRecipeAndTheArchitecture) {
 }
 
 // Issue 11's targets on the 34 development cases: every case answered (uneven
-// pipeline splits included), median |error| <= 5 % with both engines. Its worst-
-// case target (15 %) is not met: the three megatron_examples_llama_* rows (a 2025
-// container, 10-16 % faster than NeMo 24.07's framework predicts) reach 16.6 %;
-// the bound below guards today's level against regressions. The frameworks'
-// sustained fractions are fitted on these cases (configs/frameworks), so this
-// guards against regressions, not against overfitting.
+// pipeline splits included), median |error| <= 5 % and worst <= 15 % with both
+// engines (today 3.6 % / 9.6 % analytic, 3.1 % / 10.2 % event; the worst is
+// nemo2407_GPT3-175B_512gpus). The three megatron_examples_llama_* rows run
+// configs/frameworks/megatron-core-0.12.yaml (fused cross entropy and a
+// sustained fraction fitted on those three). The frameworks' sustained
+// fractions are fitted on these cases (configs/frameworks), so this guards
+// against regressions, not against overfitting.
 TEST(ValidationReport, DevCasesWithinTargets) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   const auto cases = load_validation_cases(kCases);
@@ -79,7 +80,7 @@ TEST(ValidationReport, DevCasesWithinTargets) {
     const ValidationSummary s = run_validation(cases, catalog, "", engine);
     EXPECT_EQ(s.predicted, 34);
     EXPECT_LE(s.median_abs_error, 0.05);
-    EXPECT_LE(s.worst_abs_error, 0.17) << "worst case: " << s.worst_case_id;
+    EXPECT_LE(s.worst_abs_error, 0.15) << "worst case: " << s.worst_case_id;
   }
 }
 
