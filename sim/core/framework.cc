@@ -48,6 +48,11 @@ void restrict_to_framework(PartialLayout& l, const Framework& f, const std::stri
     refused.push_back("zero=" + std::to_string(*l.zero) + " with pp=" + std::to_string(*l.pp) +
                       " (at most zero=" + std::to_string(s.max_zero_with_pipeline) + ")");
   }
+  // An open ZeRO stage with a pipeline: the highest the software runs there
+  // (sharding the optimizer moves what the all-reduce moves, in less memory).
+  if (l.pp.value_or(1) > 1 && !l.zero && s.max_zero_with_pipeline < 3) {
+    l.zero = s.max_zero_with_pipeline;
+  }
   if (refused.empty()) return;
   std::string list;
   for (const std::string& r : refused) list += (list.empty() ? "" : ", ") + r;

@@ -39,7 +39,8 @@ CostProfile with_framework(CostProfile profile, const Framework& framework);
 
 /// Restricts `layout` to what `framework` can run: knobs left open are set to
 /// the one value it supports (no interleaving: schedule 1F1B and vpp 1; no
-/// flash attention: the unfused core; no overlap: the flag off), and a knob
+/// flash attention: the unfused core; no overlap: the flag off; with a
+/// pipeline, the highest ZeRO stage it runs there), and a knob
 /// given a value it cannot run is an error. Throws ConfigError naming every
 /// such knob, with `source` as the input's name ("--layout", a case id).
 void restrict_to_framework(PartialLayout& layout, const Framework& framework,

@@ -96,6 +96,7 @@ TEST(RestrictToFramework, ClosesOpenKnobs) {
   EXPECT_EQ(l.vpp, 1);
   EXPECT_EQ(l.attention, AttentionKernel::kUnfused);
   EXPECT_EQ(l.overlap_grad_reduce, false);
+  EXPECT_EQ(l.zero, 1);                      // pp 4: the highest stage it runs with a pipeline
   EXPECT_FALSE(l.sp.has_value());           // supported: still the search's
   EXPECT_FALSE(l.overlap_param_gather.has_value());
 }
