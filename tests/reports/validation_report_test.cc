@@ -96,6 +96,37 @@ TEST(ValidationReport, EventEngineMedianAtLeastAsGoodAsAnalytic) {
   EXPECT_LE(event.median_abs_error, analytic.median_abs_error);
 }
 
+// A case's source picks its framework, and the search completes the layout
+// only with what that software ran (tests/data/validation: synthetic layouts,
+// placeholder times). MT-NLG: DeepSpeed's pipeline engine, so no interleaving,
+// no flash attention (a 2022 source would default to flash), no overlap;
+// Korthikanti et al.: sequence parallelism and selective recompute of
+// the unfused attention core.
+TEST(ValidationReport, SourcesPickTheirFrameworksSupports) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const auto cases = load_validation_cases(std::string(SEXTANT_TEST_DATA_DIR) +
+                                           "/validation/framework_mapping_cases.yaml");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].framework, "deepspeed-pipe-2021");
+  EXPECT_EQ(cases[1].framework, "megatron-lm-2022");
+  for (const PredictionEngine engine : {PredictionEngine::kAnalytic, PredictionEngine::kEvent}) {
+    const ValidationSummary s = run_validation(cases, catalog, "", engine);
+    ASSERT_EQ(s.predicted, 2);
+    const sim::ParallelLayout& ds = s.outcomes[0].predicted->layout;
+    EXPECT_EQ(ds.schedule, sim::Schedule::kOneFOneB);
+    EXPECT_EQ(ds.vpp, 1);
+    EXPECT_EQ(ds.attention, sim::AttentionKernel::kUnfused);
+    EXPECT_FALSE(ds.sp);
+    EXPECT_FALSE(ds.overlap_grad_reduce);
+    EXPECT_EQ(ds.zero, 0);  // not stated: the case reader's default (within DeepSpeed's 1)
+    const sim::ParallelLayout& mlm = s.outcomes[1].predicted->layout;
+    EXPECT_EQ(mlm.attention, sim::AttentionKernel::kUnfused);
+    EXPECT_TRUE(mlm.sp);
+    EXPECT_EQ(mlm.recompute, sim::Recompute::kSelective);
+    EXPECT_FALSE(mlm.tp_comm_overlap);
+  }
+}
+
 TEST(ValidationReport, Percentile) {
   EXPECT_DOUBLE_EQ(percentile({3, 1, 2}, 0.5), 2);
   EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4}, 0.5), 2.5);
