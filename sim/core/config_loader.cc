@@ -331,6 +331,7 @@ FrameworkSupport read_support(StrictMap map) {
   flag("interleaved_schedule", s.interleaved_schedule);
   flag("flash_attention", s.flash_attention);
   flag("sequence_parallel", s.sequence_parallel);
+  flag("selective_recompute", s.selective_recompute);
   flag("overlap_grad_reduce", s.overlap_grad_reduce);
   flag("overlap_param_gather", s.overlap_param_gather);
   flag("tp_comm_overlap", s.tp_comm_overlap);
@@ -338,7 +339,7 @@ FrameworkSupport read_support(StrictMap map) {
     if (*zero < 0 || *zero > 3) map.report("max_zero_with_pipeline", "got " + std::to_string(*zero) + "; accepted: 0-3");
     else s.max_zero_with_pipeline = static_cast<int>(*zero);
   }
-  map.finish({"interleaved_schedule", "flash_attention", "sequence_parallel",
+  map.finish({"interleaved_schedule", "flash_attention", "sequence_parallel", "selective_recompute",
               "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
               "max_zero_with_pipeline"});
   return s;

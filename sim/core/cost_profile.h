@@ -154,6 +154,9 @@ struct CostProfile {
   /// What the framework's software runs differently (framework_behaviour.h);
   /// Megatron-Core's by default.
   FrameworkBehaviour behaviour;
+  /// What it can run (the search reads selective_recompute; the rest is
+  /// applied to the layout by restrict_to_framework).
+  FrameworkSupport supports;
   /// The framework (sim/core/framework.h) whose sustained fraction replaced the
   /// profile's own; empty when the profile's own is used.
   std::string framework;

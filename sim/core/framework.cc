@@ -11,6 +11,7 @@ CostProfile with_framework(CostProfile profile, const Framework& framework) {
     profile.sustained_compute_fraction = *framework.sustained_compute_fraction;
   }
   profile.behaviour = framework.behaviour;
+  profile.supports = framework.supports;
   profile.framework = framework.name;
   return profile;
 }
@@ -41,6 +42,11 @@ void restrict_to_framework(PartialLayout& l, const Framework& f, const std::stri
     l.attention = AttentionKernel::kUnfused;
   }
   forbid(l.sp, s.sequence_parallel, "sp", refused);
+  // An open recompute knob stays the search's, which skips selective
+  // (SearchConstraints::allow_selective_recompute from the profile).
+  if (!s.selective_recompute && l.recompute == Recompute::kSelective) {
+    refused.push_back("recompute=selective");
+  }
   forbid(l.overlap_grad_reduce, s.overlap_grad_reduce, "overlap_grad_reduce", refused);
   forbid(l.overlap_param_gather, s.overlap_param_gather, "overlap_param_gather", refused);
   forbid(l.tp_comm_overlap, s.tp_comm_overlap, "tp_comm_overlap", refused);

@@ -62,6 +62,7 @@ struct FrameworkSupport {
   bool interleaved_schedule = true;  // Narayanan et al. 2021's interleaved 1F1B
   bool flash_attention = true;       // a fused attention kernel (else Megatron's unfused core)
   bool sequence_parallel = true;     // Korthikanti et al. 2022
+  bool selective_recompute = true;   // Korthikanti et al. 2022 (the search skips it when false)
   bool overlap_grad_reduce = true;   // reduce gradients during the backward
   bool overlap_param_gather = true;  // gather weights during the next forward
   bool tp_comm_overlap = true;       // TP collectives pipelined with the GEMMs

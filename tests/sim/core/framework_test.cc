@@ -21,7 +21,8 @@ const std::string kDeepSpeedLike =
     "  flash_attention: false\n"                  // 9
     "  overlap_grad_reduce: false\n"              // 10
     "  max_zero_with_pipeline: 1\n"               // 11
-    "source: test\n";                             // 12
+    "  selective_recompute: false\n"              // 12
+    "source: test\n";                             // 13
 
 TEST(LoadFramework, ReadsBehaviourAndSupport) {
   const Framework f = load_framework_text(kDeepSpeedLike, "ds.yaml");
@@ -34,6 +35,7 @@ TEST(LoadFramework, ReadsBehaviourAndSupport) {
   EXPECT_FALSE(f.supports.overlap_grad_reduce);
   EXPECT_TRUE(f.supports.sequence_parallel);  // not named: supported
   EXPECT_EQ(f.supports.max_zero_with_pipeline, 1);
+  EXPECT_FALSE(f.supports.selective_recompute);
 }
 
 TEST(LoadFramework, BadBehaviourNamesFileLineAndAcceptedValues) {
@@ -81,6 +83,7 @@ TEST(WithFramework, KeepsTheProfilesFractionWhenTheFrameworkHasNone) {
   const CostProfile out = with_framework(p, f);
   EXPECT_DOUBLE_EQ(out.sustained_compute_fraction, 0.71);
   EXPECT_EQ(out.behaviour.pipeline_exchange, PipelineExchange::kSequential);
+  EXPECT_TRUE(out.supports.selective_recompute);
   EXPECT_EQ(out.framework, "ds");
   f.sustained_compute_fraction = 0.87;
   EXPECT_DOUBLE_EQ(with_framework(p, f).sustained_compute_fraction, 0.87);
@@ -109,13 +112,14 @@ TEST(RestrictToFramework, RefusesWhatTheSoftwareCannotRun) {
   l.vpp = 3;
   l.zero = 2;
   l.overlap_grad_reduce = true;
+  l.recompute = Recompute::kSelective;
   try {
     restrict_to_framework(l, f, "--layout");
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.diagnostics()[0].to_string(),
-              "--layout: framework ds cannot run vpp=3, overlap_grad_reduce=1, zero=2 with pp=4 "
-              "(at most zero=1) (configs/frameworks/ds.yaml, supports:)");
+              "--layout: framework ds cannot run vpp=3, recompute=selective, overlap_grad_reduce=1, "
+              "zero=2 with pp=4 (at most zero=1) (configs/frameworks/ds.yaml, supports:)");
   }
 }
 
