@@ -230,6 +230,10 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
     exposed_dp_s = reductions * grad_s + gather_s;
   }
 
+  // The tied embedding's copies on the first and last stage, reduced after the
+  // flush and before the optimizer: exposed whole.
+  exposed_dp_s += tied_embedding_reduce_time_s(m, l, cluster, links);
+
   // With the distributed optimizer each rank updates only its shard.
   const double local_params =
       l.zero >= 1 ? params.dense / (static_cast<double>(l.dp) * l.cp) + params.expert / l.expert_dp()

@@ -125,6 +125,16 @@ class PlanBuilder {
                {DepRef::task(w_->last_compute())});
       }
     }
+    if (m_.tie_embeddings && s.pp > 1 && (stage == 0 || stage == s.pp - 1)) {
+      // The tied embedding's gradient, between the two copies, once the
+      // stage's gradients are reduced (Megatron finalize_model_grads,
+      // DeepSpeed ReduceTiedGrads): on the DP stream, before the optimizer.
+      std::vector<DepRef> deps{DepRef::task(w_->last_compute())};
+      if (last_dp_ != kNoTask) deps.push_back(DepRef::task(last_dp_));
+      last_dp_ = w_->add(make(TaskKind::kTiedEmbeddingReduce, Block::kNone, Pass::kNone,
+                              StreamKind::kDataParallel, 0, kNoIndex, kNoIndex),
+                         deps);
+    }
     if (last_dp_ != kNoTask) w_->also_wait_for(DepRef::task(last_dp_));
     const std::uint32_t step = w_->chain(make(TaskKind::kOptimizerStep, Block::kNone, Pass::kNone,
                                               StreamKind::kCompute, 0, kNoIndex, kNoIndex));

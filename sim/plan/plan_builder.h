@@ -38,6 +38,9 @@
 //    --overlap-param-gather at the start of the iteration, each bucket before
 //    its first forward (the steady state of Megatron gathering during the next
 //    iteration's forward); otherwise after the optimizer step;
+//  - with tied embeddings and pp > 1, on the first and last stage the
+//    all-reduce of the embedding's gradient between its two copies, after
+//    the data-parallel reduction;
 //  - the optimizer step after the stage's last reduction.
 // Tasks on one stage's compute chain (compute, TP, CP, EP, blocking sends)
 // depend on the one before; the data-parallel stream runs beside it.

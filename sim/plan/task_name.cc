@@ -140,6 +140,9 @@ void append_task_name(const Plan& plan, const Task& t, std::string& out) {
         out += pass_name(t.pass);
       }
       return;
+    case TaskKind::kTiedEmbeddingReduce:
+      out += "pp.embedding_grad.all_reduce";
+      return;
     case TaskKind::kOptimizerStep:
       out += "optimizer.step";
       return;
