@@ -41,8 +41,8 @@ enum class GradientAccumulation : std::uint8_t {
   /// Megatron's --gradient-accumulation-fusion: the weight-gradient GEMM adds
   /// into the fp32 main_grad buffer itself (fused_weight_gradient_mlp_cuda).
   kInWeightGradientGemm,
-  /// DeepSpeed's engines, which keep no main_grad (Megatron-DeepSpeed turns
-  /// gradient-accumulation fusion off): the GEMM writes the micro-batch's
+  /// DeepSpeed's engines, which keep no Megatron main_grad buffer for the
+  /// fused weight-gradient kernel to add into: the GEMM writes the micro-batch's
   /// gradient and a separate memory-bound pass adds it to the running sum,
   /// under bf16 BF16_Optimizer.update_hp_grads into fp32 after every
   /// micro-batch (deepspeed/runtime/bf16_optimizer.py; pipe/engine.py
