@@ -67,7 +67,7 @@ TEST(ValidationCases, NemoCasesGetTheRecipeAndTheArchitecture) {
 
 // Issue 11's targets on the 34 development cases: every case answered (uneven
 // pipeline splits included), median |error| <= 5 % and worst <= 15 % with both
-// engines (today 3.6 % / 9.6 % analytic, 3.1 % / 10.2 % event; the worst is
+// engines (today 3.6 % / 9.7 % analytic, 3.1 % / 10.2 % event; the worst is
 // nemo2407_GPT3-175B_512gpus). The three megatron_examples_llama_* rows run
 // configs/frameworks/megatron-core-0.12.yaml (fused cross entropy and a
 // sustained fraction fitted on those three). The frameworks' sustained
