@@ -61,8 +61,10 @@ std::string framework_of(const std::string& source) {
   // Sequence parallelism and selective recomputation, Megatron-LM of 2022.
   if (contains(source, "Korthikanti")) return "megatron-lm-2022";
   // Megatron-DeepSpeed on DeepSpeed's pipeline engine: MT-NLG (Smith et al.
-  // 2022) and BLOOM (BigScience 2022) name it, or the source names the fork.
-  for (const char* word : {"Megatron-DeepSpeed", "MT-NLG", "Smith et al.", "BLOOM", "BigScience"}) {
+  // 2022, arXiv:2201.11990) and BLOOM (BigScience 2022, arXiv:2211.05100), or
+  // the fork by name.
+  for (const char* word : {"Megatron-DeepSpeed", "MT-NLG", "Megatron-Turing", "2201.11990",
+                           "BLOOM", "BigScience", "2211.05100"}) {
     if (contains(source, word)) return "deepspeed-pipe-2021";
   }
   return "";

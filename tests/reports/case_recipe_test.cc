@@ -16,6 +16,8 @@ TEST(CaseRecipe, FrameworkOfSource) {
             "megatron-lm-2021");
   EXPECT_EQ(framework_of("Korthikanti et al. 2022, Table 5"), "megatron-lm-2022");
   EXPECT_EQ(framework_of("Smith et al. 2022 (MT-NLG), Sec. 3"), "deepspeed-pipe-2021");
+  EXPECT_EQ(framework_of("Smith et al. 2022, arXiv:2201.11990"), "deepspeed-pipe-2021");
+  EXPECT_EQ(framework_of("Smith et al. 2024, another paper"), "");  // the surname alone is not enough
   EXPECT_EQ(framework_of("BigScience 2022, BLOOM"), "deepspeed-pipe-2021");
   EXPECT_EQ(framework_of("NVIDIA/Megatron-LM README.md 'Training Speed and Scalability'"), "");
 }
