@@ -40,7 +40,8 @@
 //    iteration's forward); otherwise after the optimizer step;
 //  - with tied embeddings and pp > 1, on the first and last stage the
 //    all-reduce of the embedding's gradient between its two copies, after
-//    the data-parallel reduction;
+//    the data-parallel reduction (each end's task runs on its own clock; the
+//    two are not made to start together);
 //  - the optimizer step after the stage's last reduction.
 // Tasks on one stage's compute chain (compute, TP, CP, EP, blocking sends)
 // depend on the one before; the data-parallel stream runs beside it.
