@@ -53,8 +53,20 @@ void apply_architecture(ModelFamily family, sim::ModelConfig& m) {
 }
 
 std::string framework_of(const std::string& source) {
+  // Megatron-LM's Llama examples follow NeMo's layouts but run Megatron-Core
+  // r0.12 in NGC PyTorch 25.03 (examples/llama/README.md), not NeMo 24.07.
+  if (contains(source, "Megatron-LM examples/llama")) return "megatron-core-0.12";
   if (follows_nemo_recipe(source)) return "nemo-24.07";
   if (contains(source, "Narayanan et al.")) return "megatron-lm-2021";
+  // Sequence parallelism and selective recomputation, Megatron-LM of 2022.
+  if (contains(source, "Korthikanti")) return "megatron-lm-2022";
+  // Megatron-DeepSpeed on DeepSpeed's pipeline engine: MT-NLG (Smith et al.
+  // 2022, arXiv:2201.11990) and BLOOM (BigScience 2022, arXiv:2211.05100), or
+  // the fork by name.
+  for (const char* word : {"Megatron-DeepSpeed", "MT-NLG", "Megatron-Turing", "2201.11990",
+                           "BLOOM", "BigScience", "2211.05100"}) {
+    if (contains(source, word)) return "deepspeed-pipe-2021";
+  }
   return "";
 }
 

@@ -39,9 +39,12 @@ ModelFamily model_family_of(const std::string& case_id, const std::string& sourc
 /// dropout, tied embeddings) for `family`; the dimensions are left as they are.
 void apply_architecture(ModelFamily family, sim::ModelConfig& model);
 
-/// The configs/frameworks preset of the software that ran the case: NeMo's
-/// recipes "nemo-24.07", Narayanan et al. 2021's Megatron-LM "megatron-lm-2021";
-/// empty for Megatron-Core 0.8 (the datasheet profiles' own fraction).
+/// The configs/frameworks preset of the software that ran the case: Megatron-LM's
+/// Llama examples "megatron-core-0.12" (their README: core_r0.12.0, PyTorch
+/// 25.03), NeMo's recipes "nemo-24.07", Narayanan et al. 2021's Megatron-LM
+/// "megatron-lm-2021", Korthikanti et al. 2022's "megatron-lm-2022", Megatron-DeepSpeed's
+/// pipeline runs (MT-NLG, BLOOM) "deepspeed-pipe-2021"; empty for Megatron-Core 0.8
+/// (the datasheet profiles' own fraction).
 std::string framework_of(const std::string& source);
 
 /// True when the case was run with NeMo's recipes (or scripts that follow them).

@@ -22,7 +22,12 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
   const ReportRowSpec& s = row.spec;
   const sim::ClusterConfig cluster = catalog.cluster(s.cluster);
   sim::CostProfile profile = catalog.profile(spec.profile, cluster.gpu.name);
-  if (!spec.framework.empty()) profile = sim::with_framework(profile, catalog.framework(spec.framework));
+  sim::PartialLayout layout = s.layout;
+  if (!spec.framework.empty()) {
+    const sim::Framework framework = catalog.framework(spec.framework);
+    profile = sim::with_framework(profile, framework);
+    sim::restrict_to_framework(layout, framework, s.origin.file);
+  }
   row.peak_flops_per_s = cluster.gpu.peak_bf16_flops_per_s;
   if (s.gpus > cluster.total_gpus()) {  // bad input, not an outcome: the row cannot run
     sim::Diagnostic d = s.origin;
@@ -36,7 +41,7 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
     options.constraints = s.constraints;
     options.top = search::kEventCandidates;  // as search, simulate and validate replay
     search::SearchResult found =
-        search::search_layouts(row.model, cluster, profile, s.gpus, s.layout, options);
+        search::search_layouts(row.model, cluster, profile, s.gpus, layout, options);
     row.evaluated_layouts = found.evaluated;
     if (!found.best.empty()) {
       search::rescore_with_event(found.best, row.model, cluster, profile, 1);
@@ -46,7 +51,7 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
     }
   } else {
     const search::Completion completion =
-        search::complete_layout(row.model, cluster, profile, s.gpus, s.layout, s.constraints);
+        search::complete_layout(row.model, cluster, profile, s.gpus, layout, s.constraints);
     row.evaluated_layouts = completion.evaluated;
     row.result = completion.best;
     for (const sim::Diagnostic& d : completion.reasons) {
@@ -54,7 +59,7 @@ void evaluate(ReportRow& row, const ReportSpec& spec, const sim::PresetCatalog& 
     }
   }
   if (row.result) {
-    row.searched = searched_knobs(s.layout, row.result->layout);
+    row.searched = searched_knobs(layout, row.result->layout);
     row.step_time_interval = step_time_interval_of(*row.result);
   }
 }

@@ -32,12 +32,20 @@ ValidationSummary run_validation(const std::vector<ValidationCase>& cases,
     try {
       const sim::ClusterConfig cluster = catalog.cluster(c.cluster_preset);
       sim::CostProfile profile = catalog.profile(profile_path, cluster.gpu.name);
-      if (!c.framework.empty()) profile = sim::with_framework(profile, catalog.framework(c.framework));
+      sim::PartialLayout layout = c.layout;
+      if (!c.framework.empty()) {
+        const sim::Framework framework = catalog.framework(c.framework);
+        profile = sim::with_framework(profile, framework);
+        // The case format has no attention key: the kernel read_case set is the
+        // source year's default, and what the software had overrides it.
+        if (!framework.supports.flash_attention) layout.attention.reset();
+        sim::restrict_to_framework(layout, framework, c.id);
+      }
       const search::Completion completion =
-          search::complete_layout(c.model, cluster, profile, c.num_gpus, c.layout);
+          search::complete_layout(c.model, cluster, profile, c.num_gpus, layout);
       if (completion.best && engine == PredictionEngine::kEvent) {
         outcome.predicted =
-            search::complete_with_event(c.model, cluster, profile, c.num_gpus, c.layout, {},
+            search::complete_with_event(c.model, cluster, profile, c.num_gpus, layout, {},
                                         search::kEventCandidates, event_options)
                 ->result;
       } else {

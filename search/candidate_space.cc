@@ -89,8 +89,11 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
       given_or(p.etp, m.moe && g.tp > 1 ? std::vector<int>{1, g.tp} : std::vector<int>{1});
   const std::vector<bool> sps =
       given_or(p.sp, g.tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false});
-  const std::vector<Recompute> recomputes =
-      given_or(p.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  const std::vector<Recompute> recomputes = given_or(
+      p.recompute, c.allow_selective_recompute
+                       ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
+                                                Recompute::kFull}
+                       : std::vector<Recompute>{Recompute::kNone, Recompute::kFull});
   // ZeRO-2/3 need pp = 1 (layout_check): try them only there.
   const std::vector<int> zeros =
       given_or(p.zero, p.fsdp ? std::vector<int>{3}  // naming the FSDP implementation means zero=3

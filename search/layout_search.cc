@@ -75,8 +75,11 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   const double capacity = options.constraints.memory_limit_bytes.value_or(
       static_cast<double>(cluster.gpu.memory_bytes));
   out.memory_limit_bytes = (1.0 - options.constraints.memory_headroom) * capacity;
-  const std::vector<GridPoint> grid =
-      grid_points(m, cluster, gpus, partial, options.constraints);
+  // What the profile's framework cannot run is not tried (framework.h).
+  SearchConstraints constraints = options.constraints;
+  constraints.allow_selective_recompute =
+      constraints.allow_selective_recompute && profile.supports.selective_recompute;
+  const std::vector<GridPoint> grid = grid_points(m, cluster, gpus, partial, constraints);
   const bool try_splits = !partial.split_given();
   const int pool = try_splits ? std::max(options.top, kSplitPool) : options.top;
 
@@ -93,7 +96,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
     ParallelLayout split_of;
     bool have_split = false;
     for (std::size_t i = next++; i < grid.size(); i = next++) {
-      for (const ParallelLayout& l : layouts_at(m, partial, grid[i], options.constraints)) {
+      for (const ParallelLayout& l : layouts_at(m, partial, grid[i], constraints)) {
         ++mine.evaluated;
         if (!is_valid_layout(m, cluster, gpus, l)) {
           if (i < mine.first_invalid_point) {

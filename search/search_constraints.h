@@ -16,6 +16,9 @@ struct SearchConstraints {
   double memory_headroom = 0.05;
   /// Search fp8 GEMMs too (off: precision changes numerics, so users opt in).
   bool allow_fp8 = false;
+  /// Try selective recomputation (off where the framework has none: its
+  /// FrameworkSupport, which the search reads from the profile).
+  bool allow_selective_recompute = true;
 };
 
 }  // namespace sextant::search

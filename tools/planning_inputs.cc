@@ -14,8 +14,12 @@ PlanningInputs load_planning_inputs(const std::string& configs_dir, const Planni
   in.cluster = catalog.cluster(a.cluster);
   if (a.nodes > 0) in.cluster.num_nodes = static_cast<int>(a.nodes);
   in.profile = catalog.profile(a.profile, in.cluster.gpu.name);
-  if (!a.framework.empty()) in.profile = sim::with_framework(in.profile, catalog.framework(a.framework));
   in.layout = sim::parse_layout(a.layout);
+  if (!a.framework.empty()) {
+    const sim::Framework framework = catalog.framework(a.framework);
+    in.profile = sim::with_framework(in.profile, framework);
+    sim::restrict_to_framework(in.layout, framework, "--layout");
+  }
   if (a.global_batch > 0) {
     if (in.layout.gbs && *in.layout.gbs != a.global_batch) {
       throw sim::ConfigError({{"--global-batch", 0, 0, "",
@@ -85,9 +89,12 @@ void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_requ
   cmd.add_option("--profile", a.profile,
                  "cost profile YAML (default: configs/profiles/<gpu>.yaml)");
   cmd.add_option("--framework", a.framework,
-                 "training software whose sustained compute rate to assume (configs/frameworks):\n"
-                 "megatron-core-0.8 (Megatron-LM's 2024 H100 runs), nemo-24.07 (NeMo's FP8\n"
-                 "performance recipes), megatron-lm-2021 (Narayanan et al. 2021 on A100);\n"
+                 "training software (configs/frameworks): what it runs and supports (the search\n"
+                 "completes --layout only with that) and its sustained compute rate:\n"
+                 "megatron-core-0.8 (Megatron-LM's 2024 H100 runs), megatron-core-0.12 (its 2025\n"
+                 "Llama examples), nemo-24.07 (NeMo's FP8 performance recipes), megatron-lm-2021\n"
+                 "(Narayanan et al. 2021), megatron-lm-2022 (Korthikanti et al. 2022: SP, selective\n"
+                 "recompute), deepspeed-pipe-2021 (DeepSpeed's pipeline engine, MT-NLG/BLOOM);\n"
                  "default: the profile's own (Megatron-Core 0.8 for the datasheet profiles)");
 }
 

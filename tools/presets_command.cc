@@ -102,8 +102,10 @@ int run_presets(const CommonOptions& common, std::ostream& out) {
   for (const std::string& n : catalog.names("frameworks")) {
     out << describe(n, [&] {
       const sim::Framework f = catalog.framework(n);
-      char fraction[32];
-      std::snprintf(fraction, sizeof fraction, "%.2f", f.sustained_compute_fraction);
+      char fraction[32] = "of the profile";
+      if (f.sustained_compute_fraction) {
+        std::snprintf(fraction, sizeof fraction, "%.2f", *f.sustained_compute_fraction);
+      }
       const std::string what =
           f.description.size() > 80 ? f.description.substr(0, 77) + "..." : f.description;
       return std::string("sustained ") + fraction + "; " + what;

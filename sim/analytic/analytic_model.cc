@@ -150,6 +150,19 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   // and the drain wait for them.
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
   double exposed_pp_s = 2.0 * (microbatches + l.pp - 1) * p2p_s;
+  const bool blocking = l.schedule == Schedule::kOneFOneB || l.schedule == Schedule::kGpipe;
+  if (blocking && profile.behaviour.pipeline_exchange == PipelineExchange::kSequential) {
+    // DeepSpeed's PipelineEngine: each send and receive its own blocking call
+    // (deepspeed/runtime/pipe/schedule.py TrainSchedule: SendGrad then
+    // RecvActivation before a forward, RecvGrad then SendActivation before a
+    // backward). In the steady state a stage's receive no longer hides beside
+    // its own send: four transfers per micro-batch on its chain, not two; the
+    // fill and drain still wait for p − 1 each way. (A step-by-step play of
+    // TrainSchedule's rendezvous with compute F = 1, B = 3 exposes 136
+    // transfers for p = 8, m = 32, and 1086 for p = 35, m = 256, against
+    // 142 and 1092 here; Megatron's batched exchange, 78 and 580.)
+    exposed_pp_s = (4.0 * microbatches + 2.0 * (l.pp - 1)) * p2p_s;
+  }
   if (l.schedule == Schedule::kZeroBubbleH1) exposed_pp_s = 2.0 * (l.pp - 1) * p2p_s;
   if (l.schedule == Schedule::kInterleaved) {
     // Interleaved 1F1B with --overlap-p2p-communication (Narayanan et al. 2021,
@@ -216,6 +229,10 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
             : dp.param_gather_s;
     exposed_dp_s = reductions * grad_s + gather_s;
   }
+
+  // The tied embedding's copies on the first and last stage, reduced after the
+  // flush and before the optimizer: exposed whole.
+  exposed_dp_s += tied_embedding_reduce_time_s(m, l, cluster, links);
 
   // With the distributed optimizer each rank updates only its shard.
   const double local_params =

@@ -73,6 +73,15 @@ double pipeline_p2p_time_s(const ModelConfig& m, const ParallelLayout& l, const 
   return p2p_time_s(bytes, l.tp * l.cp * l.dp >= c.gpus_per_node, r);
 }
 
+double tied_embedding_reduce_time_s(const ModelConfig& m, const ParallelLayout& l,
+                                    const ClusterConfig& c, const LinkRates& r) {
+  if (!m.tie_embeddings || l.pp <= 1) return 0.0;
+  const double shard = static_cast<double>(m.vocab_size) * m.hidden_size / l.tp;
+  // The two ends of a pipeline are (pp − 1)·tp·cp·dp ranks apart.
+  const GroupPlacement ends = place_group(2, (l.pp - 1) * l.tp * l.cp * l.dp, c.gpus_per_node);
+  return all_reduce_time_s(l.gradient_bytes_per_param() * shard, ends, r);
+}
+
 DataParallelComm data_parallel_comm(double dense_params, double expert_params,
                                     const ParallelLayout& l, const ClusterConfig& c,
                                     const LinkRates& r) {

@@ -44,6 +44,14 @@ LayerComm layer_comm(const ModelConfig& model, const ParallelLayout& layout,
 double pipeline_p2p_time_s(const ModelConfig& model, const ParallelLayout& layout,
                            const ClusterConfig& cluster, const LinkRates& rates);
 
+/// The all-reduce of the tied word embedding's gradient between the first and
+/// the last pipeline stage, each holding a copy of its V·h/tp shard, once per
+/// step after the gradients' data-parallel reduction and before the optimizer
+/// (Megatron finalize_model_grads: _allreduce_word_embedding_grads; DeepSpeed
+/// schedule.py: ReduceTiedGrads). Nothing overlaps it. 0 when untied or pp = 1.
+double tied_embedding_reduce_time_s(const ModelConfig& model, const ParallelLayout& layout,
+                                    const ClusterConfig& cluster, const LinkRates& rates);
+
 /// Data-parallel synchronisation of one stage's gradients and parameters per step.
 struct DataParallelComm {
   double grad_reduce_s = 0;   // all-reduce (zero 0) or reduce-scatter (zero >= 1)

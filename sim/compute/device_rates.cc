@@ -2,6 +2,17 @@
 
 namespace sextant::sim {
 
+namespace {
+
+// A separate accumulation pass, bytes per parameter and micro-batch. bf16
+// (DeepSpeed BF16_Optimizer): clear_lp_grads zeroes the bf16 gradient (write
+// 2), update_hp_grads reads it (2) and the fp32 sum (4) and writes the sum (4).
+// fp16 (autograd AccumulateGrad into .grad): read both fp16 gradients, write one.
+constexpr double kBf16SeparateAccumulationBytes = 12.0;
+constexpr double kFp16SeparateAccumulationBytes = 6.0;
+
+}  // namespace
+
 DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision precision) {
   DeviceRates r;
   r.fp8 = precision == Precision::kFp8;
@@ -20,6 +31,12 @@ DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision p
   r.tile_n = p.gemm_tile_n;
   r.gemm_k_half = p.gemm_k_half;
   r.attention_half_efficiency_tiles = p.flash_attention_half_efficiency_tiles;
+  r.cross_entropy = p.behaviour.cross_entropy;
+  if (p.behaviour.gradient_accumulation == GradientAccumulation::kSeparatePass) {
+    r.gradient_accumulation_bytes_per_param = precision == Precision::kFp16
+                                                  ? kFp16SeparateAccumulationBytes
+                                                  : kBf16SeparateAccumulationBytes;
+  }
   r.software = p.software;
   r.tables = p.tables.get();
   r.measured_kernel_gap_s = p.kernel_overhead_s;

@@ -23,6 +23,11 @@ struct DeviceRates {
   double attention_half_efficiency_tiles = 0;
   bool fp8 = false;
 
+  /// Framework behaviour (framework_behaviour.h) the kernel lists read: the
+  /// loss's kernels, and the bytes per local parameter a separate gradient
+  /// accumulation pass moves every micro-batch (0: fused into the GEMM).
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::kUnfused;
+  double gradient_accumulation_bytes_per_param = 0;
   /// Whose kernel list a layer runs (sim/compute/layer_time.cc picks by it).
   Software software = Software::kMegatronPublished;
   /// Measured kernel times (null: roofline only). Points into the profile.

@@ -23,6 +23,18 @@ constexpr double kBackwardToForwardElementwiseBytes = 2.0;
 // the cast back to bf16 4+2 = 14.
 constexpr double kCrossEntropyForwardBytesPerLogit = 38.0;
 constexpr double kCrossEntropyBackwardBytesPerLogit = 14.0;
+constexpr int kCrossEntropyForwardKernels = 6;
+constexpr int kCrossEntropyBackwardKernels = 3;
+// The same loss under --cross-entropy-loss-fusion (Megatron-Core
+// fusions/fused_cross_entropy.py, jit-fused): calculate_logits_max reads the
+// bf16 logits and writes their fp32 copy (2+4), calculate_predicted_logits
+// reads it and writes exp (4+4), calculate_cross_entropy_loss divides in place
+// (4+4) = 22 bytes in 3 kernels; backward calculate_gradients reads the saved
+// softmax and writes the bf16 gradient (4+2) = 6 bytes in 1 kernel.
+constexpr double kFusedCrossEntropyForwardBytesPerLogit = 22.0;
+constexpr double kFusedCrossEntropyBackwardBytesPerLogit = 6.0;
+constexpr int kFusedCrossEntropyForwardKernels = 3;
+constexpr int kFusedCrossEntropyBackwardKernels = 1;
 
 // Adam on fp32 master weights, bytes per parameter this GPU updates: read
 // master, gradient, m, v (16), write master, m, v (12), write the bf16 weight
@@ -212,10 +224,15 @@ PassTime megatron_output_layer_time(const ModelConfig& m, const ParallelLayout& 
   bf16.gemm_flops_per_s = r.bf16_gemm_flops_per_s;
   add_linear(t, T, V, h, 1, bf16);
   const double logits = T * V;
-  t.forward_s += kCrossEntropyForwardBytesPerLogit * logits / r.memory_bytes_per_s +
-                 6 * r.kernel_overhead_s;
-  t.backward_s += kCrossEntropyBackwardBytesPerLogit * logits / r.memory_bytes_per_s +
-                  3 * r.kernel_overhead_s;
+  const bool fused = r.cross_entropy == CrossEntropyKernel::kFused;
+  t.forward_s += (fused ? kFusedCrossEntropyForwardBytesPerLogit
+                        : kCrossEntropyForwardBytesPerLogit) * logits / r.memory_bytes_per_s +
+                 (fused ? kFusedCrossEntropyForwardKernels : kCrossEntropyForwardKernels) *
+                     r.kernel_overhead_s;
+  t.backward_s += (fused ? kFusedCrossEntropyBackwardBytesPerLogit
+                         : kCrossEntropyBackwardBytesPerLogit) * logits / r.memory_bytes_per_s +
+                  (fused ? kFusedCrossEntropyBackwardKernels : kCrossEntropyBackwardKernels) *
+                      r.kernel_overhead_s;
   return t;
 }
 

@@ -297,14 +297,69 @@ CostProfile load_profile_file(const std::string& path) {
   return load_file<CostProfile>(path, &load_profile_text);
 }
 
+namespace {
+
+// One enumerated `behaviour:` key: absent keeps `value` (Megatron-Core's).
+template <typename Enum>
+void read_choice(StrictMap& map, std::string_view key, Enum& value,
+                 std::optional<Enum> (*parse)(std::string_view), const char* accepted) {
+  const auto text = map.optional_string(key);
+  if (!text) return;
+  if (const auto parsed = parse(*text)) value = *parsed;
+  else map.report(key, "got '" + *text + "'; accepted: " + accepted);
+}
+
+FrameworkBehaviour read_behaviour(StrictMap map) {
+  FrameworkBehaviour b;
+  if (!map.is_map()) return b;
+  read_choice(map, "pipeline_exchange", b.pipeline_exchange, &parse_pipeline_exchange,
+              "batched, sequential");
+  read_choice(map, "cross_entropy", b.cross_entropy, &parse_cross_entropy_kernel,
+              "unfused, fused");
+  read_choice(map, "gradient_accumulation", b.gradient_accumulation,
+              &parse_gradient_accumulation, "in-weight-gradient-gemm, separate-pass");
+  map.finish({"pipeline_exchange", "cross_entropy", "gradient_accumulation"});
+  return b;
+}
+
+FrameworkSupport read_support(StrictMap map) {
+  FrameworkSupport s;
+  if (!map.is_map()) return s;
+  auto flag = [&](std::string_view key, bool& value) {
+    if (const auto given = map.optional_bool(key)) value = *given;
+  };
+  flag("interleaved_schedule", s.interleaved_schedule);
+  flag("flash_attention", s.flash_attention);
+  flag("sequence_parallel", s.sequence_parallel);
+  flag("selective_recompute", s.selective_recompute);
+  flag("overlap_grad_reduce", s.overlap_grad_reduce);
+  flag("overlap_param_gather", s.overlap_param_gather);
+  flag("tp_comm_overlap", s.tp_comm_overlap);
+  if (const auto zero = map.optional_int("max_zero_with_pipeline")) {
+    if (*zero < 0 || *zero > 3) map.report("max_zero_with_pipeline", "got " + std::to_string(*zero) + "; accepted: 0-3");
+    else s.max_zero_with_pipeline = static_cast<int>(*zero);
+  }
+  map.finish({"interleaved_schedule", "flash_attention", "sequence_parallel", "selective_recompute",
+              "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+              "max_zero_with_pipeline"});
+  return s;
+}
+
+}  // namespace
+
 Framework load_framework_text(const std::string& text, const std::string& file) {
   return load<Framework>(text, file, [&](StrictMap& map) {
     Framework f;
     f.name = map.required_string("name");
     f.description = map.required_string("description");
-    f.sustained_compute_fraction = fraction(map, "sustained_compute_fraction");
+    if (map.has("sustained_compute_fraction")) {
+      f.sustained_compute_fraction = fraction(map, "sustained_compute_fraction");
+    }
+    f.behaviour = read_behaviour(map.child("behaviour"));
+    f.supports = read_support(map.child("supports"));
     f.source = map.required_string("source");
-    map.finish({"name", "description", "sustained_compute_fraction", "source"});
+    map.finish({"name", "description", "sustained_compute_fraction", "behaviour", "supports",
+                "source"});
     return f;
   });
 }

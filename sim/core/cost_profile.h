@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/core/framework_behaviour.h"
 #include "sim/core/log_grid_table.h"
 
 namespace sextant::sim {
@@ -162,6 +163,12 @@ struct CostProfile {
   /// copied by value into every search worker, the tables are not.
   std::shared_ptr<const MeasuredTables> tables;
   std::optional<ProfileFit> fit;
+  /// What the framework's software runs differently (framework_behaviour.h);
+  /// Megatron-Core's by default.
+  FrameworkBehaviour behaviour;
+  /// What it can run (the search reads selective_recompute; the rest is
+  /// applied to the layout by restrict_to_framework).
+  FrameworkSupport supports;
   /// The framework (sim/core/framework.h) whose sustained fraction replaced the
   /// profile's own; empty when the profile's own is used.
   std::string framework;

@@ -15,6 +15,7 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   const SimulationResult analytic = simulate_analytic(model, cluster, profile, layout);
   PlanOptions plan_options;
   plan_options.schedule = options.schedule;
+  plan_options.pipeline_exchange = profile.behaviour.pipeline_exchange;
   out.plan = build_plan(model, layout, plan_options);
   out.costs = task_costs(out.plan, model, cluster, profile, layout, analytic.time.optimizer_s);
   out.timeline = play(out.plan, out.costs, options.engine);

@@ -103,6 +103,9 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
   const PassTime output = output_layer_time(m, l, rates);
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
   const int n = cluster.gpus_per_node;
+  const double tied_s = tied_embedding_reduce_time_s(m, l, cluster, links);
+  const LinkKind tied_link =
+      l.pp > 1 ? link_of(place_group(2, (l.pp - 1) * l.tp * l.cp * l.dp, n)) : LinkKind::kNone;
 
   const LinkKind tp_link = link_of(place_group(l.tp, 1, n));
   const LinkKind cp_link = link_of(place_group(l.cp, l.tp, n));
@@ -200,6 +203,7 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
         c.link = ep_link;
         break;
       case TaskKind::kPipelineSend:
+      case TaskKind::kPipelineReceive:
         c.duration_s = p2p_s;
         c.link = pp_link;
         break;
@@ -210,6 +214,10 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
       case TaskKind::kParameterGather:
         c.duration_s = bucket_comm[static_cast<std::size_t>(t.bucket)].param_gather_s;
         c.link = bucket_link[static_cast<std::size_t>(t.bucket)];
+        break;
+      case TaskKind::kTiedEmbeddingReduce:
+        c.duration_s = tied_s;
+        c.link = tied_link;
         break;
       case TaskKind::kOptimizerStep:
         c.duration_s = optimizer_step_s;

@@ -46,6 +46,10 @@ struct PlanShape {
   /// Sends block the sender's next compute until the receiver took them
   /// (Megatron's batched send/recv under GPipe and 1F1B).
   bool blocking_p2p = true;
+  /// Each receive is a blocking call of its own on the receiving stage, after
+  /// or before its own send, never beside it (DeepSpeed's PipelineEngine;
+  /// PipelineExchange::kSequential). Only with blocking_p2p.
+  bool sequential_p2p = false;
   /// What the collectives are, for their names: SP's all-gather +
   /// reduce-scatter or an all-reduce; ZeRO-0's all-reduce or a reduce-scatter.
   bool sequence_parallel = false;

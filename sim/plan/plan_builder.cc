@@ -38,6 +38,8 @@ class PlanBuilder {
     // 1: 33 with blocking sends, as 1F1B, and 27 without).
     s.blocking_p2p = s.schedule == PipelineSchedule::kGpipe ||
                      s.schedule == PipelineSchedule::kOneFOneB;
+    s.sequential_p2p =
+        s.blocking_p2p && options_.pipeline_exchange == PipelineExchange::kSequential;
     s.sequence_parallel = l_.sp;
     s.zero = l_.zero;
     has_dp_ = l_.dp * l_.cp > 1 || (m_.moe && l_.expert_dp() > 1);
@@ -123,6 +125,16 @@ class PlanBuilder {
                {DepRef::task(w_->last_compute())});
       }
     }
+    if (m_.tie_embeddings && s.pp > 1 && (stage == 0 || stage == s.pp - 1)) {
+      // The tied embedding's gradient, between the two copies, once the
+      // stage's gradients are reduced (Megatron finalize_model_grads,
+      // DeepSpeed ReduceTiedGrads): on the DP stream, before the optimizer.
+      std::vector<DepRef> deps{DepRef::task(w_->last_compute())};
+      if (last_dp_ != kNoTask) deps.push_back(DepRef::task(last_dp_));
+      last_dp_ = w_->add(make(TaskKind::kTiedEmbeddingReduce, Block::kNone, Pass::kNone,
+                              StreamKind::kDataParallel, 0, kNoIndex, kNoIndex),
+                         deps);
+    }
     if (last_dp_ != kNoTask) w_->also_wait_for(DepRef::task(last_dp_));
     const std::uint32_t step = w_->chain(make(TaskKind::kOptimizerStep, Block::kNone, Pass::kNone,
                                               StreamKind::kCompute, 0, kNoIndex, kNoIndex));
@@ -175,8 +187,18 @@ class PlanBuilder {
   void receive(int dir, int chunk, int mb) {
     const auto [from_stage, from_chunk] =
         dir == kForwardDir ? previous_virtual(stage_, chunk) : next_virtual(stage_, chunk);
-    w_->also_wait_for({DepRef::Kind::kSend, key(dir, from_stage, from_chunk, mb)});
+    const std::uint32_t from = key(dir, from_stage, from_chunk, mb);
     w_->record_receive_posted(key(dir, stage_, chunk, mb));
+    if (plan_.shape.sequential_p2p) {
+      // The blocking receive starts once the sender has posted its send.
+      w_->also_wait_for({DepRef::Kind::kSendPosted, from});
+      w_->chain(make(TaskKind::kPipelineReceive, Block::kNone,
+                     dir == kForwardDir ? Pass::kForward : Pass::kBackward,
+                     dir == kForwardDir ? StreamKind::kPipelineForward
+                                        : StreamKind::kPipelineBackward,
+                     chunk, mb, kNoIndex));
+    }
+    w_->also_wait_for({DepRef::Kind::kSend, from});
   }
 
   void send(int dir, int chunk, int mb) {
@@ -184,6 +206,7 @@ class PlanBuilder {
         dir == kForwardDir ? next_virtual(stage_, chunk) : previous_virtual(stage_, chunk);
     std::vector<DepRef> deps;
     for (std::uint32_t id : w_->chain_ends()) deps.push_back(DepRef::task(id));
+    w_->record_send_posted(key(dir, stage_, chunk, mb), w_->chain_ends().front());
     if (plan_.shape.blocking_p2p) {
       deps.push_back({DepRef::Kind::kReceivePosted, key(dir, to_stage, to_chunk, mb)});
     }

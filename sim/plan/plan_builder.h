@@ -21,7 +21,11 @@
 //    previous compute (it posts the receive then) and the sender's next
 //    compute waits for it. The interleaved schedule overlaps them
 //    (--overlap-p2p-communication), and so does ZB-H1: a send starts when its
-//    data is ready and only the receiver waits;
+//    data is ready and only the receiver waits. DeepSpeed's PipelineEngine
+//    (sequential exchange) receives with a blocking call of its own: a receive
+//    task on the receiving stage's chain, starting with the matching send
+//    (when both stages have posted theirs) and lasting as long, so a stage's
+//    receive and its own send never overlap;
 //  - data-parallel gradient buckets (gradient_buckets.h), each reduced as soon
 //    as the last micro-batch's gradients in it are ready (--overlap-grad-reduce;
 //    without it, after the whole backward); with ZeRO-2 after every
@@ -34,6 +38,10 @@
 //    --overlap-param-gather at the start of the iteration, each bucket before
 //    its first forward (the steady state of Megatron gathering during the next
 //    iteration's forward); otherwise after the optimizer step;
+//  - with tied embeddings and pp > 1, on the first and last stage the
+//    all-reduce of the embedding's gradient between its two copies, after
+//    the data-parallel reduction (each end's task runs on its own clock; the
+//    two are not made to start together);
 //  - the optimizer step after the stage's last reduction.
 // Tasks on one stage's compute chain (compute, TP, CP, EP, blocking sends)
 // depend on the one before; the data-parallel stream runs beside it.
@@ -41,6 +49,7 @@
 
 #include <optional>
 
+#include "sim/core/framework_behaviour.h"
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 #include "sim/plan/gradient_buckets.h"
@@ -54,6 +63,10 @@ struct PlanOptions {
   /// Parameters per data-parallel gradient bucket (--ddp-bucket-size);
   /// default: Megatron's (default_bucket_params).
   std::optional<double> bucket_params;
+  /// How stages exchange activations (the framework's behaviour); sequential
+  /// exchange adds a blocking receive task on the receiving stage under
+  /// GPipe and 1F1B.
+  PipelineExchange pipeline_exchange = PipelineExchange::kBatched;
 };
 
 /// `layout` must be valid for `model` (check_layout). Throws

@@ -49,8 +49,10 @@ enum class TaskKind : std::uint8_t {
   kExpertDispatch,     // all-to-all of tokens to their experts
   kExpertCombine,      // all-to-all of expert outputs back
   kPipelineSend,       // activations (forward) or gradients (backward) to the adjacent stage
+  kPipelineReceive,    // the receiving end, where the receive blocks the stage (sequential exchange)
   kGradientReduce,     // a bucket's all-reduce (ZeRO-0) or reduce-scatter (ZeRO >= 1)
   kParameterGather,    // a bucket's all-gather of updated weights (ZeRO >= 1)
+  kTiedEmbeddingReduce,  // the tied embedding's gradient between the first and last stage
   kOptimizerStep,
 };
 

@@ -132,6 +132,10 @@ void append_task_name(const Plan& plan, const Task& t, std::string& out) {
       append_indexed(out, "chunk", t.chunk);
       out += t.pass == Pass::kForward ? ".pp.send_fwd" : ".pp.send_bwd";
       return;
+    case TaskKind::kPipelineReceive:
+      append_indexed(out, "chunk", t.chunk);
+      out += t.pass == Pass::kForward ? ".pp.recv_fwd" : ".pp.recv_bwd";
+      return;
     case TaskKind::kGradientReduce:
       out += plan.shape.zero == 0 ? "dp.all_reduce" : "dp.reduce_scatter";
       append_bucket(out, plan, t);
@@ -143,6 +147,9 @@ void append_task_name(const Plan& plan, const Task& t, std::string& out) {
         out += '.';
         out += pass_name(t.pass);
       }
+      return;
+    case TaskKind::kTiedEmbeddingReduce:
+      out += "pp.embedding_grad.all_reduce";
       return;
     case TaskKind::kOptimizerStep:
       out += "optimizer.step";

@@ -5,7 +5,10 @@
 namespace sextant::sim {
 
 TaskWriter::TaskWriter(Plan& plan, std::size_t pipeline_keys)
-    : plan_(plan), send_(pipeline_keys, kNoTask), posted_(pipeline_keys, kNoTask) {}
+    : plan_(plan),
+      send_(pipeline_keys, kNoTask),
+      posted_(pipeline_keys, kNoTask),
+      send_posted_(pipeline_keys, kNoTask) {}
 
 void TaskWriter::begin_stage() {
   frontier_.clear();
@@ -56,6 +59,10 @@ void TaskWriter::resolve() {
     if (f.ref.kind == DepRef::Kind::kSend) {
       target = send_[f.ref.value];
       if (target == kNoTask) throw std::logic_error("plan: a receive has no matching send");
+    } else if (f.ref.kind == DepRef::Kind::kSendPosted) {
+      // A send always follows the compute that produced what it sends.
+      target = send_posted_[f.ref.value];
+      if (target == kNoTask) throw std::logic_error("plan: a blocking receive has no posted send");
     } else {
       target = posted_[f.ref.value] != kNoTask ? posted_[f.ref.value] : f.fallback;
     }

@@ -3,7 +3,8 @@
 // tasks the chain ends in, and for extra references queued for it), and holds
 // references to tasks of other stages until every stage is written: the send
 // a receiver waits for, and the point at which a receiver posts its receive
-// (what a blocking send waits for). Used by the plan builder only.
+// (what a blocking send waits for), and, for a blocking receive, the point at
+// which the sender posts its send. Used by the plan builder only.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@ inline constexpr std::uint32_t kNoTask = std::numeric_limits<std::uint32_t>::max
 /// A dependency: a task, or one of another stage's tasks looked up by its
 /// pipeline key (direction, stage, chunk, micro-batch) once all are written.
 struct DepRef {
-  enum class Kind : std::uint8_t { kTask, kSend, kReceivePosted };
+  enum class Kind : std::uint8_t { kTask, kSend, kReceivePosted, kSendPosted };
   Kind kind;
   std::uint32_t value;  // task id, or pipeline key
   static DepRef task(std::uint32_t id) { return {Kind::kTask, id}; }
@@ -56,6 +57,8 @@ class TaskWriter {
   std::uint32_t last_compute() const { return last_compute_; }
 
   void record_send(std::uint32_t key, std::uint32_t task) { send_[key] = task; }
+  /// The send of `key` is posted once `task` (the sender's chain before it) is done.
+  void record_send_posted(std::uint32_t key, std::uint32_t task) { send_posted_[key] = task; }
   /// The receive of `key` is posted once the chain so far is done.
   void record_receive_posted(std::uint32_t key) { posted_[key] = tail_; }
 
@@ -78,6 +81,7 @@ class TaskWriter {
   std::uint32_t last_compute_ = kNoTask;
   std::vector<std::uint32_t> send_;    // by pipeline key
   std::vector<std::uint32_t> posted_;  // by pipeline key
+  std::vector<std::uint32_t> send_posted_;  // by pipeline key (sequential exchange only)
   std::vector<Fixup> fixups_;
 };
 

@@ -66,12 +66,13 @@ TEST(ValidationCases, NemoCasesGetTheRecipeAndTheArchitecture) {
 }
 
 // Issue 11's targets on the 34 development cases: every case answered (uneven
-// pipeline splits included), median |error| <= 5 % with both engines. Its worst-
-// case target (15 %) is not met: the three megatron_examples_llama_* rows (a 2025
-// container, 10-16 % faster than NeMo 24.07's framework predicts) reach 16.6 %;
-// the bound below guards today's level against regressions. The frameworks'
-// sustained fractions are fitted on these cases (configs/frameworks), so this
-// guards against regressions, not against overfitting.
+// pipeline splits included), median |error| <= 5 % and worst <= 15 % with both
+// engines (today 3.6 % / 9.7 % analytic, 3.1 % / 10.2 % event; the worst is
+// nemo2407_GPT3-175B_512gpus). The three megatron_examples_llama_* rows run
+// configs/frameworks/megatron-core-0.12.yaml (fused cross entropy and a
+// sustained fraction fitted on those three). The frameworks' sustained
+// fractions are fitted on these cases (configs/frameworks), so this guards
+// against regressions, not against overfitting.
 TEST(ValidationReport, DevCasesWithinTargets) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   const auto cases = load_validation_cases(kCases);
@@ -79,7 +80,7 @@ TEST(ValidationReport, DevCasesWithinTargets) {
     const ValidationSummary s = run_validation(cases, catalog, "", engine);
     EXPECT_EQ(s.predicted, 34);
     EXPECT_LE(s.median_abs_error, 0.05);
-    EXPECT_LE(s.worst_abs_error, 0.17) << "worst case: " << s.worst_case_id;
+    EXPECT_LE(s.worst_abs_error, 0.15) << "worst case: " << s.worst_case_id;
   }
 }
 
@@ -93,6 +94,37 @@ TEST(ValidationReport, EventEngineMedianAtLeastAsGoodAsAnalytic) {
       run_validation(cases, catalog, "", PredictionEngine::kEvent);
   EXPECT_EQ(event.predicted, 34);
   EXPECT_LE(event.median_abs_error, analytic.median_abs_error);
+}
+
+// A case's source picks its framework, and the search completes the layout
+// only with what that software ran (tests/data/validation: synthetic layouts,
+// placeholder times). MT-NLG: DeepSpeed's pipeline engine, so no interleaving,
+// no flash attention (a 2022 source would default to flash), no overlap;
+// Korthikanti et al.: sequence parallelism and selective recompute of
+// the unfused attention core.
+TEST(ValidationReport, SourcesPickTheirFrameworksSupports) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const auto cases = load_validation_cases(std::string(SEXTANT_TEST_DATA_DIR) +
+                                           "/validation/framework_mapping_cases.yaml");
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].framework, "deepspeed-pipe-2021");
+  EXPECT_EQ(cases[1].framework, "megatron-lm-2022");
+  for (const PredictionEngine engine : {PredictionEngine::kAnalytic, PredictionEngine::kEvent}) {
+    const ValidationSummary s = run_validation(cases, catalog, "", engine);
+    ASSERT_EQ(s.predicted, 2);
+    const sim::ParallelLayout& ds = s.outcomes[0].predicted->layout;
+    EXPECT_EQ(ds.schedule, sim::Schedule::kOneFOneB);
+    EXPECT_EQ(ds.vpp, 1);
+    EXPECT_EQ(ds.attention, sim::AttentionKernel::kUnfused);
+    EXPECT_FALSE(ds.sp);
+    EXPECT_FALSE(ds.overlap_grad_reduce);
+    EXPECT_EQ(ds.zero, 0);  // not stated: the case reader's default (within DeepSpeed's 1)
+    const sim::ParallelLayout& mlm = s.outcomes[1].predicted->layout;
+    EXPECT_EQ(mlm.attention, sim::AttentionKernel::kUnfused);
+    EXPECT_TRUE(mlm.sp);
+    EXPECT_EQ(mlm.recompute, sim::Recompute::kSelective);
+    EXPECT_FALSE(mlm.tp_comm_overlap);
+  }
 }
 
 TEST(ValidationReport, Percentile) {

@@ -151,6 +151,11 @@ TEST(PlanBuilder, IsAcyclicForEverySchedule) {
     l.gbs = 16 * 24;
     const Plan plan = build_plan(m, l, with_schedule(schedule));
     EXPECT_EQ(topological_order(plan).size(), plan.tasks.size()) << to_string(schedule);
+    // DeepSpeed's sequential exchange adds blocking receives; still no cycle.
+    PlanOptions sequential = with_schedule(schedule);
+    sequential.pipeline_exchange = PipelineExchange::kSequential;
+    const Plan blocking = build_plan(m, l, sequential);
+    EXPECT_EQ(topological_order(blocking).size(), blocking.tasks.size()) << to_string(schedule);
   }
   const Plan interleaved = build_plan(m, gpt3_layout());
   EXPECT_EQ(topological_order(interleaved).size(), interleaved.tasks.size());
