@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/analytic/expert_comm_exposure.h"
 #include "sim/analytic/fsdp_exposure.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
@@ -51,8 +52,10 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
   const double attention_f = t.attention_core_forward_s;
   const double cp_exposed = std::max(0.0, c.cp_forward_s - attention_f) * (full ? 2.0 : 1.0) +
                             std::max(0.0, c.cp_backward_s - 2.0 * attention_f);
-  // Expert parallel all-to-all: on the critical path (no overlap in Megatron-Core 0.8).
-  const double ep_exposed = c.ep_forward_s + c.ep_backward_s + (full ? c.ep_forward_s : 0.0);
+  // Expert parallel all-to-all: on the critical path unless one of Megatron-Core's
+  // MoE overlaps is on (expert_comm_exposure.h).
+  const double ep_exposed =
+      exposed_expert_comm_s(t, c, l, recompute_s, unpaired_pass_fraction(l));
 
   stage.forward_s += count * t.forward_s;
   stage.backward_s += count * (t.backward_s + recompute_s);

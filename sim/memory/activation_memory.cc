@@ -25,6 +25,8 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
   const double rep = replicated_divisor(l);
   const double q = static_cast<double>(m.query_width());
   const double kv = static_cast<double>(m.kv_width());
+  const double v = static_cast<double>(m.value_width());          // kv without MLA
+  const double out = static_cast<double>(m.attention_output_width());  // q without MLA
   const double heads = m.num_attention_heads;
   const double s = static_cast<double>(m.seq_length);
   const double hidden_mask = m.hidden_dropout > 0 ? kMaskBytes * T * h / rep : 0.0;
@@ -43,9 +45,20 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
   // Attention block (paper: 11·sbh + 5·as²b, plus the norm's input 2·sbh).
   double attention = kBf16Bytes * T * h / rep        // norm input
                      + gemm_input_bytes * T * h / rep  // QKV GEMM input (norm output)
-                     + kBf16Bytes * T * (q + 2 * kv) / t  // Q, K, V
-                     + projection_input_bytes * T * q / t  // projection input (attention output)
+                     + kBf16Bytes * T * (q + kv + v) / t  // Q, K, V
+                     + projection_input_bytes * T * out / t  // projection input (attention output)
                      + hidden_mask;                  // dropout mask after the projection
+  if (m.mla) {
+    // Multi-head latent attention (Megatron-Core MLASelfAttention): the down
+    // projections run on this rank's tokens (T/tp under sp; duplicated weights),
+    // and keep their latent outputs as the latent norms' inputs; the norms'
+    // outputs are the up projections' inputs (column-parallel: each keeps its
+    // sequence shard and gathers it again for the backward). Q, K and V above
+    // are the up projections' outputs, as flash attention keeps them.
+    const MlaConfig& a = *m.mla;
+    const double latents = static_cast<double>(a.q_lora_rank + a.kv_lora_rank);
+    attention += (kBf16Bytes + gemm_input_bytes) * T * latents / rep;
+  }
   if (l.attention == AttentionKernel::kFlash) {
     attention += kFp32Bytes * T * heads / t;  // softmax log-sum-exp per query row
   } else if (!drop_attention_core) {

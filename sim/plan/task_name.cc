@@ -52,6 +52,7 @@ std::string_view block_name(Block block) {
     case Block::kAttention: return "attn";
     case Block::kAttentionCore: return "attn.core";
     case Block::kMlp: return "mlp";
+    case Block::kSharedExpert: return "mlp.shared";
     case Block::kOutput: return "output";
   }
   return "?";
