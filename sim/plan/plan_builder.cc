@@ -460,9 +460,24 @@ class PlanBuilder {
     w_->restore_chain(start);
     backward_begin(b.chunk, b.microbatch);
     TaskWriter::Chain bc = w_->save_chain();
-    const auto on = [&](TaskWriter::Chain& chain, auto&& write) {
+    // Only the all-to-all runs on its own stream in Megatron-Core's combined
+    // step; tensor-parallel collectives stay on the compute stream. So a pass's
+    // compute also waits for the TP collective of the other pass's compute
+    // block just before it (not for the one after a combine, which waits on
+    // the all-to-all stream).
+    std::uint32_t f_tp = kNoTask, b_tp = kNoTask;
+    const auto on = [&](TaskWriter::Chain& chain, std::uint32_t& own_tp, std::uint32_t other_tp,
+                        bool computes, auto&& write) {
       w_->restore_chain(chain);
+      if (computes && other_tp != kNoTask) w_->also_wait_for(DepRef::task(other_tp));
+      const std::size_t first = plan_.tasks.size();
       write();
+      for (std::size_t id = first; computes && id < plan_.tasks.size(); ++id) {
+        const TaskKind k = plan_.tasks[id].kind;
+        if (k == TaskKind::kTensorParallel || k == TaskKind::kTensorParallelTail) {
+          own_tp = static_cast<std::uint32_t>(id);
+        }
+      }
       chain = w_->save_chain();
     };
     const int nf = layers_in_chunk(plan_.shape, stage_, f.chunk);
@@ -472,17 +487,29 @@ class PlanBuilder {
       const int fl = i < nf ? global_layer(plan_.shape, stage_, f.chunk, i) : -1;
       const int bl = i < nb ? global_layer(plan_.shape, stage_, b.chunk, nb - 1 - i) : -1;
       const Pass fw = Pass::kForward, bw = Pass::kBackward;
-      if (fl >= 0) on(fc, [&] { forward_layer_begin(fm, fl); attention(f.chunk, fm, fl, fw); });
-      if (bl >= 0) on(bc, [&] { backward_layer_begin(b.chunk, bm, bl); mlp_dispatch(b.chunk, bm, bl, bw); });
-      if (fl >= 0) on(fc, [&] { mlp_dispatch(f.chunk, fm, fl, fw); });
-      if (bl >= 0) on(bc, [&] { mlp_compute(b.chunk, bm, bl, bw); });
-      if (fl >= 0) on(fc, [&] { mlp_compute(f.chunk, fm, fl, fw); });
-      if (bl >= 0) on(bc, [&] { mlp_combine(b.chunk, bm, bl, bw); });
-      if (fl >= 0) on(fc, [&] { mlp_combine(f.chunk, fm, fl, fw); });
-      if (bl >= 0) on(bc, [&] { attention(b.chunk, bm, bl, bw); backward_layer_end(bm, bl, bw); });
+      if (fl >= 0) {
+        on(fc, f_tp, b_tp, true, [&] { forward_layer_begin(fm, fl); attention(f.chunk, fm, fl, fw); });
+      }
+      if (bl >= 0) {
+        on(bc, b_tp, f_tp, false, [&] {
+          backward_layer_begin(b.chunk, bm, bl);
+          mlp_dispatch(b.chunk, bm, bl, bw);
+        });
+      }
+      if (fl >= 0) on(fc, f_tp, b_tp, false, [&] { mlp_dispatch(f.chunk, fm, fl, fw); });
+      if (bl >= 0) on(bc, b_tp, f_tp, true, [&] { mlp_compute(b.chunk, bm, bl, bw); });
+      if (fl >= 0) on(fc, f_tp, b_tp, true, [&] { mlp_compute(f.chunk, fm, fl, fw); });
+      if (bl >= 0) on(bc, b_tp, f_tp, false, [&] { mlp_combine(b.chunk, bm, bl, bw); });
+      if (fl >= 0) on(fc, f_tp, b_tp, false, [&] { mlp_combine(f.chunk, fm, fl, fw); });
+      if (bl >= 0) {
+        on(bc, b_tp, f_tp, true, [&] {
+          attention(b.chunk, bm, bl, bw);
+          backward_layer_end(bm, bl, bw);
+        });
+      }
     }
-    on(fc, [&] { forward_end(f.chunk, fm); });
-    on(bc, [&] { backward_end(b.chunk, bm); });
+    on(fc, f_tp, b_tp, false, [&] { forward_end(f.chunk, fm); });
+    on(bc, b_tp, f_tp, false, [&] { backward_end(b.chunk, bm); });
     w_->restore_chain(fc);
     w_->merge_chain(bc);
   }

@@ -111,8 +111,14 @@ TEST(EnginesAgree, OnLlama405bZeroThreeAt16kGpus) {
 // Megatron-Core's MoE overlaps (expert_comm_exposure.h): the analytical model's
 // closed form for the exposed all-to-all and the Plan's combined
 // forward-backward steps and shared-expert tasks must agree, and each overlap
-// must hide all-to-all time in both. Mixtral at pp = 1 and a 16-layer
-// DeepSeek-V3 (1 dense layer) under the interleaved schedule.
+// must hide all-to-all time in both. Mixtral at pp = 1, a 16-layer DeepSeek-V3
+// (1 dense layer) under the interleaved schedule and with the shared-expert
+// overlap, and DeepSeek-V3 itself. Measured when written: |event/analytic − 1|
+// at most 2.2 % (Mixtral with the overlap). Not covered: chunks of unequal
+// layer counts (a pp_layout mixing them) leave layers without a partner in
+// the Plan's combined steps, which the closed form does not count (DeepSeek-V3
+// at pp=8 vpp=7 with pp_layout E|(t*2|)*7(t|)*47L: event 18 % slower), and
+// ZeRO-3, where the engines already differ for MoE models without the overlap.
 TEST(EnginesAgree, OnMoeAllToAllOverlaps) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   const sim::ClusterConfig cluster = catalog.cluster("dgx-h100");
@@ -155,6 +161,21 @@ TEST(EnginesAgree, OnMoeAllToAllOverlaps) {
   d.ep = 8;     // inside a node: all-to-all over NVLink
   d.gbs = 256;  // 4 micro-batches
   cases.push_back({deepseek, d, false, true});
+  // The whole DeepSeek-V3 on 1,024 H100s, experts over 16 nodes (ep = 128):
+  // the all-to-all outlasts some blocks, so the closed form's per-block
+  // max(0, a2a − block) is tested where it binds. (Measured: analytic 26.38 s,
+  // event 26.73 s with the overlap; 42.05 s and 42.63 s without.)
+  sim::ParallelLayout v;
+  v.tp = 4;
+  v.sp = true;
+  v.tp_comm_overlap = true;
+  v.dp = 256;
+  v.ep = 128;
+  v.mbs = 2;
+  v.gbs = 8192;
+  v.zero = 1;
+  v.overlap_param_gather = true;
+  cases.push_back({catalog.model("deepseek-v3"), v, true, false});
   sim::EventOptions options;
   options.critical_path = false;
   for (const Case& c : cases) {
