@@ -114,9 +114,13 @@ double first_stage_inflight_microbatches(const ParallelLayout& l) {
       return m;
     case Schedule::kOneFOneB:
     case Schedule::kZeroBubbleH1:  // ZB-H1 keeps 1F1B's peak (Qi et al. 2023, Sec. 3.1)
-      return std::min(p, m);
+      // moe_a2a_overlap with pp = 1: the combined step runs micro-batch i+1's
+      // forward beside i's backward, so two are alive (combined_1f1b.py).
+      return std::min(p + (l.moe_a2a_overlap && l.pp == 1 ? 1.0 : 0.0), m);
     case Schedule::kInterleaved:
-      return std::min(p * (1.0 + (p - 1.0) / (p * l.vpp)), m);
+      // moe_a2a_overlap adds one warm-up chunk-forward (pipeline_schedule.h): 1/v more.
+      return std::min(p * (1.0 + (p - 1.0) / (p * l.vpp)) + (l.moe_a2a_overlap ? 1.0 / l.vpp : 0.0),
+                      m);
   }
   return p;
 }
