@@ -23,14 +23,17 @@
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/layer_time.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/core/pipeline_split.h"
 
 namespace sextant::sim {
 
-/// Fraction of a stage's forward (and backward) passes that run without a
-/// partner in the combined step: 1/m with pp = 1; warm-up/(m·v) in the
-/// interleaved schedule, the warm-up averaged over the stages
-/// (sim/plan/pipeline_schedule.cc); 1 when moe_a2a_overlap is off.
-double unpaired_pass_fraction(const ParallelLayout& layout);
+/// Fraction of the layer passes (forward and backward) that run without a
+/// partner in the combined step, the mean over stages: 1/m with pp = 1;
+/// warm-up/(m·v) in the interleaved schedule (sim/plan/pipeline_schedule.cc);
+/// 1 when moe_a2a_overlap is off. With chunks of unequal layer counts a
+/// combined step pairs n_F forward with n_B backward layers and |n_F − n_B|
+/// run alone (plan_builder.cc, combined()); those count as unpaired too.
+double unpaired_pass_fraction(const ParallelLayout& layout, const PipelineSplit& split);
 
 /// Exposed expert all-to-all of one MoE layer for one micro-batch (forward and
 /// backward; full recomputation's repeat of the forward included).
