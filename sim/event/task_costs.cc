@@ -161,7 +161,8 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
             }
             break;
           case Block::kAttentionCore: c.duration_s = layer.attention_core[p]; break;
-          case Block::kSharedExpert: c.duration_s = layer.shared_expert_half_s; break;
+          case Block::kSharedExpertFc1:
+          case Block::kSharedExpertFc2: c.duration_s = layer.shared_expert_half_s; break;
           case Block::kMlp:
             c.duration_s = layer.mlp[p];
             if (t.pass == Pass::kForward) c.activation_bytes = layer.stored_bytes;

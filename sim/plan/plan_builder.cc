@@ -314,9 +314,11 @@ class PlanBuilder {
         shared_beside(layer, pass) ? w_->chain_deps() : std::vector<DepRef>{};
     w_->chain(make(kind, Block::kMlp, pass, StreamKind::kExpertParallel, chunk, mb, layer));
     if (shared_beside(layer, pass)) {
-      w_->join_chain(w_->add(make(TaskKind::kCompute, Block::kSharedExpert, pass,
-                                  StreamKind::kCompute, chunk, mb, layer),
-                             start));
+      const Block half =
+          kind == TaskKind::kExpertDispatch ? Block::kSharedExpertFc1 : Block::kSharedExpertFc2;
+      w_->join_chain(
+          w_->add(make(TaskKind::kCompute, half, pass, StreamKind::kCompute, chunk, mb, layer),
+                  start));
     }
   }
   void mlp_dispatch(int chunk, int mb, int layer, Pass pass) {
