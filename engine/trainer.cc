@@ -339,6 +339,8 @@ void Trainer::run_tasks(int step) {
         forward ? model_->output_forward(t.microbatch, loss_scale) : model_->output_backward();
         break;
       case sim::Block::kAttentionCore:
+      case sim::Block::kSharedExpertFc1:
+      case sim::Block::kSharedExpertFc2:
       case sim::Block::kNone:
         throw std::logic_error("Trainer: the plan holds a task the engine does not run: " +
                                sim::task_name(plan_, t));

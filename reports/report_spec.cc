@@ -41,6 +41,8 @@ sim::PartialLayout merge(sim::PartialLayout base, const sim::PartialLayout& over
   take(base.overlap_grad_reduce, over.overlap_grad_reduce);
   take(base.overlap_param_gather, over.overlap_param_gather);
   take(base.tp_comm_overlap, over.tp_comm_overlap);
+  take(base.moe_a2a_overlap, over.moe_a2a_overlap);
+  take(base.moe_shared_expert_overlap, over.moe_shared_expert_overlap);
   return base;
 }
 

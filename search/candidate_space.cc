@@ -152,6 +152,9 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                           l.overlap_grad_reduce = grad_overlap;
                           l.overlap_param_gather = gather_overlap;
                           l.tp_comm_overlap = tp_overlap;
+                          // Off unless asked for, as in Megatron-Core.
+                          l.moe_a2a_overlap = p.moe_a2a_overlap.value_or(false);
+                          l.moe_shared_expert_overlap = p.moe_shared_expert_overlap.value_or(false);
                           split.apply_to(l);
                           l.fsdp = p.fsdp.value_or(FsdpImplementation::kMegatronFsdp);
                           l.grad_reduce_in_fp32 = p.grad_reduce_in_fp32.value_or(true);

@@ -26,7 +26,8 @@ auto knobs(const ParallelLayout& l) {
                          l.overlap_grad_reduce, l.overlap_param_gather, l.tp_comm_overlap,
                          l.first_stage_layers, l.last_stage_layers, l.embedding_in_split,
                          l.loss_in_split, std::string_view(l.pp_layout),
-                         static_cast<int>(l.fsdp), l.grad_reduce_in_fp32);
+                         static_cast<int>(l.fsdp), l.grad_reduce_in_fp32, l.moe_a2a_overlap,
+                         l.moe_shared_expert_overlap);
 }
 
 // What one worker found.

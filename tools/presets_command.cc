@@ -32,6 +32,7 @@ std::string model_line(const sim::ModelConfig& m) {
     out += ", " + std::to_string(m.moe->num_experts) + " experts top-" +
            std::to_string(m.moe->router_topk);
   }
+  if (m.mla) out += ", MLA kv_lora " + std::to_string(m.mla->kv_lora_rank);
   out += ", seq " + std::to_string(m.seq_length);
   if (m.sliding_window > 0) out += ", window " + std::to_string(m.sliding_window);
   return out;

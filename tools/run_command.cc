@@ -211,6 +211,9 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (s.model.sliding_window > 0)
     throw_option_error("--model", "sliding_window", "the engine has no sliding-window attention; "
                                                     "simulate this model instead of running it");
+  if (s.model.mla)
+    throw_option_error("--model", "mla", "the engine has no multi-head latent attention; "
+                                         "simulate this model instead of running it");
   if (s.model.add_qkv_bias && !s.model.add_bias_linear)
     throw_option_error("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
                                                   "simulate this model instead of running it");

@@ -54,6 +54,8 @@ std::string short_layout(const sim::ParallelLayout& l) {
   if (l.overlap_grad_reduce) overlaps += "g";
   if (l.overlap_param_gather) overlaps += "p";
   if (l.tp_comm_overlap) overlaps += "t";
+  if (l.moe_a2a_overlap) overlaps += "a";
+  if (l.moe_shared_expert_overlap) overlaps += "s";
   if (!overlaps.empty()) out += " ovl=" + overlaps;
   return out;
 }

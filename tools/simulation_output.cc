@@ -98,7 +98,9 @@ nlohmann::json layout_json(const sim::ParallelLayout& l) {
           {"loss_in_split", l.loss_in_split},
           {"pp_layout", l.pp_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.pp_layout)},
           {"fsdp", sim::to_string(l.fsdp)},
-          {"grad_reduce_in_fp32", l.grad_reduce_in_fp32}};
+          {"grad_reduce_in_fp32", l.grad_reduce_in_fp32},
+          {"moe_a2a_overlap", l.moe_a2a_overlap},
+          {"moe_shared_expert_overlap", l.moe_shared_expert_overlap}};
 }
 
 // The DESIGN.md fields; simulation_json adds the profile's.

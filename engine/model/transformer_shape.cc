@@ -47,6 +47,9 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
     if (!ok) problems.push_back(std::move(what));
   };
   need(!model.moe, "mixture-of-experts layers: the engine trains dense models only so far");
+  need(!model.mla,
+       "multi-head latent attention (mla: q_lora_rank, kv_lora_rank, ...): the engine builds "
+       "standard and grouped-query attention only; simulate this model instead of running it");
   need(model.activation != sim::Activation::kSquaredRelu,
        "activation squared_relu: the engine has GELU and SwiGLU kernels only so far");
   need(s.head_dim > 0 && s.head_dim <= 128 && s.head_dim % 8 == 0,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/analytic/expert_comm_exposure.h"
 #include "sim/analytic/fsdp_exposure.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
@@ -25,6 +26,7 @@ struct StageTime {
 struct LayerCosts {
   PassTime compute;
   LayerComm comm;
+  double unpaired = 1;  // moe_a2a_overlap: passes without a partner (expert_comm_exposure.h)
 };
 
 void add_layers(StageTime& stage, const LayerCosts& layer, int count, const ParallelLayout& l) {
@@ -51,8 +53,10 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
   const double attention_f = t.attention_core_forward_s;
   const double cp_exposed = std::max(0.0, c.cp_forward_s - attention_f) * (full ? 2.0 : 1.0) +
                             std::max(0.0, c.cp_backward_s - 2.0 * attention_f);
-  // Expert parallel all-to-all: on the critical path (no overlap in Megatron-Core 0.8).
-  const double ep_exposed = c.ep_forward_s + c.ep_backward_s + (full ? c.ep_forward_s : 0.0);
+  // Expert parallel all-to-all: on the critical path unless one of Megatron-Core's
+  // MoE overlaps is on (expert_comm_exposure.h).
+  const double ep_exposed =
+      exposed_expert_comm_s(t, c, l, recompute_s, layer.unpaired);
 
   stage.forward_s += count * t.forward_s;
   stage.backward_s += count * (t.backward_s + recompute_s);
@@ -113,9 +117,11 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
   const LinkRates links = link_rates(cluster, profile);
 
-  const LayerCosts dense{layer_time(m, l, rates, false), layer_comm(m, l, cluster, links, false)};
+  const double unpaired = unpaired_pass_fraction(l, split);
+  const LayerCosts dense{layer_time(m, l, rates, false), layer_comm(m, l, cluster, links, false),
+                         unpaired};
   const LayerCosts moe = m.moe ? LayerCosts{layer_time(m, l, rates, true),
-                                            layer_comm(m, l, cluster, links, true)}
+                                            layer_comm(m, l, cluster, links, true), unpaired}
                                : dense;
   const PassTime embedding = embedding_time(m, l, rates);
   const PassTime output = output_layer_time(m, l, rates);

@@ -12,7 +12,7 @@ constexpr double kBf16Bytes = 2.0;
 
 UnitParams layer_params_per_gpu(const ModelConfig& m, const ParallelLayout& l, bool moe_layer) {
   const LayerParams p = layer_params(m, moe_layer);
-  return {(p.attention + p.dense_mlp) / l.tp + p.norms + p.router,
+  return {(p.attention + p.dense_mlp) / l.tp + p.attention_replicated + p.norms + p.router,
           p.experts / (static_cast<double>(l.ep) * l.etp)};
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/compute/mla_kernels.h"
+
 namespace sextant::sim {
 
 namespace {
@@ -41,12 +43,27 @@ LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const Cluste
                                : all_reduce_time_s(activation, tp, r);
     out.tp_forward_s = 2.0 * per_op;
     out.tp_backward_s = 2.0 * per_op;
+    if (m.mla) {
+      // Multi-head latent attention enters the tensor-parallel region after its
+      // replicated down projections (mla_kernels.h): the attention block's
+      // all-gather (sp) or backward all-reduce moves the latents, not h.
+      const double entry = kBf16Bytes * T * attention_tp_entry_width(m);
+      if (l.sp) {
+        const double attention_op =
+            all_gather_time_s(entry, tp, r) + reduce_scatter_time_s(activation, tp, r);
+        out.tp_forward_s = per_op + attention_op;
+        out.tp_backward_s = per_op + attention_op;
+      } else {
+        out.tp_backward_s = per_op + all_reduce_time_s(entry, tp, r);
+      }
+    }
   }
   if (l.cp > 1) {
     // Ring attention (Liu et al. 2023; Megatron-Core context parallel): cp−1
     // steps each passing this rank's K and V on; backward passes K, V, dK, dV.
     const GroupPlacement cp = place_group(l.cp, l.tp, n);
-    const double kv_bytes = 2.0 * kBf16Bytes * T * static_cast<double>(m.kv_width()) / l.tp;
+    const double kv_bytes =
+        kBf16Bytes * T * static_cast<double>(m.kv_width() + m.value_width()) / l.tp;
     const double step = p2p_time_s(kv_bytes, cp.crosses_nodes(), r);
     out.cp_forward_s = (l.cp - 1) * step;
     out.cp_backward_s = 2.0 * (l.cp - 1) * step;

@@ -23,9 +23,10 @@ void add_separate_accumulation(PassTime& t, double params, int tensors, const De
 
 PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
                     bool moe_layer) {
-  // The engine has no MoE layers: those keep Megatron's kernel list (its GEMMs
-  // still from the measured tables where they cover the shapes).
-  const bool engine = r.software == Software::kSextantEngine && !(moe_layer && m.moe);
+  // The engine has no MoE layers and no multi-head latent attention: those keep
+  // Megatron's kernel list (its GEMMs still from the measured tables where they
+  // cover the shapes).
+  const bool engine = r.software == Software::kSextantEngine && !(moe_layer && m.moe) && !m.mla;
   PassTime t =
       engine ? engine_layer_time(m, l, r, moe_layer) : megatron_layer_time(m, l, r, moe_layer);
   if (r.gradient_accumulation_bytes_per_param > 0) {

@@ -31,6 +31,9 @@ struct PassTime {
   double attention_forward_s = 0;
   double attention_backward_s = 0;
   double attention_weight_gradient_s = 0;
+  /// Part of forward_s a MoE layer's shared expert takes (what
+  /// --moe-shared-expert-overlap runs beside the token dispatch and combine).
+  double shared_expert_forward_s = 0;
   /// Part of forward_s that full recomputation does not run again (the
   /// engine's fc2 forward, whose output the next layer stored); 0 for Megatron.
   double full_recompute_skipped_s = 0;

@@ -4,18 +4,16 @@
 // PyTorch ops, Adam over fp32 main grads). Chosen by `software: megatron-published`.
 #include "sim/compute/layer_kernels.h"
 
+#include "sim/compute/expert_kernels.h"
 #include "sim/compute/kernel_costs.h"
+#include "sim/compute/mla_kernels.h"
+#include "sim/compute/pass_time_terms.h"
 #include "sim/core/layer_shape.h"
 #include "sim/flops/model_flops.h"
 
 namespace sextant::sim {
 
 namespace {
-
-// Element-wise kernels move data at the achieved HBM rate; their backward reads
-// the saved input and the incoming gradient and writes the input gradient, about
-// twice the forward's traffic.
-constexpr double kBackwardToForwardElementwiseBytes = 2.0;
 
 // Vocabulary-parallel cross entropy (Megatron-LM tensor_parallel/cross_entropy.py,
 // logits cast to fp32 first), bytes per logit: forward float() 2+4, max 4,
@@ -41,25 +39,6 @@ constexpr int kFusedCrossEntropyBackwardKernels = 1;
 // (2), plus the gradient-norm pass reading the gradient (4).
 constexpr double kOptimizerBytesPerParam = 34.0;
 
-// Forward and backward (input-gradient and fp32-accumulating weight-gradient) of
-// one linear layer m×k · k×n.
-void add_linear(PassTime& t, double m, double n, double k, double batch, const DeviceRates& r) {
-  const LinearTimes g = linear_times(m, k, n, batch, r);
-  const double backward = g.input_gradient_s + g.weight_gradient_s;
-  t.forward_s += g.forward_s;
-  t.backward_s += backward;
-  t.gemm_forward_s += g.forward_s;
-  t.gemm_backward_s += backward;
-  t.weight_gradient_s += g.weight_gradient_s;
-}
-
-void add_elementwise(PassTime& t, double forward_bytes, int forward_kernels,
-                     const DeviceRates& r) {
-  t.forward_s += forward_bytes / r.memory_bytes_per_s + forward_kernels * r.kernel_overhead_s;
-  t.backward_s += kBackwardToForwardElementwiseBytes *
-                  (forward_bytes / r.memory_bytes_per_s + forward_kernels * r.kernel_overhead_s);
-}
-
 // MLP GEMMs of width `ffn` (split by `split`) over `tokens`, in `batch` groups.
 void add_mlp(PassTime& t, const ModelConfig& m, double tokens, double ffn, double split,
              double batch, const DeviceRates& r) {
@@ -76,7 +55,12 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
                         const DeviceRates& r) {
   const double s = static_cast<double>(m.seq_length);
   const LayerShape shape = layer_shape(m, l);
-  const double d = shape.head_dim;
+  // A query/key head of d_qk and a value head of d_v (equal but under MLA):
+  // Q·Kᵀ costs 2·d_qk and P·V 2·d_v FLOPs per score, so the core is timed as
+  // heads of their mean width, (d_qk + d_v)/2 (kernel_costs.h: attention_times).
+  const double d_qk = m.qk_head_dim();
+  const double d_v = m.value_head_dim();
+  const double d = (d_qk + d_v) / 2.0;
   const double heads = shape.heads;
   const double before = t.forward_s;
   const double before_backward = t.backward_s;
@@ -97,8 +81,8 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
     // with attention dropout, a dropout (read 2, write 2, mask 1).
     const double batch = l.mbs * heads;
     PassTime core;
-    add_linear(core, s, s, d, batch, r);  // scores = Q·Kᵀ
-    add_linear(core, s, d, s, batch, r);  // context = P·V
+    add_linear(core, s, s, d_qk, batch, r);  // scores = Q·Kᵀ
+    add_linear(core, s, d_v, s, batch, r);   // context = P·V
     // The batched GEMMs produce activations, not weight gradients: no fp32 accumulation;
     // add_linear's accounting is close enough (the C of both is bf16-sized here).
     t.forward_s += core.forward_s;
@@ -166,13 +150,18 @@ PassTime megatron_layer_time(const ModelConfig& m, const ParallelLayout& l, cons
 
   // Attention block: norm (read+write 2+2 bytes), QKV, core, projection, dropout-add.
   add_elementwise(t, 4.0 * W, 1, r);
-  add_linear(t, T, static_cast<double>(shape.qkv_width()), h, 1, r);
-  if (m.position_embedding == PositionEmbedding::kRope) {
-    // rotate Q and K in place
-    add_elementwise(t, 2.0 * 2.0 * T * static_cast<double>(shape.q_width() + shape.kv_width()), 1, r);
+  if (m.mla) {
+    add_mla_projections(t, m, l, r);  // latent down and up projections, RoPE (mla_kernels.h)
+  } else {
+    add_linear(t, T, static_cast<double>(shape.qkv_width()), h, 1, r);
+    if (m.position_embedding == PositionEmbedding::kRope) {
+      // rotate Q and K in place
+      add_elementwise(t, 2.0 * 2.0 * T * static_cast<double>(shape.q_width() + shape.kv_width()), 1, r);
+    }
   }
   add_attention_core(t, m, l, r);
-  add_linear(t, T, h, static_cast<double>(shape.q_width()), 1, r);
+  // The projection's input: the heads' outputs, n/tp·d_v (q_width() without MLA).
+  add_linear(t, T, h, static_cast<double>(shape.heads) * m.value_head_dim(), 1, r);
   add_elementwise(t, dropout_add_bytes * W, 1, r);
   t.attention_forward_s = t.forward_s;
   t.attention_backward_s = t.backward_s;
@@ -192,8 +181,11 @@ PassTime megatron_layer_time(const ModelConfig& m, const ParallelLayout& l, cons
     // which the others wait for, expert_load_factor times that.
     const double expert_tokens = T * e.router_topk * l.etp / tp * e.expert_load_factor;
     const double local_experts = static_cast<double>(e.num_experts) / l.ep;
-    add_mlp(t, m, expert_tokens, static_cast<double>(e.ffn_hidden_size), l.etp, local_experts, r);
+    add_expert_mlp(t, m, expert_tokens, static_cast<double>(e.ffn_hidden_size), l.etp,
+                   local_experts, r);  // grouped GEMMs (expert_kernels.h)
+    const double before_shared_s = t.forward_s;
     add_mlp(t, m, T, static_cast<double>(e.shared_expert_ffn_hidden_size), tp, 1, r);
+    t.shared_expert_forward_s = t.forward_s - before_shared_s;
     const double shared_rows = e.shared_expert_ffn_hidden_size > 0 ? T : 0.0;
     mlp_fp8 = {expert_tokens + shared_rows,
                expert_tokens * static_cast<double>(e.ffn_hidden_size) / l.etp +

@@ -187,11 +187,38 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
                   "shared_expert_ffn_hidden_size", "first_dense_layers", "expert_load_factor"});
       m.moe = e;
     }
+    StrictMap mla = map.child("mla");
+    if (mla.is_map()) {
+      // Multi-head latent attention (model_config.h: MlaConfig). Its heads are
+      // qk_nope + qk_rope wide and every head has its own keys and values, so
+      // kv_channels and num_query_groups are derived, not given.
+      MlaConfig a;
+      const std::int64_t q_rank = mla.optional_int("q_lora_rank").value_or(0);
+      if (q_rank != 0) a.q_lora_rank = bounded_positive_int(mla, "q_lora_rank", q_rank);
+      a.kv_lora_rank = positive_int(mla, "kv_lora_rank");
+      a.qk_nope_head_dim = positive_int(mla, "qk_nope_head_dim");
+      a.qk_rope_head_dim = positive_int(mla, "qk_rope_head_dim");
+      a.v_head_dim = positive_int(mla, "v_head_dim");
+      mla.finish({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                  "v_head_dim"});
+      for (std::string_view key : {"kv_channels", "num_query_groups"}) {
+        if (map.has(key)) {
+          map.report(key, "is derived under mla (kv_channels = qk_nope_head_dim + "
+                          "qk_rope_head_dim, num_query_groups = num_attention_heads); remove it");
+        }
+      }
+      if (m.sliding_window > 0) {
+        map.report("sliding_window", "is not modelled together with mla; remove one of them");
+      }
+      m.mla = a;
+      m.kv_channels = a.qk_nope_head_dim + a.qk_rope_head_dim;
+      m.num_query_groups = m.num_attention_heads;
+    }
     map.finish({"name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                 "num_query_groups", "kv_channels", "vocab_size", "seq_length", "activation",
                 "normalization", "tie_embeddings", "position_embedding_type", "add_bias_linear",
                 "add_qkv_bias", "sliding_window",
-                "rotary_base", "hidden_dropout", "attention_dropout", "moe", "source"});
+                "rotary_base", "hidden_dropout", "attention_dropout", "moe", "mla", "source"});
     return m;
   });
 }

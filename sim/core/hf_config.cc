@@ -31,6 +31,7 @@ enum class MoeKind {
   kMixtral,   // every layer routed; num_local_experts, experts as wide as intermediate_size
   kQwen2Moe,  // num_experts, moe_intermediate_size, one shared expert, layer pattern
   kQwen3Moe,  // as Qwen2-MoE without the shared expert
+  kDeepseek,  // n_routed_experts, n_shared_experts as wide as a routed one, first_k_dense_replace
 };
 
 struct Architecture {
@@ -41,7 +42,7 @@ struct Architecture {
   bool tie_default;  // transformers' default tie_word_embeddings for this config class
 };
 
-constexpr std::array<Architecture, 9> kArchitectures = {{
+constexpr std::array<Architecture, 11> kArchitectures = {{
     {"LlamaForCausalLM", "llama", Family::kLlama, MoeKind::kNone, false},
     {"MistralForCausalLM", "mistral", Family::kLlama, MoeKind::kNone, false},
     {"MixtralForCausalLM", "mixtral", Family::kLlama, MoeKind::kMixtral, false},
@@ -49,6 +50,9 @@ constexpr std::array<Architecture, 9> kArchitectures = {{
     {"Qwen2MoeForCausalLM", "qwen2_moe", Family::kLlama, MoeKind::kQwen2Moe, false},
     {"Qwen3ForCausalLM", "qwen3", Family::kLlama, MoeKind::kNone, false},
     {"Qwen3MoeForCausalLM", "qwen3_moe", Family::kLlama, MoeKind::kQwen3Moe, false},
+    // Multi-head latent attention (ModelConfig::mla) and DeepSeekMoE.
+    {"DeepseekV2ForCausalLM", "deepseek_v2", Family::kLlama, MoeKind::kDeepseek, false},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", Family::kLlama, MoeKind::kDeepseek, false},
     // GPT2Config leaves tie_word_embeddings at PretrainedConfig's default, true.
     {"GPT2LMHeadModel", "gpt2", Family::kGpt2, MoeKind::kNone, true},
     {"GPTNeoXForCausalLM", "gpt_neox", Family::kGptNeox, MoeKind::kNone, false},
@@ -100,6 +104,15 @@ bool reads_key(const Architecture& a, std::string_view key) {
   const std::string_view n = a.name;
   const bool qwen = n.substr(0, 4) == "Qwen";
   const bool qwen_moe = n == "Qwen2MoeForCausalLM" || n == "Qwen3MoeForCausalLM";
+  if (n.substr(0, 8) == "Deepseek") {
+    // num_nextn_predict_layers: DeepSeek-V3's multi-token-prediction module,
+    // read and not modelled (hf_config.h says so).
+    return key == "n_routed_experts" || key == "n_shared_experts" ||
+           key == "num_experts_per_tok" || key == "moe_intermediate_size" ||
+           key == "first_k_dense_replace" || key == "moe_layer_freq" || key == "q_lora_rank" ||
+           key == "kv_lora_rank" || key == "qk_rope_head_dim" || key == "qk_nope_head_dim" ||
+           key == "v_head_dim" || key == "num_nextn_predict_layers";
+  }
   if (key == "attention_bias") return n == "LlamaForCausalLM" || n.substr(0, 5) == "Qwen3";
   if (key == "mlp_bias") return n == "LlamaForCausalLM";
   if (key == "sliding_window") return n == "MistralForCausalLM" || n == "MixtralForCausalLM" || qwen;
@@ -221,12 +234,9 @@ const Architecture* find_architecture(Reader& r) {
     for (const Architecture& a : kArchitectures) {
       if (a.name == name) return &a;
     }
-    const bool deepseek = name.rfind("Deepseek", 0) == 0;
-    r.diags().push_back(diagnostic_at(
-        list[0], r.file(), "architectures",
-        "unsupported architecture '" + name + "'" +
-            (deepseek ? " (its multi-head latent attention, kv_lora_rank, is not modelled)" : "") +
-            "; accepted: " + join(hf_supported_architectures())));
+    r.diags().push_back(diagnostic_at(list[0], r.file(), "architectures",
+                                      "unsupported architecture '" + name + "'; accepted: " +
+                                          join(hf_supported_architectures())));
     return nullptr;
   }
   if (auto type = r.optional_string("model_type")) {
@@ -324,11 +334,57 @@ bool qwen_layer_pattern(Reader& r, int num_layers, MoeConfig& e) {
   return leading < num_layers;
 }
 
+// DeepSeek-V2/V3 (DeepseekV3DecoderLayer): layer i is routed when i >=
+// first_k_dense_replace and i % moe_layer_freq == 0; n_shared_experts shared
+// experts, each moe_intermediate_size wide, run as one MLP of their summed
+// width (the modelling code's DeepseekV3MLP with intermediate_size
+// moe_intermediate_size · n_shared_experts).
+void read_deepseek_layers(Reader& r, ModelConfig& m, MoeConfig& e) {
+  const std::int64_t shared = r.optional_int("n_shared_experts").value_or(0);
+  r.map().require_in_range("n_shared_experts", static_cast<double>(shared), 0, 1024);
+  e.shared_expert_ffn_hidden_size = shared >= 0 && shared <= 1024 ? shared * e.ffn_hidden_size : 0;
+  const std::int64_t first = r.optional_int("first_k_dense_replace").value_or(0);
+  if (m.num_layers > 0) {
+    r.map().require_in_range("first_k_dense_replace", static_cast<double>(first), 0,
+                             m.num_layers - 1);
+  }
+  e.first_dense_layers = first >= 0 && first < m.num_layers ? static_cast<int>(first) : 0;
+  const std::int64_t freq = r.optional_int("moe_layer_freq").value_or(1);
+  if (freq != 1) {
+    r.map().report("moe_layer_freq", "is " + std::to_string(freq) +
+                                         ": dense layers between MoE layers are not modelled; "
+                                         "sextant represents only leading dense layers followed "
+                                         "by MoE layers (accepted: 1)");
+  }
+  m.moe = e;
+}
+
+// Multi-head latent attention keys (DeepSeek-V2/V3): q_lora_rank null means no
+// query compression. A query/key head is qk_nope + qk_rope wide and every head
+// has its own keys and values, whatever head_dim and num_key_value_heads say.
+void read_mla(Reader& r, ModelConfig& m) {
+  MlaConfig a;
+  const YAML::Node q_rank = r.value("q_lora_rank");
+  if (q_rank.IsDefined() && !q_rank.IsNull()) {
+    a.q_lora_rank = r.optional_int("q_lora_rank").value_or(0);
+    r.check_positive("q_lora_rank", a.q_lora_rank);
+  }
+  a.kv_lora_rank = r.positive_int("kv_lora_rank");
+  a.qk_nope_head_dim = static_cast<int>(r.positive_int("qk_nope_head_dim"));
+  a.qk_rope_head_dim = static_cast<int>(r.positive_int("qk_rope_head_dim"));
+  a.v_head_dim = static_cast<int>(r.positive_int("v_head_dim"));
+  m.mla = a;
+  m.kv_channels = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  m.num_query_groups = m.num_attention_heads;
+}
+
 void read_moe(Reader& r, const Architecture& a, ModelConfig& m) {
   if (a.moe == MoeKind::kNone) return;
   MoeConfig e;
   const bool mixtral = a.moe == MoeKind::kMixtral;
-  const char* experts_key = mixtral ? "num_local_experts" : "num_experts";
+  const char* experts_key = mixtral                      ? "num_local_experts"
+                            : a.moe == MoeKind::kDeepseek ? "n_routed_experts"
+                                                          : "num_experts";
   e.num_experts = static_cast<int>(r.positive_int(experts_key));
   e.router_topk = static_cast<int>(r.positive_int("num_experts_per_tok"));
   if (e.num_experts > 0 && e.router_topk > e.num_experts) {
@@ -342,6 +398,10 @@ void read_moe(Reader& r, const Architecture& a, ModelConfig& m) {
     return;
   }
   e.ffn_hidden_size = r.positive_int("moe_intermediate_size");
+  if (a.moe == MoeKind::kDeepseek) {
+    read_deepseek_layers(r, m, e);
+    return;
+  }
   if (a.moe == MoeKind::kQwen2Moe) {
     e.shared_expert_ffn_hidden_size =
         r.required_int("shared_expert_intermediate_size").value_or(0);
@@ -584,6 +644,7 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
       m.attention_dropout = dropout(r, "attention_dropout", 0.0);
       break;
   }
+  if (a.moe == MoeKind::kDeepseek) read_mla(r, m);
   read_moe(r, a, m);
   refuse_keys_not_read(r, a);
   return m;

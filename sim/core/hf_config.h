@@ -13,6 +13,9 @@
 //   Qwen2MoeForCausalLM   qwen2_moe   swiglu  rmsnorm    rope       qkv     routed + shared
 //   Qwen3ForCausalLM      qwen3       swiglu  rmsnorm    rope       (1)     -
 //   Qwen3MoeForCausalLM   qwen3_moe   swiglu  rmsnorm    rope       (1)     routed
+//   DeepseekV2ForCausalLM deepseek_v2 swiglu  rmsnorm    rope       no      leading dense, then
+//   DeepseekV3ForCausalLM deepseek_v3                                         routed + shared;
+//                                                                     attention: MLA
 //   GPT2LMHeadModel       gpt2        gelu    layernorm  learned    yes     -
 //   GPTNeoXForCausalLM    gpt_neox    gelu    layernorm  rope (3)   yes     -
 //
@@ -48,6 +51,14 @@
 //   moe.router_topk           num_experts_per_tok
 //   moe.ffn_hidden_size       intermediate_size (Mixtral), moe_intermediate_size (Qwen MoE)
 //   moe.shared_expert_...     shared_expert_intermediate_size (Qwen2-MoE, required); 0 otherwise
+//   (DeepSeek) moe.num_experts n_routed_experts; moe.shared_expert_ffn_hidden_size
+//                             n_shared_experts · moe_intermediate_size; moe.first_dense_layers
+//                             first_k_dense_replace (moe_layer_freq must be 1); mla.*
+//                             q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim,
+//                             qk_rope_head_dim, v_head_dim. num_nextn_predict_layers
+//                             (DeepSeek-V3's multi-token prediction) is read and NOT
+//                             modelled; the router is costed as a softmax top-k (V3's
+//                             sigmoid scores and node-limited routing are not modelled).
 //   moe.first_dense_layers    from decoder_sparse_step and mlp_only_layers (Qwen MoE; defaults
 //                             1 and []): layer i is MoE unless i is in mlp_only_layers or
 //                             (i+1) % decoder_sparse_step != 0, as in transformers
@@ -58,7 +69,7 @@
 // `seq_length_override` (the CLI's --seq-length), and is an error without both.
 //
 // Keys of other architectures (experts under LlamaForCausalLM, DeepSeek's
-// multi-head latent attention kv_lora_rank, a sliding_window that the class does
+// multi-head latent attention kv_lora_rank outside a Deepseek class, a sliding_window that the class does
 // not read, ...) are refused naming the key: transformers would silently ignore
 // them and build a different model than the file describes.
 //

@@ -116,6 +116,30 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
       });
     }
   }
+  if (l.moe_a2a_overlap) {
+    // Megatron-Core runs the combined 1F1B step only without pipelining or in
+    // the interleaved schedule (schedules.py), refuses full recomputation
+    // (combined_1f1b.py asserts no activation checkpointing) and the shared
+    // expert overlap beside it.
+    if (!m.moe || l.ep <= 1) {
+      report("moe_a2a_overlap", [&] { return std::string("needs a MoE model and ep > 1 (it hides the expert-parallel all-to-all)"); });
+    }
+    if (l.pp > 1 && l.schedule != Schedule::kInterleaved) {
+      report("moe_a2a_overlap", [&] {
+        return "needs pp=1 or schedule=1f1b-interleaved (Megatron-Core's combined 1F1B), got pp=" +
+               to_string(l.pp) + " with schedule=" + std::string(sim::to_string(l.schedule));
+      });
+    }
+    if (l.recompute == Recompute::kFull) {
+      report("moe_a2a_overlap", [&] { return std::string("does not run with recompute=full (accepted: none, selective)"); });
+    }
+    if (l.moe_shared_expert_overlap) {
+      report("moe_shared_expert_overlap", [&] { return std::string("cannot be combined with moe_a2a_overlap (Megatron-Core refuses both)"); });
+    }
+  }
+  if (l.moe_shared_expert_overlap && (!m.moe || m.moe->shared_expert_ffn_hidden_size <= 0 || l.ep <= 1)) {
+    report("moe_shared_expert_overlap", [&] { return std::string("needs a MoE model with a shared expert and ep > 1"); });
+  }
   // With tp=1 there is no TP communication: the overlap is a no-op, as in Megatron.
   if (l.tp_comm_overlap && l.tp > 1 && !l.sp) {
     report("tp_comm_overlap", [&] { return std::string("needs sp=1 (Megatron overlaps the sequence-parallel all-gather and reduce-scatter)"); });

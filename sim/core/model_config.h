@@ -32,6 +32,21 @@ struct MoeConfig {
   double expert_load_factor = 1.0;
 };
 
+/// Multi-head latent attention (DeepSeek-V2, Liu et al. 2024, arXiv:2405.04434,
+/// Sec. 2.1.2-2.1.3, eqs. 9-19): keys and values come from one per-token latent
+/// of kv_lora_rank (c_KV = W^DKV h, then k^C = W^UK c_KV, v^C = W^UV c_KV), queries
+/// from a latent of q_lora_rank (0: projected directly from h, as DeepSeek-V2-Lite),
+/// and a decoupled RoPE part of qk_rope_head_dim per head (q^R from c_Q, one k^R
+/// shared by all heads, from h). A query/key head is qk_nope + qk_rope wide, a
+/// value head v_head_dim. Names follow the Hugging Face DeepSeek config.json.
+struct MlaConfig {
+  std::int64_t q_lora_rank = 0;    // d_c' (1536 in DeepSeek-V3); 0: no query compression
+  std::int64_t kv_lora_rank = 0;   // d_c (512)
+  int qk_nope_head_dim = 0;        // d_h (128)
+  int qk_rope_head_dim = 0;        // d_h^R (64)
+  int v_head_dim = 0;              // 128
+};
+
 struct ModelConfig {
   std::string name;
   int num_layers = 0;
@@ -61,6 +76,9 @@ struct ModelConfig {
   double hidden_dropout = 0.1;   // Megatron --hidden-dropout; > 0 stores a 1-byte mask
   double attention_dropout = 0.1;
   std::optional<MoeConfig> moe;
+  /// Multi-head latent attention in place of (grouped-query) attention; with it
+  /// num_query_groups equals the heads and kv_channels is qk_nope + qk_rope.
+  std::optional<MlaConfig> mla;
 
   /// Width of all query heads together: heads · kv_channels.
   std::int64_t query_width() const {
@@ -69,6 +87,21 @@ struct ModelConfig {
   /// Width of the K (or V) projection: groups · kv_channels.
   std::int64_t kv_width() const {
     return static_cast<std::int64_t>(num_query_groups) * kv_channels;
+  }
+  /// Width of one query/key head: qk_nope + qk_rope under MLA, else kv_channels.
+  int qk_head_dim() const {
+    return mla ? mla->qk_nope_head_dim + mla->qk_rope_head_dim : kv_channels;
+  }
+  /// Width of one value head: v_head_dim under MLA, else kv_channels.
+  int value_head_dim() const { return mla ? mla->v_head_dim : kv_channels; }
+  /// Width of the V projection: groups · value head (kv_width() without MLA).
+  std::int64_t value_width() const {
+    return static_cast<std::int64_t>(num_query_groups) * value_head_dim();
+  }
+  /// Width of the attention output (the output projection's input): heads · value head.
+  /// Equals query_width() without MLA.
+  std::int64_t attention_output_width() const {
+    return static_cast<std::int64_t>(num_attention_heads) * value_head_dim();
   }
   /// Number of MLP input projections: 2 for SwiGLU (gate and up), 1 for GeLU.
   int mlp_input_projections() const { return activation == Activation::kSwiglu ? 2 : 1; }

@@ -65,6 +65,8 @@ std::string ParallelLayout::to_spec() const {
          ",overlap_param_gather=" + flag(overlap_param_gather) +
          ",tp_comm_overlap=" + flag(tp_comm_overlap);
   if (!grad_reduce_in_fp32) out += ",grad_reduce_in_fp32=0";
+  if (moe_a2a_overlap) out += ",moe_a2a_overlap=1";
+  if (moe_shared_expert_overlap) out += ",moe_shared_expert_overlap=1";
   if (zero >= 3) out += ",fsdp=" + std::string(to_string(fsdp));
   if (custom_split()) out += "," + split_spec();
   return out;
@@ -84,7 +86,8 @@ std::string ParallelLayout::split_spec() const {
 std::string_view layout_knob_names() {
   return "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, "
          "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, "
-         "first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp, grad_reduce_in_fp32";
+         "first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp, grad_reduce_in_fp32, "
+         "moe_a2a_overlap, moe_shared_expert_overlap";
 }
 
 namespace {
@@ -171,6 +174,8 @@ class LayoutParser {
     else if (k == "overlap_grad_reduce") out.overlap_grad_reduce = boolean(item);
     else if (k == "overlap_param_gather") out.overlap_param_gather = boolean(item);
     else if (k == "tp_comm_overlap") out.tp_comm_overlap = boolean(item);
+    else if (k == "moe_a2a_overlap") out.moe_a2a_overlap = boolean(item);
+    else if (k == "moe_shared_expert_overlap") out.moe_shared_expert_overlap = boolean(item);
     else if (k == "grad_reduce_in_fp32") out.grad_reduce_in_fp32 = boolean(item);
     else if (k == "first_stage_layers") out.first_stage_layers = positive(item);
     else if (k == "last_stage_layers") out.last_stage_layers = positive(item);

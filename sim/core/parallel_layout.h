@@ -52,6 +52,15 @@ struct ParallelLayout {
   bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)
+  /// Megatron-Core --overlap-moe-expert-parallel-comm (0.14+, combined 1F1B,
+  /// megatron/core/pipeline_parallel/combined_1f1b.py): in the steady state the
+  /// forward of one micro-batch and the backward of another run layer by layer
+  /// together, each one's expert all-to-all hidden behind the other's compute.
+  /// Needs ep > 1 and pp = 1 or the interleaved schedule, and no full recomputation.
+  bool moe_a2a_overlap = false;
+  /// Megatron-Core --moe-shared-expert-overlap: the shared expert's forward runs
+  /// on its own stream beside the token dispatch and combine of the same layer.
+  bool moe_shared_expert_overlap = false;
   /// Gradients kept and reduced in fp32 (Megatron-Core's default under bf16;
   /// NeMo's grad_reduce_in_fp32) or in the weights' 16 bits (0: Megatron's
   /// --grad-reduce-in-bf16; fp16 always reduces in fp16, Megatron's default there).
@@ -84,7 +93,7 @@ struct ParallelLayout {
 
   /// "tp=8,pp=16,..." with every knob, parseable by parse_layout. The split
   /// knobs are written only when set (custom_split()); fsdp only with zero=3,
-  /// where it means something.
+  /// where it means something; the two MoE overlaps only when on.
   std::string to_spec() const;
   /// The split knobs that are set, "first_stage_layers=5,last_stage_layers=5"
   /// style; empty for Megatron's even split.
@@ -102,6 +111,7 @@ struct PartialLayout {
   std::optional<Precision> precision;
   std::optional<AttentionKernel> attention;
   std::optional<bool> overlap_grad_reduce, overlap_param_gather, tp_comm_overlap;
+  std::optional<bool> moe_a2a_overlap, moe_shared_expert_overlap;
   std::optional<bool> grad_reduce_in_fp32;
   std::optional<FsdpImplementation> fsdp;
   // Split knobs: when any is given the others are unset (not searched); when

@@ -22,6 +22,7 @@ struct LayerCosts {
   std::array<double, kPasses> tp_block{};  // one block's TP collectives
   std::array<double, kPasses> tp_gather{}, tp_scatter{};  // under sp, apart
   std::array<double, kPasses> cp_ring{}, ep_all_to_all{};
+  double shared_expert_half_s = 0;  // forward, its own task under moe_shared_expert_overlap
   double stored_bytes = 0;     // kept from the forward to the backward
   double recomputed_bytes = 0; // rebuilt by full recomputation for the backward
 };
@@ -54,6 +55,12 @@ LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const Devi
   const double mlp_w = t.weight_gradient_s - t.attention_weight_gradient_s;
   set(out.mlp, t.forward_s - t.attention_forward_s, mlp_b, mlp_b - mlp_w, mlp_w);
   out.mlp[index(Pass::kRecompute)] -= t.full_recompute_skipped_s;
+  if (l.moe_shared_expert_overlap && moe_layer && l.ep > 1) {
+    // The shared expert's forward leaves the MLP task for two tasks beside the
+    // dispatch and the combine (plan_builder.cc: expert_all_to_all).
+    out.mlp[index(Pass::kForward)] -= t.shared_expert_forward_s;
+    out.shared_expert_half_s = t.shared_expert_forward_s / 2;
+  }
   set(out.tp_block, c.tp_forward_s / 2, c.tp_backward_s / 2, c.tp_backward_s / 2, 0.0);
   set(out.tp_gather, c.tp_all_gather_s, c.tp_all_gather_s, c.tp_all_gather_s, 0.0);
   set(out.tp_scatter, c.tp_reduce_scatter_s, c.tp_reduce_scatter_s, c.tp_reduce_scatter_s, 0.0);
@@ -160,6 +167,8 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
             }
             break;
           case Block::kAttentionCore: c.duration_s = layer.attention_core[p]; break;
+          case Block::kSharedExpertFc1:
+          case Block::kSharedExpertFc2: c.duration_s = layer.shared_expert_half_s; break;
           case Block::kMlp:
             c.duration_s = layer.mlp[p];
             if (t.pass == Pass::kForward) c.activation_bytes = layer.stored_bytes;

@@ -9,6 +9,24 @@ double mlp_forward_flops(const ModelConfig& m, double tokens, double ffn) {
   return 2.0 * tokens * static_cast<double>(m.hidden_size) * ffn *
          (m.mlp_input_projections() + 1);
 }
+
+// Multi-head latent attention's projections before the core (DeepSeek-V2,
+// arXiv:2405.04434, eqs. 9-17), n heads, per token: the query down projection
+// h·d_c' and up projection d_c'·n(d_nope+d_rope) (or h·n(d_nope+d_rope) without
+// query compression), the joint key-value down projection with the shared RoPE
+// key h·(d_c+d_rope), and its up projection d_c·n(d_nope+d_v); 2 FLOPs each.
+double mla_projection_flops(const ModelConfig& m, double tokens) {
+  const MlaConfig& a = *m.mla;
+  const double h = static_cast<double>(m.hidden_size);
+  const double n = m.num_attention_heads;
+  const double qk = m.qk_head_dim();
+  const double q_rank = static_cast<double>(a.q_lora_rank);
+  const double kv_rank = static_cast<double>(a.kv_lora_rank);
+  const double query = q_rank > 0 ? h * q_rank + q_rank * n * qk : h * n * qk;
+  const double key_value =
+      h * (kv_rank + a.qk_rope_head_dim) + kv_rank * n * (a.qk_nope_head_dim + a.v_head_dim);
+  return 2.0 * tokens * (query + key_value);
+}
 }  // namespace
 
 double attention_pairs_per_sequence(const ModelConfig& m, AttentionCounting counting) {
@@ -27,11 +45,13 @@ LayerFlops layer_forward_flops(const ModelConfig& m, double tokens, bool moe_lay
                                        : 0.0;
   const double q = static_cast<double>(m.query_width());
   const double kv = static_cast<double>(m.kv_width());
+  // The attention output, n·d_v wide: q itself except under MLA.
+  const double out = static_cast<double>(m.attention_output_width());
   LayerFlops f;
-  f.qkv = 2.0 * tokens * h * (q + 2.0 * kv);
+  f.qkv = m.mla ? mla_projection_flops(m, tokens) : 2.0 * tokens * h * (q + 2.0 * kv);
   f.attention_scores = 2.0 * tokens * keys * q;
-  f.attention_values = 2.0 * tokens * keys * q;
-  f.projection = 2.0 * tokens * q * h;
+  f.attention_values = 2.0 * tokens * keys * out;
+  f.projection = 2.0 * tokens * out * h;
   if (moe_layer && m.moe) {
     const MoeConfig& e = *m.moe;
     f.router = 2.0 * tokens * h * e.num_experts;

@@ -30,10 +30,10 @@ double attention_pairs_per_sequence(const ModelConfig& model, AttentionCounting 
 /// Forward FLOPs of one transformer layer over `tokens` tokens in sequences of
 /// length `seq_length`, by part.
 struct LayerFlops {
-  double qkv = 0;               // 2·T·h·(a·d + 2·g·d)
+  double qkv = 0;               // 2·T·h·(a·d + 2·g·d); MLA: its down and up projections
   double attention_scores = 0;  // Q·Kᵀ: 2·T·(pairs/s)·a·d (2·T·s·a·d without a window)
-  double attention_values = 0;  // P·V: as Q·Kᵀ
-  double projection = 0;        // 2·T·a·d·h
+  double attention_values = 0;  // P·V: as Q·Kᵀ with the value head (MLA: d_v)
+  double projection = 0;        // 2·T·a·d_v·h
   double mlp = 0;               // dense or the experts a token visits, plus shared expert
   double router = 0;            // MoE gate: 2·T·h·E
   double total() const {

@@ -27,6 +27,8 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
   const double rep = replicated_divisor(l);
   const double q = static_cast<double>(m.query_width());
   const double kv = static_cast<double>(m.kv_width());
+  const double v = static_cast<double>(m.value_width());          // kv without MLA
+  const double out = static_cast<double>(m.attention_output_width());  // q without MLA
   const double heads = m.num_attention_heads;
   const double s = static_cast<double>(m.seq_length);
   const double hidden_mask = m.hidden_dropout > 0 ? kMaskBytes * T * h / rep : 0.0;
@@ -45,9 +47,20 @@ double layer_activation_bytes(const ModelConfig& m, const ParallelLayout& l, boo
   // Attention block (paper: 11·sbh + 5·as²b, plus the norm's input 2·sbh).
   double attention = kBf16Bytes * T * h / rep        // norm input
                      + gemm_input_bytes * T * h / rep  // QKV GEMM input (norm output)
-                     + kBf16Bytes * T * (q + 2 * kv) / t  // Q, K, V
-                     + projection_input_bytes * T * q / t  // projection input (attention output)
+                     + kBf16Bytes * T * (q + kv + v) / t  // Q, K, V
+                     + projection_input_bytes * T * out / t  // projection input (attention output)
                      + hidden_mask;                  // dropout mask after the projection
+  if (m.mla) {
+    // Multi-head latent attention (Megatron-Core MLASelfAttention): the down
+    // projections run on this rank's tokens (T/tp under sp; duplicated weights),
+    // and keep their latent outputs as the latent norms' inputs; the norms'
+    // outputs are the up projections' inputs (column-parallel: each keeps its
+    // sequence shard and gathers it again for the backward). Q, K and V above
+    // are the up projections' outputs, as flash attention keeps them.
+    const MlaConfig& a = *m.mla;
+    const double latents = static_cast<double>(a.q_lora_rank + a.kv_lora_rank);
+    attention += (kBf16Bytes + gemm_input_bytes) * T * latents / rep;
+  }
   if (l.attention == AttentionKernel::kFlash) {
     attention += kFp32Bytes * T * heads / t;  // softmax log-sum-exp per query row
   } else if (!drop_attention_core) {
@@ -103,9 +116,13 @@ double first_stage_inflight_microbatches(const ParallelLayout& l) {
       return m;
     case Schedule::kOneFOneB:
     case Schedule::kZeroBubbleH1:  // ZB-H1 keeps 1F1B's peak (Qi et al. 2023, Sec. 3.1)
-      return std::min(p, m);
+      // moe_a2a_overlap with pp = 1: the combined step runs micro-batch i+1's
+      // forward beside i's backward, so two are alive (combined_1f1b.py).
+      return std::min(p + (l.moe_a2a_overlap && l.pp == 1 ? 1.0 : 0.0), m);
     case Schedule::kInterleaved:
-      return std::min(p * (1.0 + (p - 1.0) / (p * l.vpp)), m);
+      // moe_a2a_overlap adds one warm-up chunk-forward (pipeline_schedule.h): 1/v more.
+      return std::min(p * (1.0 + (p - 1.0) / (p * l.vpp)) + (l.moe_a2a_overlap ? 1.0 / l.vpp : 0.0),
+                      m);
   }
   return p;
 }

@@ -13,12 +13,18 @@ namespace sextant::sim {
 
 /// Parameters of one layer, split by how they are sharded.
 struct LayerParams {
-  double attention = 0;  // QKV, projection (+ biases); sharded by tp
+  double attention = 0;  // QKV (MLA: the up projections), projection (+ biases); sharded by tp
+  /// MLA's down projections W^DQ, W^DKV/W^KR and the latent norms: every
+  /// tensor-parallel rank holds them whole (Megatron-Core MLASelfAttention builds
+  /// linear_q_down_proj and linear_kv_down_proj as duplicated TELinear). 0 without MLA.
+  double attention_replicated = 0;
   double norms = 0;      // the layer's two norms; replicated across tp
   double dense_mlp = 0;  // dense MLP or shared expert; sharded by tp
   double experts = 0;    // all routed experts; sharded by ep·etp
   double router = 0;     // replicated
-  double total() const { return attention + norms + dense_mlp + experts + router; }
+  double total() const {
+    return attention + attention_replicated + norms + dense_mlp + experts + router;
+  }
 };
 
 LayerParams layer_params(const ModelConfig& model, bool moe_layer);
@@ -28,6 +34,11 @@ double embedding_params(const ModelConfig& model);
 double output_layer_params(const ModelConfig& model);  // 0 when tied
 /// Whole model (what "175B" counts).
 double total_params(const ModelConfig& model);
+/// Parameters one token's forward touches: every dense weight, and in a MoE
+/// layer the router, the shared expert and router_topk routed experts
+/// (what DeepSeek-V3's "37B activated" counts); the word embedding and output
+/// layer included. Equals total_params for a dense model.
+double active_params(const ModelConfig& model);
 
 /// What one GPU of a pipeline stage holds, split by which data-parallel group
 /// shards its optimizer state: dense parameters by dp·cp, expert ones by expert-dp.

@@ -59,7 +59,7 @@ PipelineOp interleaved_op(int k, bool forward, int pp, int vpp) {
   return {forward ? PassKind::kForward : PassKind::kBackward, chunk, microbatch};
 }
 
-Program interleaved(int pp, int vpp, int m, int stage) {
+Program interleaved(int pp, int vpp, int m, int stage, int extra_warmup) {
   if (m % pp != 0) {
     throw std::invalid_argument("interleaved 1F1B needs the micro-batch count (" +
                                 std::to_string(m) + ") to be a multiple of pp (" +
@@ -67,7 +67,7 @@ Program interleaved(int pp, int vpp, int m, int stage) {
   }
   const int total = m * vpp;
   const int warmup =
-      m == pp ? total : std::min(2 * (pp - stage - 1) + (vpp - 1) * pp, total);
+      m == pp ? total : std::min(2 * (pp - stage - 1) + (vpp - 1) * pp + extra_warmup, total);
   Program out;
   for (int k = 0; k < warmup; ++k) out.push_back(interleaved_op(k, true, pp, vpp));
   for (int k = 0; k < total - warmup; ++k) {
@@ -115,7 +115,7 @@ Program zero_bubble_h1(int pp, int m, int stage) {
 }  // namespace
 
 std::vector<PipelineOp> stage_program(PipelineSchedule schedule, int pp, int vpp,
-                                      int microbatches, int stage) {
+                                      int microbatches, int stage, int extra_warmup) {
   if (pp < 1 || vpp < 1 || microbatches < 1 || stage < 0 || stage >= pp) {
     throw std::invalid_argument("stage_program: need pp, vpp, microbatches >= 1 and 0 <= stage < pp");
   }
@@ -128,7 +128,7 @@ std::vector<PipelineOp> stage_program(PipelineSchedule schedule, int pp, int vpp
     case PipelineSchedule::kOneFOneB: return one_f_one_b(pp, microbatches, stage);
     case PipelineSchedule::kInterleaved:
       return vpp == 1 ? one_f_one_b(pp, microbatches, stage)
-                      : interleaved(pp, vpp, microbatches, stage);
+                      : interleaved(pp, vpp, microbatches, stage, extra_warmup);
     case PipelineSchedule::kZeroBubbleH1: return zero_bubble_h1(pp, microbatches, stage);
   }
   return {};

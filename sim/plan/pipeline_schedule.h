@@ -51,7 +51,11 @@ struct PipelineOp {
 /// micro-batches and `vpp` chunks per stage (vpp > 1 only for kInterleaved,
 /// which also needs microbatches to be a multiple of pp: Megatron's rule).
 /// Throws std::invalid_argument on a shape the schedule does not support.
+/// `extra_warmup` chunk-forwards are added to the interleaved warm-up:
+/// Megatron-Core adds one under --overlap-moe-expert-parallel-comm
+/// (schedules.py), so that a combined forward-backward step's backward does
+/// not wait on the stage downstream finishing the forward paired with it.
 std::vector<PipelineOp> stage_program(PipelineSchedule schedule, int pp, int vpp,
-                                      int microbatches, int stage);
+                                      int microbatches, int stage, int extra_warmup = 0);
 
 }  // namespace sextant::sim

@@ -1,5 +1,6 @@
 #include "sim/plan/plan_builder.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -110,7 +111,16 @@ class PlanBuilder {
       }
     }
 
-    for (const PipelineOp& op : stage_program(s.schedule, s.pp, s.vpp, s.microbatches, stage)) {
+    const std::vector<PipelineOp> program =
+        stage_program(s.schedule, s.pp, s.vpp, s.microbatches, stage, l_.moe_a2a_overlap ? 1 : 0);
+    for (std::size_t i = 0; i < program.size(); ++i) {
+      const PipelineOp& op = program[i];
+      if (l_.moe_a2a_overlap && i + 1 < program.size() && pairable(op, program[i + 1])) {
+        const bool forward_first = op.kind == PassKind::kForward;
+        combined(forward_first ? op : program[i + 1], forward_first ? program[i + 1] : op);
+        ++i;
+        continue;
+      }
       switch (op.kind) {
         case PassKind::kForward: forward(op.chunk, op.microbatch); break;
         case PassKind::kBackward: backward(op.chunk, op.microbatch, Pass::kBackward); break;
@@ -308,14 +318,39 @@ class PlanBuilder {
   }
 
   void mlp(int chunk, int mb, int layer, Pass pass) {
-    const bool communicates = pass != Pass::kBackwardWeight;
-    const bool experts = communicates && m_.moe && l_.ep > 1 && layer >= m_.dense_layers();
-    const bool tp = communicates && l_.tp > 1;
-    if (tp) sequence_parallel_gather(Block::kMlp, chunk, mb, layer, pass);
-    if (experts) {
-      w_->chain(make(TaskKind::kExpertDispatch, Block::kMlp, pass, StreamKind::kExpertParallel,
-                     chunk, mb, layer));
+    mlp_dispatch(chunk, mb, layer, pass);
+    mlp_compute(chunk, mb, layer, pass);
+    mlp_combine(chunk, mb, layer, pass);
+  }
+
+  // The MLP block in three parts, so that a combined forward-backward step can
+  // interleave two passes' parts (combined()).
+  bool expert_comm(int layer, Pass pass) const {
+    return pass != Pass::kBackwardWeight && m_.moe && l_.ep > 1 && layer >= m_.dense_layers();
+  }
+  // --moe-shared-expert-overlap: in the forward, half the shared expert beside
+  // the dispatch, half beside the combine, on the compute stream.
+  bool shared_beside(int layer, Pass pass) const {
+    return l_.moe_shared_expert_overlap && pass == Pass::kForward && expert_comm(layer, pass);
+  }
+  void expert_all_to_all(TaskKind kind, int chunk, int mb, int layer, Pass pass) {
+    const std::vector<DepRef> start =
+        shared_beside(layer, pass) ? w_->chain_deps() : std::vector<DepRef>{};
+    w_->chain(make(kind, Block::kMlp, pass, StreamKind::kExpertParallel, chunk, mb, layer));
+    if (shared_beside(layer, pass)) {
+      const Block half =
+          kind == TaskKind::kExpertDispatch ? Block::kSharedExpertFc1 : Block::kSharedExpertFc2;
+      w_->join_chain(
+          w_->add(make(TaskKind::kCompute, half, pass, StreamKind::kCompute, chunk, mb, layer),
+                  start));
     }
+  }
+  void mlp_dispatch(int chunk, int mb, int layer, Pass pass) {
+    if (pass != Pass::kBackwardWeight && l_.tp > 1) sequence_parallel_gather(Block::kMlp, chunk, mb, layer, pass);
+    if (expert_comm(layer, pass)) expert_all_to_all(TaskKind::kExpertDispatch, chunk, mb, layer, pass);
+  }
+  void mlp_compute(int chunk, int mb, int layer, Pass pass) {
+    const bool tp = pass != Pass::kBackwardWeight && l_.tp > 1;
     const std::vector<DepRef> start = tp && l_.tp_comm_overlap ? w_->chain_deps() : std::vector<DepRef>{};
     w_->chain(make(TaskKind::kCompute, Block::kMlp, pass, StreamKind::kCompute, chunk, mb, layer));
     if (tp && l_.tp_comm_overlap) {
@@ -323,11 +358,10 @@ class PlanBuilder {
                                   StreamKind::kTensorParallel, chunk, mb, layer),
                              start));
     }
-    if (experts) {
-      w_->chain(make(TaskKind::kExpertCombine, Block::kMlp, pass, StreamKind::kExpertParallel,
-                     chunk, mb, layer));
-    }
-    if (tp) tensor_parallel(Block::kMlp, chunk, mb, layer, pass);
+  }
+  void mlp_combine(int chunk, int mb, int layer, Pass pass) {
+    if (expert_comm(layer, pass)) expert_all_to_all(TaskKind::kExpertCombine, chunk, mb, layer, pass);
+    if (pass != Pass::kBackwardWeight && l_.tp > 1) tensor_parallel(Block::kMlp, chunk, mb, layer, pass);
   }
 
   // Sequence parallelism runs its collectives where they happen (Korthikanti
@@ -358,6 +392,17 @@ class PlanBuilder {
   // ---- passes ----
 
   void forward(int chunk, int mb) {
+    forward_begin(chunk, mb);
+    for (int j = 0; j < layers_in_chunk(plan_.shape, stage_, chunk); ++j) {
+      const int layer = global_layer(plan_.shape, stage_, chunk, j);
+      forward_layer_begin(mb, layer);
+      attention(chunk, mb, layer, Pass::kForward);
+      mlp(chunk, mb, layer, Pass::kForward);
+    }
+    forward_end(chunk, mb);
+  }
+
+  void forward_begin(int chunk, int mb) {
     if (first_virtual(chunk)) {
       use_for_forward(embedding_bucket_, mb);
       w_->chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kForward, StreamKind::kCompute,
@@ -365,13 +410,12 @@ class PlanBuilder {
     } else {
       receive(kForwardDir, chunk, mb);
     }
-    for (int j = 0; j < layers_in_chunk(plan_.shape, stage_, chunk); ++j) {
-      const int layer = global_layer(plan_.shape, stage_, chunk, j);
-      const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
-      if (b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) use_for_forward(b, mb);
-      attention(chunk, mb, layer, Pass::kForward);
-      mlp(chunk, mb, layer, Pass::kForward);
-    }
+  }
+  void forward_layer_begin(int mb, int layer) {
+    const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
+    if (b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) use_for_forward(b, mb);
+  }
+  void forward_end(int chunk, int mb) {
     if (last_virtual(chunk)) {
       if (output_bucket_ >= 0 && !has_layers(bucket(output_bucket_)) &&
           !bucket(output_bucket_).embedding) {
@@ -385,7 +429,18 @@ class PlanBuilder {
   }
 
   void backward(int chunk, int mb, Pass pass) {
-    const bool weights = pass == Pass::kBackward;
+    backward_begin(chunk, mb);
+    for (int j = layers_in_chunk(plan_.shape, stage_, chunk) - 1; j >= 0; --j) {
+      const int layer = global_layer(plan_.shape, stage_, chunk, j);
+      backward_layer_begin(chunk, mb, layer);
+      mlp(chunk, mb, layer, pass);
+      attention(chunk, mb, layer, pass);
+      backward_layer_end(mb, layer, pass);
+    }
+    backward_end(chunk, mb);
+  }
+
+  void backward_begin(int chunk, int mb) {
     if (last_virtual(chunk)) {
       use_for_backward(output_bucket_, mb);
       w_->chain(make(TaskKind::kCompute, Block::kOutput, Pass::kBackward, StreamKind::kCompute,
@@ -397,22 +452,25 @@ class PlanBuilder {
     } else {
       receive(kBackwardDir, chunk, mb);
     }
-    for (int j = layers_in_chunk(plan_.shape, stage_, chunk) - 1; j >= 0; --j) {
-      const int layer = global_layer(plan_.shape, stage_, chunk, j);
-      const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
-      if (b >= 0 && layer == bucket(b).last_layer && !bucket(b).output_layer) {
-        use_for_backward(b, mb);
-      }
-      if (l_.recompute == Recompute::kFull) {
-        attention(chunk, mb, layer, Pass::kRecompute);
-        mlp(chunk, mb, layer, Pass::kRecompute);
-      }
-      mlp(chunk, mb, layer, pass);
-      attention(chunk, mb, layer, pass);
-      if (weights && b >= 0 && layer == bucket(b).first_layer && !bucket(b).embedding) {
-        gradients_ready(b, mb);
-      }
+  }
+  void backward_layer_begin(int chunk, int mb, int layer) {
+    const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
+    if (b >= 0 && layer == bucket(b).last_layer && !bucket(b).output_layer) {
+      use_for_backward(b, mb);
     }
+    if (l_.recompute == Recompute::kFull) {
+      attention(chunk, mb, layer, Pass::kRecompute);
+      mlp(chunk, mb, layer, Pass::kRecompute);
+    }
+  }
+  void backward_layer_end(int mb, int layer, Pass pass) {
+    const int b = bucket_of_layer_[static_cast<std::size_t>(layer)];
+    if (pass == Pass::kBackward && b >= 0 && layer == bucket(b).first_layer &&
+        !bucket(b).embedding) {
+      gradients_ready(b, mb);
+    }
+  }
+  void backward_end(int chunk, int mb) {
     if (first_virtual(chunk)) {
       w_->chain(make(TaskKind::kCompute, Block::kEmbedding, Pass::kBackward, StreamKind::kCompute,
                      chunk, mb, kNoIndex));
@@ -420,6 +478,85 @@ class PlanBuilder {
     } else {
       send(kBackwardDir, chunk, mb);
     }
+  }
+
+  // ---- combined forward-backward step (moe_a2a_overlap) ----
+
+  // Megatron-Core's combined 1F1B (pipeline_parallel/combined_1f1b.py): where
+  // the program runs a forward and a backward of different micro-batches back
+  // to back (the 1F1B steady state; with pp = 1, micro-batch i+1's forward and
+  // i's backward), it runs them as one step, layer by layer, each pass on its
+  // own chain. The compute stream alternates between them so that each
+  // all-to-all runs beside the other pass's compute (schedule_chunk_1f1b):
+  //   compute: F.attn | B.mlp    | F.mlp    | B.attn
+  //   ep:      B.a2a  | F.a2a    | B.a2a    | F.a2a
+  // Forward layers go first to last, backward layers last to first; when one
+  // chunk has more layers the rest run alone.
+  static bool pairable(const PipelineOp& a, const PipelineOp& b) {
+    const bool forward_backward = (a.kind == PassKind::kForward && b.kind == PassKind::kBackward) ||
+                                  (a.kind == PassKind::kBackward && b.kind == PassKind::kForward);
+    return forward_backward && a.microbatch != b.microbatch;
+  }
+
+  void combined(const PipelineOp& f, const PipelineOp& b) {
+    const TaskWriter::Chain start = w_->save_chain();
+    forward_begin(f.chunk, f.microbatch);
+    TaskWriter::Chain fc = w_->save_chain();
+    w_->restore_chain(start);
+    backward_begin(b.chunk, b.microbatch);
+    TaskWriter::Chain bc = w_->save_chain();
+    // Only the all-to-all runs on its own stream in Megatron-Core's combined
+    // step; tensor-parallel collectives stay on the compute stream. So a pass's
+    // compute also waits for the TP collective of the other pass's compute
+    // block just before it (not for the one after a combine, which waits on
+    // the all-to-all stream).
+    std::uint32_t f_tp = kNoTask, b_tp = kNoTask;
+    const auto on = [&](TaskWriter::Chain& chain, std::uint32_t& own_tp, std::uint32_t other_tp,
+                        bool computes, auto&& write) {
+      w_->restore_chain(chain);
+      if (computes && other_tp != kNoTask) w_->also_wait_for(DepRef::task(other_tp));
+      const std::size_t first = plan_.tasks.size();
+      write();
+      for (std::size_t id = first; computes && id < plan_.tasks.size(); ++id) {
+        const TaskKind k = plan_.tasks[id].kind;
+        if (k == TaskKind::kTensorParallel || k == TaskKind::kTensorParallelTail) {
+          own_tp = static_cast<std::uint32_t>(id);
+        }
+      }
+      chain = w_->save_chain();
+    };
+    const int nf = layers_in_chunk(plan_.shape, stage_, f.chunk);
+    const int nb = layers_in_chunk(plan_.shape, stage_, b.chunk);
+    const int fm = f.microbatch, bm = b.microbatch;
+    for (int i = 0; i < std::max(nf, nb); ++i) {
+      const int fl = i < nf ? global_layer(plan_.shape, stage_, f.chunk, i) : -1;
+      const int bl = i < nb ? global_layer(plan_.shape, stage_, b.chunk, nb - 1 - i) : -1;
+      const Pass fw = Pass::kForward, bw = Pass::kBackward;
+      if (fl >= 0) {
+        on(fc, f_tp, b_tp, true, [&] { forward_layer_begin(fm, fl); attention(f.chunk, fm, fl, fw); });
+      }
+      if (bl >= 0) {
+        on(bc, b_tp, f_tp, false, [&] {
+          backward_layer_begin(b.chunk, bm, bl);
+          mlp_dispatch(b.chunk, bm, bl, bw);
+        });
+      }
+      if (fl >= 0) on(fc, f_tp, b_tp, false, [&] { mlp_dispatch(f.chunk, fm, fl, fw); });
+      if (bl >= 0) on(bc, b_tp, f_tp, true, [&] { mlp_compute(b.chunk, bm, bl, bw); });
+      if (fl >= 0) on(fc, f_tp, b_tp, true, [&] { mlp_compute(f.chunk, fm, fl, fw); });
+      if (bl >= 0) on(bc, b_tp, f_tp, false, [&] { mlp_combine(b.chunk, bm, bl, bw); });
+      if (fl >= 0) on(fc, f_tp, b_tp, false, [&] { mlp_combine(f.chunk, fm, fl, fw); });
+      if (bl >= 0) {
+        on(bc, b_tp, f_tp, true, [&] {
+          attention(b.chunk, bm, bl, bw);
+          backward_layer_end(bm, bl, bw);
+        });
+      }
+    }
+    on(fc, f_tp, b_tp, false, [&] { forward_end(f.chunk, fm); });
+    on(bc, b_tp, f_tp, false, [&] { backward_end(b.chunk, bm); });
+    w_->restore_chain(fc);
+    w_->merge_chain(bc);
   }
 
   void weight_gradients(int chunk, int mb) {

@@ -63,6 +63,11 @@ enum class Block : std::uint8_t {
   kAttention,      // the attention block (without its core when that is its own task)
   kAttentionCore,  // the attention core, its own task only under context parallelism
   kMlp,            // the MLP block (router and experts in a MoE layer)
+  // Halves of a MoE layer's shared-expert forward, their own tasks only with
+  // moe_shared_expert_overlap: fc1 beside the dispatch, the rest beside the combine
+  // (Megatron-Core SharedExpertMLP); costed as half of the shared expert each.
+  kSharedExpertFc1,
+  kSharedExpertFc2,
   kOutput,         // final norm, logits and cross entropy
 };
 

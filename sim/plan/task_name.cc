@@ -52,6 +52,8 @@ std::string_view block_name(Block block) {
     case Block::kAttention: return "attn";
     case Block::kAttentionCore: return "attn.core";
     case Block::kMlp: return "mlp";
+    case Block::kSharedExpertFc1: return "mlp.shared_fc1";
+    case Block::kSharedExpertFc2: return "mlp.shared_fc2";
     case Block::kOutput: return "output";
   }
   return "?";

@@ -52,6 +52,24 @@ class TaskWriter {
   /// The chain ends in `ids`.
   void set_chain(std::initializer_list<std::uint32_t> ids) { frontier_.assign(ids); }
   const std::vector<std::uint32_t>& chain_ends() const { return frontier_; }
+  /// A chain's state, so that two passes can be written interleaved, each on
+  /// its own chain (the combined forward-backward step of moe_a2a_overlap).
+  struct Chain {
+    std::vector<std::uint32_t> frontier;
+    std::vector<DepRef> pending;
+    std::uint32_t tail = kNoTask;
+  };
+  Chain save_chain() const { return {frontier_, pending_, tail_}; }
+  void restore_chain(const Chain& c) {
+    frontier_ = c.frontier;
+    pending_ = c.pending;
+    tail_ = c.tail;
+  }
+  /// The chain ends in what it ends in and in what `other` ends in.
+  void merge_chain(const Chain& other) {
+    frontier_.insert(frontier_.end(), other.frontier.begin(), other.frontier.end());
+    pending_.insert(pending_.end(), other.pending.begin(), other.pending.end());
+  }
   /// The last chained task (what joined the chain beside it excluded).
   std::uint32_t tail() const { return tail_; }
   std::uint32_t last_compute() const { return last_compute_; }

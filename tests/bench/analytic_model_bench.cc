@@ -49,6 +49,31 @@ void BM_AnalyticGpt3On1536A100(benchmark::State& state) {
 }
 BENCHMARK(BM_AnalyticGpt3On1536A100);
 
+// A MoE model with multi-head latent attention: the grouped-GEMM expert
+// times sum a Poisson tail per GEMM (sim/compute/grouped_gemm_time.h), and
+// the combined-1F1B all-to-all overlap is on.
+void BM_AnalyticDeepSeekV3On1024H100(benchmark::State& state) {
+  const PresetCatalog catalog(SEXTANT_BENCH_CONFIG_DIR);
+  Setup s{catalog.model("deepseek-v3"), catalog.cluster("dgx-h100"), {}, {}};
+  s.profile = catalog.profile("", s.cluster.gpu.name);
+  s.layout.tp = 8;
+  s.layout.sp = true;
+  s.layout.dp = 128;
+  s.layout.ep = 64;
+  s.layout.mbs = 1;
+  s.layout.gbs = 4096;
+  s.layout.recompute = Recompute::kSelective;
+  s.layout.zero = 1;
+  s.layout.moe_a2a_overlap = true;
+  for (auto _ : state) {
+    SimulationResult r = simulate_analytic(s.model, s.cluster, s.profile, s.layout);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["evaluations_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AnalyticDeepSeekV3On1024H100);
+
 void BM_ValidityCheckGpt3(benchmark::State& state) {
   const Setup s = gpt3_on_1536_a100();
   for (auto _ : state) {

@@ -85,3 +85,21 @@ TEST(TransformerShape, SequenceParallelNeedsTokensDivisibleByTp) {
 
 }  // namespace
 }  // namespace sextant::engine
+
+namespace sextant::engine {
+namespace {
+
+TEST(TransformerShape, MultiHeadLatentAttentionIsRefusedNamingIt) {
+  sim::ModelConfig m = gpt_like();
+  m.mla = sim::MlaConfig{512, 256, 64, 32, 64};
+  m.kv_channels = 96;
+  const std::vector<std::string> problems =
+      transformer_shape_problems(transformer_shape_of(m, 1, 1024), m);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "multi-head latent attention (mla: q_lora_rank, kv_lora_rank, ...): the engine builds "
+            "standard and grouped-query attention only; simulate this model instead of running it");
+}
+
+}  // namespace
+}  // namespace sextant::engine

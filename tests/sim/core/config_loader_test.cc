@@ -79,7 +79,7 @@ const std::string kModelKeys =
     "name, num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_query_groups, "
     "kv_channels, vocab_size, seq_length, activation, normalization, tie_embeddings, "
     "position_embedding_type, add_bias_linear, add_qkv_bias, sliding_window, rotary_base, "
-    "hidden_dropout, attention_dropout, moe, "
+    "hidden_dropout, attention_dropout, moe, mla, "
     "source";
 
 TEST(LoadModel, DenseModelLoadsWithDefaults) {
@@ -362,6 +362,44 @@ const std::string kMoe =
 const std::string kMoeKeys =
     "num_experts, router_topk, ffn_hidden_size, shared_expert_ffn_hidden_size, "
     "first_dense_layers, expert_load_factor";
+
+// ---------------------------------------------------------------- model: MLA
+
+const std::string kMla =
+    "mla:\n"                     // 10
+    "  q_lora_rank: 96\n"        // 11
+    "  kv_lora_rank: 64\n"       // 12
+    "  qk_nope_head_dim: 32\n"   // 13
+    "  qk_rope_head_dim: 16\n"   // 14
+    "  v_head_dim: 32\n";        // 15
+
+TEST(LoadModelMla, DerivesHeadWidthAndGroups) {
+  const ModelConfig m = load_model_text(kModel + kMla, "model.yaml");
+  ASSERT_TRUE(m.mla);
+  EXPECT_EQ(m.mla->q_lora_rank, 96);
+  EXPECT_EQ(m.mla->kv_lora_rank, 64);
+  EXPECT_EQ(m.kv_channels, 48);        // 32 + 16
+  EXPECT_EQ(m.num_query_groups, 8);    // every head its own keys and values
+  EXPECT_EQ(m.qk_head_dim(), 48);
+  EXPECT_EQ(m.value_head_dim(), 32);
+  EXPECT_EQ(m.attention_output_width(), 8 * 32);
+  // q_lora_rank 0 (or absent): no query compression.
+  EXPECT_EQ(load_model_text(kModel + replaced(kMla, "  q_lora_rank: 96\n", ""), "model.yaml")
+                .mla->q_lora_rank,
+            0);
+}
+
+TEST(LoadModelMla, ErrorsNameTheKeyAndTheConflict) {
+  EXPECT_EQ(model_errors(kModel + kMla + "  rope: 1\n"),
+            Lines{"model.yaml:16:3: mla.rope: unknown key; accepted keys: q_lora_rank, "
+                  "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim"});
+  EXPECT_EQ(model_errors(kModel + replaced(kMla, "kv_lora_rank: 64", "kv_lora_rank: 0")),
+            Lines{"model.yaml:12:17: mla.kv_lora_rank: must be positive, got 0"});
+  EXPECT_EQ(model_errors(kModel + "kv_channels: 64\n" + replaced(kMla, "mla:", "mla:")),
+            Lines{"model.yaml:10:14: kv_channels: is derived under mla (kv_channels = "
+                  "qk_nope_head_dim + qk_rope_head_dim, num_query_groups = num_attention_heads); "
+                  "remove it"});
+}
 
 TEST(LoadModelMoe, MoeBlockLoads) {
   const ModelConfig m = load_model_text(kModel + kMoe, "model.yaml");

@@ -3,7 +3,7 @@
 // tests/data/hf/*.json are the public config.json values of the models they
 // are named for, as published on the Hugging Face Hub (meta-llama/Llama-3.1-8B,
 // mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen1.5-MoE-A2.7B, Qwen/Qwen3-30B-A3B,
-// openai-community/gpt2, EleutherAI/pythia-160m), irrelevant keys included,
+// openai-community/gpt2, EleutherAI/pythia-160m, deepseek-ai/DeepSeek-V3), irrelevant keys included,
 // so the importer is shown to ignore them. Error cases use small inline JSON
 // and assert the exact text the user reads, "file:line:col: key: message".
 #include "sim/core/hf_config.h"
@@ -69,6 +69,14 @@ void expect_same_model(const ModelConfig& a, const ModelConfig& b) {
     EXPECT_EQ(a.moe->ffn_hidden_size, b.moe->ffn_hidden_size);
     EXPECT_EQ(a.moe->shared_expert_ffn_hidden_size, b.moe->shared_expert_ffn_hidden_size);
     EXPECT_EQ(a.moe->first_dense_layers, b.moe->first_dense_layers);
+  }
+  ASSERT_EQ(a.mla.has_value(), b.mla.has_value());
+  if (a.mla) {
+    EXPECT_EQ(a.mla->q_lora_rank, b.mla->q_lora_rank);
+    EXPECT_EQ(a.mla->kv_lora_rank, b.mla->kv_lora_rank);
+    EXPECT_EQ(a.mla->qk_nope_head_dim, b.mla->qk_nope_head_dim);
+    EXPECT_EQ(a.mla->qk_rope_head_dim, b.mla->qk_rope_head_dim);
+    EXPECT_EQ(a.mla->v_head_dim, b.mla->v_head_dim);
   }
 }
 
@@ -273,7 +281,8 @@ TEST(HfConfig, ModelTypeIsUsedWhenThereIsNoArchitecturesList) {
   EXPECT_EQ(load_hf_config_text(typed, "c.json", 2048).normalization, Normalization::kRmsNorm);
   EXPECT_EQ(text_errors(with(typed, "\"qwen3\"", "\"gemma\"")),
             Lines{"config.json:2:17: model_type: unsupported model_type 'gemma'; accepted: "
-                  "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gpt2, gpt_neox"});
+                  "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, "
+                  "gpt2, gpt_neox"});
 }
 
 TEST(HfConfig, UnknownArchitectureListsTheSupportedOnes) {
@@ -281,7 +290,8 @@ TEST(HfConfig, UnknownArchitectureListsTheSupportedOnes) {
             Lines{"config.json:2:21: architectures: unsupported architecture "
                   "'GemmaForCausalLM'; accepted: LlamaForCausalLM, MistralForCausalLM, "
                   "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
+                  "Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GPT2LMHeadModel, "
+                  "GPTNeoXForCausalLM"});
   EXPECT_EQ(text_errors(with(kLlama, "[\"LlamaForCausalLM\"]", "\"LlamaForCausalLM\"")),
             Lines{"config.json:2:20: architectures: expected a list of architecture names such "
                   "as [\"LlamaForCausalLM\"]"});
@@ -292,7 +302,8 @@ TEST(HfConfig, MissingArchitecturesAndModelType) {
             Lines{"config.json:1:1: architectures: required key is missing (and there is no "
                   "model_type); accepted: LlamaForCausalLM, MistralForCausalLM, "
                   "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
+                  "Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GPT2LMHeadModel, "
+                  "GPTNeoXForCausalLM"});
 }
 
 TEST(HfConfig, MissingNumHiddenLayersPointsAtTheObject) {
@@ -481,13 +492,57 @@ TEST(HfConfig, KeysAnArchitectureDoesNotReadAreRefusedNamingTheKey) {
             Lines{});
 }
 
-TEST(HfConfig, DeepSeekArchitecturesAreRefusedNamingMla) {
-  EXPECT_EQ(text_errors(with(kLlama, "LlamaForCausalLM", "DeepseekV3ForCausalLM")),
-            Lines{"config.json:2:21: architectures: unsupported architecture "
-                  "'DeepseekV3ForCausalLM' (its multi-head latent attention, kv_lora_rank, is not "
-                  "modelled); accepted: LlamaForCausalLM, MistralForCausalLM, "
-                  "MixtralForCausalLM, Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, "
-                  "Qwen3MoeForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM"});
+TEST(HfConfig, DeepSeekV3ReadsLatentAttentionAndItsExperts) {
+  // tests/data/hf/deepseek-v3.json: deepseek-ai/DeepSeek-V3 config.json as
+  // published (quantization_config left out). seq_length from rope_scaling's
+  // original_max_position_embeddings (4096, the pre-training length).
+  const ModelConfig m = load_hf_config_file(kHf + "deepseek-v3.json", 0);
+  EXPECT_EQ(m.num_layers, 61);
+  EXPECT_EQ(m.hidden_size, 7168);
+  EXPECT_EQ(m.ffn_hidden_size, 18432);  // the three leading dense layers
+  EXPECT_EQ(m.num_attention_heads, 128);
+  EXPECT_EQ(m.num_query_groups, 128);
+  EXPECT_EQ(m.kv_channels, 192);  // qk_nope 128 + qk_rope 64, not 7168 / 128
+  EXPECT_EQ(m.vocab_size, 129280);
+  EXPECT_EQ(m.seq_length, 4096);
+  EXPECT_FALSE(m.add_bias_linear);
+  ASSERT_TRUE(m.mla.has_value());
+  EXPECT_EQ(m.mla->q_lora_rank, 1536);
+  EXPECT_EQ(m.mla->kv_lora_rank, 512);
+  EXPECT_EQ(m.mla->qk_nope_head_dim, 128);
+  EXPECT_EQ(m.mla->qk_rope_head_dim, 64);
+  EXPECT_EQ(m.mla->v_head_dim, 128);
+  ASSERT_TRUE(m.moe.has_value());
+  EXPECT_EQ(m.moe->num_experts, 256);
+  EXPECT_EQ(m.moe->router_topk, 8);
+  EXPECT_EQ(m.moe->ffn_hidden_size, 2048);
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 2048);  // 1 shared expert x 2048
+  EXPECT_EQ(m.moe->first_dense_layers, 3);
+  // The preset describes the same model (configs/models/deepseek-v3.yaml).
+  expect_same_model(m, load_model_file(kConfigs + "/models/deepseek-v3.yaml"));
+}
+
+TEST(HfConfig, DeepSeekWithoutQueryCompressionAndInterleavedDenseLayers) {
+  const std::string v2_lite =
+      "{\"architectures\": [\"DeepseekV2ForCausalLM\"], \"num_hidden_layers\": 4,\n"
+      "  \"hidden_size\": 256, \"intermediate_size\": 512, \"num_attention_heads\": 4,\n"
+      "  \"vocab_size\": 1000, \"q_lora_rank\": null, \"kv_lora_rank\": 64,\n"
+      "  \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"v_head_dim\": 32,\n"
+      "  \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64,\n"
+      "  \"n_shared_experts\": 2, \"first_k_dense_replace\": 1, \"moe_layer_freq\": FREQ}";
+  const auto at = [&](const std::string& freq) {
+    std::string text = v2_lite;
+    text.replace(text.find("FREQ"), 4, freq);
+    return text;
+  };
+  const ModelConfig m = load_hf_config_text(at("1"), "config.json", 2048);
+  EXPECT_EQ(m.mla->q_lora_rank, 0);                          // null: W^Q straight from h
+  EXPECT_EQ(m.moe->shared_expert_ffn_hidden_size, 2 * 64);   // two shared experts
+  EXPECT_EQ(m.moe->first_dense_layers, 1);
+  EXPECT_EQ(text_errors(at("2")),
+            Lines{"config.json:6:72: moe_layer_freq: is 2: dense layers between MoE layers are "
+                  "not modelled; sextant represents only leading dense layers followed by MoE "
+                  "layers (accepted: 1)"});
 }
 
 TEST(HfConfig, LlamaBiasesAreModelledOrRefused) {

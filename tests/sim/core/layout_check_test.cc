@@ -330,3 +330,48 @@ TEST(CheckLayout, HugeKnobsAreReportedNotDividedByZero) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+TEST(CheckLayout, MoeAllToAllOverlapNeedsCombinedOneFOneB) {
+  ParallelLayout l = valid_layout();  // tp=2 pp=2 dp=2, 1F1B
+  l.ep = 2;
+  l.moe_a2a_overlap = true;
+  EXPECT_EQ(broken(moe_model(), l, 8),
+            Lines{"--layout: moe_a2a_overlap: needs pp=1 or schedule=1f1b-interleaved "
+                  "(Megatron-Core's combined 1F1B), got pp=2 with schedule=1f1b"});
+  l.schedule = Schedule::kInterleaved;
+  l.vpp = 2;
+  EXPECT_EQ(broken(moe_model(), l, 8), Lines{});
+  l.recompute = Recompute::kFull;
+  l.moe_shared_expert_overlap = true;
+  EXPECT_EQ(broken(moe_model(), l, 8),
+            (Lines{"--layout: moe_a2a_overlap: does not run with recompute=full (accepted: none, "
+                   "selective)",
+                   "--layout: moe_shared_expert_overlap: cannot be combined with moe_a2a_overlap "
+                   "(Megatron-Core refuses both)",
+                   "--layout: moe_shared_expert_overlap: needs a MoE model with a shared expert "
+                   "and ep > 1"}));
+  l = valid_layout();
+  l.moe_a2a_overlap = true;
+  l.pp = 1;
+  l.dp = 4;
+  EXPECT_EQ(broken(dense_model(), l, 8),
+            Lines{"--layout: moe_a2a_overlap: needs a MoE model and ep > 1 (it hides the "
+                  "expert-parallel all-to-all)"});
+}
+
+TEST(ParseLayout, MoeOverlapKnobsRoundTrip) {
+  const PartialLayout p = parse_layout("moe_a2a_overlap=1,moe_shared_expert_overlap=0");
+  EXPECT_EQ(p.moe_a2a_overlap, true);
+  EXPECT_EQ(p.moe_shared_expert_overlap, false);
+  ParallelLayout l;
+  EXPECT_EQ(l.to_spec().find("moe_"), std::string::npos);  // off: not written
+  l.moe_a2a_overlap = true;
+  EXPECT_NE(l.to_spec().find(",moe_a2a_overlap=1"), std::string::npos);
+  EXPECT_EQ(parse_layout(l.to_spec()).moe_a2a_overlap, true);
+}
+
+}  // namespace
+}  // namespace sextant::sim

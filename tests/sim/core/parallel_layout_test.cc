@@ -31,7 +31,8 @@ Lines errors(std::string_view spec, std::string_view source = "--layout") {
 const std::string kKnobs =
     "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, precision, "
     "attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, first_stage_layers, "
-    "last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp, grad_reduce_in_fp32";
+    "last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp, grad_reduce_in_fp32, "
+    "moe_a2a_overlap, moe_shared_expert_overlap";
 
 TEST(ParseLayout, EmptySpecLeavesEveryKnobToTheSearch) {
   const PartialLayout p = parse_layout("");

@@ -108,6 +108,98 @@ TEST(EnginesAgree, OnLlama405bZeroThreeAt16kGpus) {
   }
 }
 
+// Megatron-Core's MoE overlaps (expert_comm_exposure.h): the analytical model's
+// closed form for the exposed all-to-all and the Plan's combined
+// forward-backward steps and shared-expert tasks must agree, and each overlap
+// must hide all-to-all time in both. Mixtral at pp = 1, a 16-layer DeepSeek-V3
+// (1 dense layer) under the interleaved schedule and with the shared-expert
+// overlap, and DeepSeek-V3 itself. Measured when written: |event/analytic − 1|
+// at most 2.2 % (Mixtral with the overlap). Not covered: chunks of unequal
+// layer counts (a pp_layout mixing them; DeepSeek-V3 at pp=8 vpp=7 with
+// pp_layout E|(t*2|)*7(t|)*47L: event 11.8 % slower, the exposed all-to-all
+// agreeing (6.06 s, 5.89 s) and the event's pipeline bubble not: 2.88 s
+// against 0.20 s), and ZeRO-3, where the engines already differ for MoE
+// models without the overlap.
+TEST(EnginesAgree, OnMoeAllToAllOverlaps) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const sim::ClusterConfig cluster = catalog.cluster("dgx-h100");
+  const sim::CostProfile profile = catalog.profile("", cluster.gpu.name);
+  sim::ModelConfig deepseek = catalog.model("deepseek-v3");
+  deepseek.num_layers = 16;
+  deepseek.moe->first_dense_layers = 1;
+  struct Case {
+    sim::ModelConfig model;
+    sim::ParallelLayout layout;
+    bool a2a, shared;
+  };
+  std::vector<Case> cases;
+  sim::ParallelLayout l;
+  l.tp = 2;
+  l.sp = true;
+  l.dp = 8;
+  l.ep = 8;
+  l.mbs = 1;
+  l.gbs = 64;  // 8 micro-batches
+  l.recompute = sim::Recompute::kSelective;
+  l.zero = 1;
+  cases.push_back({catalog.model("mixtral-8x7b"), l, true, false});
+  sim::ParallelLayout d;
+  d.tp = 1;
+  d.pp = 4;
+  d.vpp = 2;
+  d.schedule = sim::Schedule::kInterleaved;
+  d.dp = 16;
+  d.ep = 16;
+  d.mbs = 1;
+  d.gbs = 128;  // 8 micro-batches of 4 stages
+  d.recompute = sim::Recompute::kSelective;
+  d.zero = 1;
+  cases.push_back({deepseek, d, true, false});
+  d.pp = 1;
+  d.vpp = 1;
+  d.schedule = sim::Schedule::kOneFOneB;
+  d.dp = 64;
+  d.ep = 8;     // inside a node: all-to-all over NVLink
+  d.gbs = 256;  // 4 micro-batches
+  cases.push_back({deepseek, d, false, true});
+  // The whole DeepSeek-V3 on 1,024 H100s, experts over 16 nodes (ep = 128):
+  // the all-to-all outlasts some blocks, so the closed form's per-block
+  // max(0, a2a − block) is tested where it binds. (Measured: analytic 26.38 s,
+  // event 26.73 s with the overlap; 42.05 s and 42.63 s without.)
+  sim::ParallelLayout v;
+  v.tp = 4;
+  v.sp = true;
+  v.tp_comm_overlap = true;
+  v.dp = 256;
+  v.ep = 128;
+  v.mbs = 2;
+  v.gbs = 8192;
+  v.zero = 1;
+  v.overlap_param_gather = true;
+  cases.push_back({catalog.model("deepseek-v3"), v, true, false});
+  sim::EventOptions options;
+  options.critical_path = false;
+  for (const Case& c : cases) {
+    sim::ParallelLayout on = c.layout;
+    on.moe_a2a_overlap = c.a2a;
+    on.moe_shared_expert_overlap = c.shared;
+    EXPECT_LE(disagreement(c.model, cluster, profile, c.layout), kDevCaseAgreement)
+        << c.model.name << " " << c.layout.to_spec();
+    EXPECT_LE(disagreement(c.model, cluster, profile, on), kDevCaseAgreement)
+        << c.model.name << " " << on.to_spec();
+    const auto analytic = [&](const sim::ParallelLayout& x) {
+      return sim::simulate_analytic(c.model, cluster, profile, x);
+    };
+    const auto event = [&](const sim::ParallelLayout& x) {
+      return sim::simulate_event(c.model, cluster, profile, x, options).result.step_time_s;
+    };
+    // The shared expert is short beside an all-to-all: it hides a little.
+    const double hidden = c.a2a ? 0.8 : 0.99;
+    EXPECT_LT(analytic(on).exposed_ep_s, hidden * analytic(c.layout).exposed_ep_s) << on.to_spec();
+    EXPECT_LT(event(on), event(c.layout)) << on.to_spec();
+  }
+}
+
 class EnginesAgreeOnGrid : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EnginesAgreeOnGrid, WithinTheStatedBound) {

@@ -144,3 +144,27 @@ TEST(MoeActivationMemory, BusiestRankStoresItsLoadFactor) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// moe_a2a_overlap keeps one more forward alive: with pp = 1 micro-batch i+1's
+// forward runs beside i's backward (2 in flight, not 1); interleaved, Megatron
+// adds one warm-up chunk-forward: p(1 + (p−1)/(p·v)) + 1/v = 4·(1 + 3/8) + 1/2 = 6.
+TEST(InflightMicrobatches, MoeAllToAllOverlapKeepsOneMoreForward) {
+  ParallelLayout l;
+  l.dp = 1;
+  l.gbs = 16;
+  l.ep = 1;
+  l.moe_a2a_overlap = true;
+  EXPECT_DOUBLE_EQ(first_stage_inflight_microbatches(l), 2.0);
+  l.pp = 4;
+  l.vpp = 2;
+  l.schedule = Schedule::kInterleaved;
+  EXPECT_DOUBLE_EQ(first_stage_inflight_microbatches(l), 6.0);
+  l.moe_a2a_overlap = false;
+  EXPECT_DOUBLE_EQ(first_stage_inflight_microbatches(l), 5.5);
+}
+
+}  // namespace
+}  // namespace sextant::sim

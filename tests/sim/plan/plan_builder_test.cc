@@ -141,6 +141,48 @@ TEST(PlanBuilder, SequenceParallelCollectivesSurroundEachBlock) {
                                       "mb0.layer1.attn.fwd.tp.all_gather+reduce_scatter.tail"}));
 }
 
+// moe_a2a_overlap (Megatron-Core's combined 1F1B): with pp = 1 and 3
+// micro-batches the program F0 B0 F1 B1 F2 B2 runs F0 alone, then (F1, B0)
+// and (F2, B1) combined, then B2 alone. In a combined step the compute stream
+// alternates F.attn, B.mlp, F.mlp, B.attn layer by layer (forward layers up,
+// backward layers down), and each all-to-all runs beside the other pass's block.
+TEST(PlanBuilder, CombinedStepsInterleaveTwoMicroBatchesLayerByLayer) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 2;
+  m.moe = MoeConfig{8, 2, 4096, 0, 0};
+  ParallelLayout l;
+  l.dp = 8;
+  l.ep = 8;
+  l.mbs = 1;
+  l.gbs = 24;  // 3 micro-batches
+  l.moe_a2a_overlap = true;
+  const Plan plan = build_plan(m, l);
+  EXPECT_EQ(topological_order(plan).size(), plan.tasks.size());
+  std::vector<std::string> compute, expert;
+  for (const Task& t : plan.tasks) {
+    if (t.microbatch != 1 && !(t.microbatch == 0 && t.pass == Pass::kBackward)) continue;
+    if (t.stream == StreamKind::kCompute && t.kind == TaskKind::kCompute) {
+      compute.push_back(task_name(plan, t));
+    }
+    if (t.stream == StreamKind::kExpertParallel) expert.push_back(task_name(plan, t));
+  }
+  const std::vector<std::string> want_compute = {
+      "stage0.mb1.embedding.fwd",  "stage0.mb0.output.bwd",      "stage0.mb1.layer0.attn.fwd",
+      "stage0.mb0.layer1.mlp.bwd", "stage0.mb1.layer0.mlp.fwd",  "stage0.mb0.layer1.attn.bwd",
+      "stage0.mb1.layer1.attn.fwd", "stage0.mb0.layer0.mlp.bwd", "stage0.mb1.layer1.mlp.fwd",
+      "stage0.mb0.layer0.attn.bwd", "stage0.mb1.output.fwd",     "stage0.mb0.embedding.bwd"};
+  // mb1's backward comes after, in the (F2, B1) step: only its first tasks here.
+  ASSERT_GE(compute.size(), want_compute.size());
+  EXPECT_EQ(std::vector<std::string>(compute.begin(), compute.begin() + 12), want_compute);
+  const std::vector<std::string> want_expert = {
+      "stage0.mb0.layer1.mlp.bwd.ep.dispatch", "stage0.mb1.layer0.mlp.fwd.ep.dispatch",
+      "stage0.mb0.layer1.mlp.bwd.ep.combine",  "stage0.mb1.layer0.mlp.fwd.ep.combine",
+      "stage0.mb0.layer0.mlp.bwd.ep.dispatch", "stage0.mb1.layer1.mlp.fwd.ep.dispatch",
+      "stage0.mb0.layer0.mlp.bwd.ep.combine",  "stage0.mb1.layer1.mlp.fwd.ep.combine"};
+  ASSERT_GE(expert.size(), want_expert.size());
+  EXPECT_EQ(std::vector<std::string>(expert.begin(), expert.begin() + 8), want_expert);
+}
+
 TEST(PlanBuilder, IsAcyclicForEverySchedule) {
   ModelConfig m = testing::gpt3_175b();
   for (const PipelineSchedule schedule :
