@@ -52,6 +52,9 @@ class ProgramBuilder {
         has_optimizer = true;
         continue;
       }
+      // The tied embedding's gradient all-reduce between the first and last
+      // stage: the trainer's end-of-step reductions run it (pipeline_reductions.cc).
+      if (t.kind == sim::TaskKind::kTiedEmbeddingReduce) continue;
       // Plain tp's all-reduces run in the pass of the block they follow (sequence
       // parallelism's gathers and scatters are refused with pp: PipelineTrainer).
       if (t.kind != sim::TaskKind::kCompute && t.kind != sim::TaskKind::kPipelineSend &&
