@@ -26,6 +26,7 @@ struct FitOptions {
   std::string profile;
   std::string out;
   std::string cluster = "dgx-h100";
+  bool power_cap = false;
 };
 
 std::string read_file(const std::string& path, const std::string& option) {
@@ -66,7 +67,8 @@ int run_fit(const FitOptions& o, const CommonOptions& common, std::ostream& out)
   const std::string profile_text = read_file(o.profile, "--profile");
   sim::CostProfile profile = sim::load_profile_text(profile_text, o.profile);
   const std::vector<CompareReport> runs = read_runs(o.runs_dir);
-  ProfileFitResult r = fit_profile(profile, cluster, catalog, runs);
+  ProfileFitResult r = o.power_cap ? fit_power_cap(profile, cluster, catalog, runs)
+                                   : fit_profile(profile, cluster, catalog, runs);
   std::set<std::string> devices;
   for (const CompareReport& run : runs)
     if (!run.device.empty()) devices.insert(run.device);
@@ -129,6 +131,9 @@ CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common
   cmd->add_option("--profile", o->profile, "the measured profile to fit (YAML)")->required();
   cmd->add_option("--out", o->out, "where to write the fitted profile")->required();
   cmd->add_option("--cluster", o->cluster, "cluster preset the runs' GPU belongs to")->capture_default_str();
+  cmd->add_flag("--power-cap", o->power_cap,
+                "fit the power-cap model instead (one parameter, power_cap_hfu: the HFU at the calibrated\n"
+                "burst clock above which the sustained clock falls as HFU^(-1/3); sim/analytic/power_cap.h)");
   return [o, &common](std::ostream& out) { return run_fit(*o, common, out); };
 }
 

@@ -106,6 +106,61 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
   return out;
 }
 
+ProfileFitResult fit_power_cap(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
+                               const sim::PresetCatalog& catalog, const std::vector<CompareReport>& runs) {
+  const int n = static_cast<int>(runs.size());
+  if (n < 3)
+    throw sim::ConfigError({{"--runs", 0, 0, "",
+                             std::to_string(n) + " run(s) found; the fit needs at least 3 "
+                             "(`sextant run --compare --format json` outputs, one per file)"}});
+  std::vector<sim::ModelConfig> models;
+  for (const CompareReport& r : runs) {
+    sim::ModelConfig m = catalog.model(r.model);
+    m.seq_length = r.seq_length;
+    m.hidden_dropout = m.attention_dropout = 0;  // the engine has no dropout
+    models.push_back(std::move(m));
+  }
+  auto with_cap = [&](double cap) {
+    sim::CostProfile p = profile;
+    p.fit = sim::ProfileFit{"", {{std::string(sim::kFitPowerCapHfu), cap}}, 0, 0};
+    return p;
+  };
+  auto predictions = [&](double cap) {
+    const sim::CostProfile p = with_cap(cap);
+    std::vector<double> out;
+    for (int i = 0; i < n; ++i)
+      out.push_back(predicted_step_s(models[static_cast<std::size_t>(i)], cluster, p,
+                                     runs[static_cast<std::size_t>(i)].parallel_layout));
+    return out;
+  };
+  auto sum_squares = [&](const std::vector<double>& predicted) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) {
+      const double e = std::log(runs[static_cast<std::size_t>(i)].step().measured_s / predicted[static_cast<std::size_t>(i)]);
+      s += e * e;
+    }
+    return s;
+  };
+  // The cap at 0 is "no cap" (power_cap_slowdown returns 1); a grid is enough for one
+  // parameter whose effect is a cube root (steps of 0.001 move a prediction by < 0.1 %).
+  double best_cap = 0;
+  std::vector<double> best = predictions(0);
+  double best_ss = sum_squares(best);
+  for (int k = 100; k <= 1500; ++k) {
+    const double cap = k / 1000.0;
+    std::vector<double> p = predictions(cap);
+    const double ss = sum_squares(p);
+    if (ss < best_ss) best_cap = cap, best_ss = ss, best = std::move(p);
+  }
+  ProfileFitResult out;
+  out.fit.parameters = {{std::string(sim::kFitPowerCapHfu), best_cap}};
+  out.predicted_s = best;
+  for (const CompareReport& r : runs) out.measured_s.push_back(r.step().measured_s);
+  out.fit.log_residual_sd = std::sqrt(best_ss / std::max(1, n - 1));
+  out.fit.runs = n;
+  return out;
+}
+
 std::string with_fit_block(const std::string& text, const sim::ProfileFit& fit) {
   // Keep every line but an existing top-level `fit:` block (it runs to the
   // next line that starts a top-level key).

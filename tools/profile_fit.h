@@ -44,6 +44,15 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
                              const sim::PresetCatalog& catalog,
                              const std::vector<CompareReport>& runs);
 
+/// The power-cap model instead (sim/analytic/power_cap.h): one parameter,
+/// power_cap_hfu, the HFU at the calibrated burst clock above which the
+/// sustained clock falls as HFU^(-1/3); every kernel at the calibrated speed
+/// below it (no compute_time_factor, no overheads). Fitted by a search over
+/// 0.100, 0.101, ..., 1.500 (and "no cap") for the least sum of squared
+/// ln(measured / predicted). Same inputs and errors as fit_profile.
+ProfileFitResult fit_power_cap(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
+                               const sim::PresetCatalog& catalog, const std::vector<CompareReport>& runs);
+
 /// `profile_text` (a profile YAML) with its `fit:` block replaced by `fit`'s.
 std::string with_fit_block(const std::string& profile_text, const sim::ProfileFit& fit);
 

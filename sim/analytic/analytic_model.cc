@@ -5,6 +5,7 @@
 
 #include "sim/analytic/expert_comm_exposure.h"
 #include "sim/analytic/fsdp_exposure.h"
+#include "sim/analytic/power_cap.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
@@ -112,6 +113,8 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const MemoryBreakdown& memory, const PipelineSplit& split) {
+  if (has_power_cap(profile))  // the sustained clock for this layout (power_cap.h), then as without a cap
+    return simulate_analytic(m, cluster, with_power_cap_resolved(m, cluster, profile, l), l, memory, split);
   SimulationResult r;
   r.layout = l;
   const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);

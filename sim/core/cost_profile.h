@@ -106,6 +106,9 @@ struct MeasuredTables {
 inline constexpr std::string_view kFitComputeTimeFactor = "compute_time_factor";
 inline constexpr std::string_view kFitStepOverhead = "step_overhead_s";
 inline constexpr std::string_view kFitMicrobatchOverhead = "microbatch_overhead_s";
+/// The HFU (at the calibrated burst clock) at which the GPU reaches its power
+/// cap: above it the sustained clock falls as HFU^(-1/3) (sim/analytic/power_cap.h).
+inline constexpr std::string_view kFitPowerCapHfu = "power_cap_hfu";
 
 /// The `fit:` block: free parameters fitted on measured engine runs
 /// (`sextant fit-profile`), and how well they fit.

@@ -106,11 +106,11 @@ std::optional<ProfileFit> read_fit(StrictMap& map) {
     const std::vector<std::string> names = parameters.keys();
     for (const std::string& name : names) {
       if (name != kFitComputeTimeFactor && name != kFitStepOverhead &&
-          name != kFitMicrobatchOverhead)
+          name != kFitMicrobatchOverhead && name != kFitPowerCapHfu)
         continue;  // finish() reports it with the accepted names
       fit.parameters.emplace_back(name, parameters.required_double(name));
     }
-    parameters.finish({kFitComputeTimeFactor, kFitStepOverhead, kFitMicrobatchOverhead});
+    parameters.finish({kFitComputeTimeFactor, kFitStepOverhead, kFitMicrobatchOverhead, kFitPowerCapHfu});
   } else if (!f.has("parameters")) {
     f.report("parameters", "missing: the fitted parameters, name: value");
   }

@@ -3,14 +3,18 @@
 #include <algorithm>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/power_cap.h"
 #include "sim/event/critical_path.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
 
 EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
-                               const CostProfile& profile, const ParallelLayout& layout,
+                               const CostProfile& measured_profile, const ParallelLayout& layout,
                                const EventOptions& options) {
+  // A measured profile's power cap resolved for this layout (analytic/power_cap.h), so
+  // both engines cost every kernel at the same sustained clock.
+  const CostProfile profile = with_power_cap_resolved(model, cluster, measured_profile, layout);
   EventSimulation out;
   const SimulationResult analytic = simulate_analytic(model, cluster, profile, layout);
   PlanOptions plan_options;

@@ -106,6 +106,31 @@ TEST(ProfileFit, NeedsThreeRuns) {
   EXPECT_THROW(fit_profile(sim::load_profile_file(kFixture), cluster, catalog, runs), sim::ConfigError);
 }
 
+// Runs generated with a power cap (sim/analytic/power_cap.h) at HFU 0.4: the
+// power-cap fit finds it on the 0.001 grid, and predicts every run exactly.
+TEST(ProfileFit, PowerCapFitRecoversTheCapOfNoiselessRuns) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const sim::ClusterConfig cluster = catalog.cluster("dgx-h100");
+  auto runs = synthetic_runs(catalog, cluster, Truth{1.0, 0.0, 0.0}, 0.0);
+  sim::CostProfile truth = sim::load_profile_file(kFixture);
+  truth.fit = sim::ProfileFit{"", {{"power_cap_hfu", 0.4}}, 0, 0};
+  int throttled = 0;
+  for (CompareReport& run : runs) {
+    sim::ModelConfig m = catalog.model(run.model);
+    m.hidden_dropout = m.attention_dropout = 0;
+    const sim::SimulationResult capped = sim::simulate_analytic(m, cluster, truth, run.parallel_layout);
+    run.rows[0].measured_s = capped.step_time_s;
+    throttled += capped.step_time_s > 1.001 * sim::simulate_analytic(m, cluster, sim::load_profile_file(kFixture),
+                                                                     run.parallel_layout).step_time_s;
+  }
+  ASSERT_GE(throttled, 3);  // the cap binds on some runs, or the test could not tell caps apart
+  const ProfileFitResult r = fit_power_cap(sim::load_profile_file(kFixture), cluster, catalog, runs);
+  EXPECT_NEAR(r.fit.parameter("power_cap_hfu", 0), 0.4, 1e-9);
+  EXPECT_LT(r.fit.log_residual_sd, 1e-6);
+  ASSERT_EQ(r.predicted_s.size(), runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) EXPECT_NEAR(r.predicted_s[i] / r.measured_s[i], 1.0, 1e-9);
+}
+
 TEST(ProfileFit, WritesAFitBlockTheLoaderReadsBack) {
   sim::ProfileFit fit{"runs (10 engine runs)", {{"compute_time_factor", 1.07}, {"step_overhead_s", 5e-4}}, 0.012, 10};
   // The scalar keys with an old fit block in the middle, before `source`.

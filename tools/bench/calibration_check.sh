@@ -16,6 +16,9 @@ set -uo pipefail
 build=${1:?usage: calibration_check.sh BUILD_DIR [OUT]}
 out=${2:-${OUT:-out/calibration-check}}
 steps=${STEPS:-10}
+# FIT_ARGS: the fit-profile model; default the power-cap model (sim/analytic/power_cap.h),
+# FIT_ARGS= for the linear one (compute_time_factor and overheads).
+fit_args=${FIT_ARGS---power-cap}
 sextant="$build/tools/sextant --configs configs"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$out/runs" "$out/logs"
@@ -63,8 +66,8 @@ for entry in "${layouts[@]}"; do
     --format json > "$out/logs/$name.datasheet.json" 2>> "$out/logs/$name.log"
 done
 
-echo "fit: $sextant fit-profile --runs $out/runs --profile $profile --out $out/measured-fitted.yaml"
-$sextant fit-profile --runs "$out/runs" --profile "$profile" --out "$out/measured-fitted.yaml" \
+echo "fit: $sextant fit-profile $fit_args --runs $out/runs --profile $profile --out $out/measured-fitted.yaml"
+$sextant fit-profile $fit_args --runs "$out/runs" --profile "$profile" --out "$out/measured-fitted.yaml" \
   | tee "$out/fit.txt" || { echo "fit failed"; exit 1; }
 
 # Leave one out: each run predicted by the fit on the others.
@@ -73,7 +76,7 @@ for run in "$out"/runs/*.json; do
   name=$(basename "$run" .json)
   rm -rf "$out/loo/runs-$name" && mkdir -p "$out/loo/runs-$name"
   for other in "$out"/runs/*.json; do [[ $other != "$run" ]] && cp "$other" "$out/loo/runs-$name/"; done
-  $sextant fit-profile --runs "$out/loo/runs-$name" --profile "$profile" --out "$out/loo/$name.yaml" \
+  $sextant fit-profile $fit_args --runs "$out/loo/runs-$name" --profile "$profile" --out "$out/loo/$name.yaml" \
     > "$out/loo/$name.fit.txt" 2>&1
 done
 

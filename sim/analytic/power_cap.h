@@ -1,0 +1,42 @@
+// The SM clock a GPU holds under its power cap, for a measured profile.
+//
+// `sextant calibrate` times each kernel in short CUDA-graph replays, at the
+// clock the GPU reaches in bursts (1,980 MHz on our H100). A training step is
+// sustained load: an H100 SXM then sits at its 700 W cap and lowers its clock
+// (1,485-1,695 MHz at 690 W during GPT-1.3B at mbs 4, nvidia-smi every 250 ms:
+// reports/measurements/2026-11-23-h100-calibration-check-2/smi-during-engine-vs-pytorch.csv),
+// while GPT-350M at mbs 1 ran at the calibrated speed. Dynamic power is
+// P ~ a·C·V²·f with the voltage rising about linearly with f over the DVFS
+// range, so P ~ a·f³ (Weste & Harris, CMOS VLSI Design, 4th ed., Sec. 5.2;
+// the cube law of DVFS, e.g. Mei et al. 2017, "A survey and measurement study
+// of GPU DVFS on energy conservation", Sec. 2). With a the activity at the
+// burst clock — the hardware FLOP rate over the peak, the step's HFU predicted
+// from the burst-clock tables — the cap holds the clock at
+//   f / f_burst = min(1, (a_cap / a)^(1/3)),
+// a_cap the activity at which the cap is reached at the burst clock: the
+// profile's fit parameter `power_cap_hfu` (fitted by `sextant fit-profile` on
+// our own engine runs). Every kernel's time is scaled by f_burst / f (memory-
+// bound kernels less so in truth: the one-factor approximation of this model).
+#pragma once
+
+#include "sim/core/hardware_config.h"
+#include "sim/core/cost_profile.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
+
+namespace sextant::sim {
+
+/// f_burst / f: max(1, (burst_hfu / cap_hfu)^(1/3)); 1 when cap_hfu <= 0.
+double power_cap_slowdown(double burst_hfu, double cap_hfu);
+
+/// Whether the profile's fit has a power cap (power_cap_hfu > 0).
+bool has_power_cap(const CostProfile& profile);
+
+/// The profile with its power cap resolved for this model and layout: the
+/// step's HFU predicted without the cap (analytic model), and the fit's
+/// compute_time_factor multiplied by power_cap_slowdown of it; the cap itself
+/// removed. The profile unchanged when it has no cap.
+CostProfile with_power_cap_resolved(const ModelConfig& model, const ClusterConfig& cluster,
+                                    const CostProfile& profile, const ParallelLayout& layout);
+
+}  // namespace sextant::sim
