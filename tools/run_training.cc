@@ -155,15 +155,19 @@ constexpr int kCompareTimedSteps = 3;
 
 // Per task kind, seconds per step: a fresh trainer launching its kernels one by
 // one with CUDA events around each task (the measured step itself replays the
-// CUDA graph, which cannot be timed inside), over kCompareTimedSteps steps.
+// CUDA graph, which cannot be timed inside), over kCompareTimedSteps steps. It
+// joins the rank's dp and tp groups as the measured trainer did (every rank
+// times its tasks together, so the collectives meet).
 std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
                                                const engine::TransformerShape& shape,
                                                engine::TrainerOptions options,
                                                engine::data::TokenBatches& data,
                                                std::vector<std::int32_t>& inputs,
-                                               std::vector<std::int32_t>& targets) {
+                                               std::vector<std::int32_t>& targets,
+                                               engine::comm::Communicator* data_parallel,
+                                               engine::comm::Communicator* tensor_parallel) {
   options.time_tasks = true;
-  engine::Trainer trainer(model, shape, options);
+  engine::Trainer trainer(model, shape, options, data_parallel, tensor_parallel);
   std::map<std::string, double> seconds;
   for (int i = 0; i <= kCompareTimedSteps; ++i) {
     data.next(inputs, targets);
@@ -440,7 +444,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
                << " more steps with CUDA events (kernels launched one by one)\n";
       progress.flush();
       trainer.reset();  // its memory, before the timing trainer takes the same again
-      measured = time_tasks_apart(trained, shape, options, *data, inputs, targets);
+      measured = time_tasks_apart(trained, shape, options, *data, inputs, targets, data_parallel, tensor_parallel);
     }
     const ComparePrediction predicted =
         predict_for_compare(trained, s.cluster, s.profile, s.layout);
