@@ -1,6 +1,7 @@
 #include "tools/run_checkpoint.h"
 
 #include <filesystem>
+#include <stdexcept>
 
 #include "engine/model/parameter_layout.h"
 #include "sim/core/config_error.h"
@@ -32,7 +33,12 @@ ckpt::CheckpointLrSchedule lr_of(const engine::LrSchedule& lr) {
 }
 
 ckpt::CheckpointLayout layout_of(const sim::ParallelLayout& l) {
-  return {l.tp, l.dp, l.dp > 1 && l.zero >= 1 ? 1 : 0, l.pp};
+  // zero counts with dp > 1 only, except with a pipeline, where it is refused (layout_mismatch).
+  return {l.tp, l.dp, (l.dp > 1 || l.pp > 1) && l.zero >= 1 ? 1 : 0, l.pp, l.pp > 1 ? l.vpp : 1};
+}
+
+int stage_of(const PreparedRun& run) {
+  return run.world_rank / (run.settings.layout.tp * run.settings.layout.dp);
 }
 
 std::string metadata_file(const ckpt::OpenedCheckpoint& c) {
@@ -42,16 +48,22 @@ std::string metadata_file(const ckpt::OpenedCheckpoint& c) {
 }  // namespace
 
 ckpt::CheckpointMetadata checkpoint_metadata_of(const PreparedRun& run, std::int64_t steps_done,
-                                                std::int64_t data_batches, const ckpt::CheckpointSharding& sharding) {
+                                                std::int64_t data_batches, const RunSharding& sharding) {
   ckpt::CheckpointMetadata m;
   m.step = steps_done;
   m.data_batches = data_batches;
   m.seed = run.settings.seed;
   m.model = model_of(run);
   m.layout = layout_of(run.settings.layout);
-  m.world_size = run.settings.layout.tp * run.settings.layout.dp;
+  m.world_size = run.settings.layout.tp * run.settings.layout.dp * run.settings.layout.pp;
   m.lr_schedule = lr_of(run.lr);
-  m.sharding = sharding;
+  if (static_cast<int>(sharding.size()) != m.layout.pp)
+    throw std::logic_error("checkpoint_metadata_of: " + std::to_string(sharding.size()) + " shardings for pp = " +
+                           std::to_string(m.layout.pp));
+  if (m.layout.pp > 1)
+    m.stages = sharding;
+  else
+    m.sharding = sharding.front();
   return m;
 }
 
@@ -64,7 +76,7 @@ void check_checkpoint_fits(const ckpt::OpenedCheckpoint& c, const PreparedRun& r
   // A rank's share of the parameters depends on tp; the model fields say whether it is the same model.
   if (m.layout.tp != layout.tp) model.parameters_per_rank = m.model.parameters_per_rank;
   if (const std::string p = ckpt::model_mismatch(m.model, model); !p.empty()) add(p);
-  if (const std::string p = ckpt::layout_mismatch(m.layout, layout, m.sharding.known()); !p.empty()) add(p);
+  if (const std::string p = ckpt::layout_mismatch(m.layout, layout, ckpt::sharding_known(m)); !p.empty()) add(p);
   if (const std::string p = ckpt::lr_schedule_mismatch(m.lr_schedule, lr_of(run.lr)); !p.empty()) add(p);
   if (m.seed != run.settings.seed)
     add("checkpoint's run used --seed " + std::to_string(m.seed) + "; this run has --seed " +
@@ -76,12 +88,21 @@ void check_checkpoint_fits(const ckpt::OpenedCheckpoint& c, const PreparedRun& r
   sim::throw_if_any(problems);
 }
 
+bool same_arrays(const ckpt::OpenedCheckpoint& c, const PreparedRun& run, const RunSharding& sharding) {
+  if (c.metadata.layout != layout_of(run.settings.layout)) return false;
+  // The same pp and vpp with other split knobs puts other layers on a stage.
+  return c.metadata.layout.pp == 1 || c.metadata.stages == sharding;
+}
+
 ckpt::TrainerState load_rank_state(const ckpt::OpenedCheckpoint& c, const PreparedRun& run,
-                                   const ckpt::CheckpointSharding& sharding) {
-  const ckpt::CheckpointLayout layout = layout_of(run.settings.layout);
-  if (c.metadata.layout == layout) return ckpt::read_rank_state(c, run.world_rank);
+                                   const RunSharding& sharding) {
+  if (same_arrays(c, run, sharding)) return ckpt::read_rank_state(c, run.world_rank);
+  const ckpt::CheckpointMetadata& m = c.metadata;
+  const std::vector<ckpt::CheckpointSharding> saved =
+      m.layout.pp > 1 ? m.stages : std::vector<ckpt::CheckpointSharding>{m.sharding};
   const ckpt::ReshardPlan plan =
-      ckpt::plan_reshard(c.metadata.layout, c.metadata.sharding, layout, sharding, run.world_rank, metadata_file(c));
+      ckpt::plan_reshard(m.layout, saved, layout_of(run.settings.layout),
+                         sharding.at(static_cast<std::size_t>(stage_of(run))), run.world_rank, metadata_file(c));
   return ckpt::read_resharded_state(c, plan);
 }
 

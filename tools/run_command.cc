@@ -229,9 +229,13 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
                                 : a.layout);
   if (const sim::SplitProblem problem = sim::check_pipeline_split(s.model, s.layout); problem != sim::SplitProblem::kNone)
     throw_option_error("--layout", sim::split_problem_knob(problem), sim::split_problem_message(problem, s.model, s.layout));
-  if (s.layout.pp > 1 && (!s.save_dir.empty() || !s.load_dir.empty()))
+  // Checkpoints of a pipeline describe each stage's tensors (engine/checkpoint/);
+  // the distributed optimizer's shards of a stage are not described yet.
+  if (s.layout.pp > 1 && s.layout.zero > 0 && (!s.save_dir.empty() || !s.load_dir.empty()))
     throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
-                       "checkpoints of pipeline-parallel runs are not written or read yet (issue 13); use pp=1");
+                       "checkpoints of pipeline-parallel runs with the distributed optimizer (zero=" +
+                           std::to_string(s.layout.zero) + ", pp=" + std::to_string(s.layout.pp) +
+                           ") are not written or read yet (issue 13); use zero=0 with pp > 1");
   // A pipeline's --compare reads the task times of the run itself: the timing
   // pass without CUDA graphs (time_tasks_apart) trains one GPU.
   if (s.layout.pp > 1 && s.compare) s.time_tasks = true;
@@ -436,8 +440,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--load", s.load_dir,
                   "resume from a checkpoint: DIR/step-<N>, or DIR (follows DIR/latest). The model,\n"
                   "learning-rate schedule and --seed must be the saved run's; another tp, dp or zero\n"
-                  "is resharded on load (each rank reads its pieces of the saved shards; pp must\n"
-                  "match), the same layout resumes bit for bit; --steps counts from the\n"
+                  "is resharded on load (each rank reads its pieces of the saved shards; so are\n"
+                  "another pp, vpp or split, by tensor name), the same layout resumes bit for bit;\n"
+                  "--steps counts from the\n"
                   "start of training, so `--steps 100 --load DIR` after 50 runs steps 51-100. The\n"
                   "data stream continues where it stopped; with --no-gemm-tuning the resumed run\n"
                   "repeats the uninterrupted one's forward bit for bit. To train on past the saved\n"

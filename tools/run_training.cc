@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_directory.h"
+#include "engine/checkpoint/checkpoint_sharding.h"
 #include "engine/comm/communicator.h"
 #include "engine/data/data_error.h"
 #include "engine/data/token_batches.h"
@@ -178,6 +179,26 @@ std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
   return seconds;
 }
 
+// The sharding of every stage's ranks (one for pp = 1): the replica's from
+// its trainer; a pipeline's from the layout (engine/checkpoint/
+// checkpoint_sharding.h), which must name this rank's stage's tensors in its
+// trainer's order — the same ParameterLayouts back to back.
+RunSharding run_sharding(const RankTrainer& trainer, const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+                         int world_rank) {
+  if (const engine::Trainer* replica = trainer.replica())
+    return {engine::checkpoint::sharding_of(replica->layout(), layout.tp, replica->flat_elements(),
+                                            replica->gradient_buckets(), layout.dp, layout.zero >= 1)};
+  RunSharding stages = engine::checkpoint::pipeline_sharding(model, layout);
+  const int stage = world_rank / (layout.tp * layout.dp);
+  std::vector<std::string> described;
+  for (const engine::checkpoint::TensorSharding& t : stages.at(static_cast<std::size_t>(stage)).tensors)
+    described.push_back(t.name);
+  if (described != trainer.stage()->tensor_names())
+    throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
+                           "'s tensors are not the ones engine::checkpoint::pipeline_stage_sharding describes");
+  return stages;
+}
+
 }  // namespace
 
 int run_training(PreparedRun& run, std::ostream& rank_out) {
@@ -309,12 +330,9 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   // --load: the rank's shard into the trainer, and the data stream advanced past
   // the batches the saved run drew (the same seeded stream: check_checkpoint_fits).
   int first_batch = 0;
-  // Checkpoints with pp are refused (run_command.cc), so only a replica's layout is described.
-  const engine::Trainer* replica = trainer->replica();
-  const engine::checkpoint::CheckpointSharding sharding =
-      replica != nullptr ? engine::checkpoint::sharding_of(replica->layout(), tp, replica->flat_elements(),
-                                                           replica->gradient_buckets(), dp, options.distributed_optimizer)
-                         : engine::checkpoint::CheckpointSharding{};
+  // How the ranks' arrays are cut: a replica's, or each pipeline stage's by
+  // the whole model's tensor names (checked against this rank's stage).
+  const RunSharding sharding = run_sharding(*trainer, trained, s.layout, run.world_rank);
   if (run.checkpoint) {
     const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {
@@ -331,16 +349,24 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     const engine::checkpoint::CheckpointLayout& saved = run.checkpoint->metadata.layout;
     progress << "resumed from " << run.checkpoint->folder << ": step " << run.checkpoint->metadata.step << ", "
              << first_batch << " batches of the data stream skipped";
-    if (saved.tp != tp || saved.dp != dp || saved.zero != (options.distributed_optimizer && dp > 1 ? 1 : 0))
-      progress << "; resharded from tp=" << saved.tp << ", dp=" << saved.dp << ", zero=" << saved.zero;
+    if (!same_arrays(*run.checkpoint, run, sharding))
+      progress << "; resharded from tp=" << saved.tp << ", dp=" << saved.dp << ", zero=" << saved.zero
+               << (saved.pp > 1 || pp > 1 ? ", pp=" + std::to_string(saved.pp) + ", vpp=" + std::to_string(saved.vpp) : "")
+               << (saved.pp == pp && saved.vpp == s.layout.vpp && pp > 1 ? " (another layer split)" : "");
     progress << "\n";
     progress.flush();
   }
   int saved_after_batch = first_batch;
   auto save = [&](int batches_drawn) {
     const auto start = std::chrono::steady_clock::now();
+    const engine::checkpoint::TrainerState state = trainer->state();
+    const std::uint64_t described = sharding.at(static_cast<std::size_t>(run.world_rank / (tp * dp))).flat_elements;
+    if (state.weights_bf16.size() != described)
+      throw std::logic_error("checkpoint: rank " + std::to_string(run.world_rank) + " holds " +
+                             std::to_string(state.weights_bf16.size()) + " weights; its stage's sharding describes " +
+                             std::to_string(described));
     const std::string folder = save_checkpoint(
-        run, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn, sharding), trainer->state(),
+        run, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn, sharding), state,
         [&](bool failed) { return vote.any_rank(failed); });
     saved_after_batch = batches_drawn;
     progress << "saved checkpoint " << folder << " in "

@@ -31,7 +31,7 @@ void for_each_model_number(Model& m, Visit visit) {
 
 std::string layout_text(const CheckpointLayout& l) {
   return "tp=" + std::to_string(l.tp) + ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero) +
-         (l.pp != 1 ? ", pp=" + std::to_string(l.pp) : "");
+         (l.pp != 1 ? ", pp=" + std::to_string(l.pp) : "") + (l.vpp != 1 ? ", vpp=" + std::to_string(l.vpp) : "");
 }
 
 Json sharding_json(const CheckpointSharding& s) {
@@ -47,16 +47,36 @@ Json sharding_json(const CheckpointSharding& s) {
     for (const OptimizerRange& r : ranges) rank.push_back({r.begin, r.elements, r.shard_offset});
     shards.push_back(rank);
   }
-  return {{"flat_elements", s.flat_elements}, {"tensors", tensors}, {"optimizer_shards", shards}};
+  Json j = Json::object();
+  if (!s.chunks.empty()) {
+    Json chunks = Json::array();
+    for (const ChunkParts& c : s.chunks)
+      chunks.push_back({{"first_layer", c.first_layer},
+                        {"num_layers", c.num_layers},
+                        {"embedding", c.embedding},
+                        {"loss", c.loss}});
+    j["chunks"] = chunks;
+  }
+  j["flat_elements"] = s.flat_elements;
+  j["tensors"] = tensors;
+  j["optimizer_shards"] = shards;
+  return j;
 }
 
 // `key` is updated to what is being read, for the caller's message.
 CheckpointSharding parse_sharding(const Json& j, std::string& key) {
   CheckpointSharding s;
-  key = "sharding.flat_elements";
+  const std::string prefix = key;  // "sharding" or "stages[s]"
+  if (j.contains("chunks"))
+    for (const Json& c : j.at("chunks")) {
+      key = prefix + ".chunks[" + std::to_string(s.chunks.size()) + "]";
+      s.chunks.push_back({c.at("first_layer").get<int>(), c.at("num_layers").get<int>(), c.at("embedding").get<bool>(),
+                          c.at("loss").get<bool>()});
+    }
+  key = prefix + ".flat_elements";
   s.flat_elements = j.at("flat_elements").get<std::uint64_t>();
   for (const Json& t : j.at("tensors")) {
-    key = "sharding.tensors[" + std::to_string(s.tensors.size()) + "]";
+    key = prefix + ".tensors[" + std::to_string(s.tensors.size()) + "]";
     TensorSharding e;
     e.name = t.at("name").get<std::string>();
     const Json& shape = t.at("shape");
@@ -69,7 +89,7 @@ CheckpointSharding parse_sharding(const Json& j, std::string& key) {
     s.tensors.push_back(std::move(e));
   }
   for (const Json& rank : j.at("optimizer_shards")) {
-    key = "sharding.optimizer_shards[" + std::to_string(s.optimizer_shards.size()) + "]";
+    key = prefix + ".optimizer_shards[" + std::to_string(s.optimizer_shards.size()) + "]";
     std::vector<OptimizerRange> ranges;
     for (const Json& r : rank) {
       if (r.size() != 3) throw std::invalid_argument("expected [begin, elements, shard_offset]");
@@ -88,6 +108,15 @@ std::string number_text(double value) {
 
 }  // namespace
 
+const CheckpointSharding& stage_sharding(const CheckpointMetadata& m, int stage) {
+  if (m.layout.pp <= 1) return m.sharding;
+  return m.stages.at(static_cast<std::size_t>(stage));
+}
+
+bool sharding_known(const CheckpointMetadata& m) {
+  return m.layout.pp > 1 ? !m.stages.empty() : m.sharding.known();
+}
+
 std::string shard_file_name(int rank) {
   char name[32];
   std::snprintf(name, sizeof name, "rank-%05d.bin", rank);
@@ -97,8 +126,9 @@ std::string shard_file_name(int rank) {
 std::string to_json(const CheckpointMetadata& m) {
   Json j;
   j["format"] = "sextant-checkpoint";
-  // Version 1 did not describe the sharding; metadata without one is written as that.
-  j["format_version"] = m.sharding.known() ? kFormatVersion : 1;
+  // Version 1 did not describe the sharding, version 2 not a pipeline's; metadata
+  // that needs neither is written as the oldest that holds it.
+  j["format_version"] = !m.stages.empty() ? 3 : m.sharding.known() ? 2 : 1;
   j["step"] = m.step;
   j["data_batches"] = m.data_batches;
   j["seed"] = m.seed;
@@ -107,6 +137,7 @@ std::string to_json(const CheckpointMetadata& m) {
   for_each_model_number(m.model, [&](const char* key, std::int64_t value) { model[key] = value; });
   j["model"] = model;
   j["layout"] = {{"tp", m.layout.tp}, {"dp", m.layout.dp}, {"zero", m.layout.zero}, {"pp", m.layout.pp}};
+  if (!m.stages.empty()) j["layout"]["vpp"] = m.layout.vpp;
   j["world_size"] = m.world_size;
   j["lr_schedule"] = {{"max_lr", m.lr_schedule.max_lr},
                       {"min_lr", m.lr_schedule.min_lr},
@@ -116,7 +147,13 @@ std::string to_json(const CheckpointMetadata& m) {
   for (const ShardFileEntry& f : m.files)
     files.push_back({{"rank", f.rank}, {"name", f.name}, {"bytes", f.bytes}, {"crc32", crc32_hex(f.crc32)}});
   j["files"] = files;
-  if (m.sharding.known()) j["sharding"] = sharding_json(m.sharding);
+  if (!m.stages.empty()) {
+    Json stages = Json::array();
+    for (const CheckpointSharding& s : m.stages) stages.push_back(sharding_json(s));
+    j["stages"] = stages;
+  } else if (m.sharding.known()) {
+    j["sharding"] = sharding_json(m.sharding);
+  }
   return j.dump(2) + "\n";
 }
 
@@ -157,6 +194,8 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
     }
     key = "layout.pp";
     m.layout.pp = j.at("layout").value("pp", 1);
+    key = "layout.vpp";
+    m.layout.vpp = j.at("layout").value("vpp", 1);
     key = "world_size";
     m.world_size = j.at(key).get<int>();
     key = "lr_schedule";
@@ -179,7 +218,22 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
     if (static_cast<int>(m.files.size()) != m.world_size)
       throw_checkpoint_error(file, "files: " + std::to_string(m.files.size()) + " shards for world_size " +
                                        std::to_string(m.world_size));
-    if (m.format_version >= 2) m.sharding = parse_sharding(j.at("sharding"), key);
+    if (m.format_version >= 3 && m.layout.pp > 1) {
+      key = "stages";
+      for (const Json& stage : j.at(key)) {
+        key = "stages[" + std::to_string(m.stages.size()) + "]";
+        m.stages.push_back(parse_sharding(stage, key));
+      }
+      if (static_cast<int>(m.stages.size()) != m.layout.pp)
+        throw_checkpoint_error(file, "stages: " + std::to_string(m.stages.size()) + " stages for pp " +
+                                         std::to_string(m.layout.pp));
+      if (m.world_size != m.layout.tp * m.layout.dp * m.layout.pp)
+        throw_checkpoint_error(file, "world_size " + std::to_string(m.world_size) + " is not tp·dp·pp = " +
+                                         std::to_string(m.layout.tp * m.layout.dp * m.layout.pp));
+    } else if (m.format_version >= 2) {
+      key = "sharding";
+      m.sharding = parse_sharding(j.at(key), key);
+    }
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw_checkpoint_error(file, key + ": missing or of the wrong type (" + e.what() + ")");
@@ -197,15 +251,13 @@ CheckpointMetadata read_metadata(const std::string& file) {
 }
 
 std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run, bool reshardable) {
-  if (saved == run) return "";
   const std::string both = "checkpoint has " + layout_text(saved) + "; this run has " + layout_text(run);
-  if (saved.pp != run.pp)
-    return both + ": pp differs (" + std::to_string(saved.pp) + " vs " + std::to_string(run.pp) +
-           "): a checkpoint loads into another tp, dp or zero, not another pipeline split (give pp=" +
-           std::to_string(saved.pp) + ")";
-  if (saved.pp > 1)  // reshard_plan numbers ranks tp-dp: a stage's ranks are not all of them
-    return both + ": resharding a pipeline-parallel checkpoint (pp=" + std::to_string(saved.pp) +
-           ") is not supported: each stage's files hold only its layers; load it with the saved layout";
+  for (const auto& [side, l] : {std::pair{"the checkpoint", &saved}, {"this run", &run}})
+    if (l->pp > 1 && l->zero != 0)
+      return both + ": " + side + " uses the distributed optimizer (zero=" + std::to_string(l->zero) +
+             ") with pp=" + std::to_string(l->pp) +
+             ", whose checkpoints are not supported yet; use zero=0 with pp > 1";
+  if (saved == run) return "";
   if (!reshardable)
     return both + ": its metadata (format version 1) does not say how its tensors are split, so it loads "
                   "into its own layout only";

@@ -21,6 +21,17 @@
 // loads into another tp/dp/zero layout (reshard_plan.h). Version 1 files
 // (without it) still load into their own layout.
 //
+// A pipeline-parallel checkpoint (pp > 1; format version 3) has, instead of
+// `sharding`, one per stage, the stage's model chunks first:
+//
+//   "layout": {"tp": 1, "dp": 1, "zero": 0, "pp": 2, "vpp": 1},
+//   "stages": [{"chunks": [{"first_layer": 0, "num_layers": 12, "embedding": true, "loss": false}],
+//               "flat_elements": ..., "tensors": [...], "optimizer_shards": []}, ...]
+//
+// so each stage's files are described by the whole model's tensor names and
+// load into another pp, vpp or split by name. Files of pp = 1 are still
+// written as version 2; versions 1 and 2 load as before.
+//
 // `step` is the trainer's updates done; `data_batches` the global batches
 // the run has drawn from its data stream (one per step, skipped steps too),
 // which the resumed run draws again and discards, so that it continues at
@@ -35,7 +46,7 @@
 
 namespace sextant::engine::checkpoint {
 
-inline constexpr int kFormatVersion = 2;
+inline constexpr int kFormatVersion = 3;
 inline constexpr int kOldestReadableFormatVersion = 1;
 
 /// What must match for a checkpoint's weights to fit a run's model.
@@ -49,7 +60,8 @@ struct CheckpointModel {
 
 struct CheckpointLayout {
   int tp = 1, dp = 1, zero = 0;
-  int pp = 1;  // pipeline stages (the tensors of a stage's layers only); absent in version 1: 1
+  int pp = 1;   // pipeline stages (the tensors of a stage's layers only); absent in version 1: 1
+  int vpp = 1;  // model chunks per stage; absent before version 3: 1
   bool operator==(const CheckpointLayout&) const = default;
 };
 
@@ -68,7 +80,8 @@ struct ShardFileEntry {
 };
 
 struct CheckpointMetadata {
-  int format_version = kFormatVersion;  // as read; to_json writes 2 with a known sharding, else 1
+  /// As read; to_json writes 3 with stage shardings, 2 with a known sharding, else 1.
+  int format_version = kFormatVersion;
   std::int64_t step = 0;
   std::int64_t data_batches = 0;
   std::uint64_t seed = 0;
@@ -77,9 +90,15 @@ struct CheckpointMetadata {
   int world_size = 1;
   CheckpointLrSchedule lr_schedule;
   std::vector<ShardFileEntry> files;  // one per rank, by rank
-  CheckpointSharding sharding;        // unknown (empty) in version 1
+  CheckpointSharding sharding;        // pp = 1; unknown (empty) in version 1
+  std::vector<CheckpointSharding> stages;  // pp > 1: stage s's ranks' (version 3)
   bool operator==(const CheckpointMetadata&) const = default;
 };
+
+/// The sharding of the files of pipeline stage `stage` (0 when pp = 1).
+const CheckpointSharding& stage_sharding(const CheckpointMetadata& metadata, int stage);
+/// Whether the metadata describes how its arrays are cut (version >= 2).
+bool sharding_known(const CheckpointMetadata& metadata);
 
 /// Rank r's shard file name: "rank-00003.bin".
 std::string shard_file_name(int rank);
@@ -92,11 +111,11 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
 CheckpointMetadata read_metadata(const std::string& file);
 
 /// Why a checkpoint cannot be loaded into a run; empty when it can. The
-/// layout: another tp, dp or zero loads when the checkpoint describes its
-/// sharding (`reshardable`: version 2); otherwise "checkpoint has tp=2, dp=1,
-/// zero=0; this run has tp=1, dp=2, zero=0: ...". Another pp never loads
-/// (a stage's files hold only its layers), nor does a pp > 1 checkpoint into
-/// another tp or dp (not implemented: reshard_plan numbers ranks tp-dp). The model: each field that
+/// layout: another tp, dp, zero, pp or vpp loads when the checkpoint
+/// describes its sharding (`reshardable`: version >= 2); otherwise
+/// "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2, zero=0: ...".
+/// The distributed optimizer with pp > 1 (on either side) is refused: its
+/// shards are not described yet. The model: each field that
 /// differs, "checkpoint is of model 'a' (hidden_size 128); this run's is
 /// 'b' (hidden_size 256)" (parameters_per_rank only between equal tp). The
 /// learning-rate schedule likewise.

@@ -2,6 +2,9 @@
 
 #include <stdexcept>
 
+#include "engine/model/transformer_shape.h"
+#include "sim/core/pipeline_split.h"
+
 namespace sextant::engine::checkpoint {
 
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
@@ -38,6 +41,37 @@ CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint6
     }
   }
   return s;
+}
+
+CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage) {
+  if (const sim::SplitProblem p = sim::check_pipeline_split(model, layout); p != sim::SplitProblem::kNone)
+    throw std::invalid_argument("pipeline_stage_sharding: " + sim::split_problem_message(p, model, layout));
+  if (stage < 0 || stage >= layout.pp)
+    throw std::invalid_argument("pipeline_stage_sharding: stage " + std::to_string(stage) + " of pp = " +
+                                std::to_string(layout.pp));
+  const sim::PipelineSplit split = sim::pipeline_split(model, layout);
+  const TransformerShape shape = transformer_shape_of(model, layout);
+  CheckpointSharding s;
+  for (int c = 0; c < split.vpp(); ++c) {
+    const sim::ChunkLayers& held = split.chunk(stage, c);
+    TransformerShape chunk_shape = shape;
+    chunk_shape.num_layers = held.num_layers;
+    const ParameterLayout chunk(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
+    CheckpointSharding part = sharding_of(chunk, layout.tp, chunk.total_elements(), {}, 1, false);
+    for (TensorSharding& t : part.tensors) {
+      t.offset += s.flat_elements;
+      s.tensors.push_back(std::move(t));
+    }
+    s.flat_elements += chunk.total_elements();
+    s.chunks.push_back({held.first_layer, held.num_layers, held.embedding, held.loss});
+  }
+  return s;
+}
+
+std::vector<CheckpointSharding> pipeline_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout) {
+  std::vector<CheckpointSharding> stages;
+  for (int s = 0; s < layout.pp; ++s) stages.push_back(pipeline_stage_sharding(model, layout, s));
+  return stages;
 }
 
 }  // namespace sextant::engine::checkpoint

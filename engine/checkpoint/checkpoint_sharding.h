@@ -6,8 +6,13 @@
 // checkpoint saved with one tp/dp/zero layout loads into another
 // (reshard_plan.h).
 //
-// Ranks: world rank = tp_rank + tp·dp_rank (the tp-dp order of
-// engine/comm/parallel_groups.h). Every tp rank's flat buffers have the same
+// With a pipeline (pp > 1) each stage's ranks hold other tensors: a stage has
+// a sharding of its own (pipeline_stage_sharding), naming its model chunks'
+// layers and its tensors by the whole model's names ("layers.5.qkv_weight"),
+// so that a tensor is found in whichever stage holds it under another split.
+//
+// Ranks: world rank = tp_rank + tp·dp_rank + tp·dp·stage (the tp-dp-pp order
+// of engine/comm/parallel_groups.h). Every tp rank's flat buffers have the same
 // element layout (the same tensors, each its shard's shape), so one list of
 // tensors describes them all; all dp ranks of one tp rank hold the same bf16
 // weights, and without ZeRO the same fp32 master weights and Adam moments.
@@ -19,6 +24,8 @@
 
 #include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/parameter_layout.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
 
 namespace sextant::engine::checkpoint {
 
@@ -42,6 +49,15 @@ struct OptimizerRange {
   bool operator==(const OptimizerRange&) const = default;
 };
 
+/// One model chunk of a pipeline stage (sim::ChunkLayers): its transformer
+/// layers [first_layer, first_layer + num_layers) and whether it holds the
+/// embedding and the loss (final norm and output layer, or a tied copy of wte).
+struct ChunkParts {
+  int first_layer = 0, num_layers = 0;
+  bool embedding = false, loss = false;
+  bool operator==(const ChunkParts&) const = default;
+};
+
 struct CheckpointSharding {
   /// Elements of each rank's flat bf16 weights (padding included), and of its
   /// fp32 arrays without ZeRO.
@@ -50,6 +66,9 @@ struct CheckpointSharding {
   /// With ZeRO-1 (zero = 1, dp > 1): dp rank d's shard is optimizer_shards[d],
   /// the same on every tp rank. Empty: every rank holds all flat_elements.
   std::vector<std::vector<OptimizerRange>> optimizer_shards;
+  /// A pipeline stage's model chunks in the order of its flat buffers; empty:
+  /// the whole model (pp = 1).
+  std::vector<ChunkParts> chunks;
   /// False for a checkpoint written before the metadata described it (format
   /// version 1): it loads into its own layout only.
   bool known() const { return !tensors.empty(); }
@@ -66,5 +85,17 @@ struct CheckpointSharding {
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
                                const std::vector<GradientBucketRange>& buckets, int dp,
                                bool distributed_optimizer);
+
+/// The sharding of pipeline stage `stage`'s ranks under `layout` (pp > 1,
+/// without the distributed optimizer): its chunks' ParameterLayouts back to
+/// back in chunk order, each of the rank's tp shard shape
+/// (transformer_shape_of(model, layout)) with the chunk's layers and parts,
+/// as PipelineTrainer lays out its flat buffers. Throws std::invalid_argument
+/// when the layout's split knobs do not split the model
+/// (sim::check_pipeline_split).
+CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage);
+
+/// Every stage's, by stage.
+std::vector<CheckpointSharding> pipeline_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout);
 
 }  // namespace sextant::engine::checkpoint

@@ -136,10 +136,26 @@ std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank) {
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointSharding& saved,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
                          const std::string& metadata_file) {
-  const int tp_rank = rank % run_layout.tp, dp_rank = rank / run_layout.tp;
+  return plan_reshard(saved_layout, std::vector<CheckpointSharding>{saved}, run_layout, run, rank, metadata_file);
+}
+
+ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector<CheckpointSharding>& saved_stages,
+                         const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
+                         const std::string& metadata_file) {
+  if (static_cast<int>(saved_stages.size()) != saved_layout.pp)
+    throw_checkpoint_error(metadata_file, "describes " + std::to_string(saved_stages.size()) +
+                                              " pipeline stage(s); its layout has pp=" + std::to_string(saved_layout.pp));
+  const int tp_rank = rank % run_layout.tp, dp_rank = (rank / run_layout.tp) % run_layout.dp;
   const int source_dp = dp_rank % saved_layout.dp;  // whose copy of the replicated arrays to read
-  std::map<std::string, const TensorSharding*> saved_by_name;
-  for (const TensorSharding& t : saved.tensors) saved_by_name[t.name] = &t;
+  // Each tensor from the first saved stage that holds it (the tied copy of wte: equal to the first stage's).
+  struct SavedTensor {
+    const TensorSharding* tensor;
+    int stage;
+  };
+  std::map<std::string, SavedTensor> saved_by_name;
+  for (std::size_t st = saved_stages.size(); st-- > 0;)
+    for (const TensorSharding& t : saved_stages[st].tensors) saved_by_name[t.name] = {&t, static_cast<int>(st)};
+  const int saved_stage_ranks = saved_layout.tp * saved_layout.dp;
   std::map<std::string, bool> used;
   ReshardPlan plan;
   plan.weight_elements = run.flat_elements;
@@ -153,14 +169,17 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointS
   std::vector<OptimizerRange> mine_sorted = mine ? *mine : std::vector<OptimizerRange>{};
   std::sort(mine_sorted.begin(), mine_sorted.end(),
             [](const OptimizerRange& a, const OptimizerRange& b) { return a.begin < b.begin; });
-  const std::vector<Placement> saved_fp32 = optimizer_placement(saved, source_dp);
+  std::vector<std::vector<Placement>> saved_fp32;  // by saved stage
+  for (const CheckpointSharding& stage : saved_stages) saved_fp32.push_back(optimizer_placement(stage, source_dp));
 
   for (const TensorSharding& t : run.tensors) {
     const auto found = saved_by_name.find(t.name);
     if (found == saved_by_name.end())
       throw_checkpoint_error(metadata_file, "has no tensor '" + t.name + "' (this run's model has one of " +
                                                 shape_text(t) + ")");
-    const TensorSharding& s = *found->second;
+    const TensorSharding& s = *found->second.tensor;
+    const int saved_stage = found->second.stage;
+    const int stage_first_rank = saved_stage_ranks * saved_stage;
     used[t.name] = true;
     if (s.rows != t.rows || s.cols != t.cols)
       throw_checkpoint_error(metadata_file, "tensor '" + t.name + "' is " + shape_text(s) +
@@ -190,15 +209,15 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointS
             const u64 src = s.offset + source.run.local + (from - source.run.whole);
             const u64 dst = t.offset + target.local + (from - target.whole);
             const u64 n = to - from;
-            append_copy(plan.weights, {source.tp_rank + saved_layout.tp * source_dp, src, dst, n});
+            append_copy(plan.weights, {stage_first_rank + source.tp_rank + saved_layout.tp * source_dp, src, dst, n});
             // fp32: where the saved run kept [src, src + n) of that tp rank, and
             // where this rank keeps [dst, dst + n).
             const u64 saved_covered = for_each_overlap(
-                saved_fp32, src, src + n, [](const Placement& p) { return p.begin; },
+                saved_fp32[static_cast<std::size_t>(saved_stage)], src, src + n, [](const Placement& p) { return p.begin; },
                 [](const Placement& p) { return p.elements; },
                 [&](u64 a, u64 b, const Placement& p) {
                   const u64 to_flat = dst + (a - src);
-                  const int source_rank = source.tp_rank + saved_layout.tp * p.dp_rank;
+                  const int source_rank = stage_first_rank + source.tp_rank + saved_layout.tp * p.dp_rank;
                   const u64 source_offset = p.offset + (a - p.begin);
                   if (mine == nullptr) {
                     append_copy(plan.optimizer, {source_rank, source_offset, to_flat, b - a});
@@ -223,10 +242,14 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointS
                                                   " elements this rank needs (damaged metadata?)");
     }
   }
-  for (const TensorSharding& s : saved.tensors)
-    if (!used.count(s.name))
+  // A pipeline stage needs only its own tensors; the whole model (pp = 1) all of the saved ones.
+  if (run.chunks.empty())
+    for (const auto& [name, found] : saved_by_name) {
+      if (used.count(name)) continue;
+      const TensorSharding& s = *found.tensor;
       throw_checkpoint_error(metadata_file, "has a tensor '" + s.name + "' (" + shape_text(s) +
                                                 ") that this run's model lacks");
+    }
   return plan;
 }
 

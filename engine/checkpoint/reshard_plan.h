@@ -13,6 +13,14 @@
 // them under ZeRO-1, and written where the loading rank's own shard (or its
 // full arrays) keeps them. Padding between tensors is not saved state: it is
 // left zero.
+//
+// Pipelines: a loading rank of stage s needs the tensors of its own stage's
+// sharding; each is read from the saved stage that holds it (by name), so a
+// checkpoint loads into another pp, vpp or split. A tensor two saved stages
+// hold — wte with tied embeddings, the first stage's embedding and the last
+// stage's copy as the output layer — is read from the first: the two copies
+// get the same (summed) gradient and the same AdamW update, so their weights,
+// master weights and moments are equal.
 #pragma once
 
 #include <cstdint>
@@ -53,11 +61,18 @@ struct ReshardPlan {
   std::uint64_t optimizer_elements = 0;
 };
 
-/// The plan for world rank `rank` of the loading run (`run_layout`, `run`)
-/// from a checkpoint saved as (`saved_layout`, `saved`). Throws
+/// The plan for world rank `rank` of the loading run (`run_layout`, and
+/// `run`: the sharding of the rank's stage) from a checkpoint saved as
+/// (`saved_layout`, `saved`: one sharding per saved stage, one when pp = 1).
+/// World ranks are tp_rank + tp·dp_rank + tp·dp·stage on both sides. Throws
 /// sim::ConfigError naming `metadata_file` and the tensor when the two do not
-/// describe the same model: a tensor missing on either side, another whole
-/// shape, a saved optimizer shard that does not cover a tensor.
+/// describe the same model: a tensor missing on either side (for a
+/// pipeline: in every stage), another whole shape, a saved optimizer shard
+/// that does not cover a tensor.
+ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector<CheckpointSharding>& saved,
+                         const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
+                         const std::string& metadata_file);
+/// pp = 1 on the saved side: its one sharding.
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointSharding& saved,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
                          const std::string& metadata_file);

@@ -92,6 +92,7 @@ TEST_F(CheckpointFormatTest, MetadataRoundTripsThroughJson) {
   const std::string text = to_json(m);
   EXPECT_NE(text.find("\"crc32\": \"1a2b3c4d\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"format_version\": 2"), std::string::npos) << text;
+  m.format_version = 2;  // pp = 1 is still written as version 2, which older sextants read
   EXPECT_EQ(parse_metadata(text, "m.json"), m);
   // Without a sharding it is written as version 1, which still reads (pp = 1).
   m.sharding = {};
@@ -100,8 +101,8 @@ TEST_F(CheckpointFormatTest, MetadataRoundTripsThroughJson) {
 }
 
 TEST_F(CheckpointFormatTest, MetadataErrorsNameTheKey) {
-  EXPECT_EQ(error_of([] { parse_metadata("{\"format\": \"sextant-checkpoint\", \"format_version\": 3}", "m.json"); }),
-            "m.json: format_version 3: this sextant reads versions 1-2");
+  EXPECT_EQ(error_of([] { parse_metadata("{\"format\": \"sextant-checkpoint\", \"format_version\": 4}", "m.json"); }),
+            "m.json: format_version 4: this sextant reads versions 1-3");
   CheckpointMetadata m = example_metadata(3, 1);
   m.files = {{0, "rank-00000.bin", 88, 0x1a2b3c4du}};
   std::string text = to_json(m);
@@ -238,13 +239,21 @@ TEST_F(CheckpointFormatTest, LayoutMismatchSaysWhatDiffers) {
             "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2, zero=0: its metadata (format version 1) "
             "does not say how its tensors are split, so it loads into its own layout only");
   EXPECT_EQ(layout_mismatch({1, 2, 1}, {1, 2, 1}, false), "");
-  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 1}, true),
-            "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=2, dp=1, zero=0: pp differs (2 vs 1): a "
-            "checkpoint loads into another tp, dp or zero, not another pipeline split (give pp=2)");
-  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 2}, true),
-            "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=2, dp=1, zero=0, pp=2: resharding a "
-            "pipeline-parallel checkpoint (pp=2) is not supported: each stage's files hold only its layers; load it "
-            "with the saved layout");
+  // Version 3 describes each pipeline stage: another pp, vpp, tp or dp loads by tensor name.
+  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {2, 1, 0, 1}, true), "");
+  EXPECT_EQ(layout_mismatch({1, 1, 0, 2, 2}, {2, 2, 0, 4, 1}, true), "");
+  EXPECT_EQ(layout_mismatch({1, 2, 1}, {1, 1, 0, 2}, true), "");  // ZeRO-1 without a pipeline, into one
+  EXPECT_EQ(layout_mismatch({1, 1, 0, 2}, {1, 1, 0, 1}, false),
+            "checkpoint has tp=1, dp=1, zero=0, pp=2; this run has tp=1, dp=1, zero=0: its metadata (format "
+            "version 1) does not say how its tensors are split, so it loads into its own layout only");
+  // The distributed optimizer with a pipeline: refused on either side, even in the same layout.
+  EXPECT_EQ(layout_mismatch({1, 2, 1, 2}, {1, 2, 1, 2}, true),
+            "checkpoint has tp=1, dp=2, zero=1, pp=2; this run has tp=1, dp=2, zero=1, pp=2: the checkpoint uses the "
+            "distributed optimizer (zero=1) with pp=2, whose checkpoints are not supported yet; use zero=0 with pp > 1");
+  EXPECT_EQ(layout_mismatch({1, 2, 0, 2, 2}, {1, 2, 1, 2, 2}, true),
+            "checkpoint has tp=1, dp=2, zero=0, pp=2, vpp=2; this run has tp=1, dp=2, zero=1, pp=2, vpp=2: this run "
+            "uses the distributed optimizer (zero=1) with pp=2, whose checkpoints are not supported yet; use "
+            "zero=0 with pp > 1");
 }
 
 TEST_F(CheckpointFormatTest, ModelMismatchListsTheFields) {

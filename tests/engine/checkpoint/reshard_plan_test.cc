@@ -4,11 +4,9 @@
 // between tp/dp/zero layouts through real files, every element checked.
 //
 // The end-to-end cases build each saved rank's arrays from the element's
-// identity — tensor i's whole element e holds 1000·i + e + 0.5 as its fp32
-// master (exact in fp32: the test's tensors have < 2^13 elements), minus that
-// in Adam m, twice it in v, and the low 16 bits of 7·i + e in its bf16 word —
-// so a piece copied from the wrong rank, tensor or offset shows as a wrong
-// number. Padding holds 7777 in the saved arrays and must be 0 after a
+// identity (identity_states.h: tensor i's whole element e holds 10000·i + e +
+// 0.5 as its fp32 master), so a piece copied from the wrong rank, tensor or
+// offset shows as a wrong number. Padding holds 7777 in the saved arrays and must be 0 after a
 // reshard (it is not state).
 #include <gtest/gtest.h>
 
@@ -23,6 +21,7 @@
 #include "engine/checkpoint/reshard_plan.h"
 #include "engine/model/parameter_layout.h"
 #include "sim/core/config_error.h"
+#include "tests/engine/checkpoint/identity_states.h"
 
 namespace sextant::engine::checkpoint {
 namespace {
@@ -95,54 +94,15 @@ TransformerShape test_shape(int tp, bool llama, int hidden = 16) {
 
 // A run's sharding, with two ZeRO buckets that do not end at tensor boundaries.
 CheckpointSharding sharding_for(const Layout& l, bool llama, int hidden = 16) {
-  const ParameterLayout layout(test_shape(l.tp, llama, hidden));
-  const std::uint64_t multiple = 8 * static_cast<std::uint64_t>(l.dp);
-  auto round_up = [&](std::uint64_t n) { return (n + multiple - 1) / multiple * multiple; };
-  std::vector<GradientBucketRange> buckets;
-  std::uint64_t flat = layout.total_elements();
-  if (l.zero) {
-    const std::uint64_t first = round_up(flat / 2);
-    flat = round_up(flat);
-    buckets = {{0, first, 0}, {first, flat - first, 0}};
-  }
-  return sharding_of(layout, l.tp, flat, buckets, l.dp, l.zero != 0);
+  return testing::sharding_with_buckets(ParameterLayout(test_shape(l.tp, llama, hidden)), l.tp, l.dp, l.zero != 0);
 }
 
-float master_value(std::size_t tensor, std::uint64_t whole) {
-  return 1000.0f * static_cast<float>(tensor) + static_cast<float>(whole) + 0.5f;
-}
-
-// Every rank's state of a layout, elements from their identities; padding `pad`.
+// Every rank's state of a layout, each tensor identified by its index in the sharding.
 std::vector<TrainerState> states_for(const Layout& l, const CheckpointSharding& sh, float pad, std::int64_t step) {
-  std::vector<TrainerState> states;
-  for (int w = 0; w < l.tp * l.dp; ++w) {
-    const int t = w % l.tp, d = w / l.tp;
-    std::vector<std::uint16_t> weights(sh.flat_elements, static_cast<std::uint16_t>(pad));
-    std::vector<float> full(sh.flat_elements, pad);
-    for (std::size_t i = 0; i < sh.tensors.size(); ++i)
-      for (const ShardRun& r : shard_runs(sh.tensors[i], l.tp, t))
-        for (std::uint64_t e = 0; e < r.elements; ++e) {
-          weights[sh.tensors[i].offset + r.local + e] = static_cast<std::uint16_t>(7 * i + r.whole + e);
-          full[sh.tensors[i].offset + r.local + e] = master_value(i, r.whole + e);
-        }
-    TrainerState s;
-    s.steps_done = step;
-    s.weights_bf16 = weights;
-    if (sh.optimizer_shards.empty()) {
-      s.master = full;
-    } else {
-      for (const OptimizerRange& r : sh.optimizer_shards[static_cast<std::size_t>(d)]) {
-        s.master.resize(std::max<std::size_t>(s.master.size(), r.shard_offset + r.elements));
-        for (std::uint64_t e = 0; e < r.elements; ++e) s.master[r.shard_offset + e] = full[r.begin + e];
-      }
-    }
-    for (const float x : s.master) {
-      s.adam_m.push_back(x == pad ? pad : -x);
-      s.adam_v.push_back(x == pad ? pad : 2 * x);
-    }
-    states.push_back(std::move(s));
-  }
-  return states;
+  const std::vector<CheckpointSharding> stages = {sh};
+  const TensorSharding* first = stages.front().tensors.data();
+  return testing::identity_states(
+      l.tp, l.dp, stages, [&](const TensorSharding& t) { return static_cast<std::size_t>(&t - first); }, pad, step);
 }
 
 struct ReshardCase {
@@ -181,18 +141,8 @@ TEST_P(ReshardTest, EveryElementLandsWhereTheNewLayoutKeepsIt) {
   const CheckpointSharding run = sharding_for(c.run, c.llama);
   const OpenedCheckpoint opened = save(c.saved, saved);
   ASSERT_EQ(opened.metadata.sharding, saved);  // through metadata.json
-  const std::vector<TrainerState> want = states_for(c.run, run, 0.0f, 5);
-  for (int w = 0; w < c.run.tp * c.run.dp; ++w) {
-    const ReshardPlan plan = plan_reshard(opened.metadata.layout, opened.metadata.sharding, {c.run.tp, c.run.dp, c.run.zero},
-                                          run, w, "m.json");
-    const TrainerState got = read_resharded_state(opened, plan);
-    const TrainerState& expected = want[static_cast<std::size_t>(w)];
-    EXPECT_EQ(got.steps_done, 5);
-    EXPECT_EQ(got.weights_bf16, expected.weights_bf16) << "rank " << w;
-    EXPECT_EQ(got.master, expected.master) << "rank " << w;
-    EXPECT_EQ(got.adam_m, expected.adam_m) << "rank " << w;
-    EXPECT_EQ(got.adam_v, expected.adam_v) << "rank " << w;
-  }
+  testing::expect_resharded_states(opened, {opened.metadata.sharding}, {c.run.tp, c.run.dp, c.run.zero}, {run},
+                                   states_for(c.run, run, 0.0f, 5));
 }
 
 INSTANTIATE_TEST_SUITE_P(
