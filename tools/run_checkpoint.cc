@@ -98,10 +98,8 @@ ckpt::TrainerState load_rank_state(const ckpt::OpenedCheckpoint& c, const Prepar
                                    const RunSharding& sharding) {
   if (same_arrays(c, run, sharding)) return ckpt::read_rank_state(c, run.world_rank);
   const ckpt::CheckpointMetadata& m = c.metadata;
-  const std::vector<ckpt::CheckpointSharding> saved =
-      m.layout.pp > 1 ? m.stages : std::vector<ckpt::CheckpointSharding>{m.sharding};
   const ckpt::ReshardPlan plan =
-      ckpt::plan_reshard(m.layout, saved, layout_of(run.settings.layout),
+      ckpt::plan_reshard(m.layout, ckpt::saved_stage_shardings(m), layout_of(run.settings.layout),
                          sharding.at(static_cast<std::size_t>(stage_of(run))), run.world_rank, metadata_file(c));
   return ckpt::read_resharded_state(c, plan);
 }

@@ -113,6 +113,10 @@ const CheckpointSharding& stage_sharding(const CheckpointMetadata& m, int stage)
   return m.stages.at(static_cast<std::size_t>(stage));
 }
 
+std::vector<CheckpointSharding> saved_stage_shardings(const CheckpointMetadata& m) {
+  return m.layout.pp > 1 ? m.stages : std::vector<CheckpointSharding>{m.sharding};
+}
+
 bool sharding_known(const CheckpointMetadata& m) {
   return m.layout.pp > 1 ? !m.stages.empty() : m.sharding.known();
 }

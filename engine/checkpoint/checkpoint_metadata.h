@@ -97,6 +97,8 @@ struct CheckpointMetadata {
 
 /// The sharding of the files of pipeline stage `stage` (0 when pp = 1).
 const CheckpointSharding& stage_sharding(const CheckpointMetadata& metadata, int stage);
+/// Every saved stage's sharding, by stage: `stages`, or with pp = 1 `sharding` alone.
+std::vector<CheckpointSharding> saved_stage_shardings(const CheckpointMetadata& metadata);
 /// Whether the metadata describes how its arrays are cut (version >= 2).
 bool sharding_known(const CheckpointMetadata& metadata);
 

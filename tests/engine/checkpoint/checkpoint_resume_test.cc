@@ -1,17 +1,21 @@
-// Resuming from a checkpoint on the GPU: a tiny GPT trained 6 steps without a
-// break, against the same run saved at step 3 (through the real files:
+// Resuming from a checkpoint on the GPU: a tiny GPT trained N steps without a
+// break, against the same run saved at step N/2 (through the real files:
 // engine/checkpoint/checkpoint_directory.h) and resumed by a fresh trainer
-// for steps 4-6. One rank, dp = 2 with the distributed optimizer and tp = 2,
-// on the in-process communicator (each rank its own shard file). Skips without a GPU
-// (fails instead under SEXTANT_REQUIRE_GPU=1).
+// for steps N/2+1..N: the issue's "stop at step 50, resume, and steps 51-100
+// equal an uninterrupted run" (N = 100: one rank, and pp = 2), and N = 6 for
+// dp = 2 with the distributed optimizer, tp = 2, pp = 2 with vpp = 2, and tp =
+// 2, pp = 2, dp = 2 (a PipelineTrainer per rank: engine/pipeline/; its
+// checkpoint metadata describes each stage, which the test checks against the
+// trainer's own tensors), on the in-process communicator (each rank its own
+// shard file). Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
 //
 // What must be equal bit for bit, and why:
 // - The restored state: the four arrays and the step read back from the files
 //   are the saved ones (state() after restore() == the state saved).
-// - Step 4's loss: the forward of the same weights and tokens runs the same
+// - Step N/2+1's loss: the forward of the same weights and tokens runs the same
 //   kernels (GEMM tuning off: cuBLASLt's heuristic choice depends on shapes
 //   only), none of them with atomics.
-// - Steps 5-6 and the final weights: bit for bit when the engine's backward is
+// - The later steps and the final weights: bit for bit when the engine's backward is
 //   itself reproducible, which the test measures by running the uninterrupted
 //   run twice. Flash attention's backward adds dQ with fp32 atomics in any
 //   order (data_parallel_trainer_test.cc), so two uninterrupted runs can
@@ -31,7 +35,9 @@
 
 #include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/comm/communicator.h"
+#include "engine/checkpoint/checkpoint_sharding.h"
 #include "engine/comm/parallel_groups.h"
+#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
 #include "tests/engine/comm/comm_test_support.h"
@@ -45,13 +51,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::Batch;
 
-constexpr int kSteps = 6;
-constexpr int kSaveAt = 3;
-
-TrainerOptions resume_options(bool distributed_optimizer) {
+TrainerOptions resume_options(bool distributed_optimizer, int steps) {
   TrainerOptions o = testing::three_step_options(4);
   o.lr.warmup_steps = 2;
-  o.lr.decay_steps = kSteps;  // the schedule runs past the save: steps 4-6 use their own rates
+  o.lr.decay_steps = steps;  // the schedule runs past the save: the resumed steps use their own rates
   o.bucket_elements = 10'000;
   o.distributed_optimizer = distributed_optimizer;
   return o;
@@ -66,28 +69,45 @@ struct ResumeCase {
   int dp;
   int tp;
   bool distributed_optimizer;
+  int pp = 1, vpp = 1;
+  int steps = 6;  // saved after steps / 2
+  const char* name = "";
+  int ranks() const { return dp * tp * pp; }
+  int save_at() const { return steps / 2; }
 };
 
-// Calls body(rank, dp group, tp group) on the tp·dp ranks of `c` (in-process
-// threads when more than one; groups split in the order tp-dp; null: none).
+// Calls body(rank, trainer) on the tp·dp·pp ranks of `c` (in-process threads
+// when more than one; groups split in the order tp-dp-pp), each with a fresh
+// trainer: a Trainer, or with pp > 1 the rank's PipelineTrainer.
 template <typename Body>
-void on_ranks(const ResumeCase& c, const sim::ParallelLayout& layout, Body body) {
-  if (c.dp * c.tp == 1) {
-    body(0, nullptr, nullptr);
+void on_ranks(const ResumeCase& c, const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+              const TrainerOptions& options, Body body) {
+  const TransformerShape shape = transformer_shape_of(model, layout);  // the rank's shard under tp
+  if (c.ranks() == 1) {
+    Trainer trainer(model, shape, options);
+    body(0, trainer);
     return;
   }
-  comm::testing::run_in_process(c.dp * c.tp, [&](int r, comm::Communicator& world) {
-    if (c.tp == 1) {
-      body(r, &world, nullptr);
+  comm::testing::run_in_process(c.ranks(), [&](int r, comm::Communicator& world) {
+    if (c.tp == 1 && c.pp == 1) {
+      Trainer trainer(model, shape, options, &world, nullptr);
+      body(r, trainer);
       return;
     }
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-    body(r, groups.dp.get(), groups.tp.get());
+    if (c.pp > 1) {
+      pipeline::PipelineTrainer trainer(model, layout, options, {groups.pp.get(), groups.dp.get(), groups.tp.get()});
+      body(r, trainer);
+      return;
+    }
+    Trainer trainer(model, shape, options, groups.dp.get(), groups.tp.get());
+    body(r, trainer);
   });
 }
 
 // Steps [first, last] (1-based) on `batches`; saves rank states into `root` after step `save_at` (0: never).
-void train(Trainer& trainer, const std::vector<Batch>& batches, int first, int last, RankRun& out,
+template <typename AnyTrainer>
+void train(AnyTrainer& trainer, const std::vector<Batch>& batches, int first, int last, RankRun& out,
            const std::string& root, int save_at, int rank) {
   for (int step = first; step <= last; ++step) {
     const Batch& b = batches[static_cast<std::size_t>(step - 1)];
@@ -99,13 +119,27 @@ void train(Trainer& trainer, const std::vector<Batch>& batches, int first, int l
   out.final_state = trainer.state();
 }
 
-checkpoint::CheckpointMetadata metadata_of(const ResumeCase& c) {
+checkpoint::CheckpointMetadata metadata_of(const ResumeCase& c, const sim::ModelConfig& model,
+                                           const sim::ParallelLayout& layout) {
   checkpoint::CheckpointMetadata m;
-  m.step = kSaveAt;
-  m.data_batches = kSaveAt;
-  m.layout = {c.tp, c.dp, c.distributed_optimizer ? 1 : 0};
-  m.world_size = c.tp * c.dp;
+  m.step = c.save_at();
+  m.data_batches = c.save_at();
+  m.layout = {c.tp, c.dp, c.distributed_optimizer ? 1 : 0, c.pp, c.vpp};
+  m.world_size = c.ranks();
+  if (c.pp > 1) m.stages = checkpoint::pipeline_sharding(model, layout);
   return m;
+}
+
+// A pipeline stage's description in the metadata names the trainer's tensors in
+// its order and its flat arrays' length (the CPU's pipeline_stage_sharding
+// against the PipelineTrainer's own chunks); nothing to check for a Trainer.
+void expect_stage_described(const Trainer&, const checkpoint::CheckpointMetadata&, int) {}
+void expect_stage_described(const pipeline::PipelineTrainer& trainer, const checkpoint::CheckpointMetadata& m, int rank) {
+  const checkpoint::CheckpointSharding& described = checkpoint::stage_sharding(m, trainer.stage());
+  std::vector<std::string> names;
+  for (const checkpoint::TensorSharding& t : described.tensors) names.push_back(t.name);
+  EXPECT_EQ(names, trainer.tensor_names()) << "rank " << rank << " (stage " << trainer.stage() << ")";
+  EXPECT_EQ(described.flat_elements, trainer.state().weights_bf16.size()) << "rank " << rank;
 }
 
 std::size_t moved_weights(const checkpoint::TrainerState& a, const checkpoint::TrainerState& b, double lr) {
@@ -122,47 +156,52 @@ class CheckpointResumeTest : public kernels::testing::GpuTestWithParam<ResumeCas
 
 TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
   const ResumeCase& param = GetParam();
-  const int world = param.dp * param.tp;
-  const sim::ModelConfig model = testing::small_model("ckpt-gpt", false, 2, 2);
+  const int world = param.ranks();
+  const int steps = param.steps, save_at = param.save_at(), resumed_steps = steps - save_at;
+  sim::ModelConfig model = testing::small_model("ckpt-gpt", false, 2, 2);
+  if (param.pp > 1) model.num_layers = 4;  // a layer per virtual stage at pp = 2, vpp = 2
   sim::ParallelLayout layout;
   layout.tp = param.tp;
   layout.dp = param.dp;
+  layout.pp = param.pp;
+  layout.vpp = param.vpp;
+  if (param.vpp > 1) layout.schedule = sim::Schedule::kInterleaved;
   layout.mbs = 1;
   layout.gbs = 4;
+  if (param.pp > 1) ASSERT_EQ(sim::check_pipeline_split(model, layout), sim::SplitProblem::kNone);
   const TransformerShape shape = transformer_shape_of(model, layout);  // the rank's shard under tp
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
-  TrainerOptions options = resume_options(param.distributed_optimizer);
+  TrainerOptions options = resume_options(param.distributed_optimizer, steps);
   options.seed = rng()();
   std::vector<Batch> batches;
-  for (int i = 0; i < kSteps; ++i) batches.push_back(testing::random_batch(rng(), 4, shape.seq, shape.vocab));
-  const fs::path root = fs::temp_directory_path() / ("sextant-resume-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(param.dp) + "-" + std::to_string(param.tp));
+  for (int i = 0; i < steps; ++i) batches.push_back(testing::random_batch(rng(), 4, shape.seq, shape.vocab));
+  const checkpoint::CheckpointMetadata metadata = metadata_of(param, model, layout);
+  const fs::path root = fs::temp_directory_path() / ("sextant-resume-" + std::to_string(::getpid()) + "-" + param.name);
   fs::remove_all(root);
 
-  // Twice without a break; the first saves at step 3.
+  // Twice without a break; the first saves after step N/2.
   std::vector<RankRun> first(static_cast<std::size_t>(world)), second(static_cast<std::size_t>(world));
-  checkpoint::begin_save(root.string(), kSaveAt);
-  on_ranks(param, layout, [&](int r, comm::Communicator* dp, comm::Communicator* tp) {
-    Trainer trainer(model, shape, options, dp, tp);
-    train(trainer, batches, 1, kSteps, first[static_cast<std::size_t>(r)], root.string(), kSaveAt, r);
+  checkpoint::begin_save(root.string(), save_at);
+  on_ranks(param, model, layout, options, [&](int r, auto& trainer) {
+    expect_stage_described(trainer, metadata, r);
+    train(trainer, batches, 1, steps, first[static_cast<std::size_t>(r)], root.string(), save_at, r);
   });
-  checkpoint::commit_save(root.string(), metadata_of(param), 2);
-  on_ranks(param, layout, [&](int r, comm::Communicator* dp, comm::Communicator* tp) {
-    Trainer trainer(model, shape, options, dp, tp);
-    train(trainer, batches, 1, kSteps, second[static_cast<std::size_t>(r)], "", 0, r);
+  checkpoint::commit_save(root.string(), metadata, 2);
+  on_ranks(param, model, layout, options, [&](int r, auto& trainer) {
+    train(trainer, batches, 1, steps, second[static_cast<std::size_t>(r)], "", 0, r);
   });
 
-  // A fresh trainer per rank from the files, steps 4-6.
+  // A fresh trainer per rank from the files, steps N/2+1..N.
   const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(root.string());
-  ASSERT_EQ(opened.metadata.step, kSaveAt);
+  ASSERT_EQ(opened.metadata.step, save_at);
+  ASSERT_EQ(opened.metadata.stages, metadata.stages);  // through metadata.json (version 3 with pp > 1)
   std::vector<RankRun> resumed(static_cast<std::size_t>(world));
-  on_ranks(param, layout, [&](int r, comm::Communicator* dp, comm::Communicator* tp) {
-    Trainer trainer(model, shape, options, dp, tp);
+  on_ranks(param, model, layout, options, [&](int r, auto& trainer) {
     const checkpoint::TrainerState saved = checkpoint::read_rank_state(opened, r);
     trainer.restore(saved);
     EXPECT_TRUE(trainer.state() == saved) << "rank " << r << ": the state read back differs from the one saved";
-    EXPECT_EQ(trainer.steps_done(), kSaveAt);
-    train(trainer, batches, kSaveAt + 1, kSteps, resumed[static_cast<std::size_t>(r)], "", 0, r);
+    EXPECT_EQ(trainer.steps_done(), save_at);
+    train(trainer, batches, save_at + 1, steps, resumed[static_cast<std::size_t>(r)], "", 0, r);
   });
   fs::remove_all(root);
 
@@ -171,23 +210,29 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
     const RankRun& a = first[static_cast<std::size_t>(r)];
     const RankRun& b = second[static_cast<std::size_t>(r)];
     const RankRun& c = resumed[static_cast<std::size_t>(r)];
-    ASSERT_EQ(c.losses.size(), 3u);
-    EXPECT_EQ(c.losses[0], a.losses[kSaveAt]) << "rank " << r << ": step 4's loss";
+    ASSERT_EQ(c.losses.size(), static_cast<std::size_t>(resumed_steps));
+    EXPECT_EQ(c.losses[0], a.losses[static_cast<std::size_t>(save_at)]) << "rank " << r << ": step " << save_at + 1 << "'s loss";
     const bool reproducible = a.losses == b.losses && a.final_state == b.final_state;
     if (reproducible) {
-      for (int s = 1; s < 3; ++s) EXPECT_EQ(c.losses[static_cast<std::size_t>(s)], a.losses[static_cast<std::size_t>(kSaveAt + s)]);
+      for (int s = 1; s < resumed_steps; ++s)
+        EXPECT_EQ(c.losses[static_cast<std::size_t>(s)], a.losses[static_cast<std::size_t>(save_at + s)])
+            << "rank " << r << ": step " << save_at + 1 + s;
       EXPECT_TRUE(c.final_state == a.final_state) << "rank " << r << ": final state differs";
     } else {
-      for (int s = 1; s < 3; ++s)
-        EXPECT_NEAR(c.losses[static_cast<std::size_t>(s)], a.losses[static_cast<std::size_t>(kSaveAt + s)],
-                    1e-4 * a.losses[static_cast<std::size_t>(kSaveAt + s)]);
+      for (int s = 1; s < resumed_steps; ++s)
+        EXPECT_NEAR(c.losses[static_cast<std::size_t>(s)], a.losses[static_cast<std::size_t>(save_at + s)],
+                    1e-4 * a.losses[static_cast<std::size_t>(save_at + s)]);
       EXPECT_EQ(c.final_state.steps_done, a.final_state.steps_done);
       EXPECT_LE(static_cast<double>(moved_weights(c.final_state, a.final_state, lr)),
                 1e-2 * static_cast<double>(a.final_state.weights_bf16.size()));
     }
-    std::cout << "  tp=" << param.tp << " dp=" << param.dp << (options.distributed_optimizer ? " zero=1" : "") << " rank " << r
-              << ": losses 4-6 uninterrupted " << a.losses[3] << ", " << a.losses[4] << ", " << a.losses[5]
-              << "; resumed " << c.losses[0] << ", " << c.losses[1] << ", " << c.losses[2] << "; "
+    const std::size_t last = static_cast<std::size_t>(steps - 1);
+    std::cout << "  tp=" << param.tp << " dp=" << param.dp << (options.distributed_optimizer ? " zero=1" : "")
+              << (param.pp > 1 ? " pp=" + std::to_string(param.pp) : "")
+              << (param.vpp > 1 ? " vpp=" + std::to_string(param.vpp) : "") << " rank " << r << ": saved at step "
+              << save_at << "; losses of steps " << save_at + 1 << " and " << steps << " uninterrupted "
+              << a.losses[static_cast<std::size_t>(save_at)] << ", " << a.losses[last] << "; resumed " << c.losses[0]
+              << ", " << c.losses.back() << "; "
               << (reproducible ? "two uninterrupted runs agree bit for bit, and so does the resumed one: "
                                : "two uninterrupted runs differ (atomics), resumed compared within their noise: ")
               << (c.final_state == a.final_state ? "final state bit-identical" : "final state differs") << " ("
@@ -196,13 +241,15 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
   }
 }
 
+// The issue's 50 + 50 steps on one rank and on a pipeline; 3 + 3 elsewhere.
 INSTANTIATE_TEST_SUITE_P(Layouts, CheckpointResumeTest,
-                         ::testing::Values(ResumeCase{1, 1, false}, ResumeCase{2, 1, true}, ResumeCase{1, 2, false}),
-                         [](const ::testing::TestParamInfo<ResumeCase>& info) {
-                           const ResumeCase& c = info.param;
-                           if (c.tp > 1) return std::string("Tp2");
-                           return c.dp == 1 ? std::string("OneGpu") : std::string("Dp2DistributedOptimizer");
-                         });
+                         ::testing::Values(ResumeCase{1, 1, false, 1, 1, 100, "OneGpu"},
+                                           ResumeCase{2, 1, true, 1, 1, 6, "Dp2DistributedOptimizer"},
+                                           ResumeCase{1, 2, false, 1, 1, 6, "Tp2"},
+                                           ResumeCase{1, 1, false, 2, 1, 100, "Pp2"},
+                                           ResumeCase{1, 1, false, 2, 2, 6, "Pp2Vpp2"},
+                                           ResumeCase{2, 2, false, 2, 1, 6, "Tp2Pp2Dp2"}),
+                         [](const ::testing::TestParamInfo<ResumeCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace sextant::engine

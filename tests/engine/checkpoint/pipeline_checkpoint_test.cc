@@ -232,8 +232,7 @@ TEST_P(PipelineReshardTest, EveryElementLandsWhereTheNewLayoutKeepsIt) {
   const std::vector<CheckpointSharding> saved = shardings_for(c.saved);
   const std::vector<CheckpointSharding> run = shardings_for(c.run);
   const OpenedCheckpoint opened = save(c.saved, saved);
-  const std::vector<CheckpointSharding> read =
-      c.saved.pp > 1 ? opened.metadata.stages : std::vector<CheckpointSharding>{opened.metadata.sharding};
+  const std::vector<CheckpointSharding> read = saved_stage_shardings(opened.metadata);
   ASSERT_EQ(read, saved);  // through metadata.json
   testing::expect_resharded_states(opened, read, c.run.checkpoint(), run, states_for(c.run, run, 0.0f, 5));
 }
