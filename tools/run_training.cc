@@ -332,7 +332,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   int first_batch = 0;
   // How the ranks' arrays are cut: a replica's, or each pipeline stage's by
   // the whole model's tensor names (checked against this rank's stage).
-  const RunSharding sharding = run_sharding(*trainer, trained, s.layout, run.world_rank);
+  const bool checkpoints = run.checkpoint.has_value() || !s.save_dir.empty();
+  const RunSharding sharding = checkpoints ? run_sharding(*trainer, trained, s.layout, run.world_rank) : RunSharding{};
   if (run.checkpoint) {
     const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {

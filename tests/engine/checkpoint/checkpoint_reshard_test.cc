@@ -1,7 +1,8 @@
 // Loading a checkpoint into another layout on the GPU: a tiny model trained 3
 // steps in one layout and saved (real files), loaded by fresh trainers of
 // another layout (tp = 2 -> 1, 1 -> 2, dp = 2 with ZeRO-1 -> 1, 1 -> dp = 2
-// with ZeRO-1; the in-process communicator) that train steps 4-6, against the
+// with ZeRO-1, pp = 2 -> 1 and 1 -> 2 (PipelineTrainer, engine/pipeline/);
+// the in-process communicator) that train steps 4-6, against the
 // saved layout's run going on without a break. Skips without a GPU (fails
 // instead under SEXTANT_REQUIRE_GPU=1).
 //
@@ -15,7 +16,12 @@
 //   rounding of the row-parallel partial sums and other GEMM shapes, which
 //   tensor_parallel_trainer_test.cc bounds at 1e-2 relative for the losses
 //   (measured 0.3-1 %); dp = 2 against one rank only by fp32 reassociation and
-//   flash attention's atomics, 1e-4 relative (data_parallel_trainer_test.cc).
+//   flash attention's atomics, 1e-4 relative (data_parallel_trainer_test.cc);
+//   pp = 2 against one rank (tp = 1) by the order the tied embedding's two
+//   gradients are summed and the gradient norm's sum, 1e-3 relative, the
+//   bound pipeline_trainer_test.cc holds a pipeline's later steps to.
+//   With a pipeline, the tied wte is held by the first and the last stage;
+//   both copies' masters go into the whole tensors and must agree.
 //   A piece taken from the wrong rank or offset, or Adam moments not carried
 //   (a fresh Adam makes step 4's update sign(g)·lr, ~10x the carried one at
 //   this point), moves the losses by more.
@@ -38,6 +44,7 @@
 #include "engine/checkpoint/reshard_plan.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
+#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
@@ -56,12 +63,14 @@ constexpr int kSaveAt = 3;
 struct Layout {
   int tp = 1, dp = 1;
   bool zero = false;
-  int ranks() const { return tp * dp; }
-  checkpoint::CheckpointLayout checkpoint() const { return {tp, dp, zero ? 1 : 0}; }
+  int pp = 1;
+  int ranks() const { return tp * dp * pp; }
+  checkpoint::CheckpointLayout checkpoint() const { return {tp, dp, zero ? 1 : 0, pp}; }
   sim::ParallelLayout parallel() const {
     sim::ParallelLayout l;
     l.tp = tp;
     l.dp = dp;
+    l.pp = pp;
     l.mbs = 1;
     l.gbs = 4;
     return l;
@@ -84,7 +93,8 @@ TrainerOptions options_for(const Layout& l, std::uint64_t seed) {
   return o;
 }
 
-// body(rank, trainer) on each rank of `l`, each with its own trainer.
+// body(rank, trainer) on each rank of `l`, each with its own trainer: a
+// Trainer, or with pp > 1 the rank's PipelineTrainer.
 template <typename Body>
 void on_ranks(const sim::ModelConfig& model, const Layout& l, const TrainerOptions& options, Body body) {
   const TransformerShape shape = transformer_shape_of(model, l.parallel());
@@ -95,28 +105,49 @@ void on_ranks(const sim::ModelConfig& model, const Layout& l, const TrainerOptio
   }
   comm::testing::run_in_process(l.ranks(), [&](int r, comm::Communicator& world) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, l.parallel(), world.stream());
+    if (l.pp > 1) {
+      pipeline::PipelineTrainer trainer(model, l.parallel(), options, {groups.pp.get(), groups.dp.get(), groups.tp.get()});
+      body(r, trainer);
+      return;
+    }
     Trainer trainer(model, shape, options, l.dp > 1 ? groups.dp.get() : nullptr,
                     l.tp > 1 ? groups.tp.get() : nullptr);
     body(r, trainer);
   });
 }
 
-checkpoint::CheckpointSharding sharding_of(const Trainer& t, const Layout& l) {
+// The rank's sharding: the Trainer's, or its pipeline stage's.
+checkpoint::CheckpointSharding sharding_of(const Trainer& t, const sim::ModelConfig&, const Layout& l) {
   return checkpoint::sharding_of(t.layout(), l.tp, t.flat_elements(), t.gradient_buckets(), l.dp, l.zero);
+}
+checkpoint::CheckpointSharding sharding_of(const pipeline::PipelineTrainer& t, const sim::ModelConfig& model,
+                                           const Layout& l) {
+  return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage());
 }
 
 using Masters = std::map<std::string, std::vector<float>>;  // whole tensors
 
 // Adds rank (tp_rank) `trainer`'s master weights into the whole tensors:
-// its shard's runs, skipping the NaN of ZeRO blocks it does not own.
-void add_masters(const Trainer& trainer, const checkpoint::CheckpointSharding& sh, int tp, int tp_rank, Masters& whole) {
+// its shard's runs, skipping the NaN of ZeRO blocks it does not own. With a
+// pipeline, the tied wte's second copy (the last stage's) must equal the first.
+template <typename AnyTrainer>
+void add_masters(const AnyTrainer& trainer, const checkpoint::CheckpointSharding& sh, int tp, int tp_rank, int pp,
+                 Masters& whole) {
   for (const checkpoint::TensorSharding& t : sh.tensors) {
     const std::vector<float> mine = trainer.master_parameter(t.name);
     std::vector<float>& w = whole[t.name];
     w.resize(static_cast<std::size_t>(t.rows * t.cols), std::nanf(""));
+    std::size_t differ = 0;
     for (const checkpoint::ShardRun& run : checkpoint::shard_runs(t, tp, tp_rank))
-      for (std::uint64_t i = 0; i < run.elements; ++i)
-        if (!std::isnan(mine[run.local + i])) w[run.whole + i] = mine[run.local + i];
+      for (std::uint64_t i = 0; i < run.elements; ++i) {
+        const float x = mine[run.local + i];
+        if (std::isnan(x)) continue;
+        float& into = w[run.whole + i];
+        const bool tied_copy = pp > 1 && t.name == "wte" && !std::isnan(into);
+        differ += tied_copy && std::memcmp(&into, &x, sizeof x) != 0 ? 1 : 0;
+        into = x;
+      }
+    EXPECT_EQ(differ, 0u) << t.name << ": the tied copies' master weights differ";
   }
 }
 
@@ -143,8 +174,8 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
   checkpoint::CheckpointMetadata metadata;
   std::mutex mutex;
   checkpoint::begin_save(root.string(), kSaveAt);
-  on_ranks(model, c.saved, options_for(c.saved, seed), [&](int r, Trainer& trainer) {
-    const checkpoint::CheckpointSharding sh = sharding_of(trainer, c.saved);
+  on_ranks(model, c.saved, options_for(c.saved, seed), [&](int r, auto& trainer) {
+    const checkpoint::CheckpointSharding sh = sharding_of(trainer, model, c.saved);
     for (int step = 1; step <= kSteps; ++step) {
       const Batch& b = batches[static_cast<std::size_t>(step - 1)];
       const StepResult result = trainer.step(b.inputs, b.targets);
@@ -153,7 +184,7 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
       if (step != kSaveAt) continue;
       checkpoint::write_rank_shard(root.string(), kSaveAt, r, trainer.state());
       std::lock_guard<std::mutex> lock(mutex);
-      add_masters(trainer, sh, c.saved.tp, r % c.saved.tp, saved_masters);
+      add_masters(trainer, sh, c.saved.tp, r % c.saved.tp, c.saved.pp, saved_masters);
       if (r == 0) metadata.sharding = sh;
     }
   });
@@ -161,21 +192,26 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
   metadata.data_batches = kSaveAt;
   metadata.layout = c.saved.checkpoint();
   metadata.world_size = c.saved.ranks();
+  if (c.saved.pp > 1) {
+    metadata.sharding = {};
+    metadata.stages = checkpoint::pipeline_sharding(model, c.saved.parallel());
+  }
   checkpoint::commit_save(root.string(), metadata, 1);
 
   // The loading layout: fresh trainers from the files, steps 4-6.
   const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(root.string());
   std::vector<double> resumed;
   Masters loaded_masters;
-  on_ranks(model, c.loaded, options_for(c.loaded, seed + 1), [&](int r, Trainer& trainer) {
-    const checkpoint::CheckpointSharding sh = sharding_of(trainer, c.loaded);
-    const checkpoint::ReshardPlan plan = checkpoint::plan_reshard(opened.metadata.layout, opened.metadata.sharding,
-                                                                  c.loaded.checkpoint(), sh, r, "metadata.json");
+  on_ranks(model, c.loaded, options_for(c.loaded, seed + 1), [&](int r, auto& trainer) {
+    const checkpoint::CheckpointSharding sh = sharding_of(trainer, model, c.loaded);
+    const checkpoint::ReshardPlan plan =
+        checkpoint::plan_reshard(opened.metadata.layout, checkpoint::saved_stage_shardings(opened.metadata),
+                                 c.loaded.checkpoint(), sh, r, "metadata.json");
     trainer.restore(checkpoint::read_resharded_state(opened, plan));
     EXPECT_EQ(trainer.steps_done(), kSaveAt);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      add_masters(trainer, sh, c.loaded.tp, r % c.loaded.tp, loaded_masters);
+      add_masters(trainer, sh, c.loaded.tp, r % c.loaded.tp, c.loaded.pp, loaded_masters);
     }
     for (int step = kSaveAt + 1; step <= kSteps; ++step) {
       const Batch& b = batches[static_cast<std::size_t>(step - 1)];
@@ -200,8 +236,9 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
     EXPECT_NEAR(resumed[static_cast<std::size_t>(s)], want, c.loss_tolerance * want) << "step " << kSaveAt + 1 + s;
     worst = std::max(worst, std::abs(resumed[static_cast<std::size_t>(s)] - want) / want);
   }
-  std::cout << "  saved tp=" << c.saved.tp << " dp=" << c.saved.dp << " zero=" << c.saved.zero << ", loaded tp="
-            << c.loaded.tp << " dp=" << c.loaded.dp << " zero=" << c.loaded.zero << (c.llama ? " (llama)" : " (gpt)")
+  std::cout << "  saved tp=" << c.saved.tp << " dp=" << c.saved.dp << " zero=" << c.saved.zero << " pp=" << c.saved.pp
+            << ", loaded tp=" << c.loaded.tp << " dp=" << c.loaded.dp << " zero=" << c.loaded.zero
+            << " pp=" << c.loaded.pp << (c.llama ? " (llama)" : " (gpt)")
             << ": losses 4-6 uninterrupted " << uninterrupted[3] << ", " << uninterrupted[4] << ", " << uninterrupted[5]
             << "; loaded " << resumed[0] << ", " << resumed[1] << ", " << resumed[2] << "; worst relative difference "
             << worst << " (bound " << c.loss_tolerance << "); masters equal bit for bit\n";
@@ -212,10 +249,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ReshardCase{{2, 1, false}, {1, 1, false}, true, 1e-2},
                       ReshardCase{{1, 1, false}, {2, 1, false}, false, 1e-2},
                       ReshardCase{{1, 2, true}, {1, 1, false}, false, 1e-4},
-                      ReshardCase{{1, 1, false}, {1, 2, true}, true, 1e-4}),
+                      ReshardCase{{1, 1, false}, {1, 2, true}, true, 1e-4},
+                      ReshardCase{{1, 1, false, 2}, {1, 1, false, 1}, false, 1e-3},
+                      ReshardCase{{1, 1, false, 1}, {1, 1, false, 2}, true, 1e-3},
+                      ReshardCase{{2, 1, false, 2}, {1, 2, false, 1}, false, 1e-2}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) {
       auto text = [](const Layout& l) {
-        return "Tp" + std::to_string(l.tp) + "Dp" + std::to_string(l.dp) + (l.zero ? "Zero1" : "");
+        return "Tp" + std::to_string(l.tp) + "Dp" + std::to_string(l.dp) + (l.zero ? "Zero1" : "") +
+               (l.pp > 1 ? "Pp" + std::to_string(l.pp) : "");
       };
       return text(info.param.saved) + "To" + text(info.param.loaded) + (info.param.llama ? "Llama" : "Gpt");
     });
