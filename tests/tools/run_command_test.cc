@@ -148,6 +148,43 @@ TEST(RunCommand, LoadsACheckpointOfAnotherTpButNotOfAnotherModel) {
   EXPECT_EQ(r.err.find("tp=2"), std::string::npos) << r.err;  // the layout is not what is wrong
 }
 
+// A version-3 checkpoint of gpt-350m saved with pp = 2 (each stage described)
+// fits a pp = 1 run: another pp is resharded on load, so the run stops only
+// for want of a GPU here.
+TEST(RunCommand, LoadsACheckpointOfAnotherPp) {
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here: it would train";
+  TempDir dir;
+  const std::string root = dir.file("ckpt");
+  engine::checkpoint::CheckpointMetadata m;
+  m.step = 3;
+  m.data_batches = 3;
+  m.seed = 1234;
+  // parameters_per_rank: ParameterLayout's count of the whole model at seq 128 (tp = 1), which
+  // pp does not change (the stages' files hold it between them).
+  m.model = {"gpt-350m", 24, 1024, 4096, 16, 16, 64, 51200, 128, 354871296};
+  m.layout = {1, 1, 0, 2};
+  m.world_size = 2;
+  m.lr_schedule = {3e-4, 3e-5, 1, 10};
+  engine::checkpoint::CheckpointSharding stage;
+  stage.flat_elements = 64;
+  stage.tensors = {{"wte", 51200, 1024, 0, -1, {}}};
+  stage.chunks = {{0, 12, true, false}};
+  m.stages = {stage, stage};
+  m.stages[1].chunks = {{12, 12, false, true}};
+  engine::checkpoint::begin_save(root, 3);
+  for (int r = 0; r < 2; ++r)
+    engine::checkpoint::write_rank_shard(root, 3, r, engine::checkpoint::TrainerState{3, {}, {}, {}, {}});
+  engine::checkpoint::commit_save(root, m, 2);
+  const CommandResult r = run_sextant(dir, "run --model gpt-350m --seq-length 128 --layout mbs=1,gbs=1 --steps 10 "
+                                           "--lr 3e-4 --min-lr 3e-5 --warmup-steps 1 --lr-decay-steps 10 --load ckpt");
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.find("--load"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find("no CUDA GPU is visible") != std::string::npos ||
+              r.err.find("built without the CUDA toolkit") != std::string::npos)
+      << r.err;
+}
+
 TEST(RunCommand, RefusesAGlobalBatchThatIsNotAMultipleOfTheMicroBatch) {
   TempDir dir;
   const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=3,gbs=8");
