@@ -22,12 +22,14 @@
 //   differ by ~1e-3 relative in a gradient; then the resumed run must be as
 //   close to the first uninterrupted one as the second uninterrupted one is
 //   (losses within 1e-4 relative, at most 1 % of the weights moved by more
-//   than lr/10, the bounds of data_parallel_trainer_test.cc), and the printout
-//   says which case held.
+//   than lr/10, the bounds of data_parallel_trainer_test.cc — or, over the 50
+//   resumed steps where that noise can grow, within twice the second run's
+//   own distance from the first), and the printout says which case held.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -219,12 +221,16 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
             << "rank " << r << ": step " << save_at + 1 + s;
       EXPECT_TRUE(c.final_state == a.final_state) << "rank " << r << ": final state differs";
     } else {
-      for (int s = 1; s < resumed_steps; ++s)
-        EXPECT_NEAR(c.losses[static_cast<std::size_t>(s)], a.losses[static_cast<std::size_t>(save_at + s)],
-                    1e-4 * a.losses[static_cast<std::size_t>(save_at + s)]);
+      for (int s = 1; s < resumed_steps; ++s) {
+        const std::size_t i = static_cast<std::size_t>(save_at + s);
+        const double noise = std::abs(b.losses[i] - a.losses[i]);
+        EXPECT_NEAR(c.losses[static_cast<std::size_t>(s)], a.losses[i], std::max(1e-4 * a.losses[i], 2 * noise))
+            << "rank " << r << ": step " << save_at + 1 + s;
+      }
       EXPECT_EQ(c.final_state.steps_done, a.final_state.steps_done);
       EXPECT_LE(static_cast<double>(moved_weights(c.final_state, a.final_state, lr)),
-                1e-2 * static_cast<double>(a.final_state.weights_bf16.size()));
+                std::max(1e-2 * static_cast<double>(a.final_state.weights_bf16.size()),
+                         2.0 * static_cast<double>(moved_weights(b.final_state, a.final_state, lr))));
     }
     const std::size_t last = static_cast<std::size_t>(steps - 1);
     std::cout << "  tp=" << param.tp << " dp=" << param.dp << (options.distributed_optimizer ? " zero=1" : "")
