@@ -98,6 +98,7 @@ ckpt::TrainerState load_rank_state(const ckpt::OpenedCheckpoint& c, const Prepar
                                    const RunSharding& sharding) {
   if (same_arrays(c, run, sharding)) return ckpt::read_rank_state(c, run.world_rank);
   const ckpt::CheckpointMetadata& m = c.metadata;
+  ckpt::check_run_holds_saved_tensors(ckpt::saved_stage_shardings(m), sharding, metadata_file(c));
   const ckpt::ReshardPlan plan =
       ckpt::plan_reshard(m.layout, ckpt::saved_stage_shardings(m), layout_of(run.settings.layout),
                          sharding.at(static_cast<std::size_t>(stage_of(run))), run.world_rank, metadata_file(c));

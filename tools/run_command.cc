@@ -440,10 +440,10 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--load", s.load_dir,
                   "resume from a checkpoint: DIR/step-<N>, or DIR (follows DIR/latest). The model,\n"
                   "learning-rate schedule and --seed must be the saved run's; another tp, dp or zero\n"
-                  "is resharded on load (each rank reads its pieces of the saved shards; so are\n"
-                  "another pp, vpp or split, by tensor name), the same layout resumes bit for bit;\n"
-                  "--steps counts from the\n"
-                  "start of training, so `--steps 100 --load DIR` after 50 runs steps 51-100. The\n"
+                  "is resharded on load (each rank reads its pieces of the saved shards), and so\n"
+                  "are another pp, vpp or layer split (tensors found by name); the same layout\n"
+                  "resumes bit for bit; --steps counts from the start of training, so\n"
+                  "`--steps 100 --load DIR` after 50 runs steps 51-100. The\n"
                   "data stream continues where it stopped; with --no-gemm-tuning the resumed run\n"
                   "repeats the uninterrupted one's forward bit for bit. To train on past the saved\n"
                   "run's --steps, give both runs the same --warmup-steps and --lr-decay-steps");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "engine/checkpoint/checkpoint_error.h"
@@ -131,6 +132,18 @@ std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank) {
     }
   }
   return runs;
+}
+
+void check_run_holds_saved_tensors(const std::vector<CheckpointSharding>& saved,
+                                   const std::vector<CheckpointSharding>& run, const std::string& metadata_file) {
+  std::set<std::string> held;
+  for (const CheckpointSharding& stage : run)
+    for (const TensorSharding& t : stage.tensors) held.insert(t.name);
+  for (const CheckpointSharding& stage : saved)
+    for (const TensorSharding& t : stage.tensors)
+      if (!held.count(t.name))
+        throw_checkpoint_error(metadata_file, "has a tensor '" + t.name + "' (" + shape_text(t) +
+                                                  ") that this run's model lacks");
 }
 
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointSharding& saved,

@@ -72,6 +72,12 @@ struct ReshardPlan {
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector<CheckpointSharding>& saved,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
                          const std::string& metadata_file);
+/// Throws sim::ConfigError naming `metadata_file` and the tensor when a saved
+/// tensor is held by no stage of the run (`run`: every stage's sharding) — the
+/// whole-model check that plan_reshard cannot make for one pipeline stage.
+void check_run_holds_saved_tensors(const std::vector<CheckpointSharding>& saved,
+                                   const std::vector<CheckpointSharding>& run, const std::string& metadata_file);
+
 /// pp = 1 on the saved side: its one sharding.
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointSharding& saved,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,

@@ -269,6 +269,17 @@ TEST(PipelineReshardPlan, AStageReadsItsTensorsFromTheSavedStagesThatHoldThem) {
   // A stage's run needs only its own tensors: stage 1 of pp = 2 from a pp = 1 checkpoint.
   const std::vector<CheckpointSharding> pp2 = shardings_for({1, 1, 0, 2});
   EXPECT_NO_THROW(plan_reshard({1, 1, 0, 1}, run, {1, 1, 0, 2}, pp2[1], 1, "m.json"));
+  // A saved tensor no stage of the run holds (an untied model's lm_head into a tied one):
+  // named, although each stage alone finds all of its own tensors.
+  std::vector<CheckpointSharding> untied = pp2;
+  untied[1].tensors.push_back({"lm_head", 256, 16, untied[1].flat_elements, 0, {256}});
+  EXPECT_NO_THROW(check_run_holds_saved_tensors(pp2, run, "m.json"));
+  try {
+    check_run_holds_saved_tensors(untied, run, "m.json");
+    ADD_FAILURE() << "lm_head was not missed";
+  } catch (const sim::ConfigError& e) {
+    EXPECT_EQ(e.diagnostics().at(0).message, "has a tensor 'lm_head' (256 x 16) that this run's model lacks");
+  }
   // The saved stages must be the layout's.
   try {
     plan_reshard({1, 1, 0, 2}, run, {1, 1, 0, 1}, run.front(), 0, "m.json");
