@@ -408,6 +408,26 @@ void Transformer::scatter_scratch(Bf16* shard) {
   chunked_->finish_reduce_scatter(scratch_, overlap_staging_, shard, chunk_elements());
 }
 
+void Transformer::row_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
+                                      int bias_tensor, int in_width, int out_width, Bf16* gelu_input) {
+  if (!dy_gather_pending_) {
+    linear_backward(din, dout, in, weight_tensor, bias_tensor, in_width, out_width, gelu_input);
+    return;
+  }
+  dy_gather_pending_ = false;
+  // The input gradient's rows as the output gradient's chunks arrive (ring
+  // order, as in the forward: Transformer Engine's split pipelined all-gather,
+  // which Megatron's --tp-comm-overlap uses for proj's and fc2's dgrad), then
+  // the weight gradient, which needs every token's.
+  const GemmArgs whole = input_gradient_args(din, dout, weight_tensor, in_width, out_width, gelu_input);
+  const int rows = static_cast<int>(shape_.norm_tokens());
+  for (int step = 0; step < shape_.tp; ++step) {
+    const int chunk = chunked_->wait_gathered(step);
+    gemm_->run(row_block(whole, chunk * rows, rows), stream_);
+  }
+  weight_gradient(dout, in, weight_tensor, bias_tensor, in_width, out_width);
+}
+
 void Transformer::column_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
                                          int bias_tensor, int in_width, int out_width) {
   if (!norm_gather_pending_) {
@@ -417,10 +437,13 @@ void Transformer::column_linear_backward(Bf16* din, const Bf16* dout, const Bf16
   norm_gather_pending_ = false;
   // The input gradient first; its reduce-scatter onto this rank's tokens (the
   // task after this one's collective) runs on the tp stream while the weight
-  // gradient computes — Megatron's bulk overlap of the dgrad reduce-scatter
-  // with the wgrad GEMM (Korthikanti et al. 2022, Sec. 4.2.2's g-bar
-  // operator). The same products and collective as linear_backward and the
-  // reduce-scatter task, in another order: the same results, bit for bit.
+  // gradient computes — Transformer Engine's bulk overlap of the dgrad
+  // reduce-scatter with the wgrad GEMM (BULK_OVERLAP_RS in
+  // transformer_engine/common/userbuffers/comm_gemm_overlap.h, which Megatron's
+  // --tp-comm-overlap turns on for these layers); the collective is the
+  // backward of Korthikanti et al. 2022's g operator (Sec. 4.2.2). The same
+  // products and collective as linear_backward and the reduce-scatter task, in
+  // another order: the same results, bit for bit.
   input_gradient(din, dout, weight_tensor, in_width, out_width, nullptr);
   SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
@@ -493,6 +516,11 @@ void Transformer::weight_gradient(const Bf16* dout, const Bf16* in, int weight_t
 
 void Transformer::input_gradient(Bf16* din, const Bf16* dout, int weight_tensor, int in_width, int out_width,
                                  Bf16* gelu_input) {
+  gemm_->run(input_gradient_args(din, dout, weight_tensor, in_width, out_width, gelu_input), stream_);
+}
+
+GemmArgs Transformer::input_gradient_args(Bf16* din, const Bf16* dout, int weight_tensor, int in_width,
+                                          int out_width, Bf16* gelu_input) const {
   // dX (T, in) = dY (T, out) W (out, in).
   GemmArgs dx;
   dx.m = static_cast<int>(shape_.tokens());
@@ -505,7 +533,7 @@ void Transformer::input_gradient(Bf16* din, const Bf16* dout, int weight_tensor,
     dx.epilogue = GemmEpilogue::kGeluBackward;
     dx.gelu_input = gelu_input;
   }
-  gemm_->run(dx, stream_);
+  return dx;
 }
 
 void Transformer::embedding_forward(int mb) {
@@ -669,10 +697,10 @@ void Transformer::mlp_backward(int layer) {
   if (s.gelu) {
     // dact_ = d(fc1_out): GELU's derivative applied in fc2's input-gradient
     // GEMM; fc1's bias gradient is then its column sum, as for any linear layer.
-    linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
+    row_linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
     column_linear_backward(scratch_, dact_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   } else {
-    linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
+    row_linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
     kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
     column_linear_backward(scratch_, dfc1_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   }
@@ -696,7 +724,8 @@ void Transformer::attention_backward(int layer) {
   const bool bias_here = !residual_biases_from_norms() && !s.sequence_parallel;
   const int proj_bias = bias_here ? w.proj_bias : LayerTensors::kAbsent;
   const Bf16* dy = s.sequence_parallel ? dx_full_ : dx_;
-  linear_backward(dattn_, dy, projection_input(a), w.proj_weight, proj_bias, s.q_width(), s.hidden);
+  const Bf16* proj_in = projection_input(a);
+  row_linear_backward(dattn_, dy, proj_in, w.proj_weight, proj_bias, s.q_width(), s.hidden);
   const Bf16* dout = dattn_;
   if (s.attention_padded()) {
     kernels::HeadCopy c;
@@ -798,15 +827,20 @@ void Transformer::tp_gather(Part part, int layer, bool backward) {
       kernels::bias_gradient(gradient(bias), dx_, static_cast<int>(s.norm_tokens()), s.hidden,
                              accumulate_gradients_, bias_workspace_, bias_workspace_bytes_, stream_);
   }
-  tp_all_gather(dx_, dx_full_);
   const Bf16* norm = attention ? a.norm1 : a.norm2;
   if (chunked_ == nullptr) {
+    tp_all_gather(dx_, dx_full_);
     tp_all_gather(norm, gathered_);
     return;
   }
-  // Overlapped: the norm's output is first read by the column-parallel weight
-  // gradient, at the block's end; it travels on the tp stream meanwhile
-  // (Megatron's bulk overlap of this all-gather with the input-gradient GEMM).
+  // Overlapped: the output gradient in chunks, for the row-parallel input
+  // gradient to take as they come (row_linear_backward) ...
+  chunked_->start_all_gather(dx_, dx_full_, chunk_elements());
+  dy_gather_pending_ = true;
+  // ... and the norm's output, first read by the column-parallel weight
+  // gradient at the block's end, travels on the tp stream meanwhile
+  // (Transformer Engine's BULK_OVERLAP_AG of this all-gather with the
+  // input-gradient GEMM, as Megatron's --tp-comm-overlap sets it up).
   SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
   tp_->all_gather(norm, gathered_, chunk_elements(), comm::DataType::kBf16);

@@ -43,11 +43,12 @@
 // consumes as the chunks arrive; proj and fc2 run chunk by chunk too, each
 // chunk's partial sums sent to their owner while the next one computes, and
 // the reduce-scatter task only adds them up (engine/tensor_parallel/
-// chunked_collectives.h). In the backward, the all-gather of the norm's
-// output for the column-parallel weight gradient runs while the block's other
-// GEMMs and the input gradient do, and the reduce-scatter of that input
-// gradient while the weight gradient computes (Megatron's bulk overlaps); the
-// reduce-scatter task waits for it. So the transfers' time is counted in the
+// chunked_collectives.h). In the backward, the residual gradient's all-gather
+// is chunked the same way for proj's and fc2's input gradient; the all-gather
+// of the norm's output for the column-parallel weight gradient runs while the
+// block's other GEMMs and that layer's input gradient do, and the
+// reduce-scatter of the input gradient while the weight gradient computes
+// (Megatron's bulk overlaps); the reduce-scatter task waits for it. So the transfers' time is counted in the
 // block's task, and the collective tasks time what is left exposed.
 //
 // Conventions (kernels/): activations and their gradients are bf16 and
@@ -269,12 +270,19 @@ class Transformer {
   /// the weight gradient (after the norm's all-gather arrives) while it runs.
   void column_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
                               int bias_tensor, int in_width, int out_width);
+  /// The row-parallel backward of proj or fc2 under sp: as linear_backward, but
+  /// with tp_comm_overlap the input gradient chunk by chunk as the all-gather
+  /// task's chunks of `dout` arrive, then the weight gradient.
+  void row_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor, int bias_tensor,
+                           int in_width, int out_width, Bf16* gelu_input = nullptr);
   /// dW (+)= dout^T in (fp32), db (+)= column sums of dout: linear_backward's first half.
   void weight_gradient(const Bf16* dout, const Bf16* in, int weight_tensor, int bias_tensor,
                        int in_width, int out_width);
   /// din (T, in) = dout W, GELU'(gelu_input) applied when not null: linear_backward's second half.
   void input_gradient(Bf16* din, const Bf16* dout, int weight_tensor, int in_width, int out_width,
                       Bf16* gelu_input);
+  kernels::GemmArgs input_gradient_args(Bf16* din, const Bf16* dout, int weight_tensor, int in_width,
+                                        int out_width, Bf16* gelu_input) const;
   /// Elements of one rank's token chunk of a (T, h) activation: (T/tp) x h.
   std::size_t chunk_elements() const;
   /// The residual stream entering layer + 1 (the final norm's input after the last).
@@ -303,6 +311,7 @@ class Transformer {
   std::unique_ptr<tensor_parallel::ChunkedCollectives> chunked_;
   bool gather_pending_ = false;             // gathered_'s chunks on their way (forward)
   bool scatter_pending_ = false;            // scratch_'s chunks sent to their owners (forward)
+  bool dy_gather_pending_ = false;          // dx_full_'s chunks on their way (backward)
   CUevent_st* norm_gathered_ = nullptr;     // backward: gathered_ complete (the tp stream)
   bool norm_gather_pending_ = false;
   CUevent_st* input_grad_scattered_ = nullptr;  // backward: scratch_shard_ complete (the tp stream)

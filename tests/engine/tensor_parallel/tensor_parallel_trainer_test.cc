@@ -32,7 +32,8 @@
 // reduce-scatter adds the ranks' partials in rank order with fp32
 // accumulation rounded once (the in-process communicator's own arithmetic),
 // and the backward's overlaps only reorder independent work: all of that is
-// exact. What may differ is each forward GEMM run on T/tp rows instead of T:
+// exact. What may differ is each GEMM run on T/tp rows instead of T (QKV,
+// proj, fc1 and fc2 forward, proj's and fc2's input gradient):
 // cuBLASLt may pick another algorithm for the smaller problem, whose fp32
 // summation order over k can flip the last bf16 bit of some outputs (2^-8
 // relative), which then propagates. So overlap on vs off: losses within 2e-3
