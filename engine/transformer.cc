@@ -368,6 +368,13 @@ GemmArgs row_block(const GemmArgs& g, int first_row, int rows) {
   if (g.gelu_input != nullptr) part.gelu_input = g.gelu_input + c_offset;
   return part;
 }
+
+// Whether every row block of `rows` rows starts 16-byte aligned, as cuBLASLt's
+// operands must (kernels::gemm_check): rows·k and rows·n bf16 values a
+// multiple of 8. Otherwise the product runs whole, after the last chunk.
+bool row_blocks_aligned(const GemmArgs& g, int rows) {
+  return (to_size(rows) * to_size(g.k)) % 8 == 0 && (to_size(rows) * to_size(g.n)) % 8 == 0;
+}
 }  // namespace
 
 void Transformer::gemm_on_gathered(GemmArgs g) {
@@ -378,11 +385,17 @@ void Transformer::gemm_on_gathered(GemmArgs g) {
   gather_pending_ = false;
   // Chunk by chunk in ring order (overlap_schedule.h): step i's GEMM runs on
   // stream_ while step i + 1's chunk travels on the tp stream.
+  run_on_gathered_chunks(g);
+}
+
+void Transformer::run_on_gathered_chunks(const GemmArgs& g) {
   const int rows = static_cast<int>(shape_.norm_tokens());
+  const bool chunked = row_blocks_aligned(g, rows);
   for (int step = 0; step < shape_.tp; ++step) {
     const int chunk = chunked_->wait_gathered(step);
-    gemm_->run(row_block(g, chunk * rows, rows), stream_);
+    if (chunked) gemm_->run(row_block(g, chunk * rows, rows), stream_);
   }
+  if (!chunked) gemm_->run(g, stream_);
 }
 
 void Transformer::gemm_then_scatter(GemmArgs g) {
@@ -392,8 +405,10 @@ void Transformer::gemm_then_scatter(GemmArgs g) {
   }
   // Chunk j's rows, then their partial sums off to rank j while chunk j + 1 computes.
   const int rows = static_cast<int>(shape_.norm_tokens());
+  const bool chunked = row_blocks_aligned(g, rows);
+  if (!chunked) gemm_->run(g, stream_);
   for (int chunk = 0; chunk < shape_.tp; ++chunk) {
-    gemm_->run(row_block(g, chunk * rows, rows), stream_);
+    if (chunked) gemm_->run(row_block(g, chunk * rows, rows), stream_);
     chunked_->reduce_chunk(chunk, static_cast<const Bf16*>(g.c), overlap_staging_, chunk_elements());
   }
   scatter_pending_ = true;
@@ -419,12 +434,7 @@ void Transformer::row_linear_backward(Bf16* din, const Bf16* dout, const Bf16* i
   // order, as in the forward: Transformer Engine's split pipelined all-gather,
   // which Megatron's --tp-comm-overlap uses for proj's and fc2's dgrad), then
   // the weight gradient, which needs every token's.
-  const GemmArgs whole = input_gradient_args(din, dout, weight_tensor, in_width, out_width, gelu_input);
-  const int rows = static_cast<int>(shape_.norm_tokens());
-  for (int step = 0; step < shape_.tp; ++step) {
-    const int chunk = chunked_->wait_gathered(step);
-    gemm_->run(row_block(whole, chunk * rows, rows), stream_);
-  }
+  run_on_gathered_chunks(input_gradient_args(din, dout, weight_tensor, in_width, out_width, gelu_input));
   weight_gradient(dout, in, weight_tensor, bias_tensor, in_width, out_width);
 }
 

@@ -259,6 +259,10 @@ class Transformer {
   /// all-gather task left travelling: run chunk by chunk as the chunks arrive;
   /// otherwise the whole product at once.
   void gemm_on_gathered(kernels::GemmArgs g);
+  /// The product `g` (T rows over a tensor the chunked all-gather fills) run
+  /// on each chunk's rows as it arrives; whole after the last one when row
+  /// blocks would not be 16-byte aligned.
+  void run_on_gathered_chunks(const kernels::GemmArgs& g);
   /// Under sp, a row-parallel product into scratch_ whose rows the
   /// reduce-scatter task sums: with tp_comm_overlap chunk by chunk, each
   /// chunk's partials sent to their owner as soon as they are computed.
