@@ -203,6 +203,16 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
   if (l.sp && pp > 1)
     throw_option_error("--layout", "sp", "1: sequence parallelism with pipeline parallelism is not executed yet "
                                          "(issue 13); use sp=0 with pp > 1");
+  // Megatron --tp-comm-overlap: the sequence-parallel all-gathers and
+  // reduce-scatters pipelined with the GEMMs (engine/tensor_parallel/overlap_schedule.h).
+  if (p.tp_comm_overlap.value_or(false)) {
+    if (tp < 2 || !l.sp)
+      throw_option_error("--layout", "tp_comm_overlap",
+                         "1: overlaps the sequence-parallel all-gather and reduce-scatter with the GEMMs, so it "
+                         "needs tp > 1 and sp=1 (this layout has tp=" + std::to_string(tp) + ", sp=" +
+                             (l.sp ? "1" : "0") + "); use tp_comm_overlap=0 or add sp=1 with tp > 1");
+    l.tp_comm_overlap = true;
+  }
   l.overlap_grad_reduce = false;
   pipeline_layout(p, l);
   return l;
