@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/comm/communicator.h"
+#include "engine/tensor_parallel/chunked_collectives.h"
 #include "kernels/bias_gradient.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/cuda_check.h"
@@ -98,6 +99,7 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
     reserve(final_norm_shard_, "sp.final_norm_shard", kAct, Ts * h, plan);
     reserve(dx_full_, "sp.grad.residual_gathered", kAct, T * h, plan);
     reserve(scratch_shard_, "sp.scratch_shard", kAct, Ts * h, plan);
+    if (s.tp_comm_overlap) reserve(overlap_staging_, "sp.overlap_staging", kAct, T * h, plan);
   }
   if (s.tp > 1) {
     // Vocabulary-parallel cross entropy (kernels/vocab_parallel_cross_entropy.h).
@@ -149,6 +151,8 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
 Transformer::~Transformer() {
   if (tp_ready_ != nullptr) cudaEventDestroy(tp_ready_);
   if (tp_done_ != nullptr) cudaEventDestroy(tp_done_);
+  if (norm_gathered_ != nullptr) cudaEventDestroy(norm_gathered_);
+  if (input_grad_scattered_ != nullptr) cudaEventDestroy(input_grad_scattered_);
 }
 
 void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
@@ -179,6 +183,11 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
   params_ = parameters;
   stream_ = stream;
   gemm_ = std::make_unique<kernels::CublasLtGemm>(gemm_workspace_, kernels::kCublasLtWorkspaceBytes);
+  if (tp_ != nullptr && shape_.tp_comm_overlap) {
+    chunked_ = std::make_unique<tensor_parallel::ChunkedCollectives>(*tp_, stream_);
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&norm_gathered_, cudaEventDisableTiming));
+    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&input_grad_scattered_, cudaEventDisableTiming));
+  }
 }
 
 kernels::FlashAttentionShape Transformer::attention_shape() const {
@@ -342,6 +351,119 @@ void Transformer::tp_reduce_scatter(const Bf16* full, Bf16* shard) {
   on_tp_stream([&](comm::Communicator& c) { c.reduce_scatter_sum(full, shard, count, comm::DataType::kBf16); });
 }
 
+std::size_t Transformer::chunk_elements() const { return to_size(shape_.norm_tokens() * shape_.hidden); }
+
+namespace {
+// Rows [first_row, first_row + rows) of a product over T rows: A (not
+// transposed), C, C's source and the GELU input are row-major with T rows,
+// so a row block is a pointer offset (rows are independent in a GEMM).
+GemmArgs row_block(const GemmArgs& g, int first_row, int rows) {
+  GemmArgs part = g;
+  const std::size_t a_offset = to_size(first_row) * to_size(g.k);
+  const std::size_t c_offset = to_size(first_row) * to_size(g.n);
+  part.m = rows;
+  part.a = g.a + a_offset;
+  part.c = static_cast<Bf16*>(g.c) + c_offset;
+  if (g.c_source != nullptr) part.c_source = static_cast<const Bf16*>(g.c_source) + c_offset;
+  if (g.gelu_input != nullptr) part.gelu_input = g.gelu_input + c_offset;
+  return part;
+}
+
+// Whether every row block of `rows` rows starts 16-byte aligned, as cuBLASLt's
+// operands must (kernels::gemm_check): rows·k and rows·n bf16 values a
+// multiple of 8. Otherwise the product runs whole, after the last chunk.
+bool row_blocks_aligned(const GemmArgs& g, int rows) {
+  return (to_size(rows) * to_size(g.k)) % 8 == 0 && (to_size(rows) * to_size(g.n)) % 8 == 0;
+}
+}  // namespace
+
+void Transformer::gemm_on_gathered(GemmArgs g) {
+  if (!gather_pending_) {
+    gemm_->run(g, stream_);
+    return;
+  }
+  gather_pending_ = false;
+  // Chunk by chunk in ring order (overlap_schedule.h): step i's GEMM runs on
+  // stream_ while step i + 1's chunk travels on the tp stream.
+  run_on_gathered_chunks(g);
+}
+
+void Transformer::run_on_gathered_chunks(const GemmArgs& g) {
+  const int rows = static_cast<int>(shape_.norm_tokens());
+  const bool chunked = row_blocks_aligned(g, rows);
+  for (int step = 0; step < shape_.tp; ++step) {
+    const int chunk = chunked_->wait_gathered(step);
+    if (chunked) gemm_->run(row_block(g, chunk * rows, rows), stream_);
+  }
+  if (!chunked) gemm_->run(g, stream_);
+}
+
+void Transformer::gemm_then_scatter(GemmArgs g) {
+  if (chunked_ == nullptr) {
+    gemm_->run(g, stream_);
+    return;
+  }
+  // Chunk j's rows, then their partial sums off to rank j while chunk j + 1 computes.
+  const int rows = static_cast<int>(shape_.norm_tokens());
+  const bool chunked = row_blocks_aligned(g, rows);
+  if (!chunked) gemm_->run(g, stream_);
+  for (int chunk = 0; chunk < shape_.tp; ++chunk) {
+    if (chunked) gemm_->run(row_block(g, chunk * rows, rows), stream_);
+    chunked_->reduce_chunk(chunk, static_cast<const Bf16*>(g.c), overlap_staging_, chunk_elements());
+  }
+  scatter_pending_ = true;
+}
+
+void Transformer::scatter_scratch(Bf16* shard) {
+  if (!scatter_pending_) {
+    tp_reduce_scatter(scratch_, shard);
+    return;
+  }
+  scatter_pending_ = false;
+  chunked_->finish_reduce_scatter(scratch_, overlap_staging_, shard, chunk_elements());
+}
+
+void Transformer::row_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
+                                      int bias_tensor, int in_width, int out_width, Bf16* gelu_input) {
+  if (!dy_gather_pending_) {
+    linear_backward(din, dout, in, weight_tensor, bias_tensor, in_width, out_width, gelu_input);
+    return;
+  }
+  dy_gather_pending_ = false;
+  // The input gradient's rows as the output gradient's chunks arrive (ring
+  // order, as in the forward: Transformer Engine's split pipelined all-gather,
+  // which Megatron's --tp-comm-overlap uses for proj's and fc2's dgrad), then
+  // the weight gradient, which needs every token's.
+  run_on_gathered_chunks(input_gradient_args(din, dout, weight_tensor, in_width, out_width, gelu_input));
+  weight_gradient(dout, in, weight_tensor, bias_tensor, in_width, out_width);
+}
+
+void Transformer::column_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
+                                         int bias_tensor, int in_width, int out_width) {
+  if (!norm_gather_pending_) {
+    linear_backward(din, dout, in, weight_tensor, bias_tensor, in_width, out_width);
+    return;
+  }
+  norm_gather_pending_ = false;
+  // The input gradient first; its reduce-scatter onto this rank's tokens (the
+  // task after this one's collective) runs on the tp stream while the weight
+  // gradient computes — Transformer Engine's bulk overlap of the dgrad
+  // reduce-scatter with the wgrad GEMM (BULK_OVERLAP_RS in
+  // transformer_engine/common/userbuffers/comm_gemm_overlap.h, which Megatron's
+  // --tp-comm-overlap turns on for these layers); the collective is the
+  // backward of Korthikanti et al. 2022's g operator (Sec. 4.2.2). The same
+  // products and collective as linear_backward and the reduce-scatter task, in
+  // another order: the same results, bit for bit.
+  input_gradient(din, dout, weight_tensor, in_width, out_width, nullptr);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
+  tp_->reduce_scatter_sum(din, scratch_shard_, chunk_elements(), comm::DataType::kBf16);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(input_grad_scattered_, tp_->stream()));
+  input_grad_scatter_pending_ = true;
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, norm_gathered_, 0));  // `in`: gathered_
+  weight_gradient(dout, in, weight_tensor, bias_tensor, in_width, out_width);
+}
+
 bool Transformer::adds_replicated_terms() const { return tp_ == nullptr || tp_->rank() == 0; }
 
 bool Transformer::residual_biases_from_norms() const {
@@ -350,8 +472,8 @@ bool Transformer::residual_biases_from_norms() const {
 
 // Y (T, out) = X (T, in) W^T (+ b) (+ R): cuBLASLt with the bias in its
 // epilogue and the residual R read as its C (beta 1).
-void Transformer::linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor,
-                                 int in_width, int out_width, const Bf16* residual) {
+GemmArgs Transformer::linear_args(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor,
+                                  int in_width, int out_width, const Bf16* residual) const {
   GemmArgs g;
   g.m = static_cast<int>(shape_.tokens());
   g.n = out_width;
@@ -368,11 +490,22 @@ void Transformer::linear_forward(Bf16* out, const Bf16* in, int weight_tensor, i
     g.c_source = residual;
     g.beta = 1.0f;
   }
-  gemm_->run(g, stream_);
+  return g;
+}
+
+void Transformer::linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor,
+                                 int in_width, int out_width, const Bf16* residual) {
+  gemm_->run(linear_args(out, in, weight_tensor, bias_tensor, in_width, out_width, residual), stream_);
 }
 
 void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
                                   int bias_tensor, int in_width, int out_width, Bf16* gelu_input) {
+  weight_gradient(dout, in, weight_tensor, bias_tensor, in_width, out_width);
+  if (din != nullptr) input_gradient(din, dout, weight_tensor, in_width, out_width, gelu_input);
+}
+
+void Transformer::weight_gradient(const Bf16* dout, const Bf16* in, int weight_tensor, int bias_tensor,
+                                  int in_width, int out_width) {
   const int T = static_cast<int>(shape_.tokens());
   // dW (out, in) (+)= dY^T (out, T) X (T, in), in fp32 (beta 1 accumulates).
   GemmArgs dw;
@@ -389,21 +522,28 @@ void Transformer::linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, i
   if (bias_tensor != LayerTensors::kAbsent)
     kernels::bias_gradient(gradient(bias_tensor), dout, T, out_width, accumulate_gradients_, bias_workspace_,
                            bias_workspace_bytes_, stream_);
-  if (din != nullptr) {
-    // dX (T, in) = dY (T, out) W (out, in).
-    GemmArgs dx;
-    dx.m = T;
-    dx.n = in_width;
-    dx.k = out_width;
-    dx.a = dout;
-    dx.b = weight(weight_tensor);
-    dx.c = din;
-    if (gelu_input != nullptr) {
-      dx.epilogue = GemmEpilogue::kGeluBackward;
-      dx.gelu_input = gelu_input;
-    }
-    gemm_->run(dx, stream_);
+}
+
+void Transformer::input_gradient(Bf16* din, const Bf16* dout, int weight_tensor, int in_width, int out_width,
+                                 Bf16* gelu_input) {
+  gemm_->run(input_gradient_args(din, dout, weight_tensor, in_width, out_width, gelu_input), stream_);
+}
+
+GemmArgs Transformer::input_gradient_args(Bf16* din, const Bf16* dout, int weight_tensor, int in_width,
+                                          int out_width, Bf16* gelu_input) const {
+  // dX (T, in) = dY (T, out) W (out, in).
+  GemmArgs dx;
+  dx.m = static_cast<int>(shape_.tokens());
+  dx.n = in_width;
+  dx.k = out_width;
+  dx.a = dout;
+  dx.b = weight(weight_tensor);
+  dx.c = din;
+  if (gelu_input != nullptr) {
+    dx.epilogue = GemmEpilogue::kGeluBackward;
+    dx.gelu_input = gelu_input;
   }
+  return dx;
 }
 
 void Transformer::embedding_forward(int mb) {
@@ -439,12 +579,13 @@ void Transformer::attention_forward(int layer, bool /*recompute*/) {
     norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
   const Bf16* norm1 = s.sequence_parallel ? gathered_ : a.norm1;
   Bf16* qkv = s.attention_padded() ? qkv_ : a.qkv;
-  linear_forward(qkv, norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  gemm_on_gathered(linear_args(qkv, norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width()));
   if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(), stream_);
   if (s.attention_padded()) split_qkv(a);
   kernels::flash_attention_forward(a.attn, a.lse, a.q, a.k, a.v, attention_shape(), stream_);
   if (s.sequence_parallel) {  // partial sums, reduce-scattered by the next task
-    linear_forward(scratch_, projection_input(a), w.proj_weight, LayerTensors::kAbsent, s.q_width(), s.hidden);
+    const Bf16* proj_in = projection_input(a);
+    gemm_then_scatter(linear_args(scratch_, proj_in, w.proj_weight, LayerTensors::kAbsent, s.q_width(), s.hidden));
     return;
   }
   // Row-parallel under tp: the partial products summed over the group by the
@@ -475,14 +616,14 @@ void Transformer::mlp_forward(int layer, bool recompute) {
     g.epilogue = w.fc1_bias != LayerTensors::kAbsent ? GemmEpilogue::kBiasGelu : GemmEpilogue::kGelu;
     g.bias = weight(w.fc1_bias);
     g.gelu_input = a.fc1_out;
-    gemm_->run(g, stream_);
+    gemm_on_gathered(g);
   } else {
-    linear_forward(a.fc1_out, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    gemm_on_gathered(linear_args(a.fc1_out, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width()));
     kernels::swiglu_forward(a.act, a.fc1_out, static_cast<int>(s.tokens()), s.ffn_hidden, stream_);
   }
   if (recompute) return;  // the next layer's input is still stored
   if (s.sequence_parallel) {  // partial sums, reduce-scattered by the next task
-    linear_forward(scratch_, a.act, w.fc2_weight, LayerTensors::kAbsent, s.ffn_hidden, s.hidden);
+    gemm_then_scatter(linear_args(scratch_, a.act, w.fc2_weight, LayerTensors::kAbsent, s.ffn_hidden, s.hidden));
     return;
   }
   const bool once = adds_replicated_terms();  // row-parallel under tp, as proj
@@ -566,12 +707,12 @@ void Transformer::mlp_backward(int layer) {
   if (s.gelu) {
     // dact_ = d(fc1_out): GELU's derivative applied in fc2's input-gradient
     // GEMM; fc1's bias gradient is then its column sum, as for any linear layer.
-    linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
-    linear_backward(scratch_, dact_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    row_linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden, a.fc1_out);
+    column_linear_backward(scratch_, dact_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   } else {
-    linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
+    row_linear_backward(dact_, dy, a.act, w.fc2_weight, fc2_bias, s.ffn_hidden, s.hidden);
     kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, T, s.ffn_hidden, stream_);
-    linear_backward(scratch_, dfc1_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
+    column_linear_backward(scratch_, dfc1_, norm2, w.fc1_weight, w.fc1_bias, s.hidden, s.fc1_width());
   }
   // Under tp, fc1 is column-parallel and each rank's input gradient a partial
   // sum: the collective task after this one sums it and runs the norm's backward.
@@ -593,7 +734,8 @@ void Transformer::attention_backward(int layer) {
   const bool bias_here = !residual_biases_from_norms() && !s.sequence_parallel;
   const int proj_bias = bias_here ? w.proj_bias : LayerTensors::kAbsent;
   const Bf16* dy = s.sequence_parallel ? dx_full_ : dx_;
-  linear_backward(dattn_, dy, projection_input(a), w.proj_weight, proj_bias, s.q_width(), s.hidden);
+  const Bf16* proj_in = projection_input(a);
+  row_linear_backward(dattn_, dy, proj_in, w.proj_weight, proj_bias, s.q_width(), s.hidden);
   const Bf16* dout = dattn_;
   if (s.attention_padded()) {
     kernels::HeadCopy c;
@@ -620,7 +762,7 @@ void Transformer::attention_backward(int layer) {
   if (padded) merge_qkv_gradients();
   if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(), stream_);
   const Bf16* norm1 = s.sequence_parallel ? gathered_ : a.norm1;
-  linear_backward(scratch_, qkv_, norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
+  column_linear_backward(scratch_, qkv_, norm1, w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width());
   // Column-parallel QKV under tp: the collective task after this one sums the
   // input gradient and runs the norm's backward.
   if (tp_ == nullptr) attention_norm_backward(layer, scratch_);
@@ -676,6 +818,11 @@ void Transformer::tp_gather(Part part, int layer, bool backward) {
       norm_forward(a.norm1, a.norm1_mean, a.norm1_rstd, a.input, w.norm1_gamma, w.norm1_beta);
     else
       norm_forward(a.norm2, a.norm2_mean, a.norm2_rstd, a.mid, w.norm2_gamma, w.norm2_beta);
+    if (chunked_ != nullptr) {  // the block's GEMM takes the chunks as they come (gemm_on_gathered)
+      chunked_->start_all_gather(norm, gathered_, chunk_elements());
+      gather_pending_ = true;
+      return;
+    }
     tp_all_gather(norm, gathered_);
     return;
   }
@@ -690,8 +837,25 @@ void Transformer::tp_gather(Part part, int layer, bool backward) {
       kernels::bias_gradient(gradient(bias), dx_, static_cast<int>(s.norm_tokens()), s.hidden,
                              accumulate_gradients_, bias_workspace_, bias_workspace_bytes_, stream_);
   }
-  tp_all_gather(dx_, dx_full_);
-  tp_all_gather(attention ? a.norm1 : a.norm2, gathered_);
+  const Bf16* norm = attention ? a.norm1 : a.norm2;
+  if (chunked_ == nullptr) {
+    tp_all_gather(dx_, dx_full_);
+    tp_all_gather(norm, gathered_);
+    return;
+  }
+  // Overlapped: the output gradient in chunks, for the row-parallel input
+  // gradient to take as they come (row_linear_backward) ...
+  chunked_->start_all_gather(dx_, dx_full_, chunk_elements());
+  dy_gather_pending_ = true;
+  // ... and the norm's output, first read by the column-parallel weight
+  // gradient at the block's end, travels on the tp stream meanwhile
+  // (Transformer Engine's BULK_OVERLAP_AG of this all-gather with the
+  // input-gradient GEMM, as Megatron's --tp-comm-overlap sets it up).
+  SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
+  tp_->all_gather(norm, gathered_, chunk_elements(), comm::DataType::kBf16);
+  SEXTANT_CUDA_CHECK(cudaEventRecord(norm_gathered_, tp_->stream()));
+  norm_gather_pending_ = true;
 }
 
 void Transformer::tp_scatter(Part part, int layer, bool backward, bool recompute) {
@@ -702,13 +866,18 @@ void Transformer::tp_scatter(Part part, int layer, bool backward, bool recompute
     if (!attention && recompute) return;  // the MLP's recomputation writes no next input
     // This rank's tokens of the row-parallel output, plus the residual and the bias.
     Bf16* out = attention ? a.mid : next_input(layer);
-    tp_reduce_scatter(scratch_, out);
+    scatter_scratch(out);
     kernels::residual_bias_add(out, out, attention ? a.input : a.mid, weight(attention ? w.proj_bias : w.fc2_bias),
                                static_cast<int>(shape_.norm_tokens()), shape_.hidden, stream_);
     return;
   }
   // The column-parallel GEMM's input gradient on this rank's tokens, then the norm's backward.
-  tp_reduce_scatter(scratch_, scratch_shard_);
+  if (input_grad_scatter_pending_) {  // started by column_linear_backward, before the weight gradient
+    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, input_grad_scattered_, 0));
+    input_grad_scatter_pending_ = false;
+  } else {
+    tp_reduce_scatter(scratch_, scratch_shard_);
+  }
   attention ? attention_norm_backward(layer, scratch_shard_) : mlp_norm_backward(layer, scratch_shard_);
 }
 

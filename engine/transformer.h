@@ -36,6 +36,21 @@
 // the proj and fc2 biases then get partial gradients per rank, which the
 // trainer sums over tp (ParameterLayout: partial_gradient_over_tp).
 //
+// Communication overlapped with the GEMMs (shape tp_comm_overlap, under sp;
+// Megatron --tp-comm-overlap): the tasks and their names stay, but the
+// all-gather task only starts a ring of tp chunks (the rank's sequence shard
+// each) that the QKV or fc1 GEMM, run chunk by chunk in the block's task,
+// consumes as the chunks arrive; proj and fc2 run chunk by chunk too, each
+// chunk's partial sums sent to their owner while the next one computes, and
+// the reduce-scatter task only adds them up (engine/tensor_parallel/
+// chunked_collectives.h). In the backward, the residual gradient's all-gather
+// is chunked the same way for proj's and fc2's input gradient; the all-gather
+// of the norm's output for the column-parallel weight gradient runs while the
+// block's other GEMMs and that layer's input gradient do, and the
+// reduce-scatter of the input gradient while the weight gradient computes
+// (Megatron's bulk overlaps); the reduce-scatter task waits for it. So the transfers' time is counted in the
+// block's task, and the collective tasks time what is left exposed.
+//
 // Conventions (kernels/): activations and their gradients are bf16 and
 // written (=); parameter gradients are fp32, written by the step's first
 // micro-batch and accumulated (+=) by the others (set_accumulate_gradients), so
@@ -82,6 +97,9 @@ namespace sextant::engine {
 
 namespace comm {
 class Communicator;
+}
+namespace tensor_parallel {
+class ChunkedCollectives;
 }
 
 using kernels::Bf16;
@@ -215,6 +233,9 @@ class Transformer {
   /// summed by the norms' backward instead of by a pass of their own: their gradient is the
   /// column sum of the residual stream's gradient (kernels/layernorm.h).
   bool residual_biases_from_norms() const;
+  /// The product out = in W^T (+ b) (+ residual, when not null), for T rows.
+  kernels::GemmArgs linear_args(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor, int in_width,
+                                int out_width, const Bf16* residual = nullptr) const;
   /// out = in W^T (+ b) (+ residual, when not null).
   void linear_forward(Bf16* out, const Bf16* in, int weight_tensor, int bias_tensor, int in_width,
                       int out_width, const Bf16* residual = nullptr);
@@ -234,6 +255,40 @@ class Transformer {
   /// work queued on stream_ and before the work queued after it.
   template <typename Collective>
   void on_tp_stream(Collective&& collective);
+  /// tp_comm_overlap: a column-parallel product whose input (gathered_) the
+  /// all-gather task left travelling: run chunk by chunk as the chunks arrive;
+  /// otherwise the whole product at once.
+  void gemm_on_gathered(kernels::GemmArgs g);
+  /// The product `g` (T rows over a tensor the chunked all-gather fills) run
+  /// on each chunk's rows as it arrives; whole after the last one when row
+  /// blocks would not be 16-byte aligned.
+  void run_on_gathered_chunks(const kernels::GemmArgs& g);
+  /// Under sp, a row-parallel product into scratch_ whose rows the
+  /// reduce-scatter task sums: with tp_comm_overlap chunk by chunk, each
+  /// chunk's partials sent to their owner as soon as they are computed.
+  void gemm_then_scatter(kernels::GemmArgs g);
+  /// The reduce-scatter task's sum of scratch_ onto this rank's tokens (`shard`).
+  void scatter_scratch(Bf16* shard);
+  /// The column-parallel backward of QKV or fc1: as linear_backward, but with
+  /// tp_comm_overlap the input gradient first, its reduce-scatter started, and
+  /// the weight gradient (after the norm's all-gather arrives) while it runs.
+  void column_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor,
+                              int bias_tensor, int in_width, int out_width);
+  /// The row-parallel backward of proj or fc2 under sp: as linear_backward, but
+  /// with tp_comm_overlap the input gradient chunk by chunk as the all-gather
+  /// task's chunks of `dout` arrive, then the weight gradient.
+  void row_linear_backward(Bf16* din, const Bf16* dout, const Bf16* in, int weight_tensor, int bias_tensor,
+                           int in_width, int out_width, Bf16* gelu_input = nullptr);
+  /// dW (+)= dout^T in (fp32), db (+)= column sums of dout: linear_backward's first half.
+  void weight_gradient(const Bf16* dout, const Bf16* in, int weight_tensor, int bias_tensor,
+                       int in_width, int out_width);
+  /// din (T, in) = dout W, GELU'(gelu_input) applied when not null: linear_backward's second half.
+  void input_gradient(Bf16* din, const Bf16* dout, int weight_tensor, int in_width, int out_width,
+                      Bf16* gelu_input);
+  kernels::GemmArgs input_gradient_args(Bf16* din, const Bf16* dout, int weight_tensor, int in_width,
+                                        int out_width, Bf16* gelu_input) const;
+  /// Elements of one rank's token chunk of a (T, h) activation: (T/tp) x h.
+  std::size_t chunk_elements() const;
   /// The residual stream entering layer + 1 (the final norm's input after the last).
   Bf16* next_input(int layer) const;
   /// The norm's backward of a block from the gradient of its output (written
@@ -255,6 +310,16 @@ class Transformer {
   comm::Communicator* tp_ = nullptr;  // null or one rank: no tensor parallelism
   CUevent_st* tp_ready_ = nullptr;    // cudaEvent_t: stream_ -> the tp stream
   CUevent_st* tp_done_ = nullptr;     // the tp stream -> stream_
+  // tp_comm_overlap only: the chunked collectives, and what is in flight
+  // between a collective task and the block task that consumes it.
+  std::unique_ptr<tensor_parallel::ChunkedCollectives> chunked_;
+  bool gather_pending_ = false;             // gathered_'s chunks on their way (forward)
+  bool scatter_pending_ = false;            // scratch_'s chunks sent to their owners (forward)
+  bool dy_gather_pending_ = false;          // dx_full_'s chunks on their way (backward)
+  CUevent_st* norm_gathered_ = nullptr;     // backward: gathered_ complete (the tp stream)
+  bool norm_gather_pending_ = false;
+  CUevent_st* input_grad_scattered_ = nullptr;  // backward: scratch_shard_ complete (the tp stream)
+  bool input_grad_scatter_pending_ = false;
 
   std::vector<LayerActivations> layers_;
   Bf16* final_input_ = nullptr;  // (T, h): the last layer's output
@@ -279,6 +344,8 @@ class Transformer {
   Bf16* final_norm_shard_ = nullptr;  // (T/tp, h): the final norm's output on this rank's tokens
   Bf16* dx_full_ = nullptr;           // (T, h): the residual stream's gradient, all-gathered
   Bf16* scratch_shard_ = nullptr;     // (T/tp, h): a reduce-scattered input gradient
+  Bf16* overlap_staging_ = nullptr;   // (T, h), tp_comm_overlap: the other ranks' partial
+                                      // sums of this rank's chunk, block j from rank j
   // Vocabulary-parallel cross entropy (tp > 1).
   float* row_max_local_ = nullptr;  // (T)
   float* row_max_all_ = nullptr;    // (tp, T)

@@ -23,7 +23,14 @@
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
 #include "tools/run_checkpoint.h"
+#include "tools/run_cluster.h"
 #include "tools/run_settings.h"
+#ifdef SEXTANT_HAVE_ENGINE
+#include <cuda_runtime_api.h>
+
+#include "engine/calibration/device_info.h"
+#include "engine/calibration/gpu_preset_name.h"
+#endif
 #ifdef SEXTANT_HAVE_NCCL
 #include "engine/comm/comm_error.h"
 #include "engine/comm/world_setup.h"
@@ -39,7 +46,7 @@ struct RunArguments {
   int global_batch = 0;
   long seq_length = 0;
   long gpus = 1;             // the GPUs of this node the run uses (one so far)
-  std::string cluster = "dgx-h100";
+  std::string cluster;       // empty: the cluster preset of this machine's GPU (tools/run_cluster.h)
   std::string profile;       // empty: configs/profiles/measured/<gpu>.yaml, else <gpu>.yaml
   RunSettings settings;
   engine::launch::LaunchOptions launch;
@@ -196,9 +203,33 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
   if (l.sp && pp > 1)
     throw_option_error("--layout", "sp", "1: sequence parallelism with pipeline parallelism is not executed yet "
                                          "(issue 13); use sp=0 with pp > 1");
+  // Megatron --tp-comm-overlap: the sequence-parallel all-gathers and
+  // reduce-scatters pipelined with the GEMMs (engine/tensor_parallel/overlap_schedule.h).
+  if (p.tp_comm_overlap.value_or(false)) {
+    if (tp < 2 || !l.sp)
+      throw_option_error("--layout", "tp_comm_overlap",
+                         "1: overlaps the sequence-parallel all-gather and reduce-scatter with the GEMMs, so it "
+                         "needs tp > 1 and sp=1 (this layout has tp=" + std::to_string(tp) + ", sp=" +
+                             (l.sp ? "1" : "0") + "); use tp_comm_overlap=0 or add sp=1 with tp > 1");
+    l.tp_comm_overlap = true;
+  }
   l.overlap_grad_reduce = false;
   pipeline_layout(p, l);
   return l;
+}
+
+// The GPU this process trains on: its CUDA name and its preset ("" for both
+// without the engine or a GPU; the preset "" for a GPU no preset describes).
+std::pair<std::string, std::string> this_gpu() {
+#ifdef SEXTANT_HAVE_ENGINE
+  if (engine::calibration::cuda_device_count() > 0) {
+    int device = 0;
+    cudaGetDevice(&device);
+    const engine::calibration::DeviceInfo d = engine::calibration::device_info(device);
+    return {d.name, engine::calibration::gpu_preset_name(d.name, d.memory_bytes)};
+  }
+#endif
+  return {"", ""};
 }
 
 RunSettings checked_settings(const RunArguments& a, const std::string& configs_dir) {
@@ -221,7 +252,10 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
     throw_option_error("--gpus", "", std::to_string(a.gpus) + ": `sextant run` trains on one GPU so far; accepted: 1");
   const bool best = a.layout == "best";
   if (s.compare || best || !s.report_dir.empty()) {
-    s.cluster = catalog.cluster(a.cluster);
+    const auto [device_name, gpu_preset] = this_gpu();
+    const RunCluster chosen = run_cluster(catalog, a.cluster, device_name, gpu_preset);
+    s.cluster = catalog.cluster(chosen.name);
+    s.cluster_note = chosen.note;
     s.profile = run_profile(catalog, configs_dir, a.profile, s.cluster.gpu.name);
   }
   if (!s.report_dir.empty()) s.compare = true;
@@ -471,8 +505,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_option("--profile", a->profile,
                   "cost profile for --compare and --layout best (default: "
                   "configs/profiles/measured/<gpu>.yaml if committed, else configs/profiles/<gpu>.yaml)");
-  cmd->add_option("--cluster", a->cluster, "cluster preset whose GPU the prediction assumes")
-      ->capture_default_str();
+  cmd->add_option("--cluster", a->cluster,
+                  "cluster preset whose GPU --compare and --layout best predict for (default: the preset\n"
+                  "of the GPU this run trains on, e.g. dgx-h200 on an H200; dgx-h100 when none has it)");
   add_whole_number_option(*cmd, "--gpus", a->gpus, "GPUs of this node to train on (one so far)", 1,
                           kMostGpus);
   return [a, &common](std::ostream& out) {
@@ -484,8 +519,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
     const auto rank = launched_rank(*a);
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
     // Said before the engine starts (and where there is none): what `best` chose.
-    if (!run.settings.layout_note.empty())
-      (run.settings.format == "json" ? std::cerr : out) << run.settings.layout_note << "\n";
+    for (const std::string* note : {&run.settings.cluster_note, &run.settings.layout_note})
+      if (!note->empty()) (run.settings.format == "json" ? std::cerr : out) << *note << "\n";
     const LaunchedJob job = join_launched_job(rank, run.settings.layout);
     run.world_rank = job.world_rank;
 #ifdef SEXTANT_HAVE_NCCL

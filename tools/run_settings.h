@@ -59,6 +59,7 @@ struct RunSettings {
   sim::CostProfile profile;
   sim::ClusterConfig cluster;
   std::string layout_note;  // how --layout best was chosen (empty otherwise)
+  std::string cluster_note;  // why the predicted-for cluster may not be this machine (tools/run_cluster.h)
   /// Checkpoints (engine/checkpoint/): --save DIR every --save-interval steps
   /// (0: only at the end), keeping the last --keep; --load DIR (a step folder,
   /// or a checkpoint folder whose `latest` names one) before the first step.

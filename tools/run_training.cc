@@ -1,9 +1,10 @@
-// `sextant run` on the GPU: the training loop around engine::Trainer, its
+// `sextant run` on the GPU: builds the rank's trainer and the training loop's
+// pieces (engine/training/), loads and saves checkpoints, and prints — the
 // progress lines, the summary and the JSON. Built only with the CUDA toolkit.
 //
-// Data-parallel runs: every rank reads the whole global batch from the same
-// seeded data stream and the trainer takes its micro-batches from it; rank 0
-// prints, the others are silent; all ranks stop after the same step.
+// Parallel runs: every rank reads the whole global batch from the same seeded
+// data stream and the trainer takes its micro-batches from it; rank 0 prints,
+// the others are silent; all ranks stop after the same step (the loop's stop vote).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -33,6 +34,9 @@
 #include "engine/model/nonfinite_step.h"
 #include "engine/model/transformer_shape.h"
 #include "engine/trainer.h"
+#include "engine/training/rank_trainer.h"
+#include "engine/training/stop_vote.h"
+#include "engine/training/training_loop.h"
 #include "kernels/cuda_check.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
@@ -40,7 +44,6 @@
 #include "sim/flops/model_flops.h"
 #include "sim/memory/memory_model.h"
 #include "tools/run_checkpoint.h"
-#include "tools/rank_trainer.h"
 #include "tools/run_compare.h"
 #include "tools/run_settings.h"
 
@@ -94,55 +97,6 @@ std::optional<sim::GpuConfig> gpu_preset(const RunSettings& s, const Device& dev
   for (const auto& [marker, preset] : kByName)
     if (device.name.find(marker) != std::string::npos) return catalog.gpu(preset);
   return std::nullopt;
-}
-
-std::size_t device_memory_in_use() {
-  std::size_t free_bytes = 0, total_bytes = 0;
-  SEXTANT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return total_bytes - free_bytes;
-}
-
-// Every rank stops after the same step, or the others would wait forever in
-// the next step's collectives: one rank's Ctrl-C or SIGTERM is summed over the
-// data-parallel group, then over the tensor-parallel and the pipeline ones (so
-// over the tp·dp·pp world), between steps (one float each, a few microseconds).
-class StopVote {
- public:
-  StopVote(engine::comm::Communicator* dp, engine::comm::Communicator* tp, engine::comm::Communicator* pp,
-           std::chrono::milliseconds timeout)
-      : groups_{dp, tp, pp}, timeout_(timeout) {
-    if (dp != nullptr || tp != nullptr || pp != nullptr)
-      SEXTANT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(float)));
-  }
-  ~StopVote() {
-    if (flag_ != nullptr) cudaFree(flag_);
-  }
-  StopVote(const StopVote&) = delete;
-  StopVote& operator=(const StopVote&) = delete;
-
-  bool any_rank(bool mine) {
-    float votes = mine ? 1.0f : 0.0f;
-    for (engine::comm::Communicator* group : groups_) {
-      if (group == nullptr) continue;
-      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(flag_, &votes, sizeof(float), cudaMemcpyHostToDevice, group->stream()));
-      group->all_reduce_sum(flag_, flag_, 1, engine::comm::DataType::kFp32);
-      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&votes, flag_, sizeof(float), cudaMemcpyDeviceToHost, group->stream()));
-      group->synchronize(timeout_);
-    }
-    return votes > 0;
-  }
-
- private:
-  engine::comm::Communicator* groups_[3];
-  std::chrono::milliseconds timeout_;
-  float* flag_ = nullptr;
-};
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string fixed(double value, int decimals) {
@@ -248,14 +202,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.use_cuda_graph = s.use_cuda_graph;
   options.distributed_optimizer = s.layout.zero >= 1;
   options.comm_timeout = std::chrono::milliseconds(static_cast<long long>(s.comm_timeout_s * 1000));
-  std::unique_ptr<RankTrainer> trainer;
+  std::unique_ptr<engine::training::RankTrainer> trainer;
   try {
-    if (pp > 1)
-      trainer = std::make_unique<RankTrainer>(std::make_unique<engine::pipeline::PipelineTrainer>(
-          trained, s.layout, options, engine::pipeline::PipelineGroups{pipeline, data_parallel, tensor_parallel}));
-    else
-      trainer = std::make_unique<RankTrainer>(
-          std::make_unique<engine::Trainer>(trained, shape, options, data_parallel, tensor_parallel));
+    trainer = engine::training::make_rank_trainer(trained, s.layout, options,
+                                                  {data_parallel, tensor_parallel, pipeline});
   } catch (const kernels::CudaError& e) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
       throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
@@ -318,15 +268,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   g_interrupted.store(false);
   auto previous_sigint = std::signal(SIGINT, on_interrupt);
   auto previous_sigterm = std::signal(SIGTERM, on_interrupt);
-  std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
-  std::vector<double> step_seconds, losses, lrs, norms;
-  std::map<std::string, double> task_seconds;  // by kind, summed over timed steps
-  std::vector<engine::TaskTime> last_tasks;
-  int timed_steps = 0;
-  std::size_t peak_in_use = 0;
-  int skipped = 0;
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
-  StopVote vote(data_parallel, tensor_parallel, pipeline, options.comm_timeout);
+  engine::training::StopVote vote(data_parallel, tensor_parallel, pipeline, options.comm_timeout);
   // --load: the rank's shard into the trainer, and the data stream advanced past
   // the batches the saved run drew (the same seeded stream: check_checkpoint_fits).
   int first_batch = 0;
@@ -343,6 +286,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     }
     first_batch = static_cast<int>(run.checkpoint->metadata.data_batches);
     try {
+      std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
       for (int i = 0; i < first_batch; ++i) data->next(inputs, targets);
     } catch (const engine::data::DataError& e) {
       throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
@@ -378,7 +322,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   // host is blocked inside a library call that the communicators' own timeout
   // cannot reach; end the process with one line, so the launcher stops all.
   std::optional<engine::launch::StepWatchdog> watchdog;
-  if (data_parallel != nullptr || tensor_parallel != nullptr)
+  if (vote.spans_ranks())
     watchdog.emplace(options.comm_timeout + std::chrono::minutes(1),
                      [rank = run.world_rank, timeout_s = s.comm_timeout_s](std::int64_t step, std::chrono::milliseconds limit) {
                        std::cerr << "sextant: error: rank " << rank << ": step " << step << " did not return within "
@@ -387,66 +331,62 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
                                     "this rank so that the launcher stops the others\n";
                        std::_Exit(1);
                      });
-  bool interrupted = false;
-  if (watchdog) watchdog->arm(first_batch + 1);  // each step's stop vote included
-  for (int i = first_batch; i < s.steps && !(interrupted = vote.any_rank(g_interrupted.load())); ++i) {
-    try {
-      data->next(inputs, targets);
-    } catch (const engine::data::DataError& e) {
-      throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
-    }
-    engine::StepResult r = trainer->step(inputs, targets);
-    if (!engine::step_is_finite(r.loss, r.grad_norm) && s.on_nonfinite == engine::NonFinitePolicy::kStop) {
-      // Every rank sees the same loss and norm, so all stop here together.
-      const std::string tensor = std::isfinite(r.grad_norm) ? "" : trainer->first_nonfinite_gradient();
-      if (run.world_rank == 0)
-        std::cerr << "sextant: error: " << engine::nonfinite_step_message(r.step, r.loss, r.grad_norm, tensor)
-                  << "; stopping" << (std::isfinite(r.grad_norm) ? "" : " (this step did not update the weights)")
-                  << "; --on-nonfinite skip would go on\n";
-      std::signal(SIGINT, previous_sigint);
-      std::signal(SIGTERM, previous_sigterm);
-      return kNonFiniteExitCode;
-    }
-    peak_in_use = std::max(peak_in_use, device_memory_in_use());
-    if (r.skipped) ++skipped;
-    losses.push_back(r.loss);
-    lrs.push_back(r.lr);
-    norms.push_back(r.grad_norm);
-    if (i - first_batch >= warmup_for_timing) {
-      step_seconds.push_back(r.seconds);
-      if (!r.tasks.empty()) {
-        ++timed_steps;
-        for (const engine::TaskTime& t : r.tasks) task_seconds[task_kind(t.name)] += t.seconds;
-        last_tasks = std::move(r.tasks);
-      }
-    }
-    if ((i + 1) % s.log_interval == 0 || i + 1 == s.steps) {
-      const double tflops = flops_per_gpu_per_step / r.seconds / 1e12;
-      char line[200];
-      std::snprintf(line, sizeof line, "%6d %9.4f %9.3e %10.3f %9.1f %10.0f %8.1f %6s %8.2f%s\n",
-                    r.step, r.loss, r.lr, r.grad_norm, r.seconds * 1e3,
-                    tokens_per_step / r.seconds, tflops,
-                    gpu ? fixed(100 * tflops * 1e12 / gpu->peak_bf16_flops_per_s, 1).c_str() : "-",
-                    peak_in_use / kGiB, r.skipped ? "  (skipped: non-finite gradient norm)" : "");
-      progress << line;
-      progress.flush();
-    }
-    if (!s.save_dir.empty() && s.save_interval > 0 && (i + 1) % s.save_interval == 0 && i + 1 < s.steps) {
-      if (watchdog) watchdog->disarm();  // a save is not counted: writing a large shard may take minutes
-      save(i + 1);
-    }
-    if (watchdog) watchdog->arm(i + 2);
+  engine::training::LoopSettings loop;
+  loop.tokens_per_step = tokens_per_step;
+  loop.first_batch = first_batch;
+  loop.steps = s.steps;
+  loop.untimed_steps = warmup_for_timing;
+  loop.on_nonfinite = s.on_nonfinite;
+  loop.save_interval = s.save_dir.empty() ? 0 : s.save_interval;
+  engine::training::LoopHooks hooks;
+  hooks.stop_requested = [] { return g_interrupted.load(); };
+  hooks.save = save;
+  hooks.watchdog = watchdog ? &*watchdog : nullptr;
+  hooks.after_step = [&](const engine::StepResult& r, int steps_so_far, std::size_t peak_bytes) {
+    if (steps_so_far % s.log_interval != 0 && steps_so_far != s.steps) return;
+    const double tflops = flops_per_gpu_per_step / r.seconds / 1e12;
+    char line[200];
+    std::snprintf(line, sizeof line, "%6d %9.4f %9.3e %10.3f %9.1f %10.0f %8.1f %6s %8.2f%s\n",
+                  r.step, r.loss, r.lr, r.grad_norm, r.seconds * 1e3,
+                  tokens_per_step / r.seconds, tflops,
+                  gpu ? fixed(100 * tflops * 1e12 / gpu->peak_bf16_flops_per_s, 1).c_str() : "-",
+                  peak_bytes / kGiB, r.skipped ? "  (skipped: non-finite gradient norm)" : "");
+    progress << line;
+    progress.flush();
+  };
+  engine::training::TrainingRecord record;
+  try {
+    record = engine::training::train(*trainer, *data, vote, loop, hooks);
+  } catch (const engine::data::DataError& e) {
+    throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
   }
   watchdog.reset();
-  const int batches_drawn = first_batch + static_cast<int>(losses.size());
-  if (!s.save_dir.empty() && batches_drawn > saved_after_batch) save(batches_drawn);
-  if (data_parallel == nullptr && tensor_parallel == nullptr && pipeline == nullptr)
-    interrupted = g_interrupted.load();  // a signal in the last step too
+  if (record.nonfinite) {
+    const engine::training::NonFiniteStop& n = *record.nonfinite;
+    if (run.world_rank == 0)
+      std::cerr << "sextant: error: " << engine::nonfinite_step_message(n.step, n.loss, n.grad_norm, n.tensor)
+                << "; stopping" << (std::isfinite(n.grad_norm) ? "" : " (this step did not update the weights)")
+                << "; --on-nonfinite skip would go on\n";
+    std::signal(SIGINT, previous_sigint);
+    std::signal(SIGTERM, previous_sigterm);
+    return kNonFiniteExitCode;
+  }
+  if (!s.save_dir.empty() && record.batches_drawn > saved_after_batch) save(record.batches_drawn);
   std::signal(SIGINT, previous_sigint);
   std::signal(SIGTERM, previous_sigterm);
-  const int done = static_cast<int>(losses.size());
+  const bool interrupted = record.interrupted;
+  const int done = record.steps();
+  const int skipped = record.skipped_steps;
+  const std::size_t peak_in_use = record.peak_memory_bytes;
+  const int timed_steps = record.timed_task_steps;
+  const std::vector<double>& losses = record.losses;
+  const std::vector<double>& lrs = record.lrs;
+  const std::vector<double>& norms = record.grad_norms;
+  const std::vector<engine::TaskTime>& last_tasks = record.last_tasks;
+  std::map<std::string, double> task_seconds;  // by kind, summed over timed steps
+  for (const auto& [name, seconds] : record.task_seconds) task_seconds[task_kind(name)] += seconds;
 
-  const double step_s = median(step_seconds);
+  const double step_s = record.median_step_s();
   const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
   const double tflops = step_s > 0 ? flops_per_gpu_per_step / step_s / 1e12 : 0;
   const double mfu = gpu && step_s > 0 ? tflops * 1e12 / gpu->peak_bf16_flops_per_s : 0;
@@ -471,6 +411,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
                << " more steps with CUDA events (kernels launched one by one)\n";
       progress.flush();
       trainer.reset();  // its memory, before the timing trainer takes the same again
+      std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
       measured = time_tasks_apart(trained, shape, options, *data, inputs, targets, data_parallel, tensor_parallel);
     }
     const ComparePrediction predicted =

@@ -20,6 +20,7 @@ TransformerShape transformer_shape_of(const sim::ModelConfig& model,
   s.vocab = static_cast<int>(sim::padded_vocab_size(model.vocab_size, layout.tp) / layout.tp);
   s.tp = layout.tp;
   s.sequence_parallel = layout.sp && layout.tp > 1;
+  s.tp_comm_overlap = s.sequence_parallel && layout.tp_comm_overlap;
   s.seq = static_cast<int>(model.seq_length / layout.cp);
   s.micro_batch = layout.mbs;
   s.layernorm = model.normalization == sim::Normalization::kLayerNorm;

@@ -38,6 +38,11 @@ struct TransformerShape {
   /// (sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2; tp > 1 only).
   int tp = 1;
   bool sequence_parallel = false;
+  /// Under sequence parallelism: the all-gather before QKV and fc1 and the
+  /// reduce-scatter after proj and fc2 pipelined with those GEMMs in tp
+  /// chunks (layout knob tp_comm_overlap, Megatron --tp-comm-overlap;
+  /// engine/tensor_parallel/overlap_schedule.h). Same results, other timing.
+  bool tp_comm_overlap = false;
 
   /// The head dimension the attention kernels run at: 64 or 128, or the head
   /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).

@@ -46,7 +46,8 @@ note_failure $?
 
 echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
 for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_kernel_tests \
-    sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests sextant_resilience_gpu_tests sextant_engine_tests; do
+    sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests sextant_resilience_gpu_tests sextant_training_loop_tests \
+    sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'

@@ -42,6 +42,22 @@ TEST(RunCommand, RefusesParallelLayoutsByName) {
   }
 }
 
+// tp_comm_overlap overlaps sequence parallelism's collectives with the GEMMs:
+// refused by name without tp > 1 and sp=1; with them the complaint is the
+// rank count (one process here), not the knob.
+TEST(RunCommand, TpCommOverlapNeedsSequenceParallelism) {
+  TempDir dir;
+  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout tp_comm_overlap=1,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("tp_comm_overlap: 1: overlaps the sequence-parallel all-gather and reduce-scatter with the "
+                       "GEMMs, so it needs tp > 1 and sp=1 (this layout has tp=1, sp=0)"),
+            std::string::npos) << r.err;
+  r = run_sextant(dir, "run --model gpt-350m --layout tp=2,sp=1,tp_comm_overlap=1,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("tp: 2: this run has 1 rank(s), not a multiple of tp"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tp_comm_overlap:"), std::string::npos) << r.err;
+}
+
 TEST(RunCommand, DataParallelNeedsThatManyProcesses) {
   TempDir dir;
   const CommandResult r = run_sextant(dir, "run --model gpt-350m --layout dp=2,mbs=1");

@@ -19,6 +19,8 @@ steps=${STEPS:-10}
 # FIT_ARGS: the fit-profile model; default the power-cap model (sim/analytic/power_cap.h),
 # FIT_ARGS= for the linear one (compute_time_factor and overheads).
 fit_args=${FIT_ARGS---power-cap}
+# CLUSTER (default dgx-h100): the cluster preset of the GPU the runs are on, for the simulations.
+cluster=${CLUSTER:-dgx-h100}
 sextant="$build/tools/sextant --configs configs"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$out/runs" "$out/logs"
@@ -58,16 +60,16 @@ for entry in "${layouts[@]}"; do
   name=$(printf "%02d-%s-%s" "$i" "$model" "${layout//[=,]/_}")
   echo "run $i/${#layouts[@]}: $model $layout (seq $seq) [$(( $(date +%s) - start )) s]"
   $sextant run --model "$model" --layout "$layout" --seq-length "$seq" --data synthetic --steps "$steps" \
-    --compare --report "$out/reports/$name" --profile "$profile" --format json \
+    --compare --report "$out/reports/$name" --profile "$profile" --cluster "$cluster" --format json \
     > "$out/runs/$name.json" 2> "$out/logs/$name.log" ||
     { echo "  failed: see $out/logs/$name.log"; rm -f "$out/runs/$name.json"; continue; }
   # The datasheet profile's prediction of the same layout.
-  $sextant simulate --model "$model" --cluster dgx-h100 --gpus 1 --layout "$layout" --seq-length "$seq" \
+  $sextant simulate --model "$model" --cluster "$cluster" --gpus 1 --layout "$layout" --seq-length "$seq" \
     --format json > "$out/logs/$name.datasheet.json" 2>> "$out/logs/$name.log"
 done
 
 echo "fit: $sextant fit-profile $fit_args --runs $out/runs --profile $profile --out $out/measured-fitted.yaml"
-$sextant fit-profile $fit_args --runs "$out/runs" --profile "$profile" --out "$out/measured-fitted.yaml" \
+$sextant fit-profile $fit_args --cluster "$cluster" --runs "$out/runs" --profile "$profile" --out "$out/measured-fitted.yaml" \
   | tee "$out/fit.txt" || { echo "fit failed"; exit 1; }
 
 # Leave one out: each run predicted by the fit on the others.
@@ -76,7 +78,7 @@ for run in "$out"/runs/*.json; do
   name=$(basename "$run" .json)
   rm -rf "$out/loo/runs-$name" && mkdir -p "$out/loo/runs-$name"
   for other in "$out"/runs/*.json; do [[ $other != "$run" ]] && cp "$other" "$out/loo/runs-$name/"; done
-  $sextant fit-profile $fit_args --runs "$out/loo/runs-$name" --profile "$profile" --out "$out/loo/$name.yaml" \
+  $sextant fit-profile $fit_args --cluster "$cluster" --runs "$out/loo/runs-$name" --profile "$profile" --out "$out/loo/$name.yaml" \
     > "$out/loo/$name.fit.txt" 2>&1
 done
 
@@ -91,7 +93,7 @@ print(c["model"], "mbs=%d,gbs=%d,recompute=%s" % (l["mbs"], l["gbs"], l["recompu
   for which in fitted loo; do
     p=$out/measured-fitted.yaml
     [[ $which == loo ]] && p=$out/loo/$name.yaml
-    $sextant simulate --model "$model" --cluster dgx-h100 --gpus 1 --layout "$layout" --seq-length "$seq" \
+    $sextant simulate --model "$model" --cluster "$cluster" --gpus 1 --layout "$layout" --seq-length "$seq" \
       --profile "$p" --format json > "$out/logs/$name.$which.json" 2>> "$out/logs/$name.log"
   done
 done
