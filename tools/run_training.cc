@@ -137,8 +137,8 @@ std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
 // its trainer; a pipeline's from the layout (engine/checkpoint/
 // checkpoint_sharding.h), which must name this rank's stage's tensors in its
 // trainer's order — the same ParameterLayouts back to back.
-RunSharding run_sharding(const RankTrainer& trainer, const sim::ModelConfig& model, const sim::ParallelLayout& layout,
-                         int world_rank) {
+RunSharding run_sharding(const engine::training::RankTrainer& trainer, const sim::ModelConfig& model,
+                         const sim::ParallelLayout& layout, int world_rank) {
   if (const engine::Trainer* replica = trainer.replica())
     return {engine::checkpoint::sharding_of(replica->layout(), layout.tp, replica->flat_elements(),
                                             replica->gradient_buckets(), layout.dp, layout.zero >= 1)};
