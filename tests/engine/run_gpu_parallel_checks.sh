@@ -166,6 +166,14 @@ if [[ $gpus -ge 2 ]]; then
   run_one reshard_dp1_to_zero1 --nproc-per-node 2 --layout dp=2,zero=1,mbs=2,gbs=8 --load "$ckpt/dp1/step-3"
   compare_loaded reshard_dp1_saved reshard_dp1_to_zero1 1e-5 1e-2
   rm -rf "$ckpt"/*
+  # A pipeline's checkpoint (one shard per stage, metadata v3): resumed with
+  # pp = 2 (step 4 exact, step 5 1e-4 as above), and loaded into one GPU.
+  run_one pp2_saved --nproc-per-node 2 --layout pp=2,mbs=2,gbs=8 --save "$ckpt/pp2" --save-interval 3
+  run_one pp2_resumed --nproc-per-node 2 --layout pp=2,mbs=2,gbs=8 --load "$ckpt/pp2/step-3"
+  compare_loaded pp2_saved pp2_resumed 0 1e-4
+  run_one reshard_pp2_to_pp1 --layout mbs=2,gbs=8 --load "$ckpt/pp2/step-3"
+  compare_loaded pp2_saved reshard_pp2_to_pp1 1e-5 1e-2
+  rm -rf "$ckpt"/*
 fi
 if [[ $gpus -ge 2 ]]; then
   run_one dp2 --nproc-per-node 2 --layout dp=2,mbs=2,gbs=8
