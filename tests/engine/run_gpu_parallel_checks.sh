@@ -47,7 +47,7 @@ note_failure $?
 echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
 for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_kernel_tests \
     sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests sextant_resilience_gpu_tests sextant_training_loop_tests \
-    sextant_engine_tests; do
+    sextant_layout_parity_tests sextant_engine_tests; do
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -56,7 +56,7 @@ for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sexta
   rc=$?
   note_failure $rc
   echo "$t exit code $rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$out/${t#sextant_}.txt" | tr '\n' ' ')"
-  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|  gpt_|  llama_|worst|  saved |gave up|named on' "$out/${t#sextant_}.txt" | head -n 30
+  grep -E '^\[  FAILED|Failure|rror|  dp-|  tp-|  gpt_|  gpt350m|  llama_|worst|  saved |gave up|named on' "$out/${t#sextant_}.txt" | head -n 30
 done
 
 echo "== sextant run"
