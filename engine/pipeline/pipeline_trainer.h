@@ -118,6 +118,14 @@ class PipelineTrainer {
   std::vector<float> master_parameter(const std::string& name) const;
   std::vector<float> weight(const std::string& name) const;
   std::vector<float> gradient(const std::string& name) const;
+  /// Overwrites this rank's gradient of one tensor (tests: a NaN where a step would make one).
+  void set_gradient(const std::string& name, std::span<const float> values);
+
+  /// After a step whose gradient norm is not finite (every rank of the world
+  /// calls it then: it reduces over tp and dp and gathers over pp): the name of
+  /// the first tensor, in the whole model's order, whose gradient is not
+  /// finite; "" when none is (pipeline_nonfinite.cc).
+  std::string first_nonfinite_gradient();
 
   /// This rank's flat arrays, as Trainer::state() (no sharding).
   checkpoint::TrainerState state() const;

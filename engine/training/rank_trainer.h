@@ -49,10 +49,12 @@ class RankTrainer {
   const pipeline::PipelineTrainer* stage() const { return stage_.get(); }
   /// The replica's Trainer; null for a pipeline stage.
   const Trainer* replica() const { return replica_.get(); }
-  /// After a non-finite gradient norm: the first tensor whose gradient is not
-  /// finite (engine/trainer_nonfinite.cc); "" for a pipeline stage, which does
-  /// not search its tensors yet.
-  std::string first_nonfinite_gradient() { return replica_ ? replica_->first_nonfinite_gradient() : std::string(); }
+  /// After a non-finite gradient norm: the first tensor, in the whole model's
+  /// order, whose gradient is not finite (engine/trainer_nonfinite.cc,
+  /// engine/pipeline/pipeline_nonfinite.cc); "" when none is.
+  std::string first_nonfinite_gradient() {
+    return replica_ ? replica_->first_nonfinite_gradient() : stage_->first_nonfinite_gradient();
+  }
 
  private:
   std::unique_ptr<Trainer> replica_;

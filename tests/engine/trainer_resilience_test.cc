@@ -26,6 +26,7 @@
 #include "engine/comm/comm_error.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
+#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
@@ -136,6 +137,46 @@ INSTANTIATE_TEST_SUITE_P(Layouts, NonFiniteGradientTest,
                            return "Tp" + std::to_string(info.param.tp) + "Dp" + std::to_string(info.param.dp) +
                                   (info.param.zero ? "Zero1" : "");
                          });
+
+// A pipeline: each stage holds only its layers, yet every rank names the same
+// tensor, the first in the whole model's order. pp = 2 x tp = 2, 4 layers (two
+// per stage): a NaN put into stage 1's layers.3.fc1_weight (one tp rank's
+// shard) is named on all four ranks; adding a NaN in stage 0's layers.1.fc2_bias
+// makes that one the first; with every gradient finite, none is named.
+TEST_F(TrainerResilienceTest, APipelineNamesTheFirstNonFiniteGradientOfTheWholeModel) {
+  sim::ModelConfig model = testing::small_model("find-pp", false, 2, 2);
+  model.num_layers = 4;
+  sim::ParallelLayout layout;
+  layout.tp = 2;
+  layout.pp = 2;
+  layout.mbs = 1;
+  layout.gbs = 4;
+  const TrainerOptions options = testing::three_step_options(4);
+  const Batch b = testing::random_batch(rng(), 4, static_cast<int>(model.seq_length), static_cast<int>(model.vocab_size));
+  std::vector<std::string> clean(4), later(4), earlier(4);
+  comm::testing::run_in_process(4, [&](int r, comm::Communicator& world) {
+    const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
+    pipeline::PipelineTrainer trainer(model, layout, options, {groups.pp.get(), nullptr, groups.tp.get()});
+    trainer.forward_backward(b.inputs, b.targets);
+    const auto rank = static_cast<std::size_t>(r);
+    clean[rank] = trainer.first_nonfinite_gradient();
+    auto poison = [&](const std::string& name) {
+      std::vector<float> g = trainer.gradient(name);
+      g[1] = std::numeric_limits<float>::quiet_NaN();
+      trainer.set_gradient(name, g);
+    };
+    // Ranks are tp-major inside a stage: world rank 3 is stage 1, tp rank 1; rank 0 stage 0, tp rank 0.
+    if (r == 3) poison("layers.3.fc1_weight");
+    later[rank] = trainer.first_nonfinite_gradient();
+    if (r == 0) poison("layers.1.fc2_bias");
+    earlier[rank] = trainer.first_nonfinite_gradient();
+  });
+  for (std::size_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(clean[r], "") << "rank " << r;
+    EXPECT_EQ(later[r], "layers.3.fc1_weight") << "rank " << r;
+    EXPECT_EQ(earlier[r], "layers.1.fc2_bias") << "rank " << r;
+  }
+}
 
 TEST_F(TrainerResilienceTest, ARankThatStopsMakesThePeersStepFailNamingTheCollective) {
   // tp = 2 with a 2 s group timeout: rank 1 builds its trainer and then never
