@@ -14,6 +14,11 @@
 // Both vocabularies are multiples of 128·4, so no layout pads them
 // (sim::padded_vocab_size) and every run has the same softmax.
 //
+// Initial weights: the one-GPU trainer's own (TrainerOptions::seed; each
+// tensor from the random stream of its index in the whole model). Layouts
+// without tp draw the same ones themselves, checked bit for bit; tp ranks are
+// given their shards of them.
+//
 // The data are learnable — each sequence counts up from a random start by a
 // random stride of 1-3, modulo 1000 — so the loss falls (from ln(vocab) ≈ 10.8
 // towards a few nats in 20 steps at lr 1e-3) and a layout that trains a wrong
@@ -57,7 +62,6 @@
 #include "engine/comm/parallel_groups.h"
 #include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
-#include "kernels/bf16.h"
 #include "sim/core/layer_shape.h"
 #include "sim/core/pipeline_split.h"
 #include "sim/core/preset_catalog.h"
@@ -160,18 +164,21 @@ std::vector<std::string> names_of(const Trainer& t) {
 }
 std::vector<std::string> names_of(const pipeline::PipelineTrainer& t) { return t.tensor_names(); }
 
+/// `start`: the weights to set, or null to keep the trainer's own (drawn from
+/// the stream of each tensor's index in the whole model, as one GPU draws them).
 template <typename T>
-void run(T& trainer, const Tensors& start, const std::vector<testing::Batch>& batches, RunResult& out) {
+void run(T& trainer, const Tensors* start, const std::vector<testing::Batch>& batches, RunResult& out) {
   const std::vector<std::string> names = names_of(trainer);
-  for (const std::string& name : names) trainer.set_parameter(name, start.at(name));
+  if (start != nullptr)
+    for (const std::string& name : names) trainer.set_parameter(name, start->at(name));
   for (const std::string& name : names) out.masters[name] = trainer.master_parameter(name);
   out.losses.push_back(trainer.forward_backward(batches[0].inputs, batches[0].targets));
   for (const std::string& name : names) out.gradients[name] = trainer.gradient(name);
   for (const testing::Batch& b : batches) out.losses.push_back(trainer.step(b.inputs, b.targets).loss);
 }
 
-/// One model's start: weights N(0, 0.02) rounded to bf16 (norm gains 1), the
-/// batches, and the one-GPU run on them — computed once per model.
+/// One model's start: the one-GPU trainer's initial weights, the batches, and
+/// the one-GPU run on them — computed once per model.
 struct Reference {
   sim::ModelConfig model;
   TransformerShape one;
@@ -187,18 +194,10 @@ const Reference& reference(bool llama, std::mt19937_64& rng) {
   r = std::make_unique<Reference>();
   r->model = llama ? small_llama() : gpt_350m();
   r->one = transformer_shape_of(r->model, 1, kSeq);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  const ParameterLayout whole(r->one);
-  for (const ParameterTensor& t : whole.tensors()) {
-    std::vector<float>& w = r->weights[t.name];
-    w.reserve(t.elements());
-    const bool gain = t.name.find("gamma") != std::string::npos;
-    for (std::size_t i = 0; i < t.elements(); ++i)
-      w.push_back(gain ? 1.0f : kernels::to_float(kernels::from_float(normal(rng))));
-  }
   for (int i = 0; i < kSteps; ++i) r->batches.push_back(counting_batch(rng, kGlobalBatch, kSeq));
   Trainer trainer(r->model, r->one, options_of(LayoutCase{llama, 1, 0, 1, 1, 1, 0}));
-  run(trainer, r->weights, r->batches, r->single);
+  run(trainer, nullptr, r->batches, r->single);
+  r->weights = r->single.masters;
   return *r;
 }
 
@@ -229,12 +228,16 @@ TEST_P(LayoutParityTest, TrainsAsOneGpuDoes) {
         };
         comm::Communicator* dp = c.dp > 1 ? groups.dp.get() : nullptr;
         comm::Communicator* tp = c.tp > 1 ? groups.tp.get() : nullptr;
+        // Without tp every rank draws the one GPU's weights itself (checked
+        // below); a tp shard is drawn from its rank's own stream, so it is set.
         if (c.pp > 1) {
           pipeline::PipelineTrainer trainer(ref.model, layout, options, {groups.pp.get(), dp, tp});
-          run(trainer, shards_for(trainer.tensor_names()), ref.batches, out);
+          const Tensors shards = shards_for(trainer.tensor_names());
+          run(trainer, c.tp > 1 ? &shards : nullptr, ref.batches, out);
         } else {
           Trainer trainer(ref.model, part, options, dp, tp);
-          run(trainer, shards_for(names_of(trainer)), ref.batches, out);
+          const Tensors shards = shards_for(names_of(trainer));
+          run(trainer, c.tp > 1 ? &shards : nullptr, ref.batches, out);
         }
       },
       std::chrono::minutes(5));
@@ -253,6 +256,14 @@ TEST_P(LayoutParityTest, TrainsAsOneGpuDoes) {
       EXPECT_NEAR(got.losses[s], ref.single.losses[s], step_tolerance * ref.single.losses[s]) << "step " << s;
       worst_loss = std::max(worst_loss, std::abs(got.losses[s] - ref.single.losses[s]) / ref.single.losses[s]);
     }
+    if (c.tp == 1)  // the same initial weights as one GPU, bit for bit (NaN: another ZeRO-1 rank's)
+      for (const auto& [name, master] : got.masters) {
+        const std::vector<float>& want = ref.weights.at(name);
+        ASSERT_EQ(master.size(), want.size()) << name;
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < want.size(); ++i) differ += !std::isnan(master[i]) && master[i] != want[i];
+        EXPECT_EQ(differ, 0u) << name << " starts from other weights than one GPU's";
+      }
     for (const auto& [name, gradient] : got.gradients) {
       const std::vector<float> want =
           testing::shard_of(name, ref.single.gradients.at(name), ref.one, part, got.tp_rank, c.tp);
