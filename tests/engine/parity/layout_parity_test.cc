@@ -21,7 +21,7 @@
 //
 // The data are learnable — each sequence counts up from a random start by a
 // random stride of 1-3, modulo 1000 — so the loss falls (from ln(vocab) ≈ 10.8
-// towards a few nats in 20 steps at lr 1e-3) and a layout that trains a wrong
+// towards 7 nats in 20 steps) and a layout that trains a wrong
 // model drifts away from the one-GPU losses instead of hiding under noise.
 //
 // What is compared, and the tolerances (relative), with their reasons:
@@ -40,7 +40,13 @@
 //   A wrong shard, a missing all-reduce or a lost micro-batch gives order 1.
 // - The first forward's loss: 1e-5 without tp (the same per-token losses,
 //   summed in the one-GPU order), 1e-2 with tp (the bf16 partial sums above).
-// - The losses of the 20 steps: 2e-3 without tp, 2e-2 with tp. Each AdamW step
+// - The losses of the 20 steps (lr warmed up over 5 steps to 6e-4, then
+//   cosine): 2e-3 without tp, 2e-2 with tp. The warmup matters: started at
+//   lr 1e-3 with no warmup, the small Llama's loss falls from 10.6 to 7.8 in six
+//   steps, a regime so sensitive that step-1 gradients agreeing to 2e-4 gave
+//   losses 3.5e-2 apart at step 6 and 1e-3 apart again by step 20 (H100,
+//   2026-11-23) — chaos, not a wrong layout, but a bound there would have to
+//   be too loose to catch one. Each AdamW step
 //   divides by the gradient's RMS, so an update moves by the gradient's relative
 //   error, except where a gradient is within that error of zero (Adam's first
 //   steps are sign(g)·lr there); these few flipped updates perturb the loss by
@@ -130,6 +136,11 @@ sim::ParallelLayout layout_of(const LayoutCase& c) {
 
 TrainerOptions options_of(const LayoutCase& c) {
   TrainerOptions o = testing::three_step_options(kGlobalBatch);
+  // GPT-3's schedule shape (Brown et al. 2020, Sec. 2.3): linear warmup, then
+  // cosine; 6e-4 is its 350M model's peak rate.
+  o.lr.max_lr = 6e-4;
+  o.lr.min_lr = 6e-5;
+  o.lr.warmup_steps = 5;
   o.lr.decay_steps = kSteps;
   o.distributed_optimizer = c.zero != 0;
   return o;
