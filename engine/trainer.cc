@@ -386,14 +386,8 @@ void Trainer::run_tensor_parallel_task(const sim::Task& t) {
   const bool backward = !(t.pass == sim::Pass::kForward || recompute);
   if (t.block != sim::Block::kAttention && t.block != sim::Block::kMlp)
     throw std::logic_error("Trainer: a tensor-parallel task of no layer block: " + sim::task_name(plan_, t));
-  const Transformer::Part part =
-      t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp;
-  if (t.kind == sim::TaskKind::kTensorParallelGather)
-    model_->tp_gather(part, t.layer, backward);
-  else if (t.kind == sim::TaskKind::kTensorParallelScatter)
-    model_->tp_scatter(part, t.layer, backward, recompute);
-  else
-    model_->tp_all_reduce_task(part, t.layer, backward, recompute);
+  model_->tp_task(t.kind, t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp,
+                  t.layer, backward, recompute);
 }
 
 void Trainer::reduce_buckets_ready_after(std::size_t index) {

@@ -779,7 +779,9 @@ void Transformer::attention_norm_backward(int layer, const Bf16* dnorm) {
 void Transformer::output_gradient_received() {
   if (!residual_biases_from_norms() || shape_.num_layers == 0) return;  // else mlp_backward sums it
   const int fc2_bias = layout_->layer(shape_.num_layers - 1).fc2_bias;
-  kernels::bias_gradient(gradient(fc2_bias), dx_, static_cast<int>(shape_.tokens()), shape_.hidden,
+  // dx_ holds the residual stream's rows: 1/tp of the tokens under sp (the
+  // bias's partial sum, summed over tp with the other partial gradients).
+  kernels::bias_gradient(gradient(fc2_bias), dx_, static_cast<int>(shape_.norm_tokens()), shape_.hidden,
                          accumulate_gradients_, bias_workspace_, bias_workspace_bytes_, stream_);
 }
 
@@ -879,6 +881,15 @@ void Transformer::tp_scatter(Part part, int layer, bool backward, bool recompute
     tp_reduce_scatter(scratch_, scratch_shard_);
   }
   attention ? attention_norm_backward(layer, scratch_shard_) : mlp_norm_backward(layer, scratch_shard_);
+}
+
+void Transformer::tp_task(sim::TaskKind kind, Part part, int layer, bool backward, bool recompute) {
+  if (kind == sim::TaskKind::kTensorParallelGather)
+    tp_gather(part, layer, backward);
+  else if (kind == sim::TaskKind::kTensorParallelScatter)
+    tp_scatter(part, layer, backward, recompute);
+  else
+    tp_all_reduce_task(part, layer, backward, recompute);
 }
 
 void Transformer::tp_all_reduce_task(Part part, int layer, bool backward, bool recompute) {

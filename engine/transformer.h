@@ -90,6 +90,7 @@
 #include "kernels/gemm_cublaslt.h"
 #include "kernels/stream.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/plan/task.h"
 
 struct CUevent_st;
 
@@ -152,6 +153,9 @@ class Transformer {
   void tp_scatter(Part part, int layer, bool backward, bool recompute);
   /// Without sp, after the block: "tp.all_reduce".
   void tp_all_reduce_task(Part part, int layer, bool backward, bool recompute);
+  /// The Plan's tensor-parallel task of kind `kind` (kTensorParallelGather,
+  /// kTensorParallelScatter or kTensorParallel): one of the three above.
+  void tp_task(sim::TaskKind kind, Part part, int layer, bool backward, bool recompute);
 
   /// false: the backward tasks that follow write parameter gradients (the
   /// step's first micro-batch); true: they add to them. Embedding tables always add.

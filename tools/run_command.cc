@@ -200,9 +200,6 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
   l.recompute = p.recompute.value_or(sim::Recompute::kNone);
   // Sequence parallelism (Korthikanti et al. 2022) runs with tp > 1; at tp = 1 there is nothing to split.
   l.sp = p.sp.value_or(false) && tp > 1;
-  if (l.sp && pp > 1)
-    throw_option_error("--layout", "sp", "1: sequence parallelism with pipeline parallelism is not executed yet "
-                                         "(issue 13); use sp=0 with pp > 1");
   // Megatron --tp-comm-overlap: the sequence-parallel all-gathers and
   // reduce-scatters pipelined with the GEMMs (engine/tensor_parallel/overlap_schedule.h).
   if (p.tp_comm_overlap.value_or(false)) {

@@ -8,6 +8,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/pipeline/pipeline_trainer.h"
+#include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/trainer_arrays.h"
 #include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
@@ -21,6 +22,11 @@ bool PipelineTrainer::is_tied_copy(const Chunk& chunk, int tensor) const {
 }
 
 void PipelineTrainer::finish_gradients() {
+  // Sequence parallelism: the replicated tensors' gradients are partial sums
+  // over each tp rank's tokens (Korthikanti et al. 2022, Sec. 4.2.2).
+  for (const Chunk& chunk : chunks_)
+    if (chunk.partial_gradients != nullptr)
+      chunk.partial_gradients->sum(gradients_ + chunk.offset, 0, chunk.layout.total_elements(), *tp_, stream_);
   if (reducer_ != nullptr) {
     reducer_->bucket_ready(0, stream_);
     reducer_->finish(stream_);

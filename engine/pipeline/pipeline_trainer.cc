@@ -10,6 +10,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/gradient_reducer.h"
+#include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/trainer_arrays.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -29,12 +30,11 @@ void require(bool ok, const std::string& what) {
 
 // The layout of one dp replica's pipeline as the Plan knows it: the engine
 // reduces dp after the schedule, so the Plan holds the stage's compute, its
-// tensor-parallel all-reduces (tasks of their own, run by the Transformer's
-// tp_all_reduce_task) and the pipeline sends.
+// tensor-parallel all-reduces, or with sp its all-gathers and reduce-scatters
+// (tasks of their own, run by the Transformer), and the pipeline sends.
 sim::ParallelLayout plan_layout(const sim::ParallelLayout& layout) {
   sim::ParallelLayout l = layout;
   l.cp = l.ep = l.etp = l.dp = 1;
-  l.sp = false;
   l.zero = 0;
   l.gbs = layout.gbs / layout.dp;
   l.overlap_grad_reduce = false;
@@ -58,8 +58,6 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
           "the tensor-parallel group has " + std::to_string(size_of(groups.tensor_parallel)) +
               " ranks; the layout's tp is " + std::to_string(layout.tp));
   require(layout.cp == 1 && layout.ep == 1, "cp and ep are not implemented with pipeline parallelism");
-  require(!layout.sp, "sequence parallelism with pipeline parallelism is not implemented (the stages would "
-                      "exchange 1/tp of the tokens)");
   require(layout.zero == 0 && !options.distributed_optimizer,
           "the distributed optimizer (zero=" + std::to_string(layout.zero) +
               ") with pipeline parallelism is not implemented yet");
@@ -89,6 +87,8 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
     chunks_.emplace_back(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
     chunks_.back().offset = elements_;
     elements_ += chunks_.back().layout.total_elements();
+    if (shape_.sequence_parallel && tp_ != nullptr)
+      chunks_.back().partial_gradients = std::make_unique<tensor_parallel::PartialGradients>(chunks_.back().layout);
   }
 
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -253,11 +253,12 @@ void PipelineTrainer::run_compute(const StageAction& a, float loss_scale) {
   const bool recompute = t.pass == sim::Pass::kRecompute;
   const bool forward = t.pass == sim::Pass::kForward || recompute;
   m.set_accumulate_gradients(t.microbatch > 0);
-  if (t.kind == sim::TaskKind::kTensorParallel) {  // the row-parallel block's all-reduce (plain tp)
+  if (t.kind == sim::TaskKind::kTensorParallel || t.kind == sim::TaskKind::kTensorParallelGather ||
+      t.kind == sim::TaskKind::kTensorParallelScatter) {
     if (t.block != sim::Block::kAttention && t.block != sim::Block::kMlp)
       throw std::logic_error("PipelineTrainer: a tensor-parallel task of no layer block: " + sim::task_name(plan_, t));
-    m.tp_all_reduce_task(t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp,
-                         a.local_layer, !forward, recompute);
+    m.tp_task(t.kind, t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp,
+              a.local_layer, !forward, recompute);
     return;
   }
   switch (t.block) {
@@ -281,7 +282,9 @@ void PipelineTrainer::run_compute(const StageAction& a, float loss_scale) {
 }
 
 void PipelineTrainer::exchange(const StageAction& a) {
-  const std::size_t count = static_cast<std::size_t>(shape_.tokens()) * static_cast<std::size_t>(shape_.hidden);
+  // The residual stream's rows: 1/tp of the tokens under sp (Korthikanti et
+  // al. 2022, Sec. 4.2.3: the stages exchange the sequence-parallel shards).
+  const std::size_t count = static_cast<std::size_t>(shape_.norm_tokens()) * static_cast<std::size_t>(shape_.hidden);
   auto model = [&](const Transfer& x) -> Transformer& {
     return *chunks_[static_cast<std::size_t>(x.chunk)].slots[static_cast<std::size_t>(x.slot)];
   };

@@ -38,6 +38,10 @@
 // pipeline starts from the weights one GPU would draw and the two copies of a
 // tied wte are equal.
 //
+// With tp and sp (Korthikanti et al. 2022) the stages exchange the residual
+// stream's sequence shards, (mbs·seq/tp, hidden), and the norms' and
+// row-parallel biases' partial gradients are summed over tp after the schedule.
+//
 // Not here (refused with std::invalid_argument): the distributed optimizer
 // (zero >= 1), cp, ep, zero-bubble schedules. Launched kernel by kernel (no
 // CUDA graph: the transfers meet other ranks) with cuBLASLt's heuristic
@@ -57,6 +61,7 @@
 #include "engine/model/parameter_layout.h"
 #include "engine/model/transformer_shape.h"
 #include "engine/pipeline/stage_program.h"
+#include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/task_timer.h"
 #include "engine/trainer.h"
 #include "engine/transformer.h"
@@ -141,6 +146,9 @@ class PipelineTrainer {
     ParameterLayout layout;
     std::size_t offset = 0;  // elements into the flat buffers
     std::vector<std::unique_ptr<Transformer>> slots;
+    /// tp > 1 with sp: the norms' and row-parallel biases' gradients, partial
+    /// sums over this rank's tokens, summed over tp after the schedule.
+    std::unique_ptr<tensor_parallel::PartialGradients> partial_gradients;
   };
   struct Located {
     const Chunk* chunk;

@@ -55,10 +55,11 @@ class ProgramBuilder {
       // The tied embedding's gradient all-reduce between the first and last
       // stage: the trainer's end-of-step reductions run it (pipeline_reductions.cc).
       if (t.kind == sim::TaskKind::kTiedEmbeddingReduce) continue;
-      // Plain tp's all-reduces run in the pass of the block they follow (sequence
-      // parallelism's gathers and scatters are refused with pp: PipelineTrainer).
+      // tp's all-reduces (sp's all-gathers and reduce-scatters) run in the pass
+      // of the block they follow (precede).
       if (t.kind != sim::TaskKind::kCompute && t.kind != sim::TaskKind::kPipelineSend &&
-          t.kind != sim::TaskKind::kTensorParallel)
+          t.kind != sim::TaskKind::kTensorParallel && t.kind != sim::TaskKind::kTensorParallelGather &&
+          t.kind != sim::TaskKind::kTensorParallelScatter)
         throw std::invalid_argument("pipeline: the engine's plan holds a task it does not run: " +
                                     sim::task_name(plan_, t));
       const Direction d = direction_of(plan_, t);

@@ -9,7 +9,7 @@
 // against one Trainer holding the whole model. Layouts: tp 2, tp 2 + sp,
 // tp 4 + sp, pp 2, pp 4 vpp 2 (interleaved 1F1B), dp 2, dp 2 + the distributed
 // optimizer (ZeRO-1), tp 2 x pp 2 x dp 2 (8 ranks, groups in the order
-// tp-cp-ep-dp-pp). Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
+// tp-cp-ep-dp-pp), and the same with sp. Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
 //
 // Both vocabularies are multiples of 128·4, so no layout pads them
 // (sim::padded_vocab_size) and every run has the same softmax.
@@ -339,7 +339,8 @@ std::vector<LayoutCase> cases() {
     for (LayoutCase c : {LayoutCase{false, 2, 0, 1, 1, 1, 0}, LayoutCase{false, 2, 1, 1, 1, 1, 0},
                          LayoutCase{false, 4, 1, 1, 1, 1, 0}, LayoutCase{false, 1, 0, 2, 1, 1, 0},
                          LayoutCase{false, 1, 0, 4, 2, 1, 0}, LayoutCase{false, 1, 0, 1, 1, 2, 0},
-                         LayoutCase{false, 1, 0, 1, 1, 2, 1}, LayoutCase{false, 2, 0, 2, 1, 2, 0}}) {
+                         LayoutCase{false, 1, 0, 1, 1, 2, 1}, LayoutCase{false, 2, 0, 2, 1, 2, 0},
+                         LayoutCase{false, 2, 1, 2, 1, 2, 0}}) {
       c.llama = llama;
       all.push_back(c);
     }

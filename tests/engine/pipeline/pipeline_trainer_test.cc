@@ -9,7 +9,9 @@
 // small Llama (untied, RoPE, SwiGLU, GQA), 8 layers, 8 micro-batches of 1:
 //   pp = 2 (1F1B), pp = 4 vpp = 2 (interleaved 1F1B, one layer per chunk),
 //   tp = 2 x pp = 2 x dp = 2 (8 ranks, groups in the order tp-cp-ep-dp-pp);
-//   and Llama pp = 2 split 3 + 5 (pp_layout), GPT pp = 2 with full recomputation.
+//   and Llama pp = 2 split 3 + 5 (pp_layout), GPT pp = 2 with full recomputation;
+//   tp = 2 with sequence parallelism beside pp = 2 (GPT; beside dp = 2 too) and
+//   pp = 2 vpp = 2 (Llama): the stages exchange the residual stream's shards.
 //
 // Tolerances, and why. Without tp a stage runs the very kernels one GPU runs
 // on the same shapes and inputs (the transfers are copies), so the forward's
@@ -58,12 +60,14 @@ struct PipelineCase {
   int pp, vpp, tp, dp;
   const char* pp_layout = "";  // uneven stages (sim/core/pipeline_split.h); "" for even
   bool full_recompute = false;
+  bool sp = false;  // with tp: sequence parallelism, the stages exchanging sequence shards
 };
 
 std::string case_name(const PipelineCase& c) {
   std::string s = std::string(c.llama ? "llama" : "gpt") + "_pp" + std::to_string(c.pp);
   if (c.vpp > 1) s += "_vpp" + std::to_string(c.vpp);
   if (c.tp > 1) s += "_tp" + std::to_string(c.tp);
+  if (c.sp) s += "_sp";
   if (c.dp > 1) s += "_dp" + std::to_string(c.dp);
   if (*c.pp_layout != 0) s += "_uneven";
   if (c.full_recompute) s += "_recompute_full";
@@ -111,6 +115,7 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
   layout.vpp = c.vpp;
   layout.schedule = c.vpp > 1 ? sim::Schedule::kInterleaved : sim::Schedule::kOneFOneB;
   layout.tp = c.tp;
+  layout.sp = c.sp;
   layout.dp = c.dp;
   layout.mbs = 1;
   layout.gbs = kGlobalBatch;
@@ -201,7 +206,11 @@ INSTANTIATE_TEST_SUITE_P(GptAndLlama, PipelineTrainerTest,
                                            PipelineCase{false, 2, 1, 2, 2}, PipelineCase{true, 2, 1, 2, 2},
                                            // 3 + 5 layers, and the forward again before each backward
                                            PipelineCase{true, 2, 1, 1, 1, "Ettt|tttttL"},
-                                           PipelineCase{false, 2, 1, 1, 1, "", true}),
+                                           PipelineCase{false, 2, 1, 1, 1, "", true},
+                                           // tp 2 with sp: the stages exchange (T/2, h) shards
+                                           PipelineCase{false, 2, 1, 2, 1, "", false, true},
+                                           PipelineCase{true, 2, 2, 2, 1, "", false, true},
+                                           PipelineCase{false, 2, 1, 2, 2, "", false, true}),
                          [](const ::testing::TestParamInfo<PipelineCase>& info) { return case_name(info.param); });
 
 class PipelineTrainerRefusal : public kernels::testing::GpuTest {};
