@@ -14,10 +14,8 @@
 // Both vocabularies are multiples of 128·4, so no layout pads them
 // (sim::padded_vocab_size) and every run has the same softmax.
 //
-// Initial weights: the one-GPU trainer's own (TrainerOptions::seed; each
-// tensor from the random stream of its index in the whole model). Layouts
-// without tp draw the same ones themselves, checked bit for bit; tp ranks are
-// given their shards of them.
+// Initial weights: N(0, 0.02) rounded to bf16 (norm gains 1), set in every
+// run (each rank its shard).
 //
 // The data are learnable — each sequence counts up from a random start by a
 // random stride of 1-3, modulo 1000 — so the loss falls (from ln(vocab) ≈ 10.8
@@ -40,25 +38,18 @@
 //   A wrong shard, a missing all-reduce or a lost micro-batch gives order 1.
 // - The first forward's loss: 1e-5 without tp (the same per-token losses,
 //   summed in the one-GPU order), 1e-2 with tp (the bf16 partial sums above).
-// - The losses of the 20 steps (lr warmed up over 5 steps to 6e-4, then
-//   cosine): 2e-3 without tp, 2e-2 with tp, or three times what summing in
-//   another order does to the one-GPU run by that step, whichever is larger.
-//   That second bound is measured, not chosen: the same model on one GPU with
-//   micro-batches of 2 or 4 instead of 1 is the same arithmetic summed in
-//   another order (other GEMM shapes, 4 or 2 accumulations instead of 8). Learning the
-//   counting task is a sensitive trajectory for the small Llama: on an H100
-//   (2026-11-23) its one-GPU losses and every layout's — dp 2 included, which
-//   only reassociates fp32 sums, with step-1 gradients 1e-3 apart — drifted
-//   up to 0.4 nats apart by step 17 (loss 5.6 to 6.1), while GPT-350M's stayed
-//   within 2e-4. A fixed bound loose enough for the Llama would catch nothing
-//   on GPT; one tight enough for GPT fails the Llama on noise. Each AdamW step
-//   divides by the gradient's RMS, so an update moves by the gradient's relative
-//   error, except where a gradient is within that error of zero (Adam's first
-//   steps are sign(g)·lr there); these few flipped updates perturb the loss by
-//   far less than their count suggests, and the model is the same function, so
-//   the difference grows slowly (the pipeline and data-parallel tests measure
-//   1e-5 to 1e-4 after 3 steps without tp). A layout that drops a gradient or
-//   mis-shards the optimizer leaves those bounds within a step or two.
+// - The losses of the 20 steps (lr 1e-3, cosine to 1e-4): 2e-3 without tp,
+//   2e-2 with tp, or three times what summing in another order does to the
+//   one-GPU run by that step, whichever is larger. That second bound is
+//   measured, not chosen: the same model on one GPU with micro-batches of 2 or
+//   4 instead of 1 is the same arithmetic summed in another order (other GEMM
+//   shapes, 4 or 2 accumulations instead of 8). It matters where training is
+//   unstable: started from the trainer's own initialisation the small Llama's
+//   counting task spiked (a 3-nat loss spike at step 13 that each layout, and
+//   the mbs-2 one-GPU run, took at its own time) and drifted 0.3 nats under
+//   pure fp32 reassociation (dp 2), so a fixed bound failed on noise; from
+//   N(0, 0.02) both models train smoothly and GPT-350M's and the Llama's
+//   layouts stayed within 3e-4 (H100, 2026-11-23).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,6 +64,7 @@
 #include "engine/comm/parallel_groups.h"
 #include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
+#include "kernels/bf16.h"
 #include "sim/core/layer_shape.h"
 #include "sim/core/pipeline_split.h"
 #include "sim/core/preset_catalog.h"
@@ -140,12 +132,7 @@ sim::ParallelLayout layout_of(const LayoutCase& c) {
 }
 
 TrainerOptions options_of(const LayoutCase& c) {
-  TrainerOptions o = testing::three_step_options(kGlobalBatch);
-  // GPT-3's schedule shape (Brown et al. 2020, Sec. 2.3): linear warmup, then
-  // cosine; 6e-4 is its 350M model's peak rate.
-  o.lr.max_lr = 6e-4;
-  o.lr.min_lr = 6e-5;
-  o.lr.warmup_steps = 5;
+  TrainerOptions o = testing::three_step_options(kGlobalBatch);  // lr 1e-3, cosine to 1e-4
   o.lr.decay_steps = kSteps;
   o.distributed_optimizer = c.zero != 0;
   return o;
@@ -216,20 +203,28 @@ const Reference& reference(bool llama, std::mt19937_64& rng) {
   r = std::make_unique<Reference>();
   r->model = llama ? small_llama() : gpt_350m();
   r->one = transformer_shape_of(r->model, 1, kSeq);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const ParameterLayout whole(r->one);
+  for (const ParameterTensor& t : whole.tensors()) {
+    std::vector<float>& w = r->weights[t.name];
+    w.reserve(t.elements());
+    const bool gain = t.name.find("gamma") != std::string::npos;
+    for (std::size_t i = 0; i < t.elements(); ++i)
+      w.push_back(gain ? 1.0f : kernels::to_float(kernels::from_float(normal(rng))));
+  }
   for (int i = 0; i < kSteps; ++i) r->batches.push_back(counting_batch(rng, kGlobalBatch, kSeq));
   const TrainerOptions options = options_of(LayoutCase{llama, 1, 0, 1, 1, 1, 0});
   {
     Trainer trainer(r->model, r->one, options);
-    run(trainer, nullptr, r->batches, r->single);
+    run(trainer, &r->weights, r->batches, r->single);
   }
-  r->weights = r->single.masters;
   r->reordering.assign(r->single.losses.size(), 0.0);
   for (int micro_batch : {2, 4}) {
     TrainerOptions reordered_options = options;
     reordered_options.micro_batch = micro_batch;
     Trainer trainer(r->model, transformer_shape_of(r->model, micro_batch, kSeq), reordered_options);
     RunResult reordered;
-    run(trainer, nullptr, r->batches, reordered);
+    run(trainer, &r->weights, r->batches, reordered);
     double most = 0;
     for (std::size_t i = 0; i < r->single.losses.size(); ++i) {
       most = std::max(most, std::abs(reordered.losses[i] - r->single.losses[i]) / r->single.losses[i]);
@@ -266,16 +261,14 @@ TEST_P(LayoutParityTest, TrainsAsOneGpuDoes) {
         };
         comm::Communicator* dp = c.dp > 1 ? groups.dp.get() : nullptr;
         comm::Communicator* tp = c.tp > 1 ? groups.tp.get() : nullptr;
-        // Without tp every rank draws the one GPU's weights itself (checked
-        // below); a tp shard is drawn from its rank's own stream, so it is set.
         if (c.pp > 1) {
           pipeline::PipelineTrainer trainer(ref.model, layout, options, {groups.pp.get(), dp, tp});
           const Tensors shards = shards_for(trainer.tensor_names());
-          run(trainer, c.tp > 1 ? &shards : nullptr, ref.batches, out);
+          run(trainer, &shards, ref.batches, out);
         } else {
           Trainer trainer(ref.model, part, options, dp, tp);
           const Tensors shards = shards_for(names_of(trainer));
-          run(trainer, c.tp > 1 ? &shards : nullptr, ref.batches, out);
+          run(trainer, &shards, ref.batches, out);
         }
       },
       std::chrono::minutes(5));
@@ -295,14 +288,6 @@ TEST_P(LayoutParityTest, TrainsAsOneGpuDoes) {
       EXPECT_NEAR(got.losses[s], ref.single.losses[s], tolerance * ref.single.losses[s]) << "step " << s;
       worst_loss = std::max(worst_loss, std::abs(got.losses[s] - ref.single.losses[s]) / ref.single.losses[s]);
     }
-    if (c.tp == 1)  // the same initial weights as one GPU, bit for bit (NaN: another ZeRO-1 rank's)
-      for (const auto& [name, master] : got.masters) {
-        const std::vector<float>& want = ref.weights.at(name);
-        ASSERT_EQ(master.size(), want.size()) << name;
-        std::size_t differ = 0;
-        for (std::size_t i = 0; i < want.size(); ++i) differ += !std::isnan(master[i]) && master[i] != want[i];
-        EXPECT_EQ(differ, 0u) << name << " starts from other weights than one GPU's";
-      }
     for (const auto& [name, gradient] : got.gradients) {
       const std::vector<float> want =
           testing::shard_of(name, ref.single.gradients.at(name), ref.one, part, got.tp_rank, c.tp);
