@@ -63,9 +63,6 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
                                 std::to_string(options_.micro_batch) + ") times the data-parallel ranks (" +
                                 std::to_string(dp_size_) + ")");
   microbatches_ = options_.global_batch / (options_.micro_batch * dp_size_);
-  if (tp_ != nullptr && dp_ != nullptr && options_.distributed_optimizer)
-    throw std::invalid_argument("Trainer: the distributed optimizer with tensor parallelism (tp = " +
-                                std::to_string(tp_->size()) + ") is not implemented yet");
 
   // The Plan of this layout; the engine runs stage 0's compute stream. With one
   // GPU there is nothing else: no collectives, no sends, no buckets.
@@ -105,6 +102,14 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
       sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(buckets_),
                                                                       layout_.decay_elements());
       master_elements = sharded_->shard_elements();
+      if (tp_ != nullptr) {
+        // Beside tp: this rank's shards, and the replicated tensors on tp rank 0
+        // only (queue_tensor_parallel_sum_squares' rule), count in the norm.
+        std::vector<std::pair<std::size_t, std::size_t>> counted;
+        for (const ParameterTensor& t : layout_.tensors())
+          if (t.split_over_tp || tp_->rank() == 0) counted.emplace_back(t.offset, t.offset + t.elements());
+        sharded_->count_in_norm(std::move(counted), tp_);
+      }
     }
   }
 

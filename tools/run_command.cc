@@ -186,9 +186,6 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
   l.dp = dp;
   l.tp = tp;
   l.zero = p.zero.value_or(0);
-  if (tp > 1 && l.zero > 0)
-    throw_option_error("--layout", "zero", "the distributed optimizer with tp > 1 is not executed yet (issue 13); "
-                                           "use zero=0 with tp, or tp=1");
   l.gbs = a.global_batch > 0 ? a.global_batch : p.gbs.value_or(l.mbs * dp);
   if (dp == 1 && l.gbs % l.mbs != 0)
     throw_option_error("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
@@ -262,6 +259,11 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
     throw_option_error("--layout", sim::split_problem_knob(problem), sim::split_problem_message(problem, s.model, s.layout));
   // Checkpoints of a pipeline describe each stage's tensors (engine/checkpoint/);
   // the distributed optimizer's shards of a stage are not described yet.
+  if (s.layout.tp > 1 && s.layout.zero > 0 && (!s.save_dir.empty() || !s.load_dir.empty()))
+    throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
+                       "checkpoints of tensor-parallel runs with the distributed optimizer (zero=" +
+                           std::to_string(s.layout.zero) + ", tp=" + std::to_string(s.layout.tp) +
+                           ") are not written or read yet (issue 13); use zero=0 with tp > 1");
   if (s.layout.pp > 1 && s.layout.zero > 0 && (!s.save_dir.empty() || !s.load_dir.empty()))
     throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
                        "checkpoints of pipeline-parallel runs with the distributed optimizer (zero=" +

@@ -58,19 +58,40 @@ void DistributedOptimizer::waits_for_dp(cudaStream_t compute) {
   SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, from_dp_, 0));
 }
 
+void DistributedOptimizer::count_in_norm(std::vector<std::pair<std::size_t, std::size_t>> counted,
+                                         comm::Communicator* tensor_parallel) {
+  counted_ = std::move(counted);
+  tp_ = tensor_parallel;
+}
+
 void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const kernels::AdamWStep& step,
                                       float grad_clip, cudaStream_t compute) {
   float* sum_squares = b.scalars;
   float* norm = b.scalars + 1;
   float* scale = b.scalars + 2;
-  // ||g||² = the sum over ranks of their blocks' squares (the blocks tile the buffer).
+  // ||g||² = the sum over ranks of their blocks' squares (the blocks tile the
+  // buffer), of the counted elements only beside tp.
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), compute));
-  for (const GradientBucket& o : owned_)
-    kernels::grad_sum_squares_accumulate(sum_squares, b.gradients + o.begin, o.elements, b.norm_workspace,
-                                         b.norm_workspace_bytes, compute);
+  for (const GradientBucket& o : owned_) {
+    const std::size_t end = o.begin + o.elements;
+    auto add = [&](std::size_t from, std::size_t to) {
+      if (from < to)
+        kernels::grad_sum_squares_accumulate(sum_squares, b.gradients + from, to - from, b.norm_workspace,
+                                             b.norm_workspace_bytes, compute);
+    };
+    if (counted_.empty()) add(o.begin, end);
+    for (const auto& [from, to] : counted_) add(std::max(from, o.begin), std::min(to, end));
+  }
   dp_waits_for(compute);
   dp_.all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
   waits_for_dp(compute);
+  if (tp_ != nullptr) {
+    SEXTANT_CUDA_CHECK(cudaEventRecord(to_dp_, compute));
+    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), to_dp_, 0));
+    tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
+    SEXTANT_CUDA_CHECK(cudaEventRecord(from_dp_, tp_->stream()));
+    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, from_dp_, 0));
+  }
   kernels::grad_clip_scale(norm, scale, sum_squares, grad_clip, compute);
 
   for (std::size_t i = 0; i < owned_.size(); ++i) {

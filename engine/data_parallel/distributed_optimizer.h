@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -67,6 +68,13 @@ class DistributedOptimizer {
   void copy_to_shard(const float* full, std::size_t begin, std::size_t count, float* shard,
                      cudaStream_t stream) const;
 
+  /// Beside tensor parallelism the norm is the whole model's (Megatron's
+  /// clip_grad_norm): each rank counts its blocks' elements inside `counted`
+  /// only (sorted, disjoint [begin, end) ranges of the full buffer: its tp
+  /// shards, and the replicated tensors on tp rank 0 only), and the sums are
+  /// added over `tensor_parallel` after the dp group. Default: every element, dp only.
+  void count_in_norm(std::vector<std::pair<std::size_t, std::size_t>> counted, comm::Communicator* tensor_parallel);
+
   /// Queues on `compute` (after the gradients' reduce-scatter): the global
   /// gradient norm into scalars[1] and the clip factor (grad_clip <= 0: none)
   /// into scalars[2], AdamW on this rank's blocks, and the all-gather of every
@@ -85,6 +93,8 @@ class DistributedOptimizer {
   std::vector<GradientBucket> owned_;          // this rank's block of each bucket
   std::vector<std::size_t> shard_offset_;      // of each owned block in the shard
   std::size_t shard_elements_ = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> counted_;  // empty: every element
+  comm::Communicator* tp_ = nullptr;
   std::size_t decay_elements_ = 0;
   CUevent_st* to_dp_ = nullptr;    // cudaEvent_t
   CUevent_st* from_dp_ = nullptr;
