@@ -5,7 +5,6 @@
 #include <chrono>
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 
 #include "engine/comm/communicator.h"
@@ -99,16 +98,16 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
       buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
     elements_ = buckets_.back().begin + buckets_.back().elements;
     if (sharded) {
-      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(buckets_),
-                                                                      layout_.decay_elements());
+      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(
+          *dp_, bucket_ranges(buckets_), std::vector<data_parallel::ElementRange>{{0, layout_.decay_elements()}});
       master_elements = sharded_->shard_elements();
       if (tp_ != nullptr) {
         // Beside tp: this rank's shards, and the replicated tensors on tp rank 0
         // only (queue_tensor_parallel_sum_squares' rule), count in the norm.
-        std::vector<std::pair<std::size_t, std::size_t>> counted;
+        std::vector<data_parallel::ElementRange> counted;
         for (const ParameterTensor& t : layout_.tensors())
           if (t.split_over_tp || tp_->rank() == 0) counted.emplace_back(t.offset, t.offset + t.elements());
-        sharded_->count_in_norm(std::move(counted), tp_);
+        sharded_->count_in_norm(std::move(counted), {tp_});
       }
     }
   }
@@ -525,15 +524,7 @@ void Trainer::set_parameter(const std::string& name, std::span<const float> valu
 std::vector<float> Trainer::master_parameter(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
   if (!sharded_) return download_floats(master_ + t.offset, t.elements(), stream_);
-  const std::vector<float> shard = download_floats(master_, sharded_->shard_elements(), stream_);
-  std::vector<float> values(t.elements(), std::numeric_limits<float>::quiet_NaN());
-  for (std::size_t b = 0; b < sharded_->owned().size(); ++b) {
-    const data_parallel::GradientBucket& o = sharded_->owned()[b];
-    const std::size_t from = std::max(t.offset, o.begin);
-    const std::size_t to = std::min(t.offset + t.elements(), o.begin + o.elements);
-    for (std::size_t i = from; i < to; ++i) values[i - t.offset] = shard[sharded_->shard_offset(b) + (i - o.begin)];
-  }
-  return values;
+  return sharded_->values_from_shard(master_, t.offset, t.elements(), stream_);
 }
 
 std::vector<float> Trainer::weight(const std::string& name) const {

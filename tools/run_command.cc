@@ -137,9 +137,6 @@ void pipeline_layout(const sim::PartialLayout& p, sim::ParallelLayout& l) {
     throw_option_error("--layout", "gbs", "interleaved 1F1B needs the micro-batches per replica (gbs/(mbs·dp) = " +
                                               std::to_string(microbatches) + ") to be a multiple of pp (" +
                                               std::to_string(l.pp) + ")");
-  if (l.pp > 1 && l.zero > 0)
-    throw_option_error("--layout", "zero", "the distributed optimizer with pp > 1 is not executed yet (issue 13); "
-                                           "use zero=0 with pp");
   l.first_stage_layers = p.first_stage_layers.value_or(0);
   l.last_stage_layers = p.last_stage_layers.value_or(0);
   l.embedding_in_split = p.embedding_in_split.value_or(false);
@@ -257,18 +254,6 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
                                 : a.layout);
   if (const sim::SplitProblem problem = sim::check_pipeline_split(s.model, s.layout); problem != sim::SplitProblem::kNone)
     throw_option_error("--layout", sim::split_problem_knob(problem), sim::split_problem_message(problem, s.model, s.layout));
-  // Checkpoints of a pipeline describe each stage's tensors (engine/checkpoint/);
-  // the distributed optimizer's shards of a stage are not described yet.
-  if (s.layout.tp > 1 && s.layout.zero > 0 && (!s.save_dir.empty() || !s.load_dir.empty()))
-    throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
-                       "checkpoints of tensor-parallel runs with the distributed optimizer (zero=" +
-                           std::to_string(s.layout.zero) + ", tp=" + std::to_string(s.layout.tp) +
-                           ") are not written or read yet (issue 13); use zero=0 with tp > 1");
-  if (s.layout.pp > 1 && s.layout.zero > 0 && (!s.save_dir.empty() || !s.load_dir.empty()))
-    throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
-                       "checkpoints of pipeline-parallel runs with the distributed optimizer (zero=" +
-                           std::to_string(s.layout.zero) + ", pp=" + std::to_string(s.layout.pp) +
-                           ") are not written or read yet (issue 13); use zero=0 with pp > 1");
   // A pipeline's --compare reads the task times of the run itself: the timing
   // pass without CUDA graphs (time_tasks_apart) trains one GPU.
   if (s.layout.pp > 1 && s.compare) s.time_tasks = true;

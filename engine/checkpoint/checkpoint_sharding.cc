@@ -28,19 +28,21 @@ CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint6
     }
     s.tensors.push_back(std::move(e));
   }
-  if (distributed_optimizer && dp > 1) {
-    s.optimizer_shards.resize(static_cast<std::size_t>(dp));
-    for (int d = 0; d < dp; ++d) {
-      std::uint64_t shard_offset = 0;
-      for (const GradientBucketRange& b : buckets) {
-        const std::uint64_t block = b.elements / static_cast<std::uint64_t>(dp);
-        s.optimizer_shards[static_cast<std::size_t>(d)].push_back(
-            {b.begin + static_cast<std::uint64_t>(d) * block, block, shard_offset});
-        shard_offset += block;
-      }
+  if (distributed_optimizer && dp > 1) s.optimizer_shards = optimizer_shards_of(buckets, dp);
+  return s;
+}
+
+std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp) {
+  std::vector<std::vector<OptimizerRange>> shards(static_cast<std::size_t>(dp));
+  for (int d = 0; d < dp; ++d) {
+    std::uint64_t shard_offset = 0;
+    for (const GradientBucketRange& b : buckets) {
+      const std::uint64_t block = b.elements / static_cast<std::uint64_t>(dp);
+      shards[static_cast<std::size_t>(d)].push_back({b.begin + static_cast<std::uint64_t>(d) * block, block, shard_offset});
+      shard_offset += block;
     }
   }
-  return s;
+  return shards;
 }
 
 CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage) {
@@ -64,6 +66,11 @@ CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const 
     }
     s.flat_elements += chunk.total_elements();
     s.chunks.push_back({held.first_layer, held.num_layers, held.embedding, held.loss});
+  }
+  if (layout.zero >= 1 && layout.dp > 1) {
+    // PipelineTrainer's distributed optimizer: the stage is one bucket, padded to 8·dp.
+    s.flat_elements = round_up_elements(s.flat_elements, sharded_bucket_multiple(layout.dp));
+    s.optimizer_shards = optimizer_shards_of({{0, s.flat_elements, 0}}, layout.dp);
   }
   return s;
 }

@@ -86,11 +86,15 @@ CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint6
                                const std::vector<GradientBucketRange>& buckets, int dp,
                                bool distributed_optimizer);
 
-/// The sharding of pipeline stage `stage`'s ranks under `layout` (pp > 1,
-/// without the distributed optimizer): its chunks' ParameterLayouts back to
-/// back in chunk order, each of the rank's tp shard shape
-/// (transformer_shape_of(model, layout)) with the chunk's layers and parts,
-/// as PipelineTrainer lays out its flat buffers. Throws std::invalid_argument
+/// Dp rank d's ZeRO-1 shard: block d of each bucket, back to back.
+std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp);
+
+/// The sharding of pipeline stage `stage`'s ranks under `layout` (pp > 1):
+/// its chunks' ParameterLayouts back to back in chunk order, each of the
+/// rank's tp shard shape (transformer_shape_of(model, layout)) with the
+/// chunk's layers and parts, as PipelineTrainer lays out its flat buffers;
+/// with the distributed optimizer (zero >= 1, dp > 1) padded to 8·dp and
+/// sharded as one bucket. Throws std::invalid_argument
 /// when the layout's split knobs do not split the model
 /// (sim::check_pipeline_split).
 CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage);

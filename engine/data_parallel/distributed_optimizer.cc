@@ -3,9 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
@@ -13,8 +13,11 @@
 namespace sextant::engine::data_parallel {
 
 DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
-                                           std::size_t decay_elements)
-    : dp_(dp), buckets_(std::move(buckets)), decay_elements_(decay_elements) {
+                                           std::vector<ElementRange> decayed)
+    : dp_(dp), buckets_(std::move(buckets)), decayed_(std::move(decayed)) {
+  for (std::size_t i = 0; i < decayed_.size(); ++i)
+    if (decayed_[i].first > decayed_[i].second || (i > 0 && decayed_[i].first < decayed_[i - 1].second))
+      throw std::invalid_argument("DistributedOptimizer: the decayed ranges must be sorted and disjoint");
   const std::size_t ranks = static_cast<std::size_t>(dp_.size());
   const std::size_t multiple = bucket_multiple(dp_.size());
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
@@ -28,13 +31,13 @@ DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, std::vector<G
     shard_offset_.push_back(shard_elements_);
     shard_elements_ += block;
   }
-  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_dp_, cudaEventDisableTiming));
-  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_dp_, cudaEventDisableTiming));
+  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_group_, cudaEventDisableTiming));
+  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_group_, cudaEventDisableTiming));
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
-  cudaEventDestroy(to_dp_);
-  cudaEventDestroy(from_dp_);
+  cudaEventDestroy(to_group_);
+  cudaEventDestroy(from_group_);
 }
 
 void DistributedOptimizer::copy_to_shard(const float* full, std::size_t begin, std::size_t count,
@@ -48,20 +51,33 @@ void DistributedOptimizer::copy_to_shard(const float* full, std::size_t begin, s
   }
 }
 
-void DistributedOptimizer::dp_waits_for(cudaStream_t from) {
-  SEXTANT_CUDA_CHECK(cudaEventRecord(to_dp_, from));
-  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(dp_.stream(), to_dp_, 0));
+std::vector<float> DistributedOptimizer::values_from_shard(const float* shard, std::size_t begin, std::size_t count,
+                                                           cudaStream_t stream) const {
+  std::vector<float> values(count, std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t b = 0; b < owned_.size(); ++b) {
+    const std::size_t from = std::max(begin, owned_[b].begin);
+    const std::size_t to = std::min(begin + count, owned_[b].begin + owned_[b].elements);
+    if (from >= to) continue;
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(values.data() + (from - begin), shard + shard_offset_[b] + (from - owned_[b].begin),
+                                       (to - from) * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return values;
 }
 
-void DistributedOptimizer::waits_for_dp(cudaStream_t compute) {
-  SEXTANT_CUDA_CHECK(cudaEventRecord(from_dp_, dp_.stream()));
-  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, from_dp_, 0));
+void DistributedOptimizer::group_waits_for(comm::Communicator& group, cudaStream_t from) {
+  SEXTANT_CUDA_CHECK(cudaEventRecord(to_group_, from));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(group.stream(), to_group_, 0));
 }
 
-void DistributedOptimizer::count_in_norm(std::vector<std::pair<std::size_t, std::size_t>> counted,
-                                         comm::Communicator* tensor_parallel) {
+void DistributedOptimizer::waits_for_group(comm::Communicator& group, cudaStream_t compute) {
+  SEXTANT_CUDA_CHECK(cudaEventRecord(from_group_, group.stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, from_group_, 0));
+}
+
+void DistributedOptimizer::count_in_norm(std::vector<ElementRange> counted, std::vector<comm::Communicator*> then_over) {
   counted_ = std::move(counted);
-  tp_ = tensor_parallel;
+  norm_also_over_ = std::move(then_over);
 }
 
 void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const kernels::AdamWStep& step,
@@ -82,40 +98,47 @@ void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const ke
     if (counted_.empty()) add(o.begin, end);
     for (const auto& [from, to] : counted_) add(std::max(from, o.begin), std::min(to, end));
   }
-  dp_waits_for(compute);
-  dp_.all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
-  waits_for_dp(compute);
-  if (tp_ != nullptr) {
-    SEXTANT_CUDA_CHECK(cudaEventRecord(to_dp_, compute));
-    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), to_dp_, 0));
-    tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
-    SEXTANT_CUDA_CHECK(cudaEventRecord(from_dp_, tp_->stream()));
-    SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, from_dp_, 0));
-  }
+  // Summed over dp, then over tp and pp beside them (each group's stream in turn).
+  auto sum_over = [&](comm::Communicator& group) {
+    group_waits_for(group, compute);
+    group.all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
+    waits_for_group(group, compute);
+  };
+  sum_over(dp_);
+  for (comm::Communicator* group : norm_also_over_) sum_over(*group);
   kernels::grad_clip_scale(norm, scale, sum_squares, grad_clip, compute);
 
+  // AdamW on each owned block, in pieces: inside a decayed range with the
+  // step's weight decay, outside without.
   for (std::size_t i = 0; i < owned_.size(); ++i) {
     const GradientBucket& o = owned_[i];
     const std::size_t end = o.begin + o.elements;
-    // [o.begin, split) decayed, [split, end) not.
-    const std::size_t split = std::clamp(decay_elements_, o.begin, end);
-    kernels::AdamWStep part = step;
-    for (const auto& [from, to, decay] : {std::tuple{o.begin, split, step.weight_decay},
-                                          std::tuple{split, end, 0.0f}}) {
-      if (to == from) continue;
-      part.weight_decay = decay;
+    auto update = [&](std::size_t from, std::size_t to, float weight_decay) {
+      if (from >= to) return;
+      kernels::AdamWStep part = step;
+      part.weight_decay = weight_decay;
       const std::size_t s = shard_offset_[i] + (from - o.begin);
       kernels::adamw_update(b.master + s, b.weights + from, b.adam_m + s, b.adam_v + s, b.gradients + from,
                             to - from, part, scale, compute);
+    };
+    std::size_t cursor = o.begin;
+    for (const auto& [first, last] : decayed_) {
+      if (last <= cursor) continue;
+      if (first >= end) break;
+      update(cursor, first, 0.0f);
+      cursor = std::max(first, cursor);
+      update(cursor, std::min(last, end), step.weight_decay);
+      cursor = std::min(last, end);
     }
+    update(cursor, end, 0.0f);
   }
 
   // Every rank's updated blocks to every rank, in place (block r of a bucket is rank r's).
-  dp_waits_for(compute);
+  group_waits_for(dp_, compute);
   for (std::size_t i = 0; i < buckets_.size(); ++i)
     dp_.all_gather(b.weights + owned_[i].begin, b.weights + buckets_[i].begin, owned_[i].elements,
                    comm::DataType::kBf16);
-  waits_for_dp(compute);
+  waits_for_group(dp_, compute);
 }
 
 }  // namespace sextant::engine::data_parallel

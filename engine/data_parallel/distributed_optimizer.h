@@ -11,9 +11,10 @@
 // [begin + r·elements/dp, +elements/dp) (GradientReducer::owned).
 //
 // The gradient norm for clipping is the global one: each rank sums the
-// squares of its blocks, and the sums are all-reduced over the group. Weight
-// decay applies to [0, decay_elements) only (the layout's decayed tensors),
-// so a block crossing that boundary is updated in two parts.
+// squares of its blocks, and the sums are all-reduced over the group (and over
+// tp and pp beside them: count_in_norm). Weight decay applies to the decayed
+// ranges only (the layout's decayed tensors; one range per pipeline chunk), so
+// a block crossing a range's edge is updated in parts.
 //
 // Not thread-safe; one per rank.
 #pragma once
@@ -24,12 +25,16 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/gradient_reducer.h"
+#include "engine/model/gradient_bucket_plan.h"
 #include "kernels/adamw.h"
 #include "kernels/bf16.h"
 
 struct CUevent_st;
 
 namespace sextant::engine::data_parallel {
+
+/// [begin, end) elements of the flat buffers.
+using ElementRange = std::pair<std::size_t, std::size_t>;
 
 /// What the optimizer reads and writes, all on the device.
 struct ShardedOptimizerBuffers {
@@ -45,15 +50,15 @@ struct ShardedOptimizerBuffers {
 
 class DistributedOptimizer {
  public:
-  /// The factor every bucket's size must be a multiple of for `dp` ranks: each
-  /// rank's block then starts 16 bytes aligned in bf16 (8 elements), as the
-  /// kernels and NCCL's fast paths want.
-  static std::size_t bucket_multiple(int dp) { return 8 * static_cast<std::size_t>(dp); }
+  /// The factor every bucket's size must be a multiple of for `dp` ranks
+  /// (engine/model/gradient_bucket_plan.h).
+  static std::size_t bucket_multiple(int dp) { return sharded_bucket_multiple(dp); }
 
   /// `buckets`: the reducer's, each a multiple of bucket_multiple(dp.size())
-  /// (std::invalid_argument otherwise). `dp` should have a stream of its own.
+  /// (std::invalid_argument otherwise); `decayed`: sorted, disjoint ranges
+  /// that take weight decay. `dp` should have a stream of its own.
   DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
-                       std::size_t decay_elements);
+                       std::vector<ElementRange> decayed);
   ~DistributedOptimizer();
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
@@ -67,13 +72,19 @@ class DistributedOptimizer {
   /// buffer that this rank owns into their places in `shard`.
   void copy_to_shard(const float* full, std::size_t begin, std::size_t count, float* shard,
                      cudaStream_t stream) const;
+  /// The reverse, to the host: [begin, begin + count) of the full buffer with
+  /// the values this rank owns from `shard` (on the device), NaN elsewhere.
+  /// Copies only the owned part; waits for `stream`.
+  std::vector<float> values_from_shard(const float* shard, std::size_t begin, std::size_t count,
+                                       cudaStream_t stream) const;
 
-  /// Beside tensor parallelism the norm is the whole model's (Megatron's
-  /// clip_grad_norm): each rank counts its blocks' elements inside `counted`
-  /// only (sorted, disjoint [begin, end) ranges of the full buffer: its tp
-  /// shards, and the replicated tensors on tp rank 0 only), and the sums are
-  /// added over `tensor_parallel` after the dp group. Default: every element, dp only.
-  void count_in_norm(std::vector<std::pair<std::size_t, std::size_t>> counted, comm::Communicator* tensor_parallel);
+  /// Beside tensor and pipeline parallelism the norm is the whole model's
+  /// (Megatron's clip_grad_norm): each rank counts its blocks' elements inside
+  /// `counted` only (sorted, disjoint ranges of the full buffer: its tp
+  /// shards, the replicated tensors on tp rank 0 only, a tied embedding's
+  /// first copy only), and the sums are added over each of `then_over` (tp,
+  /// pp) after the dp group. Default: every element, dp only.
+  void count_in_norm(std::vector<ElementRange> counted, std::vector<comm::Communicator*> then_over);
 
   /// Queues on `compute` (after the gradients' reduce-scatter): the global
   /// gradient norm into scalars[1] and the clip factor (grad_clip <= 0: none)
@@ -84,20 +95,20 @@ class DistributedOptimizer {
                   cudaStream_t compute);
 
  private:
-  // `dp`'s stream waits for the work queued on `from` so far.
-  void dp_waits_for(cudaStream_t from);
-  void waits_for_dp(cudaStream_t compute);
+  // `group`'s stream waits for the work queued on `from` so far, and back.
+  void group_waits_for(comm::Communicator& group, cudaStream_t from);
+  void waits_for_group(comm::Communicator& group, cudaStream_t compute);
 
   comm::Communicator& dp_;
   std::vector<GradientBucket> buckets_;
   std::vector<GradientBucket> owned_;          // this rank's block of each bucket
   std::vector<std::size_t> shard_offset_;      // of each owned block in the shard
   std::size_t shard_elements_ = 0;
-  std::vector<std::pair<std::size_t, std::size_t>> counted_;  // empty: every element
-  comm::Communicator* tp_ = nullptr;
-  std::size_t decay_elements_ = 0;
-  CUevent_st* to_dp_ = nullptr;    // cudaEvent_t
-  CUevent_st* from_dp_ = nullptr;
+  std::vector<ElementRange> counted_;  // empty: every element
+  std::vector<comm::Communicator*> norm_also_over_;
+  std::vector<ElementRange> decayed_;
+  CUevent_st* to_group_ = nullptr;  // cudaEvent_t
+  CUevent_st* from_group_ = nullptr;
 };
 
 }  // namespace sextant::engine::data_parallel

@@ -33,6 +33,16 @@
 
 namespace sextant::engine {
 
+/// The factor every bucket's size must be a multiple of for a distributed
+/// optimizer over `dp` ranks: each rank's block of a bucket then starts 16
+/// bytes aligned in bf16 (8 elements), as the kernels and NCCL's fast paths want.
+inline std::size_t sharded_bucket_multiple(int dp) { return 8 * static_cast<std::size_t>(dp); }
+
+/// `elements` rounded up to a multiple of `multiple`.
+inline std::size_t round_up_elements(std::size_t elements, std::size_t multiple) {
+  return (elements + multiple - 1) / multiple * multiple;
+}
+
 struct GradientBucketRange {
   std::size_t begin = 0;     // first element in the flat buffers
   std::size_t elements = 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/comm/communicator.h"
+#include "engine/data_parallel/distributed_optimizer.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/pipeline/pipeline_trainer.h"
 #include "engine/tensor_parallel/partial_gradients.h"
@@ -27,42 +28,63 @@ void PipelineTrainer::finish_gradients() {
   for (const Chunk& chunk : chunks_)
     if (chunk.partial_gradients != nullptr)
       chunk.partial_gradients->sum(gradients_ + chunk.offset, 0, chunk.layout.total_elements(), *tp_, stream_);
+  // Megatron's _allreduce_word_embedding_grads: the two copies' gradients
+  // summed, before the dp reduction (the sum is the same either way; with the
+  // distributed optimizer the copies' reduce-scattered blocks lie at different
+  // offsets of the two stages' buffers, so only this order gives both the sum).
+  if (embedding_group_ != nullptr) {
+    for (const Chunk& chunk : chunks_) {
+      const bool holds = chunk.parts.embedding || (chunk.parts.output && chunk.layout.wte() != LayerTensors::kAbsent);
+      if (!holds) continue;
+      const ParameterTensor& t = chunk.layout.tensor(chunk.layout.wte());
+      float* g = gradients_ + chunk.offset + t.offset;
+      on_group(*embedding_group_, [&] { embedding_group_->all_reduce_sum(g, g, t.elements(), comm::DataType::kFp32); });
+    }
+  }
   if (reducer_ != nullptr) {
     reducer_->bucket_ready(0, stream_);
     reducer_->finish(stream_);
   }
-  if (embedding_group_ == nullptr) return;
-  // Megatron's _allreduce_word_embedding_grads: the two copies' gradients summed.
-  for (const Chunk& chunk : chunks_) {
-    const bool holds = chunk.parts.embedding || (chunk.parts.output && chunk.layout.wte() != LayerTensors::kAbsent);
-    if (!holds) continue;
-    const ParameterTensor& t = chunk.layout.tensor(chunk.layout.wte());
-    float* g = gradients_ + chunk.offset + t.offset;
-    on_group(*embedding_group_, [&] { embedding_group_->all_reduce_sum(g, g, t.elements(), comm::DataType::kFp32); });
-  }
 }
 
-void PipelineTrainer::queue_optimizer(int step) {
-  // ||g||² of the whole model: this rank's tensors (a replicated one on tp rank
-  // 0 only, as Megatron's clip_grad_norm; the tied copy not at all), summed
-  // over tp and pp.
-  float* sum_squares = norm_scalars_;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+std::vector<std::pair<std::size_t, std::size_t>> PipelineTrainer::norm_ranges() const {
   const bool replicated_here = tp_ == nullptr || tp_->rank() == 0;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
   for (const Chunk& chunk : chunks_) {
     const auto& tensors = chunk.layout.tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const ParameterTensor& t = tensors[i];
       if ((!t.split_over_tp && !replicated_here) || is_tied_copy(chunk, static_cast<int>(i))) continue;
-      kernels::grad_sum_squares_accumulate(sum_squares, gradients_ + chunk.offset + t.offset, t.elements(),
-                                           norm_workspace_, norm_workspace_bytes_, stream_);
+      const std::size_t begin = chunk.offset + t.offset;
+      if (!ranges.empty() && ranges.back().second == begin)
+        ranges.back().second += t.elements();  // adjacent: one range
+      else
+        ranges.emplace_back(begin, begin + t.elements());
     }
   }
+  return ranges;
+}
+
+void PipelineTrainer::queue_optimizer(int step) {
+  kernels::AdamWStep s = adamw_step(options_, step);
+  if (sharded_) {
+    sharded_->queue_step({weights_, gradients_, master_, adam_m_, adam_v_, norm_scalars_, norm_workspace_,
+                          norm_workspace_bytes_},
+                         s, static_cast<float>(options_.optimizer.grad_clip), stream_);
+    return;
+  }
+  // ||g||² of the whole model: this rank's tensors (a replicated one on tp rank
+  // 0 only, as Megatron's clip_grad_norm; the tied copy not at all), summed
+  // over tp and pp.
+  float* sum_squares = norm_scalars_;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
+  for (const auto& [begin, end] : norm_ranges())
+    kernels::grad_sum_squares_accumulate(sum_squares, gradients_ + begin, end - begin, norm_workspace_,
+                                         norm_workspace_bytes_, stream_);
   if (tp_ != nullptr) on_group(*tp_, [&] { tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
   on_group(*pp_, [&] { pp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
   kernels::grad_clip_scale(norm_scalars_ + 1, norm_scalars_ + 2, sum_squares,
                            static_cast<float>(options_.optimizer.grad_clip), stream_);
-  kernels::AdamWStep s = adamw_step(options_, step);
   const float* scale = norm_scalars_ + 2;
   for (const Chunk& chunk : chunks_) {
     const std::size_t o = chunk.offset;

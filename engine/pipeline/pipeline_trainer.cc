@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "engine/comm/communicator.h"
+#include "engine/data_parallel/distributed_optimizer.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/trainer_arrays.h"
@@ -58,9 +59,8 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
           "the tensor-parallel group has " + std::to_string(size_of(groups.tensor_parallel)) +
               " ranks; the layout's tp is " + std::to_string(layout.tp));
   require(layout.cp == 1 && layout.ep == 1, "cp and ep are not implemented with pipeline parallelism");
-  require(layout.zero == 0 && !options.distributed_optimizer,
-          "the distributed optimizer (zero=" + std::to_string(layout.zero) +
-              ") with pipeline parallelism is not implemented yet");
+  require(layout.zero <= 1, "zero=" + std::to_string(layout.zero) +
+                                ": only the distributed optimizer (zero=1) is implemented with pipeline parallelism");
   require(options.micro_batch == layout.mbs && options.global_batch == layout.gbs,
           "the options' micro-batch and global batch must be the layout's mbs and gbs");
   require(layout.mbs >= 1 && layout.gbs % (layout.mbs * layout.dp) == 0,
@@ -90,15 +90,32 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
     if (shape_.sequence_parallel && tp_ != nullptr)
       chunks_.back().partial_gradients = std::make_unique<tensor_parallel::PartialGradients>(chunks_.back().layout);
   }
+  buffer_elements_ = master_elements_ = elements_;
+  if (options_.distributed_optimizer && dp_ != nullptr) {
+    // One bucket, the stage's parameters padded to 8·dp (each dp rank's block
+    // 16-byte aligned); the chunks' decayed tensors take weight decay.
+    buffer_elements_ = round_up_elements(elements_, sharded_bucket_multiple(dp_->size()));
+    std::vector<data_parallel::ElementRange> decayed;
+    for (const Chunk& chunk : chunks_) decayed.emplace_back(chunk.offset, chunk.offset + chunk.layout.decay_elements());
+    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(
+        *dp_, std::vector<data_parallel::GradientBucket>{{0, buffer_elements_}}, std::move(decayed));
+    std::vector<comm::Communicator*> then_over;
+    if (tp_ != nullptr) then_over.push_back(tp_);
+    then_over.push_back(pp_);
+    sharded_->count_in_norm(norm_ranges(), std::move(then_over));
+    master_elements_ = sharded_->shard_elements();
+  }
 
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ArenaPlan memory;
-  const std::size_t n = elements_;
+  const std::size_t n = buffer_elements_, sharded = master_elements_;
+  const std::string shard = sharded_ ? ", this rank's 1/" + std::to_string(dp_->size()) : "";
   const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
   const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
-  const auto master = memory.add("master weights (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
-  const auto adam_m = memory.add("adam m (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
-  const auto adam_v = memory.add("adam v (fp32)", MemoryCategory::kOptimizerStates, n * sizeof(float));
+  const auto master =
+      memory.add("master weights (fp32" + shard + ")", MemoryCategory::kOptimizerStates, sharded * sizeof(float));
+  const auto adam_m = memory.add("adam m (fp32" + shard + ")", MemoryCategory::kOptimizerStates, sharded * sizeof(float));
+  const auto adam_v = memory.add("adam v (fp32" + shard + ")", MemoryCategory::kOptimizerStates, sharded * sizeof(float));
   const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
   norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
   const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
@@ -133,7 +150,8 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
 
   if (dp_ != nullptr)
     reducer_ = std::make_unique<data_parallel::GradientReducer>(
-        *dp_, gradients_, std::vector<data_parallel::GradientBucket>{{0, elements_}});
+        *dp_, gradients_, std::vector<data_parallel::GradientBucket>{{0, buffer_elements_}},
+        sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // Tied embeddings: the first and the last stage hold wte (Megatron's
   // embedding group); every pp rank takes part in the split.
   if (shape_.tie_embeddings) {
@@ -148,6 +166,7 @@ PipelineTrainer::~PipelineTrainer() {
   if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
   if (tp_ != nullptr) cudaStreamSynchronize(tp_->stream());
   reducer_.reset();
+  sharded_.reset();
   embedding_group_.reset();
   if (to_comm_ != nullptr) cudaEventDestroy(to_comm_);
   if (from_comm_ != nullptr) cudaEventDestroy(from_comm_);
@@ -190,19 +209,23 @@ void PipelineTrainer::initialise_parameters(const sim::ModelConfig& model) {
   const std::size_t tensors = whole.tensors().size();
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < tensors; ++i) index[whole.tensors()[i].name] = i;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(master_, 0, elements_ * sizeof(float), stream_));  // padding too
+  // The whole fp32 stage: the master copy, or with a sharded one the gradient
+  // buffer as scratch, whose blocks the shard then takes.
+  float* full = sharded_ ? gradients_ : master_;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, buffer_elements_ * sizeof(float), stream_));  // padding too
   for (const Chunk& chunk : chunks_) {
     for (const ParameterTensor& t : chunk.layout.tensors()) {
-      float* out = master_ + chunk.offset + t.offset;
+      float* out = full + chunk.offset + t.offset;
       const std::size_t i = index.at(t.name);
       const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
       draw_initial_values(out, t, stream_id, options_, model.num_layers, stream_);
     }
   }
-  kernels::convert_to_bf16(weights_, master_, elements_, stream_);
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, elements_ * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, elements_ * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, elements_ * sizeof(float), stream_));
+  kernels::convert_to_bf16(weights_, full, buffer_elements_, stream_);
+  if (sharded_) sharded_->copy_to_shard(full, 0, buffer_elements_, master_, stream_);
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, buffer_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, master_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, master_elements_ * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -275,6 +298,8 @@ void PipelineTrainer::run_compute(const StageAction& a, float loss_scale) {
       forward ? m.output_forward(t.microbatch, loss_scale) : m.output_backward();
       break;
     case sim::Block::kAttentionCore:
+    case sim::Block::kSharedExpertFc1:
+    case sim::Block::kSharedExpertFc2:
     case sim::Block::kNone:
       throw std::logic_error("PipelineTrainer: the plan holds a task the engine does not run: " +
                              sim::task_name(plan_, t));
@@ -361,15 +386,19 @@ void PipelineTrainer::set_parameter(const std::string& name, std::span<const flo
   if (values.size() != at.tensor->elements())
     throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) + " values for " +
                                 std::to_string(at.tensor->elements()) + " elements");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(master_ + offset, values.data(), values.size() * sizeof(float),
+  float* full = sharded_ ? gradients_ : master_;  // the tensor's whole fp32 values
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
-  kernels::convert_to_bf16(weights_ + offset, master_ + offset, values.size(), stream_);
+  kernels::convert_to_bf16(weights_ + offset, full + offset, values.size(), stream_);
+  if (sharded_) sharded_->copy_to_shard(full, offset, values.size(), master_, stream_);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 std::vector<float> PipelineTrainer::master_parameter(const std::string& name) const {
   const Located at = find(name);
-  return download_floats(master_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+  const std::size_t offset = at.chunk->offset + at.tensor->offset;
+  if (sharded_) return sharded_->values_from_shard(master_, offset, at.tensor->elements(), stream_);
+  return download_floats(master_ + offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> PipelineTrainer::gradient(const std::string& name) const {
@@ -383,11 +412,12 @@ std::vector<float> PipelineTrainer::weight(const std::string& name) const {
 }
 
 checkpoint::TrainerState PipelineTrainer::state() const {
-  return read_trainer_state({weights_, master_, adam_m_, adam_v_, elements_, elements_}, steps_done_, stream_);
+  return read_trainer_state({weights_, master_, adam_m_, adam_v_, buffer_elements_, master_elements_}, steps_done_,
+                            stream_);
 }
 
 void PipelineTrainer::restore(const checkpoint::TrainerState& s) {
-  write_trainer_state({weights_, master_, adam_m_, adam_v_, elements_, elements_}, s, "PipelineTrainer::restore",
+  write_trainer_state({weights_, master_, adam_m_, adam_v_, buffer_elements_, master_elements_}, s, "PipelineTrainer::restore",
                       stream_);
   steps_done_ = static_cast<int>(s.steps_done);
 }

@@ -42,8 +42,17 @@
 // stream's sequence shards, (mbs·seq/tp, hidden), and the norms' and
 // row-parallel biases' partial gradients are summed over tp after the schedule.
 //
-// Not here (refused with std::invalid_argument): the distributed optimizer
-// (zero >= 1), cp, ep, zero-bubble schedules. Launched kernel by kernel (no
+// With the distributed optimizer (zero=1 and dp > 1; Rajbhandari et al. 2020,
+// Sec. 5.1) the stage's parameters are one bucket, padded to a multiple of
+// 8·dp: the gradients are reduce-scattered over dp, each dp rank keeps the
+// fp32 masters and Adam moments of its block only and updates them, and the
+// bf16 weights are all-gathered (data_parallel/distributed_optimizer.h). The
+// tied embedding's two copies are summed before the reduce-scatter, so both
+// blocks of wte see the same gradient; the norm counts what the plain path
+// counts (norm_ranges()), summed over dp, tp and pp.
+//
+// Not here (refused with std::invalid_argument): cp, ep, zero-bubble
+// schedules. Launched kernel by kernel (no
 // CUDA graph: the transfers meet other ranks) with cuBLASLt's heuristic
 // algorithms (tune_gemms is ignored, as under tp).
 #pragma once
@@ -73,6 +82,7 @@ struct CUevent_st;
 
 namespace sextant::engine {
 namespace data_parallel {
+class DistributedOptimizer;
 class GradientReducer;
 }
 }  // namespace sextant::engine
@@ -132,7 +142,8 @@ class PipelineTrainer {
   /// finite; "" when none is (pipeline_nonfinite.cc).
   std::string first_nonfinite_gradient();
 
-  /// This rank's flat arrays, as Trainer::state() (no sharding).
+  /// This rank's flat arrays, as Trainer::state() (the fp32 ones this dp
+  /// rank's ZeRO-1 block with the distributed optimizer: checkpoint_sharding.h).
   checkpoint::TrainerState state() const;
   void restore(const checkpoint::TrainerState& state);
 
@@ -171,6 +182,9 @@ class PipelineTrainer {
   /// work so far, and the compute stream's later work after it.
   void on_group(comm::Communicator& group, const std::function<void()>& op);
   bool is_tied_copy(const Chunk& chunk, int tensor) const;
+  /// The ranges of the flat buffers whose gradients count in this rank's part
+  /// of the norm: every tensor but a replicated one off tp rank 0 and the tied copy.
+  std::vector<std::pair<std::size_t, std::size_t>> norm_ranges() const;
 
   TransformerShape shape_;  // the rank's tp shard, every layer
   TrainerOptions options_;
@@ -183,8 +197,11 @@ class PipelineTrainer {
   comm::Communicator* tp_ = nullptr;  // tp > 1 only
   std::unique_ptr<comm::Communicator> embedding_group_;  // tied: the first and last stage
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
+  std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // zero=1, dp > 1
   std::vector<Chunk> chunks_;
-  std::size_t elements_ = 0;
+  std::size_t elements_ = 0;         // the chunks' parameters
+  std::size_t buffer_elements_ = 0;  // the flat buffers: elements_, padded with zeros for the sharded optimizer
+  std::size_t master_elements_ = 0;  // buffer_elements_, or this rank's shard
   std::unique_ptr<DeviceArena> arena_;
   Bf16* weights_ = nullptr;
   float* gradients_ = nullptr;

@@ -21,7 +21,8 @@
 #      and the same with a NaN written into one weight (exit code 3 naming the
 #      step and tensor; --on-nonfinite skip runs on); with two or more GPUs
 #      also --nproc-per-node 2 with dp = 2, dp = 2 zero=1, tp = 2, tp = 2 sp = 1,
-#      pp = 2 and pp = 2 vpp = 2, and with eight tp = 2 pp = 2 dp = 2, whose
+#      pp = 2 and pp = 2 vpp = 2, with four pp = 2 dp = 2 zero=1, and with eight
+#      tp = 2 pp = 2 dp = 2 without and with dist_opt=1, whose
 #      losses are compared with the single run's (tolerances below), and
 #      checkpoints moved between layouts (tp=2 -> 1, dp=2 zero=1 -> 1, 1 -> dp=2 zero=1).
 #
@@ -45,9 +46,11 @@ bash "$here/comm/run_gpu_comm_checks.sh" "$bin" "$out/comm"
 note_failure $?
 
 echo "== data-parallel, tensor-parallel, checkpoint-resume and one-GPU trainer tests"
+# SKIP: test programs not to run here (say, run at the same time on another GPU).
 for t in sextant_data_parallel_tests sextant_tensor_parallel_trainer_tests sextant_kernel_tests \
     sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests sextant_resilience_gpu_tests sextant_training_loop_tests \
     sextant_layout_parity_tests sextant_engine_tests; do
+  [[ " ${SKIP:-} " == *" $t "* ]] && { echo "$t: skipped (SKIP)"; continue; }
   [[ -x "$bin/$t" ]] || { echo "$t: not in $bin"; status=1; continue; }
   filter='*'
   [[ $t == sextant_engine_tests ]] && filter='Trainer*:TinyModels/*'
@@ -184,9 +187,14 @@ if [[ $gpus -ge 2 ]]; then
   run_one pp2_vpp2 --nproc-per-node 2 --layout pp=2,vpp=2,mbs=2,gbs=8
   pairs="single dp2 1e-5 1e-2|single dp2_zero1 1e-5 1e-2|single tp2 2e-2 5e-2|single tp2_sp 2e-2 5e-2"
   pairs="$pairs|tp2 tp2_sp 5e-3 1e-2|single pp2 1e-5 1e-2|single pp2_vpp2 1e-5 1e-2"
+  if [[ $gpus -ge 4 ]]; then
+    run_one pp2_dp2_zero1 --nproc-per-node 4 --layout pp=2,dp=2,zero=1,mbs=2,gbs=8
+    pairs="$pairs|single pp2_dp2_zero1 1e-5 1e-2"
+  fi
   if [[ $gpus -ge 8 ]]; then
     run_one tp2_pp2_dp2 --nproc-per-node 8 --layout tp=2,pp=2,dp=2,mbs=2,gbs=8
-    pairs="$pairs|single tp2_pp2_dp2 2e-2 5e-2"
+    run_one tp2_pp2_dp2_zero1 --nproc-per-node 8 --layout tp=2,pp=2,dp=2,dist_opt=1,mbs=2,gbs=8
+    pairs="$pairs|single tp2_pp2_dp2 2e-2 5e-2|tp2_pp2_dp2 tp2_pp2_dp2_zero1 1e-5 1e-2"
   fi
   # dp: step 1 is the same forward of the same weights and tokens (1e-5: cuBLASLt may
   # pick another algorithm in another process); later steps differ by NCCL's summation

@@ -1,7 +1,9 @@
 // Loading a checkpoint into another layout on the GPU: a tiny model trained 3
 // steps in one layout and saved (real files), loaded by fresh trainers of
 // another layout (tp = 2 -> 1, 1 -> 2, dp = 2 with ZeRO-1 -> 1, 1 -> dp = 2
-// with ZeRO-1, pp = 2 -> 1 and 1 -> 2 (PipelineTrainer, engine/pipeline/);
+// with ZeRO-1, pp = 2 -> 1 and 1 -> 2 (PipelineTrainer, engine/pipeline/),
+// tp = 2 pp = 2 -> dp = 2, and with the distributed optimizer beside pp and tp:
+// pp = 2 dp = 2 ZeRO-1 -> 1, tp = 2 dp = 2 ZeRO-1 -> 1, 1 -> tp = 2 pp = 2 dp = 2 ZeRO-1;
 // the in-process communicator) that train steps 4-6, against the
 // saved layout's run going on without a break. Skips without a GPU (fails
 // instead under SEXTANT_REQUIRE_GPU=1).
@@ -71,6 +73,7 @@ struct Layout {
     l.tp = tp;
     l.dp = dp;
     l.pp = pp;
+    l.zero = zero ? 1 : 0;
     l.mbs = 1;
     l.gbs = 4;
     return l;
@@ -252,7 +255,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ReshardCase{{1, 1, false}, {1, 2, true}, true, 1e-4},
                       ReshardCase{{1, 1, false, 2}, {1, 1, false, 1}, false, 1e-3},
                       ReshardCase{{1, 1, false, 1}, {1, 1, false, 2}, true, 1e-3},
-                      ReshardCase{{2, 1, false, 2}, {1, 2, false, 1}, false, 1e-2}),
+                      ReshardCase{{2, 1, false, 2}, {1, 2, false, 1}, false, 1e-2},
+                      // the distributed optimizer beside pp and tp
+                      ReshardCase{{1, 2, true, 2}, {1, 1, false, 1}, false, 1e-3},
+                      ReshardCase{{2, 2, true, 1}, {1, 1, false, 1}, false, 1e-2},
+                      ReshardCase{{1, 1, false, 1}, {2, 2, true, 2}, true, 1e-2}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) {
       auto text = [](const Layout& l) {
         return "Tp" + std::to_string(l.tp) + "Dp" + std::to_string(l.dp) + (l.zero ? "Zero1" : "") +

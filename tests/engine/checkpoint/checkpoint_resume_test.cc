@@ -3,8 +3,9 @@
 // engine/checkpoint/checkpoint_directory.h) and resumed by a fresh trainer
 // for steps N/2+1..N: the issue's "stop at step 50, resume, and steps 51-100
 // equal an uninterrupted run" (N = 100: one rank, and pp = 2), and N = 6 for
-// dp = 2 with the distributed optimizer, tp = 2, pp = 2 with vpp = 2, and tp =
-// 2, pp = 2, dp = 2 (a PipelineTrainer per rank: engine/pipeline/; its
+// dp = 2 with the distributed optimizer, tp = 2, pp = 2 with vpp = 2, tp = 2,
+// pp = 2, dp = 2, and the distributed optimizer beside tp = 2 (dp = 2) and
+// beside tp = 2, pp = 2 (dp = 2) (a PipelineTrainer per rank: engine/pipeline/; its
 // checkpoint metadata describes each stage, which the test checks against the
 // trainer's own tensors), on the in-process communicator (each rank its own
 // shard file). Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
@@ -168,6 +169,7 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
   layout.pp = param.pp;
   layout.vpp = param.vpp;
   if (param.vpp > 1) layout.schedule = sim::Schedule::kInterleaved;
+  layout.zero = param.distributed_optimizer ? 1 : 0;
   layout.mbs = 1;
   layout.gbs = 4;
   if (param.pp > 1) ASSERT_EQ(sim::check_pipeline_split(model, layout), sim::SplitProblem::kNone);
@@ -254,7 +256,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, CheckpointResumeTest,
                                            ResumeCase{1, 2, false, 1, 1, 6, "Tp2"},
                                            ResumeCase{1, 1, false, 2, 1, 100, "Pp2"},
                                            ResumeCase{1, 1, false, 2, 2, 6, "Pp2Vpp2"},
-                                           ResumeCase{2, 2, false, 2, 1, 6, "Tp2Pp2Dp2"}),
+                                           ResumeCase{2, 2, false, 2, 1, 6, "Tp2Pp2Dp2"},
+                                           ResumeCase{2, 2, true, 1, 1, 6, "Tp2Dp2DistributedOptimizer"},
+                                           ResumeCase{2, 2, true, 2, 1, 6, "Tp2Pp2Dp2DistributedOptimizer"}),
                          [](const ::testing::TestParamInfo<ResumeCase>& info) { return std::string(info.param.name); });
 
 }  // namespace

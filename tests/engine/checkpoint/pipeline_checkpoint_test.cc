@@ -155,6 +155,28 @@ TEST(PipelineStageSharding, EachStageHoldsItsSplitsLayersInChunkOrder) {
   for (const auto& [name, i] : whole_index()) EXPECT_EQ(held[name], name == "wte" ? 2 : 1) << name;
   EXPECT_EQ(held.size(), whole_index().size());
 
+  // The distributed optimizer beside pp: a stage is one bucket padded to 8·dp
+  // elements, dp rank d owning its d-th block (PipelineTrainer). dp = 3 pads
+  // these stages (their lengths are multiples of 16, not of 24).
+  bool padded_some = false;
+  for (const int dp : {2, 3}) {
+    const std::vector<CheckpointSharding> plain = pipeline_sharding(model, Layout{1, dp, 0, 2}.parallel());
+    s = pipeline_sharding(model, Layout{1, dp, 1, 2}.parallel());
+    const std::uint64_t multiple = 8 * static_cast<std::uint64_t>(dp);
+    for (std::size_t stage = 0; stage < 2; ++stage) {
+      const std::uint64_t padded = (plain[stage].flat_elements + multiple - 1) / multiple * multiple;
+      padded_some = padded_some || padded != plain[stage].flat_elements;
+      EXPECT_EQ(s[stage].flat_elements, padded);
+      EXPECT_EQ(s[stage].tensors, plain[stage].tensors);
+      ASSERT_EQ(s[stage].optimizer_shards.size(), static_cast<std::size_t>(dp));
+      const std::uint64_t block = padded / static_cast<std::uint64_t>(dp);
+      for (int d = 0; d < dp; ++d)
+        EXPECT_EQ(s[stage].optimizer_shards[static_cast<std::size_t>(d)],
+                  (std::vector<OptimizerRange>{{static_cast<std::uint64_t>(d) * block, block, 0}}));
+    }
+  }
+  EXPECT_TRUE(padded_some);
+
   // A split the knobs cannot make (4 layers over pp = 3).
   EXPECT_THROW(pipeline_sharding(model, Layout{1, 1, 0, 3}.parallel()), std::invalid_argument);
 }
@@ -248,7 +270,12 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineReshardCase{{1, 1, 0, 1}, {2, 2, 0, 2}, "OneRankToTp2Dp2Pp2"},
                       PipelineReshardCase{{2, 1, 0, 2}, {1, 2, 0, 4}, "Tp2Pp2ToDp2Pp4"},
                       PipelineReshardCase{{1, 2, 1, 1}, {1, 2, 0, 2}, "Dp2Zero1ToDp2Pp2"},
-                      PipelineReshardCase{{1, 2, 0, 2}, {1, 2, 1, 1}, "Dp2Pp2ToDp2Zero1"}),
+                      PipelineReshardCase{{1, 2, 0, 2}, {1, 2, 1, 1}, "Dp2Pp2ToDp2Zero1"},
+                      // the distributed optimizer beside pp (a stage's one padded bucket) and tp
+                      PipelineReshardCase{{1, 2, 1, 2}, {1, 1, 0, 1}, "Dp2Zero1Pp2ToOneRank"},
+                      PipelineReshardCase{{2, 2, 1, 2}, {1, 2, 1, 2, 2}, "Tp2Dp2Zero1Pp2ToDp2Zero1Pp2Vpp2"},
+                      PipelineReshardCase{{1, 1, 0, 1}, {2, 2, 1, 2}, "OneRankToTp2Dp2Zero1Pp2"},
+                      PipelineReshardCase{{2, 2, 1, 1}, {1, 4, 1, 2}, "Tp2Dp2Zero1ToDp4Zero1Pp2"}),
     [](const ::testing::TestParamInfo<PipelineReshardCase>& info) { return info.param.name; });
 
 TEST(PipelineReshardPlan, AStageReadsItsTensorsFromTheSavedStagesThatHoldThem) {
