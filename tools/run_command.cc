@@ -386,7 +386,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                   "parallel, sp=0), pp (pipeline stages; vpp > 1 interleaves, schedule 1f1b|\n"
                   "interleaved|gpipe, split knobs first_stage_layers, last_stage_layers,\n"
                   "embedding_in_split, loss_in_split, pp_layout), zero (0, or 1: the distributed\n"
-                  "optimizer, with dp > 1 and tp = pp = 1); cp, ep must be 1; or 'best': the\n"
+                  "optimizer, with dp > 1, beside tp and pp too); cp, ep must be 1; or 'best': the\n"
                   "search's first choice for the GPUs here and --global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);
