@@ -101,6 +101,10 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
       sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(
           *dp_, bucket_ranges(buckets_), std::vector<data_parallel::ElementRange>{{0, layout_.decay_elements()}});
       master_elements = sharded_->shard_elements();
+      if (options_.overlap_param_gather) {
+        sharded_->defer_gathers(true);
+        gathers_before_task_ = first_parameter_reads(layout_, tasks_, buckets_);
+      }
       if (tp_ != nullptr) {
         // Beside tp: this rank's shards, and the replicated tensors on tp rank 0
         // only (queue_tensor_parallel_sum_squares' rule), count in the norm.
@@ -305,10 +309,14 @@ void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::
 }
 
 void Trainer::run_tasks(int step) {
+  // overlap_param_gather: the last update's weights gathered while this forward runs.
+  if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(weights_, stream_);
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
   for (std::size_t k = 0; k < tasks_.size(); ++k) {
     const sim::Task& t = tasks_[k];
+    if (!gathers_before_task_.empty())
+      for (const int b : gathers_before_task_[k]) sharded_->wait_for_gather(static_cast<std::size_t>(b), stream_);
     if (timer_.enabled()) {
       task_name_.clear();
       sim::append_task_name(plan_, t, task_name_);
@@ -513,6 +521,7 @@ void Trainer::set_parameter(const std::string& name, std::span<const float> valu
   if (values.size() != t.elements())
     throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) +
                                 " values for " + std::to_string(t.elements()) + " elements");
+  settle_parameter_gathers();
   float* full = sharded_ ? gradients_ : master_;  // the tensor's whole fp32 values
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + t.offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
@@ -527,8 +536,15 @@ std::vector<float> Trainer::master_parameter(const std::string& name) const {
   return sharded_->values_from_shard(master_, t.offset, t.elements(), stream_);
 }
 
+void Trainer::settle_parameter_gathers() const {
+  if (!sharded_ || !sharded_->gather_pending()) return;
+  sharded_->queue_gathers(weights_, stream_);
+  sharded_->wait_for_gathers(stream_);
+}
+
 std::vector<float> Trainer::weight(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
+  settle_parameter_gathers();
   return download_bf16_as_floats(weights_ + t.offset, t.elements(), stream_);
 }
 
@@ -538,12 +554,14 @@ std::vector<float> Trainer::gradient(const std::string& name) const {
 }
 
 checkpoint::TrainerState Trainer::state() const {
+  settle_parameter_gathers();
   return read_trainer_state({weights_, master_, adam_m_, adam_v_, elements_,
                              sharded_ ? sharded_->shard_elements() : elements_},
                             steps_done_, stream_);
 }
 
 void Trainer::restore(const checkpoint::TrainerState& s) {
+  settle_parameter_gathers();  // before the weights are overwritten
   write_trainer_state({weights_, master_, adam_m_, adam_v_, elements_,
                        sharded_ ? sharded_->shard_elements() : elements_},
                       s, "Trainer::restore", stream_);

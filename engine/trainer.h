@@ -104,6 +104,15 @@ struct TrainerOptions {
   /// zero=1 / dist_opt=1): fp32 master weights and Adam moments sharded over
   /// the dp ranks. Ignored at dp = 1.
   bool distributed_optimizer = false;
+  /// With the distributed optimizer at dp > 1 (Megatron's
+  /// --overlap-param-gather, the layout's overlap_param_gather=1): a step ends
+  /// at the update, and the next one all-gathers the bf16 weights bucket by
+  /// bucket while its forward runs, each bucket waited for just before the
+  /// first task that reads it (engine/model/gradient_bucket_plan.h). Between
+  /// steps the gathers are pending: weight(), state(), set_parameter() and
+  /// restore() complete them first, so every rank of the dp group must call
+  /// them together then. Ignored without the distributed optimizer.
+  bool overlap_param_gather = false;
   /// The longest the host waits for a step's collectives (dp, tp > 1): past
   /// it, the group's synchronize throws comm::CommError naming the group, the
   /// rank and the collective, and every communicator of the trainer is
@@ -136,8 +145,7 @@ class Trainer {
   /// rank's shard (transformer_shape_of(model, layout)) and the Transformer
   /// runs tensor-parallel (transformer.h), sequence-parallel when the shape
   /// says so; the Plan then holds the tp collectives around each block, which
-  /// the trainer runs as tasks. Every tp rank of a group gets the same data. The distributed optimizer with tp > 1 is refused
-  /// (std::invalid_argument) for now.
+  /// the trainer runs as tasks. Every tp rank of a group gets the same data.
   Trainer(const sim::ModelConfig& model, const TransformerShape& shape, const TrainerOptions& options,
           comm::Communicator* data_parallel = nullptr, comm::Communicator* tensor_parallel = nullptr);
   ~Trainer();
@@ -225,6 +233,9 @@ class Trainer {
   void initialise_parameters();
   void zero_embedding_gradients();
   void tune_gemms();
+  /// Completes the bf16 weights' all-gathers overlap_param_gather left
+  /// pending (a collective over dp); nothing otherwise.
+  void settle_parameter_gathers() const;
   /// tp > 1: one of the Plan's collective tasks around a block (transformer.h).
   void run_tensor_parallel_task(const sim::Task& task);
   /// dp > 1: queues the reductions of the buckets complete after task `index`.
@@ -245,6 +256,7 @@ class Trainer {
   int dp_rank_ = 0;
   std::vector<GradientBucketRange> buckets_;
   std::vector<std::vector<int>> buckets_after_task_;  // by task index (dp > 1)
+  std::vector<std::vector<int>> gathers_before_task_;  // by task index (overlap_param_gather)
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
   std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // distributed optimizer, dp > 1
   std::unique_ptr<tensor_parallel::PartialGradients> partial_gradients_;  // tp > 1 with sp

@@ -117,6 +117,25 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
   }
 }
 
+// The overlap and precision knobs the engine does not execute as given: refused
+// by name rather than ignored.
+void refuse_unexecuted_knobs(const sim::PartialLayout& p) {
+  if (p.overlap_grad_reduce && !*p.overlap_grad_reduce)
+    throw_option_error("--layout", "overlap_grad_reduce",
+                       "0: the engine always reduces each gradient bucket as soon as backward completes it "
+                       "(Megatron's --overlap-grad-reduce); accepted: 1");
+  if (p.grad_reduce_in_fp32 && !*p.grad_reduce_in_fp32)
+    throw_option_error("--layout", "grad_reduce_in_fp32", "0: the engine reduces gradients in fp32; accepted: 1");
+  if (p.fsdp)
+    throw_option_error("--layout", "fsdp", "fully sharded data parallelism (ZeRO-3) is not executed yet (issue 13); "
+                                           "leave fsdp out (zero=1 shards the optimizer state)");
+  for (const auto& [knob, name] : {std::pair{p.moe_a2a_overlap, "moe_a2a_overlap"},
+                                   std::pair{p.moe_shared_expert_overlap, "moe_shared_expert_overlap"}})
+    if (knob && *knob)
+      throw_option_error("--layout", name, "1: the engine trains dense models (ep is not executed yet, issue 13); "
+                                           "accepted: 0");
+}
+
 // Pipeline parallelism (engine/pipeline/): pp, vpp, the schedule (1F1B, or
 // interleaved 1F1B with vpp > 1; GPipe too) and the split knobs, into `l`
 // (whose dp, mbs and gbs are set).
@@ -149,6 +168,7 @@ void pipeline_layout(const sim::PartialLayout& p, sim::ParallelLayout& l) {
 sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout) {
   const sim::PartialLayout p = sim::parse_layout(layout);
   refuse_model_parallel(p);
+  refuse_unexecuted_knobs(p);
   const int tp = p.tp.value_or(1);
   const int pp = p.pp.value_or(1);
   // The ranks a replica takes: tp, or tp·pp with a pipeline.
@@ -203,6 +223,16 @@ sim::ParallelLayout run_layout(const RunArguments& a, const std::string& layout)
                          "needs tp > 1 and sp=1 (this layout has tp=" + std::to_string(tp) + ", sp=" +
                              (l.sp ? "1" : "0") + "); use tp_comm_overlap=0 or add sp=1 with tp > 1");
     l.tp_comm_overlap = true;
+  }
+  // Megatron --overlap-param-gather: the distributed optimizer's all-gathers of
+  // the weights run at the next step's start, overlapped with its forward.
+  if (p.overlap_param_gather.value_or(false)) {
+    if (l.zero < 1 || dp == 1)
+      throw_option_error("--layout", "overlap_param_gather",
+                         "1: overlaps the distributed optimizer's all-gather of the weights with the next forward, "
+                         "so it needs zero=1 (dist_opt=1) and dp > 1 (this layout has zero=" + std::to_string(l.zero) +
+                             ", dp=" + std::to_string(dp) + "); use overlap_param_gather=0 or add dist_opt=1 with dp > 1");
+    l.overlap_param_gather = true;
   }
   l.overlap_grad_reduce = false;
   pipeline_layout(p, l);
@@ -386,7 +416,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                   "parallel, sp=0), pp (pipeline stages; vpp > 1 interleaves, schedule 1f1b|\n"
                   "interleaved|gpipe, split knobs first_stage_layers, last_stage_layers,\n"
                   "embedding_in_split, loss_in_split, pp_layout), zero (0, or 1: the distributed\n"
-                  "optimizer, with dp > 1, beside tp and pp too); cp, ep must be 1; or 'best': the\n"
+                  "optimizer, with dp > 1, beside tp and pp too; overlap_param_gather=1 gathers its\n"
+                  "weights during the next forward); cp, ep must be 1; or 'best': the\n"
                   "search's first choice for the GPUs here and --global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
                           "global batch in sequences (same as gbs=)", 1, kLargestBatch);

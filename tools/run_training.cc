@@ -201,6 +201,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.tune_gemms = s.tune_gemms;
   options.use_cuda_graph = s.use_cuda_graph;
   options.distributed_optimizer = s.layout.zero >= 1;
+  options.overlap_param_gather = s.layout.overlap_param_gather;
   options.comm_timeout = std::chrono::milliseconds(static_cast<long long>(s.comm_timeout_s * 1000));
   std::unique_ptr<engine::training::RankTrainer> trainer;
   try {
@@ -246,6 +247,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
              << (options.distributed_optimizer ? "; distributed optimizer: fp32 master weights and Adam "
                                                  "moments sharded, bf16 weights all-gathered"
                                                : "")
+             << (options.overlap_param_gather ? " during the next step's forward (overlap_param_gather)" : "")
              << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
   if (tp > 1)
     progress << "tensor parallel: " << tp << " ranks, each with 1/" << tp
@@ -435,7 +437,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     j["device"] = device.name;
     j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"zero", s.layout.zero},
                    {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
-                   {"recompute", std::string(sim::to_string(s.layout.recompute))}};
+                   {"recompute", std::string(sim::to_string(s.layout.recompute))},
+                   {"tp_comm_overlap", s.layout.tp_comm_overlap}, {"overlap_param_gather", s.layout.overlap_param_gather}};
     j["seq_length"] = seq;
     j["parameters"] = parameter_count;
     j["data"] = s.data;

@@ -33,11 +33,14 @@ DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, std::vector<G
   }
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_group_, cudaEventDisableTiming));
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_group_, cudaEventDisableTiming));
+  gathered_.assign(buckets_.size(), nullptr);
+  for (CUevent_st*& e : gathered_) SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
   cudaEventDestroy(to_group_);
   cudaEventDestroy(from_group_);
+  for (CUevent_st* e : gathered_) cudaEventDestroy(e);
 }
 
 void DistributedOptimizer::copy_to_shard(const float* full, std::size_t begin, std::size_t count,
@@ -133,12 +136,28 @@ void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const ke
     update(cursor, end, 0.0f);
   }
 
+  gather_pending_ = true;
+  if (defer_gathers_) return;
+  queue_gathers(b.weights, compute);
+  wait_for_gathers(compute);
+}
+
+void DistributedOptimizer::queue_gathers(kernels::Bf16* weights, cudaStream_t compute) {
   // Every rank's updated blocks to every rank, in place (block r of a bucket is rank r's).
   group_waits_for(dp_, compute);
-  for (std::size_t i = 0; i < buckets_.size(); ++i)
-    dp_.all_gather(b.weights + owned_[i].begin, b.weights + buckets_[i].begin, owned_[i].elements,
-                   comm::DataType::kBf16);
-  waits_for_group(dp_, compute);
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    dp_.all_gather(weights + owned_[i].begin, weights + buckets_[i].begin, owned_[i].elements, comm::DataType::kBf16);
+    SEXTANT_CUDA_CHECK(cudaEventRecord(gathered_[i], dp_.stream()));
+  }
+  gather_pending_ = false;
+}
+
+void DistributedOptimizer::wait_for_gather(std::size_t bucket, cudaStream_t compute) {
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, gathered_.at(bucket), 0));
+}
+
+void DistributedOptimizer::wait_for_gathers(cudaStream_t compute) {
+  for (std::size_t i = 0; i < gathered_.size(); ++i) wait_for_gather(i, compute);
 }
 
 }  // namespace sextant::engine::data_parallel

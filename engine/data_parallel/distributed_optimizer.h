@@ -90,9 +90,25 @@ class DistributedOptimizer {
   /// gradient norm into scalars[1] and the clip factor (grad_clip <= 0: none)
   /// into scalars[2], AdamW on this rank's blocks, and the all-gather of every
   /// bucket's bf16 weights; `compute` waits for the gathers. `step` carries the
-  /// learning rate and its weight decay, applied to the decayed range.
+  /// learning rate and its weight decay, applied to the decayed ranges.
+  /// With deferred gathers the all-gathers are left for queue_gathers.
   void queue_step(const ShardedOptimizerBuffers& b, const kernels::AdamWStep& step, float grad_clip,
                   cudaStream_t compute);
+
+  /// Megatron's --overlap-param-gather: queue_step leaves the bf16 weights'
+  /// all-gathers out (gather_pending() until queue_gathers), so the host's
+  /// step ends at the update; the next step queues them first and its forward
+  /// waits for each bucket just before the first task that reads it
+  /// (first_parameter_reads), overlapping the gathers with the forward.
+  void defer_gathers(bool defer) { defer_gathers_ = defer; }
+  bool gather_pending() const { return gather_pending_; }
+  /// Queues every bucket's all-gather on the dp stream behind the work queued
+  /// on `compute` so far, each bucket's followed by its own event.
+  void queue_gathers(kernels::Bf16* weights, cudaStream_t compute);
+  /// `compute` waits for bucket `bucket`'s last queued all-gather (nothing
+  /// when none was queued), or for all of them.
+  void wait_for_gather(std::size_t bucket, cudaStream_t compute);
+  void wait_for_gathers(cudaStream_t compute);
 
  private:
   // `group`'s stream waits for the work queued on `from` so far, and back.
@@ -109,6 +125,9 @@ class DistributedOptimizer {
   std::vector<ElementRange> decayed_;
   CUevent_st* to_group_ = nullptr;  // cudaEvent_t
   CUevent_st* from_group_ = nullptr;
+  std::vector<CUevent_st*> gathered_;  // per bucket, after its all-gather
+  bool defer_gathers_ = false;
+  bool gather_pending_ = false;
 };
 
 }  // namespace sextant::engine::data_parallel

@@ -97,4 +97,49 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
   return buckets;
 }
 
+std::vector<std::vector<int>> first_parameter_reads(const ParameterLayout& layout, std::span<const sim::Task> tasks,
+                                                    const std::vector<GradientBucketRange>& buckets) {
+  // The first forward task of each reader: the embedding, layer l, the output.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t embedding = kNone, output = kNone;
+  std::vector<std::size_t> layer(static_cast<std::size_t>(layout.num_layers()), kNone);
+  for (std::size_t k = tasks.size(); k-- > 0;) {
+    const sim::Task& t = tasks[k];
+    if (t.pass != sim::Pass::kForward) continue;
+    if (t.block == sim::Block::kEmbedding) embedding = k;
+    if (t.block == sim::Block::kOutput) output = k;
+    if ((t.block == sim::Block::kAttention || t.block == sim::Block::kMlp) && t.layer >= 0 &&
+        t.layer < layout.num_layers())
+      layer[static_cast<std::size_t>(t.layer)] = k;
+  }
+  std::vector<std::size_t> reader(layout.tensors().size(), kNone);
+  auto set = [&](int tensor, std::size_t k) {
+    if (tensor != LayerTensors::kAbsent) reader[static_cast<std::size_t>(tensor)] = std::min(reader[static_cast<std::size_t>(tensor)], k);
+  };
+  for (int l = 0; l < layout.num_layers(); ++l) {
+    const LayerTensors& t = layout.layer(l);
+    for (const int tensor : {t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight, t.proj_bias,
+                             t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias, t.fc2_weight, t.fc2_bias})
+      set(tensor, layer[static_cast<std::size_t>(l)]);
+  }
+  for (const int tensor : {layout.final_norm_gamma(), layout.final_norm_beta(), layout.lm_head(), layout.wte()})
+    set(tensor, output);
+  for (const int tensor : {layout.wte(), layout.wpe()}) set(tensor, embedding);
+
+  std::vector<std::vector<int>> reads(tasks.size());
+  const auto& tensors = layout.tensors();
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    std::size_t first = kNone;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const std::size_t begin = tensors[i].offset, end = begin + tensors[i].elements();
+      if (end <= buckets[b].begin || begin >= buckets[b].begin + buckets[b].elements) continue;
+      if (reader[i] == kNone)
+        throw std::logic_error("first_parameter_reads: no forward task reads " + tensors[i].name);
+      first = std::min(first, reader[i]);
+    }
+    if (first != kNone) reads[first].push_back(static_cast<int>(b));
+  }
+  return reads;
+}
+
 }  // namespace sextant::engine

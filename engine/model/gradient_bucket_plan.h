@@ -63,4 +63,16 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
                                                        std::size_t bucket_elements,
                                                        std::size_t multiple = 1);
 
+/// Megatron's --overlap-param-gather (the distributed optimizer's bf16 weights
+/// gathered bucket by bucket while the forward runs): for each of `tasks`, the
+/// buckets whose parameters it is the first forward task to read, so the
+/// trainer waits for a bucket's all-gather just before that task. A layer's
+/// tensors are read from its first forward task (the attention block, or under
+/// tp its collective before it), the embeddings' by the embedding, the final
+/// norm's and output layer's by the output block (a tied wte by the
+/// embedding, which runs first). Throws std::logic_error when a bucket holds a
+/// tensor no forward task reads.
+std::vector<std::vector<int>> first_parameter_reads(const ParameterLayout& layout, std::span<const sim::Task> tasks,
+                                                    const std::vector<GradientBucketRange>& buckets);
+
 }  // namespace sextant::engine

@@ -103,6 +103,7 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
     if (tp_ != nullptr) then_over.push_back(tp_);
     then_over.push_back(pp_);
     sharded_->count_in_norm(norm_ranges(), std::move(then_over));
+    sharded_->defer_gathers(options_.overlap_param_gather);
     master_elements_ = sharded_->shard_elements();
   }
 
@@ -333,9 +334,21 @@ void PipelineTrainer::exchange(const StageAction& a) {
 }
 
 void PipelineTrainer::run_step(int step) {
+  // overlap_param_gather: the stage's one bucket gathered while the stage
+  // waits for its first input (stages > 0) or uploads (stage 0); the first
+  // compute task waits for it.
+  bool gathering = false;
+  if (sharded_ && sharded_->gather_pending()) {
+    sharded_->queue_gathers(weights_, stream_);
+    gathering = true;
+  }
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
   for (const StageAction& a : program_.actions) {
+    if (gathering && a.kind == StageAction::Kind::kCompute) {
+      sharded_->wait_for_gathers(stream_);
+      gathering = false;
+    }
     // Timed under the Plan's names; an exchange under its first send's (the
     // Plan has no receive tasks: a lone receive's wait is timed as nothing).
     if (a.kind == StageAction::Kind::kExchange && a.sends.empty()) {
@@ -380,7 +393,14 @@ double PipelineTrainer::forward_backward(std::span<const std::int32_t> inputs, s
   return loss;
 }
 
+void PipelineTrainer::settle_parameter_gathers() const {
+  if (!sharded_ || !sharded_->gather_pending()) return;
+  sharded_->queue_gathers(weights_, stream_);
+  sharded_->wait_for_gathers(stream_);
+}
+
 void PipelineTrainer::set_parameter(const std::string& name, std::span<const float> values) {
+  settle_parameter_gathers();
   const Located at = find(name);
   const std::size_t offset = at.chunk->offset + at.tensor->offset;
   if (values.size() != at.tensor->elements())
@@ -407,16 +427,19 @@ std::vector<float> PipelineTrainer::gradient(const std::string& name) const {
 }
 
 std::vector<float> PipelineTrainer::weight(const std::string& name) const {
+  settle_parameter_gathers();
   const Located at = find(name);
   return download_bf16_as_floats(weights_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
 }
 
 checkpoint::TrainerState PipelineTrainer::state() const {
+  settle_parameter_gathers();
   return read_trainer_state({weights_, master_, adam_m_, adam_v_, buffer_elements_, master_elements_}, steps_done_,
                             stream_);
 }
 
 void PipelineTrainer::restore(const checkpoint::TrainerState& s) {
+  settle_parameter_gathers();
   write_trainer_state({weights_, master_, adam_m_, adam_v_, buffer_elements_, master_elements_}, s, "PipelineTrainer::restore",
                       stream_);
   steps_done_ = static_cast<int>(s.steps_done);

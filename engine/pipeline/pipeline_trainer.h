@@ -49,7 +49,9 @@
 // bf16 weights are all-gathered (data_parallel/distributed_optimizer.h). The
 // tied embedding's two copies are summed before the reduce-scatter, so both
 // blocks of wte see the same gradient; the norm counts what the plain path
-// counts (norm_ranges()), summed over dp, tp and pp.
+// counts (norm_ranges()), summed over dp, tp and pp. With overlap_param_gather
+// the all-gather runs at the next step's start, while the stage uploads or
+// waits for its first input, and the first compute task waits for it.
 //
 // Not here (refused with std::invalid_argument): cp, ep, zero-bubble
 // schedules. Launched kernel by kernel (no
@@ -182,6 +184,8 @@ class PipelineTrainer {
   /// work so far, and the compute stream's later work after it.
   void on_group(comm::Communicator& group, const std::function<void()>& op);
   bool is_tied_copy(const Chunk& chunk, int tensor) const;
+  /// The bf16 weights' gathers overlap_param_gather left pending (Trainer's).
+  void settle_parameter_gathers() const;
   /// The ranges of the flat buffers whose gradients count in this rank's part
   /// of the norm: every tensor but a replicated one off tp rank 0 and the tied copy.
   std::vector<std::pair<std::size_t, std::size_t>> norm_ranges() const;

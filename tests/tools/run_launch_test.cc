@@ -75,5 +75,26 @@ TEST(RunLaunch, ZeroStagesBeyondTheDistributedOptimizerAreRefused) {
             std::string::npos) << r.err;
 }
 
+TEST(RunLaunch, OverlapParamGatherNeedsTheDistributedOptimizerOverDataParallelRanks) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout dp=2,overlap_param_gather=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("overlap_param_gather: 1: overlaps the distributed optimizer's all-gather of the weights with "
+                       "the next forward, so it needs zero=1 (dist_opt=1) and dp > 1 (this layout has zero=0, dp=2)"),
+            std::string::npos) << r.err;
+}
+
+TEST(RunLaunch, KnobsTheEngineDoesNotExecuteAreRefusedNotIgnored) {
+  TempDir dir;
+  for (const auto& [layout, message] :
+       {std::pair{"overlap_grad_reduce=0", "overlap_grad_reduce: 0: the engine always reduces each gradient bucket"},
+        std::pair{"grad_reduce_in_fp32=0", "grad_reduce_in_fp32: 0: the engine reduces gradients in fp32; accepted: 1"},
+        std::pair{"moe_a2a_overlap=1", "moe_a2a_overlap: 1: the engine trains dense models"}}) {
+    const CommandResult r = run_sextant(dir, std::string("run --model gpt-350m --layout ") + layout);
+    EXPECT_EQ(r.exit_code, 2) << layout;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace sextant::tools

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "engine/model/transformer_shape.h"
 #include "sim/plan/plan_builder.h"
 
@@ -170,6 +173,48 @@ TEST(GradientBucketPlan, TasksWithoutTheLastBackwardAreRefused) {
   for (const sim::Task& t : s.tasks)
     if (t.pass != sim::Pass::kBackward) forward_only.push_back(t);
   EXPECT_THROW(plan_gradient_buckets(s.layout, forward_only, 1000), std::logic_error);
+}
+
+// --overlap-param-gather: each bucket is waited for before the first forward
+// task that reads any of its tensors, and every bucket once.
+TEST(FirstParameterReads, EachBucketBeforeItsFirstForwardReader) {
+  const SmallStep s(/*tie=*/true);
+  auto first_forward = [&](sim::Block block, int layer) {
+    for (std::size_t k = 0; k < s.tasks.size(); ++k) {
+      const sim::Task& t = s.tasks[k];
+      if (t.pass == sim::Pass::kForward && t.block == block && (layer == sim::kNoIndex || t.layer == layer)) return k;
+    }
+    ADD_FAILURE() << "no such task";
+    return std::size_t{0};
+  };
+  // One tensor per bucket: wte (tied) and wpe at the embedding, a layer's at its attention.
+  const auto one = plan_gradient_buckets(s.layout, s.tasks, 1);
+  const auto reads = first_parameter_reads(s.layout, s.tasks, one);
+  std::vector<int> seen(one.size(), 0);
+  std::map<std::string, std::size_t> at;
+  for (std::size_t k = 0; k < reads.size(); ++k)
+    for (const int b : reads[k]) {
+      ++seen[static_cast<std::size_t>(b)];
+      at[s.layout.tensors()[static_cast<std::size_t>(b)].name] = k;
+    }
+  for (std::size_t b = 0; b < one.size(); ++b) EXPECT_EQ(seen[b], 1) << s.layout.tensors()[b].name;
+  EXPECT_EQ(at.at("wte"), first_forward(sim::Block::kEmbedding, sim::kNoIndex));
+  EXPECT_EQ(at.at("wpe"), first_forward(sim::Block::kEmbedding, sim::kNoIndex));
+  EXPECT_EQ(at.at("layers.1.fc2_weight"), first_forward(sim::Block::kAttention, 1));  // the layer's first task
+  EXPECT_EQ(at.at("final_norm_gamma"), first_forward(sim::Block::kOutput, sim::kNoIndex));
+  EXPECT_LT(first_forward(sim::Block::kAttention, 1), first_forward(sim::Block::kOutput, sim::kNoIndex));
+
+  // One bucket of everything: waited for at the first task (the embedding's forward).
+  const auto all = plan_gradient_buckets(s.layout, s.tasks, 1u << 30);
+  ASSERT_EQ(all.size(), 1u);
+  const auto whole = first_parameter_reads(s.layout, s.tasks, all);
+  EXPECT_EQ(whole[first_forward(sim::Block::kEmbedding, sim::kNoIndex)], std::vector<int>{0});
+
+  // Without forward tasks nothing reads the weights: refused.
+  std::vector<sim::Task> backward_only;
+  for (const sim::Task& t : s.tasks)
+    if (t.pass == sim::Pass::kBackward) backward_only.push_back(t);
+  EXPECT_THROW(first_parameter_reads(s.layout, backward_only, one), std::logic_error);
 }
 
 }  // namespace

@@ -14,7 +14,8 @@
 //   pp = 2 vpp = 2 (Llama): the stages exchange the residual stream's shards;
 //   the distributed optimizer (zero=1) beside dp = 2: GPT pp = 2 (the tied
 //   wte's two copies sharded at different offsets), GPT pp = 4 vpp = 2 (a
-//   decayed range per chunk), Llama tp = 2 x pp = 2 (norm over dp, tp, pp).
+//   decayed range per chunk), Llama tp = 2 x pp = 2 (norm over dp, tp, pp),
+//   and GPT pp = 2 with overlap_param_gather (the gathers at the next step's start).
 //   With it a rank's gradient holds the group's sum only in the blocks it
 //   owns: those are compared, and the blocks checked to tile each tensor.
 //
@@ -68,6 +69,7 @@ struct PipelineCase {
   bool full_recompute = false;
   bool sp = false;  // with tp: sequence parallelism, the stages exchanging sequence shards
   bool zero = false;  // with dp: the distributed optimizer
+  bool overlap_param_gather = false;  // with zero: the weights gathered at the next step's start
 };
 
 std::string case_name(const PipelineCase& c) {
@@ -79,6 +81,7 @@ std::string case_name(const PipelineCase& c) {
   if (*c.pp_layout != 0) s += "_uneven";
   if (c.full_recompute) s += "_recompute_full";
   if (c.zero) s += "_zero1";
+  if (c.overlap_param_gather) s += "_overlap_param_gather";
   return s;
 }
 
@@ -137,6 +140,7 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
   TrainerOptions options = testing::three_step_options(kGlobalBatch);
   options.recompute = layout.recompute;
   options.distributed_optimizer = c.zero;
+  options.overlap_param_gather = c.overlap_param_gather;
 
   // Weights N(0, 0.05), rounded to bf16 so every run starts from the same numbers.
   Tensors weights;
@@ -248,7 +252,8 @@ INSTANTIATE_TEST_SUITE_P(GptAndLlama, PipelineTrainerTest,
                                            // the distributed optimizer: the tied wte's blocks, chunks' decay ranges
                                            PipelineCase{false, 2, 1, 1, 2, "", false, false, true},
                                            PipelineCase{false, 4, 2, 1, 2, "", false, false, true},
-                                           PipelineCase{true, 2, 1, 2, 2, "", false, false, true}),
+                                           PipelineCase{true, 2, 1, 2, 2, "", false, false, true},
+                                           PipelineCase{false, 2, 1, 1, 2, "", false, false, true, true}),
                          [](const ::testing::TestParamInfo<PipelineCase>& info) { return case_name(info.param); });
 
 class PipelineTrainerRefusal : public kernels::testing::GpuTest {};
