@@ -104,6 +104,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
       if (options_.overlap_param_gather) {
         sharded_->defer_gathers(true);
         gathers_before_task_ = first_parameter_reads(layout_, tasks_, buckets_);
+        std::vector<int> order;  // gathered in the order the forward reads them
+        for (const std::vector<int>& bs : gathers_before_task_) order.insert(order.end(), bs.begin(), bs.end());
+        sharded_->gather_in_order(std::move(order));
       }
       if (tp_ != nullptr) {
         // Beside tp: this rank's shards, and the replicated tensors on tp rank 0

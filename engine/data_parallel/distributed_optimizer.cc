@@ -34,6 +34,7 @@ DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, std::vector<G
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_group_, cudaEventDisableTiming));
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_group_, cudaEventDisableTiming));
   gathered_.assign(buckets_.size(), nullptr);
+  for (std::size_t i = 0; i < buckets_.size(); ++i) gather_order_.push_back(static_cast<int>(i));
   for (CUevent_st*& e : gathered_) SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
@@ -145,11 +146,23 @@ void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const ke
 void DistributedOptimizer::queue_gathers(kernels::Bf16* weights, cudaStream_t compute) {
   // Every rank's updated blocks to every rank, in place (block r of a bucket is rank r's).
   group_waits_for(dp_, compute);
-  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+  for (const int bucket : gather_order_) {
+    const std::size_t i = static_cast<std::size_t>(bucket);
     dp_.all_gather(weights + owned_[i].begin, weights + buckets_[i].begin, owned_[i].elements, comm::DataType::kBf16);
     SEXTANT_CUDA_CHECK(cudaEventRecord(gathered_[i], dp_.stream()));
   }
   gather_pending_ = false;
+}
+
+void DistributedOptimizer::gather_in_order(std::vector<int> buckets) {
+  std::vector<int> sorted = buckets;
+  std::sort(sorted.begin(), sorted.end());
+  bool every_bucket_once = sorted.size() == buckets_.size();
+  for (std::size_t i = 0; every_bucket_once && i < sorted.size(); ++i) every_bucket_once = sorted[i] == static_cast<int>(i);
+  if (!every_bucket_once)
+    throw std::invalid_argument("DistributedOptimizer::gather_in_order: not every one of the " +
+                                std::to_string(buckets_.size()) + " buckets once");
+  gather_order_ = std::move(buckets);
 }
 
 void DistributedOptimizer::wait_for_gather(std::size_t bucket, cudaStream_t compute) {

@@ -101,6 +101,10 @@ class DistributedOptimizer {
   /// waits for each bucket just before the first task that reads it
   /// (first_parameter_reads), overlapping the gathers with the forward.
   void defer_gathers(bool defer) { defer_gathers_ = defer; }
+  /// The order queue_gathers issues the buckets in (every bucket once): the
+  /// order the forward first reads them, so the first reader's bucket arrives
+  /// first. Default: bucket order. std::invalid_argument for another set.
+  void gather_in_order(std::vector<int> buckets);
   bool gather_pending() const { return gather_pending_; }
   /// Queues every bucket's all-gather on the dp stream behind the work queued
   /// on `compute` so far, each bucket's followed by its own event.
@@ -126,6 +130,7 @@ class DistributedOptimizer {
   CUevent_st* to_group_ = nullptr;  // cudaEvent_t
   CUevent_st* from_group_ = nullptr;
   std::vector<CUevent_st*> gathered_;  // per bucket, after its all-gather
+  std::vector<int> gather_order_;      // of the buckets
   bool defer_gathers_ = false;
   bool gather_pending_ = false;
 };

@@ -36,6 +36,8 @@
 //   order (fp32, ~1e-7).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <iostream>
 #include <random>
@@ -216,6 +218,14 @@ INSTANTIATE_TEST_SUITE_P(GptAndLlama, DataParallelTrainerTest,
 // that do not own it, and the two ranks' losses would part.
 class OverlapParamGatherTest : public kernels::testing::GpuTestWithParam<bool> {};
 
+// Equal bit for bit, NaN included (a ZeRO rank's masters are NaN where another rank owns them).
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t t = 0; t < a.size(); ++t)
+    if (a[t].size() != b[t].size() || std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float)) != 0) return false;
+  return true;
+}
+
 TEST_P(OverlapParamGatherTest, TrainsAsTheGatherAfterTheUpdateDoes) {
   const sim::ModelConfig model = small_model(GetParam());
   const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
@@ -240,7 +250,7 @@ TEST_P(OverlapParamGatherTest, TrainsAsTheGatherAfterTheUpdateDoes) {
       EXPECT_EQ(overlapped[r].losses, plain[r].losses) << "rank " << r;
       EXPECT_EQ(overlapped[r].grad_norms, plain[r].grad_norms) << "rank " << r;
       EXPECT_EQ(overlapped[r].weights, plain[r].weights) << "rank " << r;
-      EXPECT_EQ(overlapped[r].final, plain[r].final) << "rank " << r;
+      EXPECT_TRUE(same_bits(overlapped[r].final, plain[r].final)) << "rank " << r;  // NaN where another rank owns
     } else {
       for (std::size_t s = 0; s < plain[r].losses.size(); ++s) {
         const double noise = std::abs(again[r].losses[s] - plain[r].losses[s]);
