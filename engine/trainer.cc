@@ -9,6 +9,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/distributed_optimizer.h"
+#include "engine/model/decay_pieces.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/trainer_arrays.h"
@@ -98,8 +99,8 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
       buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
     elements_ = buckets_.back().begin + buckets_.back().elements;
     if (sharded) {
-      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(
-          *dp_, bucket_ranges(buckets_), std::vector<data_parallel::ElementRange>{{0, layout_.decay_elements()}});
+      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(buckets_),
+                                                                      layout_.decayed_ranges());
       master_elements = sharded_->shard_elements();
       if (options_.overlap_param_gather) {
         sharded_->defer_gathers(true);
@@ -388,12 +389,13 @@ void Trainer::queue_optimizer(int step) {
   }
   kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
                            stream_);
-  const std::size_t decay = layout_.decay_elements();
-  kernels::adamw_update(master_, weights_, adam_m_, adam_v_, gradients_, decay, s, scale, stream_);
-  s.weight_decay = 0.0f;
-  const std::size_t rest = layout_.total_elements() - decay;
-  kernels::adamw_update(master_ + decay, weights_ + decay, adam_m_ + decay, adam_v_ + decay,
-                        gradients_ + decay, rest, s, scale, stream_);
+  const float weight_decay = s.weight_decay;
+  for_each_decay_piece(0, layout_.total_elements(), layout_.decayed_ranges(),
+                       [&](std::size_t from, std::size_t to, bool decayed) {
+                         s.weight_decay = decayed ? weight_decay : 0.0f;
+                         kernels::adamw_update(master_ + from, weights_ + from, adam_m_ + from, adam_v_ + from,
+                                               gradients_ + from, to - from, s, scale, stream_);
+                       });
 }
 
 void Trainer::run_tensor_parallel_task(const sim::Task& t) {

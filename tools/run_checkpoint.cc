@@ -90,8 +90,9 @@ void check_checkpoint_fits(const ckpt::OpenedCheckpoint& c, const PreparedRun& r
 
 bool same_arrays(const ckpt::OpenedCheckpoint& c, const PreparedRun& run, const RunSharding& sharding) {
   if (c.metadata.layout != layout_of(run.settings.layout)) return false;
-  // The same pp and vpp with other split knobs puts other layers on a stage.
-  return c.metadata.layout.pp == 1 || c.metadata.stages == sharding;
+  // The same pp and vpp with other split knobs puts other layers on a stage;
+  // a checkpoint of an older sextant may hold the tensors in another order.
+  return c.metadata.layout.pp == 1 ? c.metadata.sharding == sharding.front() : c.metadata.stages == sharding;
 }
 
 ckpt::TrainerState load_rank_state(const ckpt::OpenedCheckpoint& c, const PreparedRun& run,

@@ -256,15 +256,12 @@ CheckpointMetadata read_metadata(const std::string& file) {
 
 std::string layout_mismatch(const CheckpointLayout& saved, const CheckpointLayout& run, bool reshardable) {
   const std::string both = "checkpoint has " + layout_text(saved) + "; this run has " + layout_text(run);
-  for (const auto& [side, l] : {std::pair{"the checkpoint", &saved}, {"this run", &run}})
-    if (l->pp > 1 && l->zero != 0)
-      return both + ": " + side + " uses the distributed optimizer (zero=" + std::to_string(l->zero) +
-             ") with pp=" + std::to_string(l->pp) +
-             ", whose checkpoints are not supported yet; use zero=0 with pp > 1";
-  if (saved == run) return "";
+  // Version 1 did not record where its tensors lie, and since 2026-11-24 the
+  // engine lays them out in the forward's order (parameter_layout.h), not
+  // the matrices first as then: its arrays cannot be read, in any layout.
   if (!reshardable)
-    return both + ": its metadata (format version 1) does not say how its tensors are split, so it loads "
-                  "into its own layout only";
+    return both + ": its metadata (format version 1) does not say where its tensors lie, and this sextant lays "
+                  "them out in another order; load it with the sextant that wrote it";
   return "";
 }
 

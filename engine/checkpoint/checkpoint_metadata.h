@@ -47,7 +47,7 @@
 namespace sextant::engine::checkpoint {
 
 inline constexpr int kFormatVersion = 3;
-inline constexpr int kOldestReadableFormatVersion = 1;
+inline constexpr int kOldestReadableFormatVersion = 1;  // read, then refused by layout_mismatch
 
 /// What must match for a checkpoint's weights to fit a run's model.
 struct CheckpointModel {
@@ -114,10 +114,10 @@ CheckpointMetadata read_metadata(const std::string& file);
 
 /// Why a checkpoint cannot be loaded into a run; empty when it can. The
 /// layout: another tp, dp, zero, pp or vpp loads when the checkpoint
-/// describes its sharding (`reshardable`: version >= 2); otherwise
-/// "checkpoint has tp=2, dp=1, zero=0; this run has tp=1, dp=2, zero=0: ...".
-/// The distributed optimizer with pp > 1 (on either side) is refused: its
-/// shards are not described yet. The model: each field that
+/// describes its sharding (`reshardable`: version >= 2); a version-1 one is
+/// refused in every layout ("checkpoint has tp=2, dp=1, zero=0; this run has
+/// tp=1, dp=2, zero=0: ..."): it does not say where its tensors lie, and the
+/// engine's order has changed since. The model: each field that
 /// differs, "checkpoint is of model 'a' (hidden_size 128); this run's is
 /// 'b' (hidden_size 256)" (parameters_per_rank only between equal tp). The
 /// learning-rate schedule likewise.

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/model/decay_pieces.h"
 #include "kernels/cuda_check.h"
 #include "kernels/grad_norm.h"
 
@@ -116,25 +117,13 @@ void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const ke
   // step's weight decay, outside without.
   for (std::size_t i = 0; i < owned_.size(); ++i) {
     const GradientBucket& o = owned_[i];
-    const std::size_t end = o.begin + o.elements;
-    auto update = [&](std::size_t from, std::size_t to, float weight_decay) {
-      if (from >= to) return;
+    for_each_decay_piece(o.begin, o.begin + o.elements, decayed_, [&](std::size_t from, std::size_t to, bool decayed) {
       kernels::AdamWStep part = step;
-      part.weight_decay = weight_decay;
+      part.weight_decay = decayed ? step.weight_decay : 0.0f;
       const std::size_t s = shard_offset_[i] + (from - o.begin);
       kernels::adamw_update(b.master + s, b.weights + from, b.adam_m + s, b.adam_v + s, b.gradients + from,
                             to - from, part, scale, compute);
-    };
-    std::size_t cursor = o.begin;
-    for (const auto& [first, last] : decayed_) {
-      if (last <= cursor) continue;
-      if (first >= end) break;
-      update(cursor, first, 0.0f);
-      cursor = std::max(first, cursor);
-      update(cursor, std::min(last, end), step.weight_decay);
-      cursor = std::min(last, end);
-    }
-    update(cursor, end, 0.0f);
+    });
   }
 
   gather_pending_ = true;

@@ -1,6 +1,7 @@
 #include "engine/model/gradient_bucket_plan.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 
@@ -76,23 +77,67 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
                              std::to_string(last_microbatch) + " writes the gradient of " + tensors[i].name);
   }
 
-  std::vector<GradientBucketRange> buckets;
-  GradientBucketRange current;
+  // The units buckets are made of, as the Plan's are (sim/plan/gradient_buckets.cc:
+  // Megatron-Core's DDP lays gradients out in reverse and cuts buckets of at
+  // least bucket_elements without splitting a layer): the output (final norm
+  // and output layer), each layer, the embeddings, as [begin, end) element
+  // ranges of the layout, which holds each one contiguously (parameter_layout.h).
+  struct Unit {
+    std::size_t begin, end;
+  };
+  auto unit_of = [&](std::initializer_list<int> members) {
+    Unit u{layout.total_elements(), 0};
+    for (const int t : members) {
+      if (t == LayerTensors::kAbsent) continue;
+      const ParameterTensor& p = tensors[static_cast<std::size_t>(t)];
+      u.begin = std::min(u.begin, p.offset);
+      u.end = std::max(u.end, p.offset + p.elements());
+    }
+    return u;
+  };
+  std::vector<Unit> reverse;  // in Megatron's order: the output first, the embeddings last
+  const Unit output = unit_of({layout.final_norm_gamma(), layout.final_norm_beta(),
+                               layout.lm_head() == layout.wte() ? LayerTensors::kAbsent : layout.lm_head()});
+  if (output.begin < output.end) reverse.push_back(output);
+  for (int l = layout.num_layers() - 1; l >= 0; --l) {
+    const LayerTensors& t = layout.layer(l);
+    reverse.push_back(unit_of({t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight, t.proj_bias,
+                               t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias, t.fc2_weight, t.fc2_bias}));
+  }
+  const Unit embedding = unit_of({layout.wte(), layout.wpe()});
+  const bool has_embedding = embedding.begin < embedding.end;
+
+  // Cut from the output down; the embeddings join the bucket still open.
+  std::vector<Unit> cut;  // reverse order
   bool open = false;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (!open) {
-      current = {tensors[i].offset, 0, ready[i]};
-      open = true;
-    }
-    current.ready_after = std::max(current.ready_after, ready[i]);
-    const bool last = i + 1 == tensors.size();
-    const std::size_t end = last ? (layout.total_elements() + multiple - 1) / multiple * multiple
-                                 : tensors[i + 1].offset;
-    current.elements = end - current.begin;
-    if ((current.elements >= bucket_elements && end % multiple == 0) || last) {
-      buckets.push_back(current);
-      open = false;
-    }
+  for (const Unit& u : reverse) {
+    if (!open) cut.push_back(u);
+    cut.back().begin = std::min(cut.back().begin, u.begin);
+    cut.back().end = std::max(cut.back().end, u.end);
+    open = cut.back().end - cut.back().begin < bucket_elements;
+  }
+  if (has_embedding) {  // into the open bucket, or one of their own
+    if (!open) cut.push_back(embedding);
+    cut.back().begin = std::min(cut.back().begin, embedding.begin);
+  }
+
+  // In buffer order, tiling [0, total rounded up to `multiple`): each bucket
+  // ends where the next begins, rounded up to a multiple (into the next
+  // layer's first tensor: a layer of the bucket reduced before it, so neither
+  // waits longer); a bucket the rounding swallows merges into the one before.
+  const std::size_t total = (layout.total_elements() + multiple - 1) / multiple * multiple;
+  std::vector<GradientBucketRange> buckets;
+  std::size_t begin = 0;
+  for (std::size_t k = cut.size(); k-- > 0;) {
+    std::size_t end = k == 0 ? total : (cut[k - 1].begin + multiple - 1) / multiple * multiple;
+    end = std::min(end, total);
+    if (end <= begin) continue;
+    GradientBucketRange b{begin, end - begin, 0};
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].offset < end && tensors[i].offset + tensors[i].elements() > begin)
+        b.ready_after = std::max(b.ready_after, ready[i]);
+    buckets.push_back(b);
+    begin = end;
   }
   return buckets;
 }

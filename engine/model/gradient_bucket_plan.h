@@ -49,15 +49,22 @@ struct GradientBucketRange {
   std::size_t ready_after = 0;  // index into the step's tasks
 };
 
-/// Buckets of at least `bucket_elements` (the last one may be smaller; a
-/// larger tensor is a bucket of its own), in buffer order. `tasks`: one rank's
-/// tasks of a step in issue order, as the trainer runs them (compute tasks and
-/// the optimizer step). `multiple`: every bucket's size is a multiple of it
-/// (a distributed optimizer's 8·dp, so each rank's block of a bucket is
-/// 16-byte aligned in bf16): a bucket closes only at a tensor offset that is
-/// one, and the last ends at total_elements() rounded up to one — past the
-/// layout's buffers, which the caller allocates that long. Throws
-/// std::logic_error when a tensor's last backward task is not among `tasks`.
+/// The data-parallel gradient buckets of a whole model's layout, in buffer
+/// order, as the Plan makes them (sim/plan/gradient_buckets.h, after
+/// Megatron-Core's DDP): walking from the output down through the layers to
+/// the embeddings, a bucket closes once it holds at least `bucket_elements`,
+/// never inside a layer (the output and the embeddings count as units; the
+/// embeddings join the bucket still open, or make one). Each bucket is one contiguous range,
+/// since the layout holds each unit contiguously (parameter_layout.h), and is
+/// reduced after the last backward task among `tasks` (one rank's tasks of a
+/// step in issue order, as the trainer runs them: compute tasks and the
+/// optimizer step) that writes any of its gradients. `multiple`: every
+/// bucket's size is a multiple of it (a distributed optimizer's 8·dp, so each
+/// rank's block of a bucket is 16-byte aligned in bf16): a bucket's end is
+/// rounded up, into the next layer's first tensor, and the last ends at
+/// total_elements() rounded up — past the layout's buffers, which the caller
+/// allocates that long. Throws std::logic_error when a tensor's last backward
+/// task is not among `tasks`.
 std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
                                                        std::span<const sim::Task> tasks,
                                                        std::size_t bucket_elements,

@@ -31,10 +31,18 @@ void ParameterLayout::split(int index, int dim, std::vector<std::int64_t> blocks
 
 ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& parts) {
   const std::int64_t h = s.hidden;
-  auto prefix = [&](int i) { return "layers." + std::to_string(parts.first_layer + i) + "."; };
-  // Matrices (decayed) are declared first, vectors after; offsets follow that order.
+  // Offsets in the order the forward reads the tensors: the embedding, each
+  // layer's tensors together, the output. A data-parallel gradient bucket of
+  // the Plan (consecutive layers of a chunk; sim/plan/gradient_buckets.h) is
+  // then one contiguous range (engine/model/gradient_bucket_plan.h). Within a
+  // layer the vectors come first — the ones replicated over tp (norms, the
+  // biases added after the row-parallel reduction) side by side, so sequence
+  // parallelism sums their partial gradients in one run per layer
+  // (partial_gradient_runs.h), then the split biases — and the (decayed)
+  // matrices after them, so AdamW runs twice per layer.
   // The last stage of a pipeline with tied embeddings holds its own copy of
-  // wte as the output layer (Megatron's shared embedding weight).
+  // wte as the output layer (Megatron's shared embedding weight), declared
+  // first like the embedding's.
   if (parts.embedding || (parts.output && s.tie_embeddings))
     wte_ = add("wte", s.vocab, h, true, ParameterInit::kNormal);
   if (parts.embedding && s.learned_positions) wpe_ = add("wpe", s.seq, h, true, ParameterInit::kNormal);
@@ -43,40 +51,33 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
   const std::vector<std::int64_t> fc1_blocks =
       s.gelu ? std::vector<std::int64_t>{s.ffn_hidden} : std::vector<std::int64_t>{s.ffn_hidden, s.ffn_hidden};
   for (int i = 0; i < s.num_layers; ++i) {
-    const std::string p = prefix(i);
-    LayerTensors& l = layers_[static_cast<std::size_t>(i)];
-    l.qkv_weight = add(p + "qkv_weight", s.qkv_width(), h, true, ParameterInit::kNormal);
-    l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
-    l.fc1_weight = add(p + "fc1_weight", s.fc1_width(), h, true, ParameterInit::kNormal);
-    l.fc2_weight = add(p + "fc2_weight", h, s.ffn_hidden, true, ParameterInit::kScaledNormal);
-    split(l.qkv_weight, 0, qkv_blocks);  // column-parallel: output rows
-    split(l.fc1_weight, 0, fc1_blocks);
-    split(l.proj_weight, 1, {s.q_width()});  // row-parallel: input columns
-    split(l.fc2_weight, 1, {s.ffn_hidden});
-  }
-  if (parts.output)
-    lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
-  for (int i = 0; i < s.num_layers; ++i) {
-    const std::string p = prefix(i);
+    const std::string p = "layers." + std::to_string(parts.first_layer + i) + ".";
     LayerTensors& l = layers_[static_cast<std::size_t>(i)];
     l.norm1_gamma = add(p + "norm1_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) l.norm1_beta = add(p + "norm1_beta", 1, h, false, ParameterInit::kZeros);
-    if (s.bias) {
-      l.qkv_bias = add(p + "qkv_bias", 1, s.qkv_width(), false, ParameterInit::kZeros);
-      split(l.qkv_bias, 1, qkv_blocks);
-      l.proj_bias = add(p + "proj_bias", 1, h, false, ParameterInit::kZeros);
-    }
+    if (s.bias) l.proj_bias = add(p + "proj_bias", 1, h, false, ParameterInit::kZeros);
     l.norm2_gamma = add(p + "norm2_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) l.norm2_beta = add(p + "norm2_beta", 1, h, false, ParameterInit::kZeros);
     if (s.bias) {
+      l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
+      l.qkv_bias = add(p + "qkv_bias", 1, s.qkv_width(), false, ParameterInit::kZeros);
+      split(l.qkv_bias, 1, qkv_blocks);
       l.fc1_bias = add(p + "fc1_bias", 1, s.fc1_width(), false, ParameterInit::kZeros);
       split(l.fc1_bias, 1, fc1_blocks);
-      l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
     }
+    l.qkv_weight = add(p + "qkv_weight", s.qkv_width(), h, true, ParameterInit::kNormal);
+    split(l.qkv_weight, 0, qkv_blocks);  // column-parallel: output rows
+    l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
+    split(l.proj_weight, 1, {s.q_width()});  // row-parallel: input columns
+    l.fc1_weight = add(p + "fc1_weight", s.fc1_width(), h, true, ParameterInit::kNormal);
+    split(l.fc1_weight, 0, fc1_blocks);
+    l.fc2_weight = add(p + "fc2_weight", h, s.ffn_hidden, true, ParameterInit::kScaledNormal);
+    split(l.fc2_weight, 1, {s.ffn_hidden});
   }
   if (parts.output) {
     final_norm_gamma_ = add("final_norm_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) final_norm_beta_ = add("final_norm_beta", 1, h, false, ParameterInit::kZeros);
+    lm_head_ = s.tie_embeddings ? wte_ : add("lm_head", s.vocab, h, true, ParameterInit::kNormal);
   }
   if (s.tp > 1) {  // vocabulary-parallel embedding and output layer (Shoeybi et al. 2019, Sec. 3)
     // Rank r holds vocabulary rows [r·vocab, (r+1)·vocab) of the padded table (s.vocab: this rank's rows).
@@ -92,19 +93,21 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
       if (t != LayerTensors::kAbsent) tensors_[static_cast<std::size_t>(t)].partial_gradient_over_tp = true;
   }
 
+  // Decayed ranges include the alignment padding after a decayed tensor
+  // (zeros that stay zero), so adjacent decayed tensors make one range.
   std::size_t offset = 0;
-  bool undecayed_seen = false;  // a chunk of only wte has none
   for (ParameterTensor& t : tensors_) {
-    if (!t.weight_decay && !undecayed_seen) {
-      decay_elements_ = offset;
-      undecayed_seen = true;
-    }
     t.offset = offset;
-    offset = round_up(offset + t.elements(), kAlignElements);
+    offset = round_up(t.offset + t.elements(), kAlignElements);
+    if (t.weight_decay) {
+      if (!decayed_.empty() && decayed_.back().second == t.offset)
+        decayed_.back().second = offset;
+      else
+        decayed_.emplace_back(t.offset, offset);
+    }
     parameter_count_ += static_cast<std::int64_t>(t.elements());
   }
   total_elements_ = offset;
-  if (!undecayed_seen) decay_elements_ = total_elements_;
 }
 
 const ParameterTensor& ParameterLayout::find(const std::string& name) const {

@@ -2,10 +2,12 @@
 //
 // The engine keeps four flat arrays of the same element layout — bf16 model
 // weights, fp32 gradients, fp32 master weights, fp32 Adam moments — so the
-// optimizer, the gradient norm and zeroing each run once over a contiguous
-// range instead of once per tensor. Tensors with weight decay come first,
-// those without (biases, norm parameters; Megatron's rule) after, so AdamW
-// runs twice: [0, decay_elements) and [decay_elements, total_elements).
+// optimizer, the gradient norm and zeroing each run over contiguous ranges
+// instead of once per tensor. The tensors lie in the order the forward reads
+// them, a layer's together, so the Plan's gradient buckets (consecutive
+// layers) are contiguous ranges; weight decay (the matrices and embeddings;
+// not the biases and norm parameters: Megatron's rule) applies to
+// decayed_ranges(), AdamW running once per range and once per gap.
 //
 // Names and shapes follow PyTorch's layout, W (out_features, in_features):
 //   wte (vocab, hidden), wpe (seq, hidden) with learned positions,
@@ -22,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/transformer_shape.h"
@@ -116,8 +119,9 @@ class ParameterLayout {
 
   /// Elements of the flat buffers, padding included.
   std::size_t total_elements() const { return total_elements_; }
-  /// The decayed tensors are exactly [0, decay_elements()).
-  std::size_t decay_elements() const { return decay_elements_; }
+  /// The decayed tensors' [begin, end) element ranges, sorted and disjoint,
+  /// adjacent ones merged (with the alignment padding between them).
+  const std::vector<std::pair<std::size_t, std::size_t>>& decayed_ranges() const { return decayed_; }
   /// Parameters without padding (what "1.3B parameters" counts).
   std::int64_t parameter_count() const { return parameter_count_; }
 
@@ -132,7 +136,7 @@ class ParameterLayout {
   int final_norm_gamma_ = LayerTensors::kAbsent, final_norm_beta_ = LayerTensors::kAbsent;
   int lm_head_ = LayerTensors::kAbsent;
   std::size_t total_elements_ = 0;
-  std::size_t decay_elements_ = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> decayed_;
   std::int64_t parameter_count_ = 0;
 };
 

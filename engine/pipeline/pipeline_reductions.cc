@@ -8,6 +8,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/distributed_optimizer.h"
 #include "engine/data_parallel/gradient_reducer.h"
+#include "engine/model/decay_pieces.h"
 #include "engine/pipeline/pipeline_trainer.h"
 #include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/trainer_arrays.h"
@@ -86,18 +87,12 @@ void PipelineTrainer::queue_optimizer(int step) {
   kernels::grad_clip_scale(norm_scalars_ + 1, norm_scalars_ + 2, sum_squares,
                            static_cast<float>(options_.optimizer.grad_clip), stream_);
   const float* scale = norm_scalars_ + 2;
-  for (const Chunk& chunk : chunks_) {
-    const std::size_t o = chunk.offset;
-    const std::size_t decay = chunk.layout.decay_elements();
-    const std::size_t rest = chunk.layout.total_elements() - decay;
-    s.weight_decay = static_cast<float>(options_.optimizer.weight_decay);
-    if (decay > 0)
-      kernels::adamw_update(master_ + o, weights_ + o, adam_m_ + o, adam_v_ + o, gradients_ + o, decay, s, scale, stream_);
-    s.weight_decay = 0.0f;
-    if (rest > 0)
-      kernels::adamw_update(master_ + o + decay, weights_ + o + decay, adam_m_ + o + decay, adam_v_ + o + decay,
-                            gradients_ + o + decay, rest, s, scale, stream_);
-  }
+  const float weight_decay = static_cast<float>(options_.optimizer.weight_decay);
+  for_each_decay_piece(0, elements_, decayed_, [&](std::size_t from, std::size_t to, bool decayed) {
+    s.weight_decay = decayed ? weight_decay : 0.0f;
+    kernels::adamw_update(master_ + from, weights_ + from, adam_m_ + from, adam_v_ + from, gradients_ + from,
+                          to - from, s, scale, stream_);
+  });
 }
 
 double PipelineTrainer::read_results(double* grad_norm) {

@@ -91,14 +91,15 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
       chunks_.back().partial_gradients = std::make_unique<tensor_parallel::PartialGradients>(chunks_.back().layout);
   }
   buffer_elements_ = master_elements_ = elements_;
+  for (const Chunk& chunk : chunks_)
+    for (const auto& [begin, end] : chunk.layout.decayed_ranges())
+      decayed_.emplace_back(chunk.offset + begin, chunk.offset + end);
   if (options_.distributed_optimizer && dp_ != nullptr) {
     // One bucket, the stage's parameters padded to 8·dp (each dp rank's block
     // 16-byte aligned); the chunks' decayed tensors take weight decay.
     buffer_elements_ = round_up_elements(elements_, sharded_bucket_multiple(dp_->size()));
-    std::vector<data_parallel::ElementRange> decayed;
-    for (const Chunk& chunk : chunks_) decayed.emplace_back(chunk.offset, chunk.offset + chunk.layout.decay_elements());
     sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(
-        *dp_, std::vector<data_parallel::GradientBucket>{{0, buffer_elements_}}, std::move(decayed));
+        *dp_, std::vector<data_parallel::GradientBucket>{{0, buffer_elements_}}, decayed_);
     std::vector<comm::Communicator*> then_over;
     if (tp_ != nullptr) then_over.push_back(tp_);
     then_over.push_back(pp_);

@@ -206,6 +206,7 @@ class PipelineTrainer {
   std::size_t elements_ = 0;         // the chunks' parameters
   std::size_t buffer_elements_ = 0;  // the flat buffers: elements_, padded with zeros for the sharded optimizer
   std::size_t master_elements_ = 0;  // buffer_elements_, or this rank's shard
+  std::vector<std::pair<std::size_t, std::size_t>> decayed_;  // the chunks' decayed ranges, in the flat buffers
   std::unique_ptr<DeviceArena> arena_;
   Bf16* weights_ = nullptr;
   float* gradients_ = nullptr;

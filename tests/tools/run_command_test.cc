@@ -86,8 +86,8 @@ TEST(RunCommand, RefusesACheckpointOfAnotherLayout) {
   CommandResult r = run_sextant(dir, "run --model gpt-350m --layout mbs=2,gbs=8 --steps 10 --load ckpt");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("ckpt/step-3/metadata.json: --load: checkpoint has tp=2, dp=1, zero=0; this run has tp=1, "
-                       "dp=1, zero=0: its metadata (format version 1) does not say how its tensors are split, so "
-                       "it loads into its own layout only"),
+                       "dp=1, zero=0: its metadata (format version 1) does not say where its tensors lie, and this "
+                       "sextant lays them out in another order; load it with the sextant that wrote it"),
             std::string::npos) << r.err;
   // The model's fields (the metadata above holds zeros) are named too.
   EXPECT_NE(r.err.find("checkpoint is of model '' (num_layers 0, hidden_size 0"), std::string::npos) << r.err;

@@ -122,7 +122,7 @@ TEST(PipelineStageSharding, EachStageHoldsItsSplitsLayersInChunkOrder) {
   }
   EXPECT_EQ(s[1].flat_elements, last.total_elements());
   EXPECT_EQ(s[1].tensors.front().name, "wte");  // the tied copy, named as the whole model's
-  EXPECT_EQ(s[1].tensors[1].name, "layers.2.qkv_weight");
+  EXPECT_EQ(s[1].tensors[1].name, "layers.2.norm1_gamma");  // a layer's vectors first
 
   // vpp = 2: virtual stages in order rank 0 chunk 0 (E + layer 0), rank 1 chunk 0
   // (layer 1), rank 0 chunk 1 (layer 2), rank 1 chunk 1 (layer 3 + L); a chunk's
@@ -134,7 +134,7 @@ TEST(PipelineStageSharding, EachStageHoldsItsSplitsLayersInChunkOrder) {
   const ParameterLayout chunk0(shape, StageParts{0, true, false});
   const ParameterLayout chunk1(shape, StageParts{2, false, false});
   EXPECT_EQ(s[0].flat_elements, chunk0.total_elements() + chunk1.total_elements());
-  EXPECT_EQ(s[0].tensors[chunk0.tensors().size()].name, "layers.2.qkv_weight");
+  EXPECT_EQ(s[0].tensors[chunk0.tensors().size()].name, "layers.2.norm1_gamma");
   EXPECT_EQ(s[0].tensors[chunk0.tensors().size()].offset, chunk0.total_elements());
 
   // first_stage_layers=1: stage 0 holds layer 0, stage 1 layers 1-3.

@@ -10,6 +10,8 @@
 // reshard (it is not state).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -64,8 +66,11 @@ TEST(CheckpointSharding, ZeroShardsAreEachRanksBlockOfEveryBucket) {
   ASSERT_EQ(sh.optimizer_shards.size(), 2u);
   EXPECT_EQ(sh.optimizer_shards[1], (std::vector<OptimizerRange>{{32, 32, 0}, {128, 64, 32}}));
   // The rank's qkv weight (24 x 8 per rank at tp 2) is 48 x 8 whole, in blocks Q 16, K 16, V 16.
-  const TensorSharding& qkv = sh.tensors.at(2);  // after wte and wpe
-  EXPECT_EQ(qkv.name, "layers.0.qkv_weight");
+  const auto found = std::find_if(sh.tensors.begin(), sh.tensors.end(),
+                                  [](const TensorSharding& t) { return t.name == "layers.0.qkv_weight"; });
+  ASSERT_NE(found, sh.tensors.end());
+  const TensorSharding& qkv = *found;
+  EXPECT_EQ(qkv.offset, layout.find("layers.0.qkv_weight").offset);
   EXPECT_EQ(qkv.rows, 48);
   EXPECT_EQ(qkv.cols, 8);
   EXPECT_EQ(qkv.blocks, (std::vector<std::int64_t>{16, 16, 16}));

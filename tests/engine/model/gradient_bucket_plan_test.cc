@@ -54,91 +54,158 @@ struct SmallStep {
   }
 };
 
-TEST(GradientBucketPlan, OneTensorPerBucketNamesEachTensorsLastBackward) {
-  const SmallStep s(/*tie=*/false);
-  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1);
-  const auto& tensors = s.layout.tensors();
-  ASSERT_EQ(buckets.size(), tensors.size());
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    EXPECT_EQ(buckets[i].begin, tensors[i].offset) << tensors[i].name;
-    // Tensors are 64-element aligned: a bucket is its tensor and the padding up to the next.
-    EXPECT_EQ(buckets[i].elements, (tensors[i].elements() + 63) / 64 * 64) << tensors[i].name;
-  }
-  auto ready = [&](const std::string& name) {
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].name == name) return buckets[i].ready_after;
-    ADD_FAILURE() << name;
-    return std::size_t{0};
-  };
-  EXPECT_EQ(ready("wte"), s.last_backward(sim::Block::kEmbedding));
-  EXPECT_EQ(ready("wpe"), s.last_backward(sim::Block::kEmbedding));
-  EXPECT_EQ(ready("lm_head"), s.last_backward(sim::Block::kOutput));
-  EXPECT_EQ(ready("final_norm_beta"), s.last_backward(sim::Block::kOutput));
-  // fc2_bias of layer 1 is summed in the output block's backward and proj_bias in
-  // layer 1's MLP backward; both come before layer 1's attention backward.
-  EXPECT_EQ(ready("layers.1.fc2_bias"), s.last_backward(sim::Block::kAttention, 1));
-  EXPECT_EQ(ready("layers.1.proj_weight"), s.last_backward(sim::Block::kAttention, 1));
-  EXPECT_EQ(ready("layers.0.qkv_weight"), s.last_backward(sim::Block::kAttention, 0));
-  // Backward runs the layers last to first, so layer 1's tensors are ready first.
-  EXPECT_LT(ready("layers.1.fc1_weight"), ready("layers.0.fc1_weight"));
-  EXPECT_LT(ready("layers.0.fc1_weight"), ready("wte"));
+// The index of the bucket holding tensor `name`'s first element.
+std::size_t bucket_of(const ParameterLayout& layout, const std::vector<GradientBucketRange>& buckets,
+                      const std::string& name) {
+  const std::size_t at = layout.find(name).offset;
+  for (std::size_t b = 0; b < buckets.size(); ++b)
+    if (at >= buckets[b].begin && at < buckets[b].begin + buckets[b].elements) return b;
+  ADD_FAILURE() << name << " in no bucket";
+  return 0;
 }
 
-TEST(GradientBucketPlan, BucketsTileTheBufferAtTensorBoundaries) {
-  const SmallStep s(/*tie=*/true);
-  // wte is 96·64 = 6144 elements, each layer's matrices 4·64·64 + 2·64·256 = 49152:
-  // 20000-element buckets hold wte+wpe (6144 + 2560 < 20000, so also layer 0's
-  // qkv of 12288: 20992), then grow tensor by tensor.
-  const std::size_t target = 20000;
-  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, target);
-  ASSERT_GE(buckets.size(), 3u);
+// Buckets tile [0, end) in order.
+void expect_tiling(const std::vector<GradientBucketRange>& buckets, std::size_t end) {
   std::size_t next = 0;
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     EXPECT_EQ(buckets[b].begin, next) << "bucket " << b;
-    EXPECT_EQ(buckets[b].begin % ParameterLayout::kAlignElements, 0u);
-    if (b + 1 < buckets.size()) {
-      EXPECT_GE(buckets[b].elements, target) << "bucket " << b;
-    }
+    EXPECT_GT(buckets[b].elements, 0u) << "bucket " << b;
     next = buckets[b].begin + buckets[b].elements;
   }
-  EXPECT_EQ(next, s.layout.total_elements());
-  EXPECT_EQ(buckets[0].elements, 6144u + 2560u + 12288u);
-  // The first bucket holds the embeddings: ready after the last embedding backward,
-  // the last task before the optimizer.
-  EXPECT_EQ(buckets[0].ready_after, s.last_backward(sim::Block::kEmbedding));
-  EXPECT_EQ(buckets[0].ready_after + 2, s.tasks.size());
-  // One bucket for everything: ready after the last backward of all.
-  const auto one = plan_gradient_buckets(s.layout, s.tasks, s.layout.total_elements() + 1);
-  ASSERT_EQ(one.size(), 1u);
-  EXPECT_EQ(one[0].elements, s.layout.total_elements());
-  EXPECT_EQ(one[0].ready_after, s.last_backward(sim::Block::kEmbedding));
+  EXPECT_EQ(next, end);
 }
 
-TEST(GradientBucketPlan, BucketsOfAMultipleCloseOnlyWhereItDivides) {
-  // 8·dp = 128 for dp 16 (a distributed optimizer): tensor offsets are multiples
-  // of 64 only, so some tensor ends cannot close a bucket; the last bucket ends
-  // at total_elements() rounded up to 128.
+TEST(GradientBucketPlan, EachUnitIsABucketWhenEveryUnitFillsOne) {
+  // Untied: the embeddings (wte, wpe), layer 0, layer 1, the output (final
+  // norm and lm_head), each a contiguous range, in buffer order.
   const SmallStep s(/*tie=*/false);
-  const std::size_t multiple = 128;
-  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1, multiple);
-  std::size_t next = 0;
-  for (const GradientBucketRange& b : buckets) {
-    EXPECT_EQ(b.begin, next);
-    EXPECT_EQ(b.elements % multiple, 0u) << "bucket at " << b.begin;
-    next = b.begin + b.elements;
+  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1);
+  ASSERT_EQ(buckets.size(), 4u);
+  expect_tiling(buckets, s.layout.total_elements());
+  const ParameterLayout& l = s.layout;
+  EXPECT_EQ(bucket_of(l, buckets, "wte"), 0u);
+  EXPECT_EQ(bucket_of(l, buckets, "wpe"), 0u);
+  for (const char* name : {"norm1_gamma", "qkv_bias", "proj_weight", "fc2_bias", "fc2_weight"}) {
+    EXPECT_EQ(bucket_of(l, buckets, std::string("layers.0.") + name), 1u) << name;
+    EXPECT_EQ(bucket_of(l, buckets, std::string("layers.1.") + name), 2u) << name;
   }
-  EXPECT_EQ(next, (s.layout.total_elements() + 127) / 128 * 128);
-  EXPECT_GE(next, s.layout.total_elements());
-  // wte (96·64 = 6144 = 48·128) closes alone; wpe (40·64 = 2560 = 20·128) too.
-  EXPECT_EQ(buckets[0].elements, 6144u);
-  EXPECT_EQ(buckets[1].elements, 2560u);
+  EXPECT_EQ(bucket_of(l, buckets, "final_norm_gamma"), 3u);
+  EXPECT_EQ(bucket_of(l, buckets, "lm_head"), 3u);
+  // Each is reduced after its unit's last backward: the output's, a layer's
+  // attention backward (its first block: fc2_bias and proj_bias are written
+  // before it), the embedding's (the last task before the optimizer).
+  EXPECT_EQ(buckets[3].ready_after, s.last_backward(sim::Block::kOutput));
+  EXPECT_EQ(buckets[2].ready_after, s.last_backward(sim::Block::kAttention, 1));
+  EXPECT_EQ(buckets[1].ready_after, s.last_backward(sim::Block::kAttention, 0));
+  EXPECT_EQ(buckets[0].ready_after, s.last_backward(sim::Block::kEmbedding));
+  EXPECT_EQ(buckets[0].ready_after + 2, s.tasks.size());
+  // Backward runs the layers last to first: the higher buckets are ready first.
+  EXPECT_LT(buckets[3].ready_after, buckets[2].ready_after);
+  EXPECT_LT(buckets[2].ready_after, buckets[1].ready_after);
+}
+
+TEST(GradientBucketPlan, BucketsFillFromTheOutputDownAndNeverSplitALayer) {
+  // Tied: the output unit is the final norm (64); each layer 4·64·64 +
+  // 2·64·256 matrices + vectors, about 49.7k elements; the embeddings 6144 + 2560.
+  const SmallStep s(/*tie=*/true);
+  const ParameterLayout& l = s.layout;
+  const std::size_t layer0 = l.tensor(l.layer(0).norm1_gamma).offset;
+  const std::size_t layer1 = l.tensor(l.layer(1).norm1_gamma).offset;
+  const std::size_t output = l.tensor(l.final_norm_gamma()).offset;
+  // 20000: the output and layer 1 close one bucket (the output alone is too
+  // small), layer 0 another, and the embeddings, with nothing open, their own.
+  auto buckets = plan_gradient_buckets(l, s.tasks, 20000);
+  ASSERT_EQ(buckets.size(), 3u);
+  expect_tiling(buckets, l.total_elements());
+  EXPECT_EQ(buckets[1].begin, layer0);
+  EXPECT_EQ(buckets[2].begin, layer1);
+  EXPECT_GT(output, layer1);
+  // 60000: the output and layer 1 (about 50k) stay open, take layer 0 and close;
+  // the embeddings make the last bucket.
+  buckets = plan_gradient_buckets(l, s.tasks, 60000);
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(buckets[1].begin, layer0);
+  // 200000: nothing closes: one bucket, reduced after the last backward of all.
+  buckets = plan_gradient_buckets(l, s.tasks, 200000);
+  ASSERT_EQ(buckets.size(), 1u);
+  EXPECT_EQ(buckets[0].elements, l.total_elements());
+  EXPECT_EQ(buckets[0].ready_after, s.last_backward(sim::Block::kEmbedding));
+}
+
+TEST(GradientBucketPlan, BucketsOfAMultipleEndRoundedUpIntoTheNextLayer) {
+  // 8·dp = 384 for dp 48: a layer's first offset is a multiple of 64 only, so
+  // a bucket's end moves up into the next unit's first tensor; the last ends
+  // at total_elements() rounded up to 384.
+  const SmallStep s(/*tie=*/false);
+  const std::size_t multiple = 384;
+  const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1, multiple);
+  ASSERT_EQ(buckets.size(), 4u);
+  expect_tiling(buckets, (s.layout.total_elements() + multiple - 1) / multiple * multiple);
+  const ParameterLayout& l = s.layout;
+  const std::size_t unit_begin[] = {l.tensor(l.layer(0).norm1_gamma).offset, l.tensor(l.layer(1).norm1_gamma).offset,
+                                    l.tensor(l.final_norm_gamma()).offset};
+  for (std::size_t b = 0; b < 3; ++b) {
+    const std::size_t end = buckets[b].begin + buckets[b].elements;
+    EXPECT_EQ(end % multiple, 0u) << "bucket " << b;
+    EXPECT_GE(end, unit_begin[b]) << "bucket " << b;
+    EXPECT_LT(end, unit_begin[b] + multiple) << "bucket " << b;
+  }
+  // Rounding up gives a bucket a head of the next unit, reduced earlier: the ready times stand.
+  const auto plain = plan_gradient_buckets(l, s.tasks, 1);
+  for (std::size_t b = 0; b < 4; ++b) EXPECT_EQ(buckets[b].ready_after, plain[b].ready_after) << "bucket " << b;
+}
+
+// The Plan's buckets (sim/plan/gradient_buckets.h) and the engine's are the
+// same layers: GPT-1.3B's shape, 24 layers of ~50M parameters, buckets of
+// 120M (three layers; the untied output layer's 105M with the last layer).
+TEST(GradientBucketPlan, HoldTheLayersOfThePlansBuckets) {
+  sim::ModelConfig m;
+  m.name = "gpt-1.3b-untied";
+  m.num_layers = 24;
+  m.hidden_size = 2048;
+  m.ffn_hidden_size = 8192;
+  m.num_attention_heads = 16;
+  m.num_query_groups = 16;
+  m.kv_channels = 128;
+  m.vocab_size = 51200;
+  m.seq_length = 2048;
+  m.tie_embeddings = false;
+  sim::ParallelLayout l;
+  l.dp = 8;
+  l.mbs = 1;
+  l.gbs = 8;
+  l.overlap_grad_reduce = true;
+  sim::PlanOptions options;
+  options.bucket_params = 120e6;
+  const sim::Plan plan = sim::build_plan(m, l, options);
+  sim::ParallelLayout one = l;
+  one.dp = 1;
+  one.gbs = 1;
+  one.overlap_grad_reduce = false;
+  const sim::Plan single = sim::build_plan(m, one);
+  const std::vector<sim::Task> tasks(single.tasks.begin() + single.stage_begin[0],
+                                     single.tasks.begin() + single.stage_begin[1]);
+  const ParameterLayout layout(transformer_shape_of(m, 1, 2048));
+  const auto buckets = plan_gradient_buckets(layout, tasks, 120'000'000);
+  ASSERT_EQ(buckets.size(), plan.buckets.size());
+  // The Plan's are in reduction order (the output's first); the engine's in buffer order.
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    const sim::GradientBucket& want = plan.buckets[plan.buckets.size() - 1 - k];
+    const GradientBucketRange& got = buckets[k];
+    for (int layer = 0; layer < m.num_layers; ++layer) {
+      const std::size_t at = layout.tensor(layout.layer(layer).qkv_weight).offset;
+      const bool inside = at >= got.begin && at < got.begin + got.elements;
+      EXPECT_EQ(inside, layer >= want.first_layer && layer <= want.last_layer) << "bucket " << k << ", layer " << layer;
+    }
+    const std::size_t wte = layout.tensor(layout.wte()).offset, lm_head = layout.tensor(layout.lm_head()).offset;
+    EXPECT_EQ(wte >= got.begin && wte < got.begin + got.elements, want.embedding) << "bucket " << k;
+    EXPECT_EQ(lm_head >= got.begin && lm_head < got.begin + got.elements, want.output_layer) << "bucket " << k;
+  }
 }
 
 // Under tensor parallelism the collective task after a block's backward runs
-// its norm's backward (transformer.h), so a layer's norm gains, and the bias
-// its norm sums, are final only after that task: with sp, after the block's
-// reduce-scatter, the task after the block's compute.
-TEST(GradientBucketPlan, UnderTensorParallelismNormsAreReadyAfterTheBlocksCollective) {
+// the block's norm backward (transformer.h): a layer's bucket is ready after it.
+TEST(GradientBucketPlan, UnderTensorParallelismALayerIsReadyAfterItsBlocksCollective) {
   SmallStep s(/*tie=*/false);
   s.model.num_attention_heads = s.model.num_query_groups = 2;  // one head per rank
   sim::ParallelLayout l;
@@ -149,20 +216,13 @@ TEST(GradientBucketPlan, UnderTensorParallelismNormsAreReadyAfterTheBlocksCollec
   l.overlap_grad_reduce = false;
   const sim::Plan plan = sim::build_plan(s.model, l);
   s.tasks.assign(plan.tasks.begin() + plan.stage_begin[0], plan.tasks.begin() + plan.stage_begin[1]);
-  TransformerShape shape = transformer_shape_of(s.model, l);
-  s.layout = ParameterLayout(shape);
+  s.layout = ParameterLayout(transformer_shape_of(s.model, l));
   const auto buckets = plan_gradient_buckets(s.layout, s.tasks, 1);
-  const auto& tensors = s.layout.tensors();
-  auto ready = [&](const std::string& name) {
-    for (std::size_t i = 0; i < tensors.size(); ++i)
-      if (tensors[i].name == name) return buckets[i].ready_after;
-    ADD_FAILURE() << name;
-    return std::size_t{0};
-  };
+  auto ready = [&](const std::string& name) { return buckets[bucket_of(s.layout, buckets, name)].ready_after; };
   const std::size_t attention1 = s.last_backward(sim::Block::kAttention, 1);
   ASSERT_EQ(s.tasks[attention1 + 1].kind, sim::TaskKind::kTensorParallelScatter);
   EXPECT_EQ(ready("layers.1.norm1_gamma"), attention1 + 1);
-  EXPECT_EQ(ready("layers.1.qkv_weight"), attention1 + 1);  // the block's tensors are one unit
+  EXPECT_EQ(ready("layers.1.qkv_weight"), attention1 + 1);
   EXPECT_EQ(ready("layers.0.fc2_bias"), s.last_backward(sim::Block::kAttention, 0) + 1);
   EXPECT_EQ(ready("final_norm_gamma"), s.last_backward(sim::Block::kOutput));  // no task after the output
 }
@@ -187,22 +247,26 @@ TEST(FirstParameterReads, EachBucketBeforeItsFirstForwardReader) {
     ADD_FAILURE() << "no such task";
     return std::size_t{0};
   };
-  // One tensor per bucket: wte (tied) and wpe at the embedding, a layer's at its attention.
-  const auto one = plan_gradient_buckets(s.layout, s.tasks, 1);
-  const auto reads = first_parameter_reads(s.layout, s.tasks, one);
-  std::vector<int> seen(one.size(), 0);
-  std::map<std::string, std::size_t> at;
+  // A bucket per unit: the embeddings, layer 0, layer 1, the final norm.
+  const auto units = plan_gradient_buckets(s.layout, s.tasks, 1);
+  ASSERT_EQ(units.size(), 4u);
+  const auto reads = first_parameter_reads(s.layout, s.tasks, units);
+  std::vector<std::size_t> at(units.size(), s.tasks.size());
   for (std::size_t k = 0; k < reads.size(); ++k)
     for (const int b : reads[k]) {
-      ++seen[static_cast<std::size_t>(b)];
-      at[s.layout.tensors()[static_cast<std::size_t>(b)].name] = k;
+      EXPECT_EQ(at[static_cast<std::size_t>(b)], s.tasks.size()) << "bucket " << b << " twice";
+      at[static_cast<std::size_t>(b)] = k;
     }
-  for (std::size_t b = 0; b < one.size(); ++b) EXPECT_EQ(seen[b], 1) << s.layout.tensors()[b].name;
-  EXPECT_EQ(at.at("wte"), first_forward(sim::Block::kEmbedding, sim::kNoIndex));
-  EXPECT_EQ(at.at("wpe"), first_forward(sim::Block::kEmbedding, sim::kNoIndex));
-  EXPECT_EQ(at.at("layers.1.fc2_weight"), first_forward(sim::Block::kAttention, 1));  // the layer's first task
-  EXPECT_EQ(at.at("final_norm_gamma"), first_forward(sim::Block::kOutput, sim::kNoIndex));
-  EXPECT_LT(first_forward(sim::Block::kAttention, 1), first_forward(sim::Block::kOutput, sim::kNoIndex));
+  EXPECT_EQ(at[bucket_of(s.layout, units, "wte")], first_forward(sim::Block::kEmbedding, sim::kNoIndex));
+  EXPECT_EQ(at[bucket_of(s.layout, units, "layers.0.fc2_weight")], first_forward(sim::Block::kAttention, 0));
+  EXPECT_EQ(at[bucket_of(s.layout, units, "layers.1.norm1_gamma")], first_forward(sim::Block::kAttention, 1));
+  EXPECT_EQ(at[bucket_of(s.layout, units, "final_norm_gamma")], first_forward(sim::Block::kOutput, sim::kNoIndex));
+
+  // Rounded to a multiple, layer 0's bucket holds the head of layer 1's first
+  // tensor: it is read first by layer 0, and layer 1's bucket still by layer 1.
+  const auto rounded = plan_gradient_buckets(s.layout, s.tasks, 1, 384);
+  const auto rounded_reads = first_parameter_reads(s.layout, s.tasks, rounded);
+  EXPECT_EQ(rounded_reads[first_forward(sim::Block::kAttention, 1)], std::vector<int>{2});
 
   // One bucket of everything: waited for at the first task (the embedding's forward).
   const auto all = plan_gradient_buckets(s.layout, s.tasks, 1u << 30);
@@ -214,7 +278,7 @@ TEST(FirstParameterReads, EachBucketBeforeItsFirstForwardReader) {
   std::vector<sim::Task> backward_only;
   for (const sim::Task& t : s.tasks)
     if (t.pass == sim::Pass::kBackward) backward_only.push_back(t);
-  EXPECT_THROW(first_parameter_reads(s.layout, backward_only, one), std::logic_error);
+  EXPECT_THROW(first_parameter_reads(s.layout, backward_only, units), std::logic_error);
 }
 
 }  // namespace

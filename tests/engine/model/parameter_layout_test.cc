@@ -59,7 +59,7 @@ TEST(ParameterLayout, LlamaHasNoBiasesBetasOrPositionsAndAnUntiedHead) {
   EXPECT_EQ(layout.find("layers.3.fc1_weight").offset, layout.tensor(l.fc1_weight).offset);
 }
 
-TEST(ParameterLayout, TensorsAreAlignedDisjointAndDecayedOnesComeFirst) {
+TEST(ParameterLayout, TensorsAreAlignedDisjointInForwardOrderWithTheirDecayRanges) {
   TransformerShape s = gpt_1_3b();
   s.num_layers = 3;
   s.hidden = 72;  // not a multiple of the alignment: padding is needed
@@ -68,17 +68,34 @@ TEST(ParameterLayout, TensorsAreAlignedDisjointAndDecayedOnesComeFirst) {
   s.seq = 33;
   const ParameterLayout layout(s);
   std::size_t end = 0;
-  bool seen_no_decay = false;
+  const auto& decayed = layout.decayed_ranges();
+  auto in_decayed = [&](std::size_t offset) {
+    for (const auto& [begin, last] : decayed)
+      if (offset >= begin && offset < last) return true;
+    return false;
+  };
   for (const ParameterTensor& t : layout.tensors()) {
     EXPECT_EQ(t.offset % ParameterLayout::kAlignElements, 0u) << t.name;
     EXPECT_GE(t.offset, end) << t.name;
     end = t.offset + t.elements();
-    if (!t.weight_decay) seen_no_decay = true;
-    EXPECT_FALSE(seen_no_decay && t.weight_decay) << t.name << " is decayed after a non-decayed tensor";
-    EXPECT_EQ(t.weight_decay, t.offset < layout.decay_elements()) << t.name;
+    EXPECT_EQ(t.weight_decay, in_decayed(t.offset)) << t.name;
+    EXPECT_EQ(t.weight_decay, in_decayed(end - 1)) << t.name;
     // Megatron: no decay on biases and norm parameters, decay on every matrix.
     EXPECT_EQ(t.weight_decay, t.rows > 1) << t.name;
   }
+  for (std::size_t i = 1; i < decayed.size(); ++i) EXPECT_LT(decayed[i - 1].second, decayed[i].first);  // merged
+  // The embeddings, then each layer (vectors, then its four matrices: one decayed range
+  // per layer), then the final norm.
+  ASSERT_EQ(decayed.size(), 1u + 3u);
+  EXPECT_EQ(decayed[0].first, layout.tensor(layout.wte()).offset);
+  EXPECT_GE(decayed[0].second, layout.tensor(layout.wpe()).offset + layout.tensor(layout.wpe()).elements());
+  for (int l = 0; l < 3; ++l) {
+    const LayerTensors& t = layout.layer(l);
+    EXPECT_LT(layout.tensor(t.fc2_bias).offset, layout.tensor(t.qkv_weight).offset);
+    EXPECT_EQ(decayed[static_cast<std::size_t>(l) + 1].first, layout.tensor(t.qkv_weight).offset);
+    if (l > 0) EXPECT_GT(layout.tensor(t.norm1_gamma).offset, layout.tensor(layout.layer(l - 1).fc2_weight).offset);
+  }
+  EXPECT_GT(layout.tensor(layout.final_norm_gamma()).offset, layout.tensor(layout.layer(2).fc2_weight).offset);
   EXPECT_LE(end, layout.total_elements());
   EXPECT_EQ(layout.total_elements() % ParameterLayout::kAlignElements, 0u);
   EXPECT_THROW(layout.find("layers.3.qkv_weight"), std::out_of_range);
@@ -177,17 +194,18 @@ TEST(ParameterLayout, VocabularyParallelAndSequenceParallelTensors) {
                            "layers.3.norm2_gamma", "layers.23.fc2_bias", "final_norm_gamma", "final_norm_beta"})
     EXPECT_TRUE(layout.find(name).partial_gradient_over_tp) << name;
 
-  // Runs of neighbours. A layer's vectors lie as norm1_gamma, norm1_beta,
-  // qkv_bias (split), proj_bias, norm2_gamma, norm2_beta, fc1_bias (split),
-  // fc2_bias, and the next layer's norm1 follows fc2_bias: layer 0 gives
-  // [norm1] and [proj_bias, norm2], each later layer [fc2_bias of the one
-  // before, norm1] and [proj_bias, norm2], and the last fc2_bias runs on into
-  // the final norm: 2 + 23·2 + 1 = 49 runs.
+  // Runs of neighbours. A layer's replicated vectors lie side by side at its
+  // start (norm1_gamma, norm1_beta, proj_bias, norm2_gamma, norm2_beta,
+  // fc2_bias), then its split biases and matrices: one run per layer, and the
+  // final norm's: 24 + 1 = 25 runs.
   const std::vector<ElementRun> runs = partial_gradient_runs(layout);
-  ASSERT_EQ(runs.size(), 49u);
-  EXPECT_EQ(runs[0].begin, layout.find("layers.0.norm1_gamma").offset);
-  EXPECT_EQ(runs[0].end, layout.find("layers.0.norm1_beta").offset + 2048);
-  EXPECT_EQ(runs[1].begin, layout.find("layers.0.proj_bias").offset);
+  ASSERT_EQ(runs.size(), 25u);
+  for (int i = 0; i < 24; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    EXPECT_EQ(runs[static_cast<std::size_t>(i)].begin, layout.find(p + "norm1_gamma").offset) << i;
+    EXPECT_EQ(runs[static_cast<std::size_t>(i)].end, layout.find(p + "fc2_bias").offset + 2048) << i;
+  }
+  EXPECT_EQ(runs.back().begin, layout.find("final_norm_gamma").offset);
   EXPECT_EQ(runs.back().end, layout.find("final_norm_beta").offset + 2048);
 
   shape.sequence_parallel = false;
@@ -221,7 +239,8 @@ TEST(ParameterLayout, PipelineStagesHoldTheirLayersUnderTheWholeModelsNames) {
   // A chunk of the embedding alone has only decayed tensors: all of it decays.
   s.num_layers = 0;
   const ParameterLayout embedding_only(s, StageParts{0, true, false});
-  EXPECT_EQ(embedding_only.decay_elements(), embedding_only.total_elements());
+  EXPECT_EQ(embedding_only.decayed_ranges(),
+            (std::vector<std::pair<std::size_t, std::size_t>>{{0, embedding_only.total_elements()}}));
   EXPECT_EQ(embedding_only.parameter_count(), 51200 * h + 2048 * h);
 }
 
