@@ -4,6 +4,8 @@
 // GPU (so bad input is rejected anywhere), executed by run_training.cc.
 #pragma once
 
+#include "tools/run_layout.h"  // throw_option_error
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,10 +83,6 @@ struct RunSettings {
 /// (1 is an internal error, 2 bad input, 130 an interrupt).
 inline constexpr int kNonFiniteExitCode = 3;
 
-/// Throws sim::ConfigError (exit code 2) for `option` (and layout knob `key`,
-/// empty when none): "--layout: tp: 2: `sextant run` trains on one GPU so far".
-[[noreturn]] void throw_option_error(const std::string& option, const std::string& key,
-                                     const std::string& message);
 
 /// What the settings imply, derived and checked before any GPU is touched.
 struct PreparedRun {

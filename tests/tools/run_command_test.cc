@@ -263,8 +263,9 @@ TEST(RunCommand, LayoutBestIsTheSearchsFirstChoiceForOneGpu) {
   // fits in 80 GiB without recomputation) is fastest: fewer, larger kernels.
   const CommandResult r = run_sextant(
       dir, "run --model gpt-1.3b --layout best --global-batch 64 --steps 1 --profile " + profile);
-  EXPECT_NE(r.out.find("layout best: mbs=8,gbs=64,recompute=none (search's first of"),
+  EXPECT_NE(r.out.find("layout best: tp=1,pp=1,vpp=1,dp=1,cp=1,ep=1,etp=1,mbs=8,gbs=64,sp=0,recompute=none,zero=0,"),
             std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("(the search's first of"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("test-engine-measured"), std::string::npos) << r.out;
   const CommandResult missing = run_sextant(dir, "run --model gpt-1.3b --layout best");
   EXPECT_EQ(missing.exit_code, 2);

@@ -75,6 +75,14 @@ TEST(RunLaunch, ZeroStagesBeyondTheDistributedOptimizerAreRefused) {
             std::string::npos) << r.err;
 }
 
+TEST(RunLaunch, OverlapGradReduceOffIsRefusedWhereTheEngineOverlaps) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout dp=2,overlap_grad_reduce=0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("overlap_grad_reduce: 0: with data parallelism the engine always reduces each gradient bucket"),
+            std::string::npos) << r.err;
+}
+
 TEST(RunLaunch, OverlapParamGatherNeedsTheDistributedOptimizerOverDataParallelRanks) {
   TempDir dir;
   const CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout dp=2,overlap_param_gather=1");
@@ -87,8 +95,7 @@ TEST(RunLaunch, OverlapParamGatherNeedsTheDistributedOptimizerOverDataParallelRa
 TEST(RunLaunch, KnobsTheEngineDoesNotExecuteAreRefusedNotIgnored) {
   TempDir dir;
   for (const auto& [layout, message] :
-       {std::pair{"overlap_grad_reduce=0", "overlap_grad_reduce: 0: the engine always reduces each gradient bucket"},
-        std::pair{"grad_reduce_in_fp32=0", "grad_reduce_in_fp32: 0: the engine reduces gradients in fp32; accepted: 1"},
+       {std::pair{"grad_reduce_in_fp32=0", "grad_reduce_in_fp32: 0: the engine reduces gradients in fp32; accepted: 1"},
         std::pair{"moe_a2a_overlap=1", "moe_a2a_overlap: 1: the engine trains dense models"}}) {
     const CommandResult r = run_sextant(dir, std::string("run --model gpt-350m --layout ") + layout);
     EXPECT_EQ(r.exit_code, 2) << layout;
