@@ -10,7 +10,9 @@
 // tp 4 + sp, pp 2, pp 4 vpp 2 (interleaved 1F1B), dp 2, dp 2 + the distributed
 // optimizer (ZeRO-1), tp 2 x pp 2 x dp 2 (8 ranks, groups in the order
 // tp-cp-ep-dp-pp), the same with sp, tp 2 x dp 2 with ZeRO-1, and tp 2 x pp 2
-// x dp 2 with ZeRO-1 (issue 13's `tp=2,pp=2,dp=2,dist_opt=1`). Skips without a
+// x dp 2 with ZeRO-1 (issue 13's `tp=2,pp=2,dp=2,dist_opt=1`); and with
+// recomputation: tp 2 + sp selective, tp 2 + sp x pp 2 x dp 2 + ZeRO-1 full
+// (the one-GPU reference recomputes nothing). Skips without a
 // GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
 //
 // Both vocabularies are multiples of 128·4, so no layout pads them
@@ -106,6 +108,7 @@ sim::ModelConfig small_llama() {
 struct LayoutCase {
   bool llama;
   int tp, sp, pp, vpp, dp, zero;
+  sim::Recompute recompute = sim::Recompute::kNone;
 };
 
 std::string case_name(const LayoutCase& c) {
@@ -116,6 +119,7 @@ std::string case_name(const LayoutCase& c) {
   if (c.vpp > 1) s += "_vpp" + std::to_string(c.vpp);
   if (c.dp > 1) s += "_dp" + std::to_string(c.dp);
   if (c.zero) s += "_zero1";
+  if (c.recompute != sim::Recompute::kNone) s += "_recompute_" + std::string(sim::to_string(c.recompute));
   return s;
 }
 
@@ -128,6 +132,7 @@ sim::ParallelLayout layout_of(const LayoutCase& c) {
   l.schedule = c.vpp > 1 ? sim::Schedule::kInterleaved : sim::Schedule::kOneFOneB;
   l.dp = c.dp;
   l.zero = c.zero;
+  l.recompute = c.recompute;
   l.mbs = 1;
   l.gbs = kGlobalBatch;
   return l;
@@ -137,6 +142,7 @@ TrainerOptions options_of(const LayoutCase& c) {
   TrainerOptions o = testing::three_step_options(kGlobalBatch);  // lr 1e-3, cosine to 1e-4
   o.lr.decay_steps = kSteps;
   o.distributed_optimizer = c.zero != 0;
+  o.recompute = c.recompute;
   return o;
 }
 
@@ -336,7 +342,10 @@ std::vector<LayoutCase> cases() {
                          LayoutCase{false, 1, 0, 4, 2, 1, 0}, LayoutCase{false, 1, 0, 1, 1, 2, 0},
                          LayoutCase{false, 1, 0, 1, 1, 2, 1}, LayoutCase{false, 2, 0, 2, 1, 2, 0},
                          LayoutCase{false, 2, 1, 2, 1, 2, 0}, LayoutCase{false, 2, 0, 1, 1, 2, 1},
-                         LayoutCase{false, 2, 0, 2, 1, 2, 1}}) {
+                         LayoutCase{false, 2, 0, 2, 1, 2, 1},
+                         // recomputation beside them: selective under tp + sp, full under everything
+                         LayoutCase{false, 2, 1, 1, 1, 1, 0, sim::Recompute::kSelective},
+                         LayoutCase{false, 2, 1, 2, 1, 2, 1, sim::Recompute::kFull}}) {
       c.llama = llama;
       all.push_back(c);
     }
