@@ -183,11 +183,12 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout,
   params_ = parameters;
   stream_ = stream;
   gemm_ = std::make_unique<kernels::CublasLtGemm>(gemm_workspace_, kernels::kCublasLtWorkspaceBytes);
-  if (tp_ != nullptr && shape_.tp_comm_overlap) {
-    chunked_ = std::make_unique<tensor_parallel::ChunkedCollectives>(*tp_, stream_);
+  if (tp_ != nullptr && shape_.sequence_parallel) {
     SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&norm_gathered_, cudaEventDisableTiming));
     SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&input_grad_scattered_, cudaEventDisableTiming));
   }
+  if (tp_ != nullptr && shape_.tp_comm_overlap)
+    chunked_ = std::make_unique<tensor_parallel::ChunkedCollectives>(*tp_, stream_);
 }
 
 kernels::FlashAttentionShape Transformer::attention_shape() const {
@@ -841,18 +842,22 @@ void Transformer::tp_gather(Part part, int layer, bool backward) {
   }
   const Bf16* norm = attention ? a.norm1 : a.norm2;
   if (chunked_ == nullptr) {
-    tp_all_gather(dx_, dx_full_);
-    tp_all_gather(norm, gathered_);
-    return;
+    tp_all_gather(dx_, dx_full_);  // read at once by the row-parallel input gradient
+  } else {
+    // Overlapped: the output gradient in chunks, for the row-parallel input
+    // gradient to take as they come (row_linear_backward).
+    chunked_->start_all_gather(dx_, dx_full_, chunk_elements());
+    dy_gather_pending_ = true;
   }
-  // Overlapped: the output gradient in chunks, for the row-parallel input
-  // gradient to take as they come (row_linear_backward) ...
-  chunked_->start_all_gather(dx_, dx_full_, chunk_elements());
-  dy_gather_pending_ = true;
-  // ... and the norm's output, first read by the column-parallel weight
-  // gradient at the block's end, travels on the tp stream meanwhile
-  // (Transformer Engine's BULK_OVERLAP_AG of this all-gather with the
-  // input-gradient GEMM, as Megatron's --tp-comm-overlap sets it up).
+  // The norm's output, first read by the column-parallel weight gradient at
+  // the block's end, travels on the tp stream meanwhile, and the input
+  // gradient's reduce-scatter runs while the weight gradient computes
+  // (column_linear_backward). Megatron does both with sequence parallelism
+  // alone (LinearWithGradAccumulationAndAsyncCommunication: the all-gather
+  // launched asynchronously before the input-gradient GEMM, the reduce-scatter
+  // before the weight-gradient GEMM); with --tp-comm-overlap Transformer
+  // Engine's BULK_OVERLAP_AG and BULK_OVERLAP_RS. The same collectives on the
+  // same data, bit for bit.
   SEXTANT_CUDA_CHECK(cudaEventRecord(tp_ready_, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), tp_ready_, 0));
   tp_->all_gather(norm, gathered_, chunk_elements(), comm::DataType::kBf16);
