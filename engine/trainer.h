@@ -99,7 +99,7 @@ struct TrainerOptions {
   bool use_cuda_graph = true;
   /// Gradient elements per data-parallel bucket: Megatron-Core DDP's default
   /// bucket of 40M parameters (sim::default_bucket_params). Unused at dp = 1.
-  std::size_t bucket_elements = 40'000'000;
+  std::size_t bucket_elements = kDefaultBucketElements;
   /// ZeRO-1 at dp > 1 (Megatron's --use-distributed-optimizer; the layout's
   /// zero=1 / dist_opt=1): fp32 master weights and Adam moments sharded over
   /// the dp ranks. Ignored at dp = 1.

@@ -138,18 +138,23 @@ std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
 // checkpoint_sharding.h), which must name this rank's stage's tensors in its
 // trainer's order — the same ParameterLayouts back to back.
 RunSharding run_sharding(const engine::training::RankTrainer& trainer, const sim::ModelConfig& model,
-                         const sim::ParallelLayout& layout, int world_rank) {
+                         const sim::ParallelLayout& layout, int world_rank, std::size_t bucket_elements) {
   if (const engine::Trainer* replica = trainer.replica())
     return {engine::checkpoint::sharding_of(replica->layout(), layout.tp, replica->flat_elements(),
                                             replica->gradient_buckets(), layout.dp, layout.zero >= 1)};
-  RunSharding stages = engine::checkpoint::pipeline_sharding(model, layout);
+  RunSharding stages = engine::checkpoint::pipeline_sharding(model, layout, bucket_elements);
   const int stage = world_rank / (layout.tp * layout.dp);
+  const engine::checkpoint::CheckpointSharding& mine = stages.at(static_cast<std::size_t>(stage));
   std::vector<std::string> described;
-  for (const engine::checkpoint::TensorSharding& t : stages.at(static_cast<std::size_t>(stage)).tensors)
-    described.push_back(t.name);
+  for (const engine::checkpoint::TensorSharding& t : mine.tensors) described.push_back(t.name);
   if (described != trainer.stage()->tensor_names())
     throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
                            "'s tensors are not the ones engine::checkpoint::pipeline_stage_sharding describes");
+  // The distributed optimizer's shards: the trainer's own buckets.
+  if (!mine.optimizer_shards.empty() &&
+      mine.optimizer_shards != engine::checkpoint::optimizer_shards_of(trainer.stage()->gradient_buckets(), layout.dp))
+    throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
+                           "'s gradient buckets are not the ones engine::checkpoint::pipeline_stage_sharding describes");
   return stages;
 }
 
@@ -278,7 +283,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   // How the ranks' arrays are cut: a replica's, or each pipeline stage's by
   // the whole model's tensor names (checked against this rank's stage).
   const bool checkpoints = run.checkpoint.has_value() || !s.save_dir.empty();
-  const RunSharding sharding = checkpoints ? run_sharding(*trainer, trained, s.layout, run.world_rank) : RunSharding{};
+  const RunSharding sharding = checkpoints ? run_sharding(*trainer, trained, s.layout, run.world_rank, options.bucket_elements) : RunSharding{};
   if (run.checkpoint) {
     const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {

@@ -45,7 +45,8 @@ std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<G
   return shards;
 }
 
-CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage) {
+CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage,
+                                           std::size_t bucket_elements) {
   if (const sim::SplitProblem p = sim::check_pipeline_split(model, layout); p != sim::SplitProblem::kNone)
     throw std::invalid_argument("pipeline_stage_sharding: " + sim::split_problem_message(p, model, layout));
   if (stage < 0 || stage >= layout.pp)
@@ -54,11 +55,12 @@ CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const 
   const sim::PipelineSplit split = sim::pipeline_split(model, layout);
   const TransformerShape shape = transformer_shape_of(model, layout);
   CheckpointSharding s;
+  std::vector<ParameterLayout> chunks;
   for (int c = 0; c < split.vpp(); ++c) {
     const sim::ChunkLayers& held = split.chunk(stage, c);
     TransformerShape chunk_shape = shape;
     chunk_shape.num_layers = held.num_layers;
-    const ParameterLayout chunk(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
+    const ParameterLayout& chunk = chunks.emplace_back(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
     CheckpointSharding part = sharding_of(chunk, layout.tp, chunk.total_elements(), {}, 1, false);
     for (TensorSharding& t : part.tensors) {
       t.offset += s.flat_elements;
@@ -68,16 +70,21 @@ CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const 
     s.chunks.push_back({held.first_layer, held.num_layers, held.embedding, held.loss});
   }
   if (layout.zero >= 1 && layout.dp > 1) {
-    // PipelineTrainer's distributed optimizer: the stage is one bucket, padded to 8·dp.
-    s.flat_elements = round_up_elements(s.flat_elements, sharded_bucket_multiple(layout.dp));
-    s.optimizer_shards = optimizer_shards_of({{0, s.flat_elements, 0}}, layout.dp);
+    // PipelineTrainer's distributed optimizer: the stage's buckets, padded to 8·dp.
+    const std::size_t multiple = sharded_bucket_multiple(layout.dp);
+    s.flat_elements = round_up_elements(s.flat_elements, multiple);
+    std::vector<GradientBucketRange> buckets;
+    for (const auto& [begin, end] : stage_gradient_bucket_ranges(chunks, stage == 0, bucket_elements, multiple))
+      buckets.push_back({begin, end - begin, 0});
+    s.optimizer_shards = optimizer_shards_of(buckets, layout.dp);
   }
   return s;
 }
 
-std::vector<CheckpointSharding> pipeline_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout) {
+std::vector<CheckpointSharding> pipeline_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+                                                  std::size_t bucket_elements) {
   std::vector<CheckpointSharding> stages;
-  for (int s = 0; s < layout.pp; ++s) stages.push_back(pipeline_stage_sharding(model, layout, s));
+  for (int s = 0; s < layout.pp; ++s) stages.push_back(pipeline_stage_sharding(model, layout, s, bucket_elements));
   return stages;
 }
 

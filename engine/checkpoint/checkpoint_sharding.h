@@ -94,12 +94,15 @@ std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<G
 /// rank's tp shard shape (transformer_shape_of(model, layout)) with the
 /// chunk's layers and parts, as PipelineTrainer lays out its flat buffers;
 /// with the distributed optimizer (zero >= 1, dp > 1) padded to 8·dp and
-/// sharded as one bucket. Throws std::invalid_argument
+/// sharded by the stage's gradient buckets (stage_gradient_bucket_ranges with
+/// `bucket_elements`, as PipelineTrainer makes them). Throws std::invalid_argument
 /// when the layout's split knobs do not split the model
 /// (sim::check_pipeline_split).
-CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage);
+CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage,
+                                           std::size_t bucket_elements = kDefaultBucketElements);
 
 /// Every stage's, by stage.
-std::vector<CheckpointSharding> pipeline_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout);
+std::vector<CheckpointSharding> pipeline_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+                                                  std::size_t bucket_elements = kDefaultBucketElements);
 
 }  // namespace sextant::engine::checkpoint

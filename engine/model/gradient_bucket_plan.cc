@@ -30,8 +30,9 @@ std::vector<FinalWrite> final_writes(const ParameterLayout& layout) {
   set(layout.final_norm_gamma(), sim::Block::kOutput, sim::kNoIndex);
   set(layout.final_norm_beta(), sim::Block::kOutput, sim::kNoIndex);
   set(layout.lm_head(), sim::Block::kOutput, sim::kNoIndex);
-  // After lm_head: a tied wte's last write is the embedding's backward.
-  set(layout.wte(), sim::Block::kEmbedding, sim::kNoIndex);
+  // After lm_head: a tied wte's last write is the embedding's backward (on a
+  // chunk holding the embedding; a last stage's tied copy ends with the output's).
+  if (layout.holds_embedding()) set(layout.wte(), sim::Block::kEmbedding, sim::kNoIndex);
   set(layout.wpe(), sim::Block::kEmbedding, sim::kNoIndex);
   return writes;
 }
@@ -42,17 +43,11 @@ bool is_tensor_parallel(sim::TaskKind kind) {
 
 }  // namespace
 
-std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
-                                                       std::span<const sim::Task> tasks,
-                                                       std::size_t bucket_elements,
-                                                       std::size_t multiple) {
-  if (multiple == 0) throw std::invalid_argument("plan_gradient_buckets: multiple must be at least 1");
+std::vector<std::size_t> final_gradient_writes(const ParameterLayout& layout, std::span<const sim::Task> tasks) {
   const std::vector<ParameterTensor>& tensors = layout.tensors();
   const std::vector<FinalWrite> writes = final_writes(layout);
   int last_microbatch = sim::kNoIndex;
   for (const sim::Task& t : tasks) last_microbatch = std::max(last_microbatch, static_cast<int>(t.microbatch));
-
-  // The index of each tensor's final write among `tasks`.
   std::vector<std::size_t> ready(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const FinalWrite w = writes[i];
@@ -76,70 +71,111 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
       throw std::logic_error("plan_gradient_buckets: no backward task of micro-batch " +
                              std::to_string(last_microbatch) + " writes the gradient of " + tensors[i].name);
   }
+  return ready;
+}
 
+std::vector<ElementRange> gradient_bucket_ranges(const ParameterLayout& layout, std::size_t bucket_elements) {
+  const std::vector<ParameterTensor>& tensors = layout.tensors();
   // The units buckets are made of, as the Plan's are (sim/plan/gradient_buckets.cc:
   // Megatron-Core's DDP lays gradients out in reverse and cuts buckets of at
   // least bucket_elements without splitting a layer): the output (final norm
   // and output layer), each layer, the embeddings, as [begin, end) element
   // ranges of the layout, which holds each one contiguously (parameter_layout.h).
-  struct Unit {
-    std::size_t begin, end;
-  };
   auto unit_of = [&](std::initializer_list<int> members) {
-    Unit u{layout.total_elements(), 0};
+    ElementRange u{layout.total_elements(), 0};
     for (const int t : members) {
       if (t == LayerTensors::kAbsent) continue;
       const ParameterTensor& p = tensors[static_cast<std::size_t>(t)];
-      u.begin = std::min(u.begin, p.offset);
-      u.end = std::max(u.end, p.offset + p.elements());
+      u.first = std::min(u.first, p.offset);
+      u.second = std::max(u.second, p.offset + p.elements());
     }
     return u;
   };
-  std::vector<Unit> reverse;  // in Megatron's order: the output first, the embeddings last
-  const Unit output = unit_of({layout.final_norm_gamma(), layout.final_norm_beta(),
-                               layout.lm_head() == layout.wte() ? LayerTensors::kAbsent : layout.lm_head()});
-  if (output.begin < output.end) reverse.push_back(output);
+  std::vector<ElementRange> reverse;  // in Megatron's order: the output first, the embeddings last
+  const bool tied_output = layout.lm_head() == layout.wte();
+  const ElementRange output =
+      unit_of({layout.final_norm_gamma(), layout.final_norm_beta(), tied_output ? LayerTensors::kAbsent : layout.lm_head()});
+  if (output.first < output.second) reverse.push_back(output);
   for (int l = layout.num_layers() - 1; l >= 0; --l) {
     const LayerTensors& t = layout.layer(l);
     reverse.push_back(unit_of({t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight, t.proj_bias,
                                t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias, t.fc2_weight, t.fc2_bias}));
   }
-  const Unit embedding = unit_of({layout.wte(), layout.wpe()});
-  const bool has_embedding = embedding.begin < embedding.end;
+  const ElementRange embedding = unit_of({layout.wte(), layout.wpe()});  // or a tied copy of wte
 
   // Cut from the output down; the embeddings join the bucket still open.
-  std::vector<Unit> cut;  // reverse order
+  std::vector<ElementRange> cut;  // reverse order
   bool open = false;
-  for (const Unit& u : reverse) {
+  for (const ElementRange& u : reverse) {
     if (!open) cut.push_back(u);
-    cut.back().begin = std::min(cut.back().begin, u.begin);
-    cut.back().end = std::max(cut.back().end, u.end);
-    open = cut.back().end - cut.back().begin < bucket_elements;
+    cut.back().first = std::min(cut.back().first, u.first);
+    cut.back().second = std::max(cut.back().second, u.second);
+    open = cut.back().second - cut.back().first < bucket_elements;
   }
-  if (has_embedding) {  // into the open bucket, or one of their own
+  if (embedding.first < embedding.second) {  // into the open bucket, or one of their own
     if (!open) cut.push_back(embedding);
-    cut.back().begin = std::min(cut.back().begin, embedding.begin);
+    cut.back().first = std::min(cut.back().first, embedding.first);
+    cut.back().second = std::max(cut.back().second, embedding.second);
   }
-
-  // In buffer order, tiling [0, total rounded up to `multiple`): each bucket
-  // ends where the next begins, rounded up to a multiple (into the next
-  // layer's first tensor: a layer of the bucket reduced before it, so neither
-  // waits longer); a bucket the rounding swallows merges into the one before.
-  const std::size_t total = (layout.total_elements() + multiple - 1) / multiple * multiple;
-  std::vector<GradientBucketRange> buckets;
+  // In buffer order, tiling [0, total_elements()).
+  std::vector<ElementRange> ranges;
   std::size_t begin = 0;
   for (std::size_t k = cut.size(); k-- > 0;) {
-    std::size_t end = k == 0 ? total : (cut[k - 1].begin + multiple - 1) / multiple * multiple;
-    end = std::min(end, total);
-    if (end <= begin) continue;
+    const std::size_t end = k == 0 ? layout.total_elements() : cut[k - 1].first;
+    if (end > begin) ranges.emplace_back(begin, end);
+    begin = std::max(begin, end);
+  }
+  return ranges;
+}
+
+std::vector<ElementRange> round_bucket_ends(const std::vector<ElementRange>& ranges, std::size_t multiple) {
+  if (multiple == 0) throw std::invalid_argument("round_bucket_ends: multiple must be at least 1");
+  std::vector<ElementRange> rounded;
+  if (ranges.empty()) return rounded;
+  const std::size_t total = (ranges.back().second + multiple - 1) / multiple * multiple;
+  std::size_t begin = ranges.front().first;
+  for (std::size_t k = 0; k < ranges.size(); ++k) {
+    const std::size_t end = k + 1 == ranges.size() ? total : std::min(total, (ranges[k].second + multiple - 1) / multiple * multiple);
+    if (end <= begin) continue;  // swallowed by the rounding of the one before
+    rounded.emplace_back(begin, end);
+    begin = end;
+  }
+  return rounded;
+}
+
+std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& layout,
+                                                       std::span<const sim::Task> tasks,
+                                                       std::size_t bucket_elements,
+                                                       std::size_t multiple) {
+  if (multiple == 0) throw std::invalid_argument("plan_gradient_buckets: multiple must be at least 1");
+  const std::vector<ParameterTensor>& tensors = layout.tensors();
+  const std::vector<std::size_t> ready = final_gradient_writes(layout, tasks);
+  std::vector<GradientBucketRange> buckets;
+  for (const auto& [begin, end] : round_bucket_ends(gradient_bucket_ranges(layout, bucket_elements), multiple)) {
     GradientBucketRange b{begin, end - begin, 0};
     for (std::size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].offset < end && tensors[i].offset + tensors[i].elements() > begin)
         b.ready_after = std::max(b.ready_after, ready[i]);
     buckets.push_back(b);
-    begin = end;
   }
   return buckets;
+}
+
+std::vector<ElementRange> stage_gradient_bucket_ranges(const std::vector<ParameterLayout>& chunks, bool first_stage,
+                                                       std::size_t bucket_elements, std::size_t multiple) {
+  std::vector<ElementRange> ranges;
+  std::size_t offset = 0;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const ParameterLayout& chunk = chunks[c];
+    if (first_stage && c == 0) {
+      for (const auto& [begin, end] : gradient_bucket_ranges(chunk, bucket_elements))
+        ranges.emplace_back(offset + begin, offset + end);
+    } else if (chunk.total_elements() > 0) {
+      ranges.emplace_back(offset, offset + chunk.total_elements());
+    }
+    offset += chunk.total_elements();
+  }
+  return round_bucket_ends(ranges, multiple);
 }
 
 std::vector<std::vector<int>> first_parameter_reads(const ParameterLayout& layout, std::span<const sim::Task> tasks,

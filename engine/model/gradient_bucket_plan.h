@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/model/parameter_layout.h"
@@ -37,6 +38,13 @@ namespace sextant::engine {
 /// optimizer over `dp` ranks: each rank's block of a bucket then starts 16
 /// bytes aligned in bf16 (8 elements), as the kernels and NCCL's fast paths want.
 inline std::size_t sharded_bucket_multiple(int dp) { return 8 * static_cast<std::size_t>(dp); }
+
+/// Megatron-Core DDP's default bucket, 40M parameters (sim::default_bucket_params
+/// below 40 data-parallel ranks); TrainerOptions::bucket_elements.
+inline constexpr std::size_t kDefaultBucketElements = 40'000'000;
+
+/// [begin, end) elements of the flat buffers.
+using ElementRange = std::pair<std::size_t, std::size_t>;
 
 /// `elements` rounded up to a multiple of `multiple`.
 inline std::size_t round_up_elements(std::size_t elements, std::size_t multiple) {
@@ -69,6 +77,25 @@ std::vector<GradientBucketRange> plan_gradient_buckets(const ParameterLayout& la
                                                        std::span<const sim::Task> tasks,
                                                        std::size_t bucket_elements,
                                                        std::size_t multiple = 1);
+
+/// The pieces of plan_gradient_buckets, for a pipeline stage's chunks too:
+/// the index among `tasks` of each tensor's last gradient write (as
+/// plan_gradient_buckets says; std::logic_error when one has none) ...
+std::vector<std::size_t> final_gradient_writes(const ParameterLayout& layout, std::span<const sim::Task> tasks);
+/// ... the buckets' ranges, unrounded, tiling [0, total_elements()) ...
+std::vector<ElementRange> gradient_bucket_ranges(const ParameterLayout& layout, std::size_t bucket_elements);
+/// ... and the ends of ranges (tiling from the first's begin) rounded up to
+/// `multiple`, the last's to its end rounded up; a range the rounding of the
+/// one before swallows disappears.
+std::vector<ElementRange> round_bucket_ends(const std::vector<ElementRange>& ranges, std::size_t multiple);
+
+/// A pipeline stage's buckets, its chunks' ParameterLayouts back to back in
+/// `chunks`' order, as the Plan makes them (sim/plan/gradient_buckets.cc): the
+/// first stage's first chunk cut into buckets of at least `bucket_elements`,
+/// every other chunk one bucket (their reductions hide behind the other
+/// stages' or chunks' backward anyway); ends rounded up to `multiple`.
+std::vector<ElementRange> stage_gradient_bucket_ranges(const std::vector<ParameterLayout>& chunks, bool first_stage,
+                                                       std::size_t bucket_elements, std::size_t multiple);
 
 /// Megatron's --overlap-param-gather (the distributed optimizer's bf16 weights
 /// gathered bucket by bucket while the forward runs): for each of `tasks`, the

@@ -29,7 +29,8 @@ void ParameterLayout::split(int index, int dim, std::vector<std::int64_t> blocks
   t.tp_blocks = std::move(blocks);
 }
 
-ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& parts) {
+ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& parts)
+    : holds_embedding_(parts.embedding) {
   const std::int64_t h = s.hidden;
   // Offsets in the order the forward reads the tensors: the embedding, each
   // layer's tensors together, the output. A data-parallel gradient bucket of

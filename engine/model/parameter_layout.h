@@ -110,6 +110,9 @@ class ParameterLayout {
   const LayerTensors& layer(int i) const { return layers_.at(static_cast<std::size_t>(i)); }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   int wte() const { return wte_; }  // kAbsent on a chunk without the embedding or a tied output
+  /// Whether this chunk holds the embedding (StageParts::embedding); wte may
+  /// also be the last stage's tied copy of it.
+  bool holds_embedding() const { return holds_embedding_; }
   int wpe() const { return wpe_; }  // kAbsent with rotary embeddings
   int final_norm_gamma() const { return final_norm_gamma_; }
   int final_norm_beta() const { return final_norm_beta_; }
@@ -135,6 +138,7 @@ class ParameterLayout {
   int wte_ = LayerTensors::kAbsent, wpe_ = LayerTensors::kAbsent;
   int final_norm_gamma_ = LayerTensors::kAbsent, final_norm_beta_ = LayerTensors::kAbsent;
   int lm_head_ = LayerTensors::kAbsent;
+  bool holds_embedding_ = true;
   std::size_t total_elements_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> decayed_;
   std::int64_t parameter_count_ = 0;

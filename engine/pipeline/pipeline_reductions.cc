@@ -23,16 +23,84 @@ bool PipelineTrainer::is_tied_copy(const Chunk& chunk, int tensor) const {
   return shape_.tie_embeddings && chunk.parts.output && !chunk.parts.embedding && tensor == chunk.layout.wte();
 }
 
-void PipelineTrainer::finish_gradients() {
+void PipelineTrainer::plan_gradient_buckets_of_stage() {
+  // The Plan's buckets of this stage (engine/model/gradient_bucket_plan.h) ...
+  std::vector<ParameterLayout> layouts;
+  for (const Chunk& chunk : chunks_) layouts.push_back(chunk.layout);
+  const std::size_t multiple = options_.distributed_optimizer ? sharded_bucket_multiple(dp_->size()) : 1;
+  const std::vector<ElementRange> ranges =
+      stage_gradient_bucket_ranges(layouts, stage_ == 0, options_.bucket_elements, multiple);
+  // ... each reduced after the action that writes the last of its gradients:
+  // a tensor's last write is its block's backward (or its tp collective's) of
+  // the last micro-batch, found among its chunk's compute actions. A tied
+  // embedding's copies are summed over the embedding group after the
+  // schedule first, so the buckets holding one wait for finish_gradients.
+  constexpr std::size_t kAfterSchedule = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> ready(ranges.size(), 0);
+  for (std::size_t c = 0; c < chunks_.size(); ++c) {
+    const Chunk& chunk = chunks_[c];
+    std::vector<sim::Task> tasks;
+    std::vector<std::size_t> action_of;
+    for (std::size_t k = 0; k < program_.actions.size(); ++k) {
+      const StageAction& a = program_.actions[k];
+      if (a.kind != StageAction::Kind::kCompute || plan_.tasks[a.task].chunk != c) continue;
+      sim::Task t = plan_.tasks[a.task];
+      if (t.layer != sim::kNoIndex) t.layer = static_cast<decltype(t.layer)>(a.local_layer);  // the chunk's numbering
+      tasks.push_back(t);
+      action_of.push_back(k);
+    }
+    const std::vector<std::size_t> written = final_gradient_writes(chunk.layout, tasks);
+    const auto& tensors = chunk.layout.tensors();
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const std::size_t begin = chunk.offset + tensors[i].offset, end = begin + tensors[i].elements();
+      const bool tied = shape_.tie_embeddings && static_cast<int>(i) == chunk.layout.wte();
+      const std::size_t after = tied ? kAfterSchedule : action_of[written[i]];
+      for (std::size_t b = 0; b < ranges.size(); ++b)
+        if (ranges[b].first < end && ranges[b].second > begin) ready[b] = std::max(ready[b], after);
+    }
+  }
+  buckets_.clear();
+  buckets_after_action_.assign(program_.actions.size(), {});
+  after_schedule_.clear();
+  for (std::size_t b = 0; b < ranges.size(); ++b) {
+    buckets_.push_back({ranges[b].first, ranges[b].second - ranges[b].first, ready[b]});
+    if (ready[b] == kAfterSchedule)
+      after_schedule_.push_back(static_cast<int>(b));
+    else
+      buckets_after_action_[ready[b]].push_back(static_cast<int>(b));
+  }
+}
+
+std::vector<data_parallel::GradientBucket> PipelineTrainer::bucket_ranges() const {
+  std::vector<data_parallel::GradientBucket> ranges;
+  for (const GradientBucketRange& b : buckets_) ranges.push_back({b.begin, b.elements});
+  return ranges;
+}
+
+void PipelineTrainer::sum_partial_gradients(std::size_t begin, std::size_t end) {
   // Sequence parallelism: the replicated tensors' gradients are partial sums
   // over each tp rank's tokens (Korthikanti et al. 2022, Sec. 4.2.2).
-  for (const Chunk& chunk : chunks_)
-    if (chunk.partial_gradients != nullptr)
-      chunk.partial_gradients->sum(gradients_ + chunk.offset, 0, chunk.layout.total_elements(), *tp_, stream_);
+  for (const Chunk& chunk : chunks_) {
+    if (chunk.partial_gradients == nullptr) continue;
+    const std::size_t from = std::max(begin, chunk.offset);
+    const std::size_t to = std::min(end, chunk.offset + chunk.layout.total_elements());
+    if (from < to) chunk.partial_gradients->sum(gradients_ + chunk.offset, from - chunk.offset, to - chunk.offset, *tp_, stream_);
+  }
+}
+
+void PipelineTrainer::reduce_bucket(int b) {
+  const GradientBucketRange& r = buckets_[static_cast<std::size_t>(b)];
+  sum_partial_gradients(r.begin, r.begin + r.elements);
+  reducer_->bucket_ready(b, stream_);
+}
+
+void PipelineTrainer::finish_gradients() {
+  if (reducer_ == nullptr) sum_partial_gradients(0, elements_);  // with dp, bucket by bucket
   // Megatron's _allreduce_word_embedding_grads: the two copies' gradients
-  // summed, before the dp reduction (the sum is the same either way; with the
-  // distributed optimizer the copies' reduce-scattered blocks lie at different
-  // offsets of the two stages' buffers, so only this order gives both the sum).
+  // summed, before the dp reduction of the buckets holding them (the sum is
+  // the same either way; with the distributed optimizer the copies'
+  // reduce-scattered blocks lie at different offsets of the two stages'
+  // buffers, so only this order gives both the sum).
   if (embedding_group_ != nullptr) {
     for (const Chunk& chunk : chunks_) {
       const bool holds = chunk.parts.embedding || (chunk.parts.output && chunk.layout.wte() != LayerTensors::kAbsent);
@@ -43,7 +111,7 @@ void PipelineTrainer::finish_gradients() {
     }
   }
   if (reducer_ != nullptr) {
-    reducer_->bucket_ready(0, stream_);
+    for (const int b : after_schedule_) reduce_bucket(b);
     reducer_->finish(stream_);
   }
 }

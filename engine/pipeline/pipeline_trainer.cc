@@ -94,12 +94,12 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
   for (const Chunk& chunk : chunks_)
     for (const auto& [begin, end] : chunk.layout.decayed_ranges())
       decayed_.emplace_back(chunk.offset + begin, chunk.offset + end);
+  if (dp_ != nullptr) plan_gradient_buckets_of_stage();
   if (options_.distributed_optimizer && dp_ != nullptr) {
-    // One bucket, the stage's parameters padded to 8·dp (each dp rank's block
-    // 16-byte aligned); the chunks' decayed tensors take weight decay.
+    // The buckets padded to 8·dp (each dp rank's block 16-byte aligned); the
+    // chunks' decayed tensors take weight decay.
     buffer_elements_ = round_up_elements(elements_, sharded_bucket_multiple(dp_->size()));
-    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(
-        *dp_, std::vector<data_parallel::GradientBucket>{{0, buffer_elements_}}, decayed_);
+    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(), decayed_);
     std::vector<comm::Communicator*> then_over;
     if (tp_ != nullptr) then_over.push_back(tp_);
     then_over.push_back(pp_);
@@ -152,7 +152,7 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
 
   if (dp_ != nullptr)
     reducer_ = std::make_unique<data_parallel::GradientReducer>(
-        *dp_, gradients_, std::vector<data_parallel::GradientBucket>{{0, buffer_elements_}},
+        *dp_, gradients_, bucket_ranges(),
         sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // Tied embeddings: the first and the last stage hold wte (Megatron's
   // embedding group); every pp rank takes part in the split.
@@ -345,7 +345,8 @@ void PipelineTrainer::run_step(int step) {
   }
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
-  for (const StageAction& a : program_.actions) {
+  for (std::size_t k = 0; k < program_.actions.size(); ++k) {
+    const StageAction& a = program_.actions[k];
     if (gathering && a.kind == StageAction::Kind::kCompute) {
       sharded_->wait_for_gathers(stream_);
       gathering = false;
@@ -367,6 +368,9 @@ void PipelineTrainer::run_step(int step) {
         if (step > 0) queue_optimizer(step);
         break;
     }
+    // dp: the buckets whose gradients this action finished, reduced while the schedule goes on.
+    if (!buckets_after_action_.empty())
+      for (const int b : buckets_after_action_[k]) reduce_bucket(b);
   }
   timer_.end(stream_);
 }

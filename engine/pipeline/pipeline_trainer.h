@@ -23,10 +23,15 @@
 // p2p), so a slot's buffers are never overwritten while a transfer reads or
 // writes them.
 //
-// The step's end, on every rank: gradients summed over the dp group; with
-// tied embeddings the first stage's wte gradient (the embedding's) and the last
-// stage's (the output layer's, on its own copy of wte) all-reduced between the
-// two (Megatron's embedding group), so both copies get the same update; the
+// Data parallelism: the stage's gradients are reduced over the dp group in the
+// Plan's buckets (sim/plan/gradient_buckets.h: the first stage's first chunk
+// cut by size, every other chunk one bucket), each queued on the dp stream as
+// soon as the action writing the last of its gradients has run, so the first
+// stage's reductions overlap its remaining backward as Megatron's do. The
+// step's end, on every rank: with tied embeddings the first stage's wte
+// gradient (the embedding's) and the last stage's (the output layer's, on its
+// own copy of wte) all-reduced between the two (Megatron's embedding group),
+// so both copies get the same update, and then the buckets holding them; the
 // gradient norm for clipping over the whole model (each rank's sum of squares,
 // a replicated tensor counted on tp rank 0 and the tied copy once, all-reduced
 // over tp and pp); AdamW. The loss: the last stage's per-token losses
@@ -68,7 +73,9 @@
 
 #include "engine/checkpoint/trainer_state.h"
 #include "engine/comm/communicator.h"
+#include "engine/data_parallel/gradient_reducer.h"
 #include "engine/device_arena.h"
+#include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/parameter_layout.h"
 #include "engine/model/transformer_shape.h"
 #include "engine/pipeline/stage_program.h"
@@ -85,7 +92,6 @@ struct CUevent_st;
 namespace sextant::engine {
 namespace data_parallel {
 class DistributedOptimizer;
-class GradientReducer;
 }
 }  // namespace sextant::engine
 
@@ -129,6 +135,8 @@ class PipelineTrainer {
   std::size_t tasks_per_step() const { return program_.actions.size(); }
   const StageProgram& program() const { return program_; }
   const sim::Plan& plan() const { return plan_; }
+  /// dp > 1: the stage's gradient buckets (engine/model/gradient_bucket_plan.h), in buffer order.
+  const std::vector<GradientBucketRange>& gradient_buckets() const { return buckets_; }
 
   // By the whole model's names, of tensors this rank holds (std::out_of_range otherwise).
   void set_parameter(const std::string& name, std::span<const float> values);
@@ -174,8 +182,15 @@ class PipelineTrainer {
   void run_compute(const StageAction& action, float loss_scale);
   void exchange(const StageAction& action);
   // pipeline_reductions.cc
-  /// After the backward: dp sum, tied-embedding sum.
+  /// After the schedule: the tied embedding's sum, the buckets waiting for it, and the dp reductions' end.
   void finish_gradients();
+  /// dp > 1: buckets_ as the Plan makes them, and when each is reduced.
+  void plan_gradient_buckets_of_stage();
+  std::vector<data_parallel::GradientBucket> bucket_ranges() const;
+  /// sp: the partial gradients in [begin, end) of the flat buffers summed over tp.
+  void sum_partial_gradients(std::size_t begin, std::size_t end);
+  /// sp sums, then bucket `b`'s dp reduction queued.
+  void reduce_bucket(int b);
   void queue_optimizer(int step);
   double read_results(double* grad_norm);
   void zero_embedding_gradients();
@@ -201,6 +216,9 @@ class PipelineTrainer {
   comm::Communicator* tp_ = nullptr;  // tp > 1 only
   std::unique_ptr<comm::Communicator> embedding_group_;  // tied: the first and last stage
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
+  std::vector<GradientBucketRange> buckets_;  // dp > 1; ready_after: an action index, or none (after the schedule)
+  std::vector<std::vector<int>> buckets_after_action_;
+  std::vector<int> after_schedule_;  // the buckets holding a tied embedding copy
   std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // zero=1, dp > 1
   std::vector<Chunk> chunks_;
   std::size_t elements_ = 0;         // the chunks' parameters

@@ -61,6 +61,7 @@ using testing::Batch;
 
 constexpr int kSteps = 6;
 constexpr int kSaveAt = 3;
+constexpr std::size_t kBucketElements = 10'000;
 
 struct Layout {
   int tp = 1, dp = 1;
@@ -90,7 +91,7 @@ TrainerOptions options_for(const Layout& l, std::uint64_t seed) {
   TrainerOptions o = testing::three_step_options(4);
   o.lr.warmup_steps = 2;
   o.lr.decay_steps = kSteps;
-  o.bucket_elements = 10'000;  // several buckets, so ZeRO shards are many blocks
+  o.bucket_elements = kBucketElements;  // several buckets, so ZeRO shards are many blocks
   o.distributed_optimizer = l.zero;
   o.seed = seed;
   return o;
@@ -125,7 +126,7 @@ checkpoint::CheckpointSharding sharding_of(const Trainer& t, const sim::ModelCon
 }
 checkpoint::CheckpointSharding sharding_of(const pipeline::PipelineTrainer& t, const sim::ModelConfig& model,
                                            const Layout& l) {
-  return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage());
+  return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage(), kBucketElements);
 }
 
 using Masters = std::map<std::string, std::vector<float>>;  // whole tensors
@@ -197,7 +198,7 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
   metadata.world_size = c.saved.ranks();
   if (c.saved.pp > 1) {
     metadata.sharding = {};
-    metadata.stages = checkpoint::pipeline_sharding(model, c.saved.parallel());
+    metadata.stages = checkpoint::pipeline_sharding(model, c.saved.parallel(), kBucketElements);
   }
   checkpoint::commit_save(root.string(), metadata, 1);
 

@@ -54,11 +54,13 @@ namespace {
 namespace fs = std::filesystem;
 using testing::Batch;
 
+constexpr std::size_t kBucketElements = 10'000;
+
 TrainerOptions resume_options(bool distributed_optimizer, int steps) {
   TrainerOptions o = testing::three_step_options(4);
   o.lr.warmup_steps = 2;
   o.lr.decay_steps = steps;  // the schedule runs past the save: the resumed steps use their own rates
-  o.bucket_elements = 10'000;
+  o.bucket_elements = kBucketElements;
   o.distributed_optimizer = distributed_optimizer;
   return o;
 }
@@ -129,7 +131,7 @@ checkpoint::CheckpointMetadata metadata_of(const ResumeCase& c, const sim::Model
   m.data_batches = c.save_at();
   m.layout = {c.tp, c.dp, c.distributed_optimizer ? 1 : 0, c.pp, c.vpp};
   m.world_size = c.ranks();
-  if (c.pp > 1) m.stages = checkpoint::pipeline_sharding(model, layout);
+  if (c.pp > 1) m.stages = checkpoint::pipeline_sharding(model, layout, kBucketElements);
   return m;
 }
 
@@ -143,6 +145,10 @@ void expect_stage_described(const pipeline::PipelineTrainer& trainer, const chec
   for (const checkpoint::TensorSharding& t : described.tensors) names.push_back(t.name);
   EXPECT_EQ(names, trainer.tensor_names()) << "rank " << rank << " (stage " << trainer.stage() << ")";
   EXPECT_EQ(described.flat_elements, trainer.state().weights_bf16.size()) << "rank " << rank;
+  // With the distributed optimizer, each dp rank's shard: its block of each of the trainer's buckets.
+  if (!described.optimizer_shards.empty())
+    EXPECT_EQ(described.optimizer_shards,
+              checkpoint::optimizer_shards_of(trainer.gradient_buckets(), m.layout.dp)) << "rank " << rank;
 }
 
 std::size_t moved_weights(const checkpoint::TrainerState& a, const checkpoint::TrainerState& b, double lr) {

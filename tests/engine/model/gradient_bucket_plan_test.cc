@@ -155,6 +155,35 @@ TEST(GradientBucketPlan, BucketsOfAMultipleEndRoundedUpIntoTheNextLayer) {
   for (std::size_t b = 0; b < 4; ++b) EXPECT_EQ(buckets[b].ready_after, plain[b].ready_after) << "bucket " << b;
 }
 
+// A pipeline stage's buckets (PipelineTrainer, and the checkpoints that
+// describe its ZeRO-1 shards): the first stage's first chunk cut by size as
+// the whole model is, every other chunk one bucket; rounded as a whole.
+TEST(StageGradientBucketRanges, FirstStagesFirstChunkByLayerOtherChunksWhole) {
+  const SmallStep s(/*tie=*/false);
+  TransformerShape shape = transformer_shape_of(s.model, 1, 40);
+  shape.num_layers = 2;
+  const ParameterLayout first(shape, StageParts{0, true, false});    // E + layers 0-1
+  const ParameterLayout second(shape, StageParts{2, false, false});  // layers 2-3
+  const std::vector<ParameterLayout> chunks = {first, second};
+  const std::size_t total = first.total_elements() + second.total_elements();
+  // Stage 0: layer 1, layer 0, the embeddings (each over 1 element), then chunk 1 whole.
+  auto ranges = stage_gradient_bucket_ranges(chunks, true, 1, 1);
+  ASSERT_EQ(ranges.size(), 4u);
+  EXPECT_EQ(ranges[0], (ElementRange{0, first.tensor(first.layer(0).norm1_gamma).offset}));
+  EXPECT_EQ(ranges[1].first, first.tensor(first.layer(0).norm1_gamma).offset);
+  EXPECT_EQ(ranges[2].first, first.tensor(first.layer(1).norm1_gamma).offset);
+  EXPECT_EQ(ranges[3], (ElementRange{first.total_elements(), total}));
+  // Another stage: each chunk one bucket, whatever the size.
+  ranges = stage_gradient_bucket_ranges(chunks, false, 1, 1);
+  EXPECT_EQ(ranges, (std::vector<ElementRange>{{0, first.total_elements()}, {first.total_elements(), total}}));
+  // Rounded to 8·dp = 48: ends move up, the last to the total rounded up.
+  ranges = stage_gradient_bucket_ranges(chunks, false, 1, 48);
+  ASSERT_EQ(ranges.size(), 2u);
+  EXPECT_EQ(ranges[0].second % 48, 0u);
+  EXPECT_GE(ranges[0].second, first.total_elements());
+  EXPECT_EQ(ranges[1].second, (total + 47) / 48 * 48);
+}
+
 // The Plan's buckets (sim/plan/gradient_buckets.h) and the engine's are the
 // same layers: GPT-1.3B's shape, 24 layers of ~50M parameters, buckets of
 // 120M (three layers; the untied output layer's 105M with the last layer).
