@@ -152,10 +152,9 @@ sim::ParallelLayout run_layout(const std::string& layout, int world_size, int gl
                              ", dp=" + std::to_string(dp) + "); use overlap_param_gather=0 or add dist_opt=1 with dp > 1");
     l.overlap_param_gather = true;
   }
-  // Without a pipeline the engine reduces each gradient bucket as soon as
-  // backward completes it (Megatron's --overlap-grad-reduce), always; a
-  // pipeline's stage reduces its one bucket after its backward either way.
-  if (p.overlap_grad_reduce && !*p.overlap_grad_reduce && dp > 1 && p.pp.value_or(1) == 1)
+  // The engine reduces each gradient bucket as soon as backward completes it
+  // (Megatron's --overlap-grad-reduce), always, with or without a pipeline.
+  if (p.overlap_grad_reduce && !*p.overlap_grad_reduce && dp > 1)
     throw_option_error("--layout", "overlap_grad_reduce",
                        "0: with data parallelism the engine always reduces each gradient bucket as soon as "
                        "backward completes it (Megatron's --overlap-grad-reduce); accepted: 1");

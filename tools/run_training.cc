@@ -248,7 +248,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
              << " micro-batches each per step, gradients "
              << (options.distributed_optimizer ? "reduce-scattered" : "summed") << " in "
-             << trainer->gradient_buckets() << (pp > 1 ? " bucket after the pipeline's backward" : " buckets overlapped with backward")
+             << trainer->gradient_buckets() << (pp > 1 ? " buckets (rank 0's stage) overlapped with the schedule's backward" : " buckets overlapped with backward")
              << (options.distributed_optimizer ? "; distributed optimizer: fp32 master weights and Adam "
                                                  "moments sharded, bf16 weights all-gathered"
                                                : "")

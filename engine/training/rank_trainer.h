@@ -45,7 +45,9 @@ class RankTrainer {
   int local_microbatches() const { return replica_ ? replica_->local_microbatches() : stage_->local_microbatches(); }
   /// Gradient buckets of the dp reduction: the Trainer's overlapped ones, or
   /// the pipeline stage's one after its schedule.
-  std::size_t gradient_buckets() const { return replica_ ? replica_->gradient_buckets().size() : 1; }
+  std::size_t gradient_buckets() const {
+    return replica_ ? replica_->gradient_buckets().size() : stage_->gradient_buckets().size();
+  }
   const pipeline::PipelineTrainer* stage() const { return stage_.get(); }
   /// The replica's Trainer; null for a pipeline stage.
   const Trainer* replica() const { return replica_.get(); }

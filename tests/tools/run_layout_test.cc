@@ -93,5 +93,14 @@ TEST(BestLayout, NeedsTheGlobalBatchAndSaysWhenNothingFits) {
   }
 }
 
+TEST(RunLayout, OverlapGradReduceOffIsRefusedWhereThereIsDataParallelism) {
+  // Two replicas of a 2-stage pipeline: the engine overlaps their reduction, so 0 is refused.
+  EXPECT_THROW(run_layout("pp=2,overlap_grad_reduce=0", 4, 8), sim::ConfigError);
+  EXPECT_THROW(run_layout("overlap_grad_reduce=0", 2, 8), sim::ConfigError);
+  // One replica: nothing to reduce, nothing to refuse.
+  EXPECT_EQ(run_layout("pp=2,overlap_grad_reduce=0", 2, 8).pp, 2);
+  EXPECT_EQ(run_layout("overlap_grad_reduce=0", 1, 8).dp, 1);
+}
+
 }  // namespace
 }  // namespace sextant::tools
