@@ -112,7 +112,7 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
       if (tp_ != nullptr) {
         // Beside tp: this rank's shards, and the replicated tensors on tp rank 0
         // only (queue_tensor_parallel_sum_squares' rule), count in the norm.
-        std::vector<data_parallel::ElementRange> counted;
+        std::vector<ElementRange> counted;
         for (const ParameterTensor& t : layout_.tensors())
           if (t.split_over_tp || tp_->rank() == 0) counted.emplace_back(t.offset, t.offset + t.elements());
         sharded_->count_in_norm(std::move(counted), {tp_});
@@ -542,9 +542,7 @@ std::vector<float> Trainer::master_parameter(const std::string& name) const {
 }
 
 void Trainer::settle_parameter_gathers() const {
-  if (!sharded_ || !sharded_->gather_pending()) return;
-  sharded_->queue_gathers(weights_, stream_);
-  sharded_->wait_for_gathers(stream_);
+  if (sharded_) sharded_->settle_gathers(weights_, stream_);
 }
 
 std::vector<float> Trainer::weight(const std::string& name) const {

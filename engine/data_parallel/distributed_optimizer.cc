@@ -127,8 +127,12 @@ void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const ke
   }
 
   gather_pending_ = true;
-  if (defer_gathers_) return;
-  queue_gathers(b.weights, compute);
+  if (!defer_gathers_) settle_gathers(b.weights, compute);
+}
+
+void DistributedOptimizer::settle_gathers(kernels::Bf16* weights, cudaStream_t compute) {
+  if (!gather_pending_) return;
+  queue_gathers(weights, compute);
   wait_for_gathers(compute);
 }
 

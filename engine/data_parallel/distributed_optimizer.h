@@ -33,9 +33,6 @@ struct CUevent_st;
 
 namespace sextant::engine::data_parallel {
 
-/// [begin, end) elements of the flat buffers.
-using ElementRange = std::pair<std::size_t, std::size_t>;
-
 /// What the optimizer reads and writes, all on the device.
 struct ShardedOptimizerBuffers {
   kernels::Bf16* weights = nullptr;  // full length
@@ -113,6 +110,9 @@ class DistributedOptimizer {
   /// when none was queued), or for all of them.
   void wait_for_gather(std::size_t bucket, cudaStream_t compute);
   void wait_for_gathers(cudaStream_t compute);
+  /// The gathers pending, if any, queued and waited for by `compute`: the
+  /// weights whole again (a collective over dp then; nothing otherwise).
+  void settle_gathers(kernels::Bf16* weights, cudaStream_t compute);
 
  private:
   // `group`'s stream waits for the work queued on `from` so far, and back.

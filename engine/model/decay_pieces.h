@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/model/parameter_layout.h"  // ElementRange
+
 namespace sextant::engine {
 
 /// Calls piece(from, to, decayed) for the consecutive non-empty pieces of
@@ -16,7 +18,7 @@ namespace sextant::engine {
 /// disjoint [begin, end) ranges), false between them.
 template <typename Piece>
 void for_each_decay_piece(std::size_t begin, std::size_t end,
-                          const std::vector<std::pair<std::size_t, std::size_t>>& decayed, Piece&& piece) {
+                          const std::vector<ElementRange>& decayed, Piece&& piece) {
   std::size_t cursor = begin;
   for (const auto& [first, last] : decayed) {
     if (last <= cursor) continue;

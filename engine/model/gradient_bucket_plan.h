@@ -43,9 +43,6 @@ inline std::size_t sharded_bucket_multiple(int dp) { return 8 * static_cast<std:
 /// below 40 data-parallel ranks); TrainerOptions::bucket_elements.
 inline constexpr std::size_t kDefaultBucketElements = 40'000'000;
 
-/// [begin, end) elements of the flat buffers.
-using ElementRange = std::pair<std::size_t, std::size_t>;
-
 /// `elements` rounded up to a multiple of `multiple`.
 inline std::size_t round_up_elements(std::size_t elements, std::size_t multiple) {
   return (elements + multiple - 1) / multiple * multiple;

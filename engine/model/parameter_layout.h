@@ -31,6 +31,9 @@
 
 namespace sextant::engine {
 
+/// [begin, end) elements of the flat parameter buffers.
+using ElementRange = std::pair<std::size_t, std::size_t>;
+
 /// How a tensor is initialised (Megatron's defaults: init_method_normal and
 /// scaled_init_method_normal; Shoeybi et al. 2019, Sec. 3 / Radford et al. 2019).
 enum class ParameterInit {
@@ -124,7 +127,7 @@ class ParameterLayout {
   std::size_t total_elements() const { return total_elements_; }
   /// The decayed tensors' [begin, end) element ranges, sorted and disjoint,
   /// adjacent ones merged (with the alignment padding between them).
-  const std::vector<std::pair<std::size_t, std::size_t>>& decayed_ranges() const { return decayed_; }
+  const std::vector<ElementRange>& decayed_ranges() const { return decayed_; }
   /// Parameters without padding (what "1.3B parameters" counts).
   std::int64_t parameter_count() const { return parameter_count_; }
 
@@ -140,7 +143,7 @@ class ParameterLayout {
   int lm_head_ = LayerTensors::kAbsent;
   bool holds_embedding_ = true;
   std::size_t total_elements_ = 0;
-  std::vector<std::pair<std::size_t, std::size_t>> decayed_;
+  std::vector<ElementRange> decayed_;
   std::int64_t parameter_count_ = 0;
 };
 

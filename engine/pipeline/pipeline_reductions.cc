@@ -116,9 +116,9 @@ void PipelineTrainer::finish_gradients() {
   }
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> PipelineTrainer::norm_ranges() const {
+std::vector<ElementRange> PipelineTrainer::norm_ranges() const {
   const bool replicated_here = tp_ == nullptr || tp_->rank() == 0;
-  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  std::vector<ElementRange> ranges;
   for (const Chunk& chunk : chunks_) {
     const auto& tensors = chunk.layout.tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -399,9 +399,7 @@ double PipelineTrainer::forward_backward(std::span<const std::int32_t> inputs, s
 }
 
 void PipelineTrainer::settle_parameter_gathers() const {
-  if (!sharded_ || !sharded_->gather_pending()) return;
-  sharded_->queue_gathers(weights_, stream_);
-  sharded_->wait_for_gathers(stream_);
+  if (sharded_) sharded_->settle_gathers(weights_, stream_);
 }
 
 void PipelineTrainer::set_parameter(const std::string& name, std::span<const float> values) {

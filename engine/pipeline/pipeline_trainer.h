@@ -203,7 +203,7 @@ class PipelineTrainer {
   void settle_parameter_gathers() const;
   /// The ranges of the flat buffers whose gradients count in this rank's part
   /// of the norm: every tensor but a replicated one off tp rank 0 and the tied copy.
-  std::vector<std::pair<std::size_t, std::size_t>> norm_ranges() const;
+  std::vector<ElementRange> norm_ranges() const;
 
   TransformerShape shape_;  // the rank's tp shard, every layer
   TrainerOptions options_;
@@ -224,7 +224,7 @@ class PipelineTrainer {
   std::size_t elements_ = 0;         // the chunks' parameters
   std::size_t buffer_elements_ = 0;  // the flat buffers: elements_, padded with zeros for the sharded optimizer
   std::size_t master_elements_ = 0;  // buffer_elements_, or this rank's shard
-  std::vector<std::pair<std::size_t, std::size_t>> decayed_;  // the chunks' decayed ranges, in the flat buffers
+  std::vector<ElementRange> decayed_;  // the chunks' decayed ranges, in the flat buffers
   std::unique_ptr<DeviceArena> arena_;
   Bf16* weights_ = nullptr;
   float* gradients_ = nullptr;

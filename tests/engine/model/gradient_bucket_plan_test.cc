@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/model/transformer_shape.h"
+#include "sim/core/preset_catalog.h"
 #include "sim/plan/plan_builder.h"
 
 namespace sextant::engine {
@@ -188,17 +189,10 @@ TEST(StageGradientBucketRanges, FirstStagesFirstChunkByLayerOtherChunksWhole) {
 // same layers: GPT-1.3B's shape, 24 layers of ~50M parameters, buckets of
 // 120M (three layers; the untied output layer's 105M with the last layer).
 TEST(GradientBucketPlan, HoldTheLayersOfThePlansBuckets) {
-  sim::ModelConfig m;
-  m.name = "gpt-1.3b-untied";
-  m.num_layers = 24;
-  m.hidden_size = 2048;
-  m.ffn_hidden_size = 8192;
-  m.num_attention_heads = 16;
-  m.num_query_groups = 16;
-  m.kv_channels = 128;
-  m.vocab_size = 51200;
-  m.seq_length = 2048;
-  m.tie_embeddings = false;
+  sim::ModelConfig m = sim::PresetCatalog(SEXTANT_TEST_CONFIG_DIR).model("gpt-1.3b");
+  ASSERT_EQ(m.num_layers, 24);
+  ASSERT_EQ(m.seq_length, 2048);
+  m.tie_embeddings = false;  // an output layer of its own: the Plan's first bucket
   sim::ParallelLayout l;
   l.dp = 8;
   l.mbs = 1;
