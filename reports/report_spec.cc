@@ -29,20 +29,9 @@ const std::vector<std::string_view> kRowKeys = {"model",  "seq_length", "vocab_s
 
 // Knobs set in `over` replace those of `base`.
 sim::PartialLayout merge(sim::PartialLayout base, const sim::PartialLayout& over) {
-  auto take = [](auto& to, const auto& from) {
+  sim::for_each_knob(base, over, [](auto& to, const auto& from) {
     if (from) to = from;
-  };
-  take(base.tp, over.tp), take(base.pp, over.pp), take(base.vpp, over.vpp);
-  take(base.dp, over.dp), take(base.cp, over.cp), take(base.ep, over.ep);
-  take(base.etp, over.etp), take(base.mbs, over.mbs), take(base.gbs, over.gbs);
-  take(base.sp, over.sp), take(base.recompute, over.recompute), take(base.zero, over.zero);
-  take(base.schedule, over.schedule), take(base.precision, over.precision);
-  take(base.attention, over.attention);
-  take(base.overlap_grad_reduce, over.overlap_grad_reduce);
-  take(base.overlap_param_gather, over.overlap_param_gather);
-  take(base.tp_comm_overlap, over.tp_comm_overlap);
-  take(base.moe_a2a_overlap, over.moe_a2a_overlap);
-  take(base.moe_shared_expert_overlap, over.moe_shared_expert_overlap);
+  });
   return base;
 }
 

@@ -57,6 +57,15 @@ std::vector<CompareReport> read_runs(const std::string& dir) {
     nlohmann::json j = nlohmann::json::parse(last.empty() ? text : last, nullptr, false);
     if (j.is_discarded()) throw sim::ConfigError({{file, 0, 0, "", "not JSON"}});
     runs.push_back(compare_from_json(j.contains("compare") ? j["compare"] : j, file));
+    // The fit's model is one GPU's step as the sum of its tasks (profile_fit.h);
+    // a run over several GPUs also waits on its collectives and pipeline
+    // bubbles, which the fit would fold into compute_time_factor.
+    const long long gpus = runs.back().parallel_layout.total_gpus();
+    if (gpus > 1)
+      throw sim::ConfigError({{file, 0, 0, "layout",
+                               runs.back().layout + " trained on " + std::to_string(gpus) +
+                                   " GPUs; fit-profile fits one-GPU runs (the step as the sum of one GPU's "
+                                   "kernels, no communication): leave this run out of --runs"}});
   }
   return runs;
 }

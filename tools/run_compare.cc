@@ -20,11 +20,6 @@ namespace {
 
 constexpr const char* kStepRow = "step";
 
-std::string short_layout(const sim::ParallelLayout& l) {
-  return "mbs=" + std::to_string(l.mbs) + ",gbs=" + std::to_string(l.gbs) +
-         ",recompute=" + std::string(sim::to_string(l.recompute));
-}
-
 std::string number(const char* format, double value) {
   char text[64];
   std::snprintf(text, sizeof text, format, value);
@@ -36,6 +31,26 @@ std::string error_text(const CompareRow& r) {
 }
 
 }  // namespace
+
+std::string compare_layout_text(const sim::ParallelLayout& l) {
+  std::string out;
+  auto add = [&](const char* knob, int value) {
+    if (value > 1) out += std::string(knob) + "=" + std::to_string(value) + ",";
+  };
+  add("tp", l.tp);
+  if (l.tp > 1 && l.sp) out += "sp=1,";
+  add("cp", l.cp);
+  add("ep", l.ep);
+  add("pp", l.pp);
+  add("vpp", l.vpp);
+  if (l.pp > 1 && l.custom_split()) out += l.split_spec() + ",";
+  add("dp", l.dp);
+  if (l.dp > 1 && l.zero > 0) out += "zero=" + std::to_string(l.zero) + ",";
+  if (l.dp > 1 && l.zero > 0 && l.overlap_param_gather) out += "overlap_param_gather=1,";
+  if (l.tp_comm_overlap) out += "tp_comm_overlap=1,";
+  return out + "mbs=" + std::to_string(l.mbs) + ",gbs=" + std::to_string(l.gbs) +
+         ",recompute=" + std::string(sim::to_string(l.recompute));
+}
 
 std::string task_kind(std::string_view name) {
   auto drop_part = [&name](std::string_view label) {
@@ -110,7 +125,9 @@ nlohmann::ordered_json compare_json(const CompareReport& r) {
   j["model"] = r.model;
   j["layout"] = {{"mbs", r.parallel_layout.mbs},
                  {"gbs", r.parallel_layout.gbs},
-                 {"recompute", std::string(sim::to_string(r.parallel_layout.recompute))}};
+                 {"recompute", std::string(sim::to_string(r.parallel_layout.recompute))},
+                 {"gpus", r.parallel_layout.total_gpus()},
+                 {"spec", r.parallel_layout.to_spec()}};
   j["seq_length"] = r.seq_length;
   j["device"] = r.device;
   j["profile"] = {{"name", r.profile_name}, {"software", std::string(sim::to_string(r.software))}};
@@ -144,14 +161,19 @@ CompareReport compare_from_json(const nlohmann::json& j, const std::string& file
         fail(key, "missing; is this the output of `sextant run --compare --format json`?");
     r.model = j.at("model").get<std::string>();
     const nlohmann::json& l = j.at("layout");
-    r.parallel_layout.mbs = l.at("mbs").get<int>();
-    r.parallel_layout.gbs = l.at("gbs").get<int>();
-    const sim::PartialLayout p =
-        sim::parse_layout("recompute=" + l.at("recompute").get<std::string>(), file);
-    r.parallel_layout.recompute = p.recompute.value_or(sim::Recompute::kNone);
-    r.parallel_layout.sp = false;
-    r.parallel_layout.overlap_grad_reduce = false;
-    r.layout = short_layout(r.parallel_layout);
+    if (l.contains("spec")) {
+      r.parallel_layout = sim::layout_from_spec(l.at("spec").get<std::string>(), file);
+    } else {
+      // Written before the layout carried its spec: every such run trained on one GPU.
+      r.parallel_layout.mbs = l.at("mbs").get<int>();
+      r.parallel_layout.gbs = l.at("gbs").get<int>();
+      const sim::PartialLayout p =
+          sim::parse_layout("recompute=" + l.at("recompute").get<std::string>(), file);
+      r.parallel_layout.recompute = p.recompute.value_or(sim::Recompute::kNone);
+      r.parallel_layout.sp = false;
+      r.parallel_layout.overlap_grad_reduce = false;
+    }
+    r.layout = compare_layout_text(r.parallel_layout);
     r.seq_length = j.at("seq_length").get<long>();
     if (j.contains("device")) r.device = j.at("device").get<std::string>();
     r.rows.push_back({kStepRow, j.at("predicted_step_time_s").get<double>(),

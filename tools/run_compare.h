@@ -47,7 +47,7 @@ struct CompareRow {
 
 struct CompareReport {
   std::string model;    // as given to --model (a preset name or a path)
-  std::string layout;   // "mbs=4,gbs=8,recompute=none"
+  std::string layout;   // compare_layout_text(parallel_layout)
   sim::ParallelLayout parallel_layout;
   std::string profile_name;
   sim::Software software = sim::Software::kMegatronPublished;
@@ -57,6 +57,11 @@ struct CompareReport {
   std::vector<CompareRow> rows;  // "step" first, then kinds by measured time, largest first
   const CompareRow& step() const { return rows.front(); }
 };
+
+/// "tp=2,sp=1,pp=2,dp=2,zero=1,mbs=4,gbs=64,recompute=none": the knobs a
+/// reader needs to tell engine runs apart (parallel sizes above 1, sp, the
+/// split, ZeRO and the overlaps that change the step), for tables and titles.
+std::string compare_layout_text(const sim::ParallelLayout& layout);
 
 /// Rows for every kind predicted or measured, and the step.
 CompareReport make_compare_report(const ComparePrediction& predicted, double measured_step_s,

@@ -23,8 +23,6 @@ std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
   return p.etp;
 }
 
-// Refuses, by name, a knob that needs model parallelism.
-
 // The overlap and precision knobs the engine does not execute as given: refused
 // by name rather than ignored.
 void refuse_unexecuted_knobs(const sim::PartialLayout& p) {

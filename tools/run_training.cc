@@ -426,9 +426,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     compare = make_compare_report(predicted, step_s, measured);
     compare->model = s.model_argument;
     compare->parallel_layout = s.layout;
-    compare->layout = (tp > 1 ? "tp=" + std::to_string(tp) + (s.layout.sp ? ",sp=1," : ",") : std::string()) +
-                      "mbs=" + std::to_string(s.layout.mbs) + ",gbs=" + std::to_string(s.layout.gbs) +
-                      ",recompute=" + std::string(sim::to_string(s.layout.recompute));
+    compare->layout = compare_layout_text(s.layout);
     compare->profile_name = s.profile.name;
     compare->software = s.profile.software;
     compare->device = device.name;

@@ -83,6 +83,17 @@ std::string ParallelLayout::split_spec() const {
   return out;
 }
 
+ParallelLayout layout_from_spec(std::string_view spec, std::string_view source) {
+  const PartialLayout p = parse_layout(spec, source);
+  ParallelLayout l;
+  for_each_knob(l, p, [](auto& field, const auto& given) {
+    if (given) field = *given;
+  });
+  if (!p.gbs) l.gbs = l.mbs * l.dp;
+  if (!p.schedule && l.vpp > 1) l.schedule = Schedule::kInterleaved;
+  return l;
+}
+
 std::string_view layout_knob_names() {
   return "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, "
          "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, "

@@ -125,12 +125,35 @@ struct PartialLayout {
   }
 };
 
+/// Calls f(to.knob, from.knob) for every knob of a layout (the fields that
+/// ParallelLayout and PartialLayout share, in layout_knob_names()'s order);
+/// `To` and `From` are either. One list for every copy of knobs from one
+/// layout to another.
+template <typename To, typename From, typename F>
+void for_each_knob(To& to, const From& from, F&& f) {
+  f(to.tp, from.tp), f(to.pp, from.pp), f(to.vpp, from.vpp), f(to.dp, from.dp), f(to.cp, from.cp);
+  f(to.ep, from.ep), f(to.etp, from.etp), f(to.mbs, from.mbs), f(to.gbs, from.gbs), f(to.sp, from.sp);
+  f(to.recompute, from.recompute), f(to.zero, from.zero), f(to.schedule, from.schedule);
+  f(to.precision, from.precision), f(to.attention, from.attention);
+  f(to.overlap_grad_reduce, from.overlap_grad_reduce), f(to.overlap_param_gather, from.overlap_param_gather);
+  f(to.tp_comm_overlap, from.tp_comm_overlap), f(to.first_stage_layers, from.first_stage_layers);
+  f(to.last_stage_layers, from.last_stage_layers), f(to.embedding_in_split, from.embedding_in_split);
+  f(to.loss_in_split, from.loss_in_split), f(to.pp_layout, from.pp_layout), f(to.fsdp, from.fsdp);
+  f(to.grad_reduce_in_fp32, from.grad_reduce_in_fp32), f(to.moe_a2a_overlap, from.moe_a2a_overlap);
+  f(to.moe_shared_expert_overlap, from.moe_shared_expert_overlap);
+}
+
 /// Parses "tp=8,pp=12,recompute=selective,..." (DESIGN.md). `pp_layout` takes
 /// Megatron's --pipeline-model-parallel-layout string without commas (stages
 /// separated by '|', e.g. pp_layout=Et*3|(t*4|)*6t*3L); its syntax is checked here. `dist_opt=1` means
 /// zero=1 and `dist_opt=0` zero=0. Throws ConfigError naming every bad item, its
 /// column in `spec` and the accepted values; `source` names the input ("--layout").
 PartialLayout parse_layout(std::string_view spec, std::string_view source = "--layout");
+
+/// The layout a spec describes: every knob it gives, ParallelLayout's defaults
+/// for the rest (gbs, when left out, mbs·dp; schedule interleaved when vpp > 1).
+/// The inverse of ParallelLayout::to_spec(). Throws ConfigError as parse_layout.
+ParallelLayout layout_from_spec(std::string_view spec, std::string_view source = "--layout");
 
 /// The knob names parse_layout accepts, in the order they are listed to users.
 std::string_view layout_knob_names();

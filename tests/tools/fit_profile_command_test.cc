@@ -62,5 +62,28 @@ TEST(FitProfileCommand, SaysWhatIsWrongWithItsInput) {
             std::string::npos) << r.err;
 }
 
+// A run over several GPUs (its layout's spec, as `run --compare` writes it
+// since the engine runs parallel layouts) is refused by name, not fitted as if
+// it were one GPU's.
+TEST(FitProfileCommand, RefusesARunOverSeveralGpus) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("runs"));
+  for (const char* name : {"a", "b", "c"})
+    sextant::testing::write_file(dir.file(std::string("runs/") + name + ".json"),
+                                 run_json("gpt-350m", 2, 8, "none", 0.150));
+  sextant::testing::write_file(
+      dir.file("runs/d.json"),
+      "{\"compare\": {\"model\": \"gpt-1.3b\", \"layout\": {\"mbs\": 2, \"gbs\": 64, \"recompute\": \"none\", "
+      "\"spec\": \"tp=2,pp=2,vpp=1,dp=1,mbs=2,gbs=64\"}, \"seq_length\": 2048, \"predicted_step_time_s\": 1, "
+      "\"measured_step_time_s\": 1.2}}\n");
+  const std::string profile = std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml";
+  const CommandResult r = run_sextant(dir, "fit-profile --runs runs --profile " + profile + " --out f.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("runs/d.json: layout: tp=2,pp=2,mbs=2,gbs=64,recompute=none trained on 4 GPUs; "
+                       "fit-profile fits one-GPU runs"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("f.yaml")));
+}
+
 }  // namespace
 }  // namespace sextant::tools

@@ -83,6 +83,31 @@ TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
   EXPECT_THROW(compare_from_json(nlohmann::json{{"model", "x"}}, "bad.json"), sim::ConfigError);
 }
 
+// A parallel run's comparison keeps its whole layout: read back, it is the same
+// layout (not one GPU's at the same mbs and gbs), and its title names it.
+TEST(RunCompare, JsonKeepsAParallelLayout) {
+  ComparePrediction p;
+  p.step_time_s = 0.9;
+  CompareReport r = make_compare_report(p, 1.0, {});
+  r.model = "gpt-1.3b";
+  r.parallel_layout.tp = 2;
+  r.parallel_layout.sp = true;
+  r.parallel_layout.pp = 2;
+  r.parallel_layout.vpp = 2;
+  r.parallel_layout.schedule = sim::Schedule::kInterleaved;
+  r.parallel_layout.dp = 2;
+  r.parallel_layout.zero = 1;
+  r.parallel_layout.mbs = 2;
+  r.parallel_layout.gbs = 64;
+  r.seq_length = 2048;
+  const nlohmann::ordered_json j = compare_json(r);
+  EXPECT_EQ(j["layout"]["gpus"], 8);
+  const CompareReport back = compare_from_json(j, "run.json");
+  EXPECT_EQ(back.parallel_layout.to_spec(), r.parallel_layout.to_spec());
+  EXPECT_EQ(back.parallel_layout.num_microbatches(), 16);
+  EXPECT_EQ(back.layout, "tp=2,sp=1,pp=2,vpp=2,dp=2,zero=1,mbs=2,gbs=64,recompute=none");
+}
+
 
 // --report DIR: the comparison's own files and the calibration report drawn
 // from them (the same folder `sextant report calibration --runs DIR` reads).

@@ -254,6 +254,21 @@ TEST(ParallelLayout, ToSpecRoundTrips) {
   EXPECT_EQ(p.overlap_grad_reduce, l.overlap_grad_reduce);
   EXPECT_EQ(p.overlap_param_gather, l.overlap_param_gather);
   EXPECT_EQ(p.tp_comm_overlap, l.tp_comm_overlap);
+  l.first_stage_layers = 3;
+  l.loss_in_split = true;
+  EXPECT_EQ(layout_from_spec(l.to_spec()).to_spec(), l.to_spec());
+}
+
+// layout_from_spec: the knobs given, the defaults for the rest.
+TEST(ParallelLayout, FromSpecFillsTheKnobsLeftOut) {
+  const ParallelLayout l = layout_from_spec("pp=4,vpp=2,dp=2,mbs=2");
+  EXPECT_EQ(l.tp, 1);
+  EXPECT_EQ(l.pp, 4);
+  EXPECT_EQ(l.gbs, 4);  // mbs·dp
+  EXPECT_EQ(l.schedule, Schedule::kInterleaved);
+  EXPECT_TRUE(l.overlap_grad_reduce);
+  EXPECT_EQ(layout_from_spec("pp=2").schedule, Schedule::kOneFOneB);
+  EXPECT_THROW(layout_from_spec("tp=two", "run.json"), ConfigError);
 }
 
 TEST(ParallelLayout, DerivedSizes) {
