@@ -34,13 +34,20 @@ std::size_t to_size(std::int64_t n) { return static_cast<std::size_t>(n); }
 template <typename T>
 void Transformer::reserve(T*& member, std::string name, MemoryCategory category, std::size_t count,
                           ArenaPlan& plan) {
-  const ArenaPlan::Slot slot = plan.add(std::move(name), category, count * sizeof(T));
+  const ArenaPlan::Slot slot = plan.add(std::move(name), category, count * sizeof(T), stored_);
+  binders_.push_back([&member, slot](const DeviceArena& arena) { member = arena.get<T>(slot); });
+}
+
+template <typename T>
+void Transformer::reserve_shared(T*& member, const std::string& name, MemoryCategory category, std::size_t count,
+                                 ArenaPlan& plan) {
+  const ArenaPlan::Slot slot = plan.add_shared(name, category, count * sizeof(T));
   binders_.push_back([&member, slot](const DeviceArena& arena) { member = arena.get<T>(slot); });
 }
 
 Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute,
-                         int microbatches, ArenaPlan& plan, const StageParts& parts)
-    : shape_(shape), recompute_(recompute), microbatches_(microbatches) {
+                         int microbatches, ArenaPlan& plan, const StageParts& parts, ArenaPlan::Place stored)
+    : shape_(shape), recompute_(recompute), microbatches_(microbatches), stored_(stored) {
   const TransformerShape& s = shape_;
   const std::size_t T = to_size(s.tokens());
   const std::size_t Ts = to_size(s.norm_tokens());  // the residual stream's rows (T / tp under sp)
@@ -51,6 +58,10 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   const std::size_t q_heads_width = to_size(s.heads) * to_size(s.attention_head_dim());
   const std::size_t kv_heads_width = to_size(s.kv_heads) * to_size(s.attention_head_dim());
 
+  // The residual stream's gradient: written by the backward's first task (or
+  // received from the next stage), sent to the previous stage after its last;
+  // first of this object's blocks (the constructor's comment in transformer.h).
+  reserve(dx_, "grad.residual", kAct, Ts * h, plan);
   // Stored activations: one set per layer, or, under full recomputation, each
   // layer's input plus one shared set the recomputed forward writes.
   layers_.resize(to_size(s.num_layers));
@@ -88,63 +99,62 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   }
 
   // Gradients of activations: one micro-batch's worth, reused by every layer.
-  reserve(dx_, "grad.residual", kAct, Ts * h, plan);
-  reserve(scratch_, "scratch", kAct, T * h, plan);
+  reserve_shared(scratch_, "scratch", kAct, T * h, plan);
   if (s.sequence_parallel) {
     // Sequence parallelism: the norms' outputs all-gathered for the
     // column-parallel GEMMs, the residual stream's gradient all-gathered for
     // the row-parallel ones' backward, and the reduce-scattered input
     // gradients; one micro-batch's worth, reused by every layer.
-    reserve(gathered_, "sp.gathered_norm", kAct, T * h, plan);
-    reserve(final_norm_shard_, "sp.final_norm_shard", kAct, Ts * h, plan);
-    reserve(dx_full_, "sp.grad.residual_gathered", kAct, T * h, plan);
-    reserve(scratch_shard_, "sp.scratch_shard", kAct, Ts * h, plan);
-    if (s.tp_comm_overlap) reserve(overlap_staging_, "sp.overlap_staging", kAct, T * h, plan);
+    reserve_shared(gathered_, "sp.gathered_norm", kAct, T * h, plan);
+    reserve_shared(final_norm_shard_, "sp.final_norm_shard", kAct, Ts * h, plan);  // the output's forward only
+    reserve_shared(dx_full_, "sp.grad.residual_gathered", kAct, T * h, plan);
+    reserve_shared(scratch_shard_, "sp.scratch_shard", kAct, Ts * h, plan);
+    if (s.tp_comm_overlap) reserve_shared(overlap_staging_, "sp.overlap_staging", kAct, T * h, plan);
   }
   if (s.tp > 1) {
     // Vocabulary-parallel cross entropy (kernels/vocab_parallel_cross_entropy.h).
-    reserve(row_max_local_, "ce.row_max_local", kAct, T, plan);
-    reserve(row_max_all_, "ce.row_max_gathered", kAct, T * to_size(s.tp), plan);
-    reserve(row_max_, "ce.row_max", kAct, T, plan);
-    reserve(ce_partials_, "ce.partials", kAct, 2 * T, plan);
+    reserve_shared(row_max_local_, "ce.row_max_local", kAct, T, plan);
+    reserve_shared(row_max_all_, "ce.row_max_gathered", kAct, T * to_size(s.tp), plan);
+    reserve_shared(row_max_, "ce.row_max", kAct, T, plan);
+    reserve_shared(ce_partials_, "ce.partials", kAct, 2 * T, plan);
   }
-  reserve(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
-  reserve(qkv_, "qkv (fused, and its gradient)", kAct, T * to_size(s.qkv_width()), plan);
+  reserve_shared(dattn_, "grad.attn", kAct, T * to_size(s.q_width()), plan);
+  reserve_shared(qkv_, "qkv (fused, and its gradient)", kAct, T * to_size(s.qkv_width()), plan);
   if (s.attention_padded()) {
-    reserve(dq_, "grad.q", kAct, T * q_heads_width, plan);
-    reserve(dk_, "grad.k", kAct, T * kv_heads_width, plan);
-    reserve(dv_, "grad.v", kAct, T * kv_heads_width, plan);
-    reserve(attn_flat_, "attn (unpadded)", kAct, T * to_size(s.q_width()), plan);
-    reserve(dattn_padded_, "grad.attn (padded)", kAct, T * q_heads_width, plan);
+    reserve_shared(dq_, "grad.q", kAct, T * q_heads_width, plan);
+    reserve_shared(dk_, "grad.k", kAct, T * kv_heads_width, plan);
+    reserve_shared(dv_, "grad.v", kAct, T * kv_heads_width, plan);
+    reserve_shared(attn_flat_, "attn (unpadded)", kAct, T * to_size(s.q_width()), plan);
+    reserve_shared(dattn_padded_, "grad.attn (padded)", kAct, T * q_heads_width, plan);
   }
-  reserve(dact_, "grad.act", kAct, T * to_size(s.ffn_hidden), plan);
-  if (!s.gelu) reserve(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
+  reserve_shared(dact_, "grad.act", kAct, T * to_size(s.ffn_hidden), plan);
+  if (!s.gelu) reserve_shared(dfc1_, "grad.fc1_out", kAct, T * to_size(s.fc1_width()), plan);
 
   const std::size_t step_tokens = T * to_size(microbatches_);
-  if (parts.embedding) reserve(tokens_, "tokens", kOther, step_tokens, plan);
+  if (parts.embedding) reserve_shared(tokens_, "tokens", kOther, step_tokens, plan);
   if (parts.output) {
-    reserve(targets_, "targets", kOther, step_tokens, plan);
-    reserve(losses_, "losses", kOther, step_tokens, plan);
+    reserve_shared(targets_, "targets", kOther, step_tokens, plan);
+    reserve_shared(losses_, "losses", kOther, step_tokens, plan);
   }
 
   const int rows = static_cast<int>(T);
   norm_workspace_bytes_ = s.layernorm ? kernels::layernorm_backward_workspace_bytes(rows, s.hidden)
                                       : kernels::rmsnorm_backward_workspace_bytes(rows, s.hidden);
-  reserve((norm_workspace_), "workspace.norm", kOther,
+  reserve_shared(norm_workspace_, "workspace.norm", kOther,
           norm_workspace_bytes_, plan);
   const int widest_bias = std::max({s.qkv_width(), s.fc1_width(), s.hidden});
   bias_workspace_bytes_ = kernels::bias_gradient_workspace_bytes(rows, widest_bias);
-  reserve((bias_workspace_), "workspace.bias_gradient", kOther, bias_workspace_bytes_, plan);
+  reserve_shared(bias_workspace_, "workspace.bias_gradient", kOther, bias_workspace_bytes_, plan);
   if (parts.embedding) {
     embedding_workspace_bytes_ =
         s.tp > 1 ? kernels::embedding_backward_shard_workspace_bytes(s.micro_batch, s.seq, s.vocab)
                  : kernels::embedding_backward_workspace_bytes(s.micro_batch, s.seq, s.vocab);
-    reserve((embedding_workspace_), "workspace.embedding", kOther, embedding_workspace_bytes_, plan);
+    reserve_shared(embedding_workspace_, "workspace.embedding", kOther, embedding_workspace_bytes_, plan);
   }
   attention_workspace_bytes_ = kernels::flash_attention_backward_workspace_bytes(attention_shape());
-  reserve((attention_workspace_), "workspace.attention", kOther,
+  reserve_shared(attention_workspace_, "workspace.attention", kOther,
           attention_workspace_bytes_, plan);
-  reserve((gemm_workspace_), "workspace.cublaslt", kOther,
+  reserve_shared(gemm_workspace_, "workspace.cublaslt", kOther,
           kernels::kCublasLtWorkspaceBytes, plan);
 }
 

@@ -116,10 +116,21 @@ class Transformer {
   /// Registers every activation, gradient scratch and workspace buffer of a
   /// step of `microbatches` micro-batches in `plan` (tokens, targets and
   /// per-token losses for all of them). Needs a CUDA device (CUB's sort space).
+  /// What one micro-batch stores from its forward to its backward, and the
+  /// residual stream's gradient (a pipeline's send and receive buffer), are
+  /// this object's own; the buffers a pass uses and leaves (activation
+  /// gradients, gathered and scattered shards, workspaces) and the step's
+  /// tokens, targets and losses are ArenaPlan::add_shared blocks, one set for
+  /// every Transformer of `plan` — they must take turns on one stream (a
+  /// pipeline stage's activation slots do).
   /// `parts`: a pipeline stage's chunk without the embedding (output) has no
   /// tokens (final norm, logits, targets, losses) and runs no such task.
+  /// `stored`: where this object's own blocks go — by default the plan's
+  /// sequence; a pipeline stage's activation slot (an ArenaPlan overlay) for a
+  /// Transformer of one chunk in one slot, the residual stream's gradient
+  /// first so that it sits at the same place for every chunk of the slot.
   Transformer(const TransformerShape& shape, sim::Recompute recompute, int microbatches,
-              ArenaPlan& plan, const StageParts& parts = {});
+              ArenaPlan& plan, const StageParts& parts = {}, ArenaPlan::Place stored = {});
 
   /// Points the buffers into `arena` (made from the plan above) and the
   /// parameters into `parameters`; before any task runs. `tensor_parallel`:
@@ -213,6 +224,10 @@ class Transformer {
   template <typename T>
   void reserve(T*& member, std::string name, MemoryCategory category, std::size_t count,
                ArenaPlan& plan);
+  /// An ArenaPlan::add_shared block (see the constructor).
+  template <typename T>
+  void reserve_shared(T*& member, const std::string& name, MemoryCategory category, std::size_t count,
+                      ArenaPlan& plan);
 
   kernels::FlashAttentionShape attention_shape() const;
   /// Q, K, V out of the fused row into the attention kernels' (possibly padded)
@@ -306,6 +321,7 @@ class Transformer {
   TransformerShape shape_;
   sim::Recompute recompute_;
   int microbatches_;
+  ArenaPlan::Place stored_;  // where reserve() puts this object's own blocks
   bool accumulate_gradients_ = false;
   std::vector<std::function<void(const DeviceArena&)>> binders_;
   const ParameterLayout* layout_ = nullptr;

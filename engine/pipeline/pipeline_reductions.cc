@@ -171,14 +171,10 @@ double PipelineTrainer::read_results(double* grad_norm) {
   const Chunk& last = chunks_.back();
   // Zeroed each step: the in-place pp sum below leaves the last stage's losses here.
   if (!last.parts.output) SEXTANT_CUDA_CHECK(cudaMemsetAsync(losses_, 0, local * sizeof(float), stream_));
-  if (last.parts.output) {
-    const std::vector<int>& slot_of = program_.slot_of.back();
-    for (int mb = 0; mb < microbatches_; ++mb) {
-      const std::size_t at = static_cast<std::size_t>(mb) * per_mb;
-      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses_ + at, last.slots[static_cast<std::size_t>(slot_of[static_cast<std::size_t>(mb)])]->losses() + at,
-                                         per_mb * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
-    }
-  }
+  // The slots share one losses buffer (Transformer's constructor), each micro-batch's at its own rows.
+  if (last.parts.output)
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses_, last.slots.front()->losses(), local * sizeof(float),
+                                       cudaMemcpyDeviceToDevice, stream_));
   const int dp = dp_ == nullptr ? 1 : dp_->size();
   float* all = losses_;
   if (dp_ != nullptr) {

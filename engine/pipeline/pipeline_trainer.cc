@@ -127,10 +127,16 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
   if (dp_ != nullptr)
     gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
                           static_cast<std::size_t>(options_.global_batch) * shape_.seq * sizeof(float));
-  for (std::size_t c = 0; c < chunks_.size(); ++c)
-    for (int s = 0; s < program_.slots_per_chunk[c]; ++s)
-      chunks_[c].slots.push_back(
-          std::make_unique<Transformer>(chunks_[c].shape, options_.recompute, microbatches_, memory, chunks_[c].parts));
+  // The activation slots: each an overlay that every chunk's Transformer of
+  // that slot lays its stored activations over (they hold it one at a time:
+  // stage_program.h), the pass's scratch shared by all (transformer.h).
+  for (int s = 0; s < program_.slots; ++s) {
+    const ArenaPlan::Overlay slot = memory.add_overlay("activation slot " + std::to_string(s));
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      chunks_[c].slots.push_back(std::make_unique<Transformer>(chunks_[c].shape, options_.recompute, microbatches_,
+                                                               memory, chunks_[c].parts,
+                                                               ArenaPlan::Place{slot, static_cast<int>(c)}));
+  }
 
   arena_ = std::make_unique<DeviceArena>(memory);
   weights_ = arena_->get<Bf16>(weights);
@@ -146,6 +152,14 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
     for (auto& slot : chunk.slots)
       slot->bind(*arena_, chunk.layout, ParameterBuffers{weights_ + chunk.offset, gradients_ + chunk.offset},
                  stream_, tp_);
+  // A backward's sent gradient and the next forward's received input may be in
+  // flight in one exchange on the same slot for two chunks (stage_program.h):
+  // safe only with the gradient at one place for every chunk of the slot.
+  for (std::size_t s = 0; s < static_cast<std::size_t>(program_.slots); ++s)
+    for (const Chunk& chunk : chunks_)
+      if (chunk.slots[s]->residual_gradient() != chunks_.front().slots[s]->residual_gradient())
+        throw std::logic_error("PipelineTrainer: activation slot " + std::to_string(s) +
+                               " holds the residual stream's gradient at two places");
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_comm_, cudaEventDisableTiming));
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_comm_, cudaEventDisableTiming));
   initialise_parameters(model);
@@ -239,9 +253,11 @@ void PipelineTrainer::upload(std::span<const std::int32_t> inputs, std::span<con
   // Local micro-batch i is global micro-batch dp_rank + i·dp (the Trainer's order).
   const int dp = size_of(dp_), dp_rank = dp_ == nullptr ? 0 : dp_->rank();
   const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  // The stage's slots share one set of tokens and targets (Transformer's constructor).
   for (const Chunk& chunk : chunks_) {
     if (!chunk.parts.embedding && !chunk.parts.output) continue;
-    for (const auto& slot : chunk.slots) {
+    {
+      const auto& slot = chunk.slots.front();
       for (int i = 0; i < microbatches_; ++i) {
         const std::size_t from = static_cast<std::size_t>(dp_rank + i * dp) * per_mb;
         const std::size_t to = static_cast<std::size_t>(i) * per_mb;

@@ -6,14 +6,16 @@
 // Each rank runs stage_program_of(plan, its stage) (stage_program.h): the
 // Plan's compute and send tasks in the Plan's order under the Plan's names
 // (so the task timer and `run --compare` read them as the simulator's), with
-// the receives the Plan leaves implicit. A model chunk is one Transformer per
-// activation slot, all of them on the chunk's weights and gradients: a
-// Transformer keeps one micro-batch's activations, and a chunk keeps as many
-// micro-batches in flight as the schedule's peak on this rank (1F1B:
-// min(pp − s, m) on stage s). Each slot has its own gradient scratch and
-// workspaces too: simpler than splitting the Transformer's buffers, at the
-// cost of (slots − 1) × those (a few (T, h) buffers and the cuBLASLt
-// workspace) per chunk; the logits (T, vocab) exist on the output's chunk only.
+// the receives the Plan leaves implicit. The stage keeps as many activation
+// slots as it has chunk-micro-batches in flight at the schedule's peak (1F1B:
+// min(pp − s, m) on stage s; interleaving: stage_program.h). A slot is one
+// ArenaPlan overlay that serves every chunk in turn: a model chunk is one
+// Transformer per slot, all of them on the chunk's weights and gradients, each
+// laying one micro-batch's stored activations over its slot's memory. The
+// buffers a pass uses and leaves (activation gradients, workspaces) and the
+// step's tokens, targets and losses are one set for the whole stage
+// (transformer.h), as the simulator counts them; the logits (T, vocab) exist
+// on the output's chunk only.
 //
 // Transfers: forward activations and backward input gradients, bf16
 // (mbs·seq, hidden), through the pp communicator's exchange (grouped
@@ -159,7 +161,7 @@ class PipelineTrainer {
 
  private:
   // One model chunk: its parameters (a range of the flat buffers) and one
-  // Transformer per activation slot.
+  // Transformer per activation slot of the stage (slots[slot]).
   struct Chunk {
     Chunk(const TransformerShape& shape, const StageParts& parts) : shape(shape), parts(parts), layout(shape, parts) {}
     TransformerShape shape;

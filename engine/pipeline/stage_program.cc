@@ -37,7 +37,6 @@ class ProgramBuilder {
  public:
   ProgramBuilder(const sim::Plan& plan, int stage) : plan_(plan), shape_(plan.shape), stage_(stage) {
     const auto chunks = static_cast<std::size_t>(shape_.vpp);
-    out_.slots_per_chunk.assign(chunks, 0);
     out_.slot_of.assign(chunks, std::vector<int>(static_cast<std::size_t>(shape_.microbatches), -1));
   }
 
@@ -87,19 +86,22 @@ class ProgramBuilder {
     return out_.slot_of[static_cast<std::size_t>(p.chunk)][static_cast<std::size_t>(p.microbatch)];
   }
 
-  // A forward takes the lowest free slot of its chunk, a backward frees it.
+  // A forward takes the lowest free slot of the stage, whichever its chunk,
+  // and its backward frees it: the stage keeps as many slots as it has
+  // chunk-micro-batches in flight at the schedule's peak (not the sum of each
+  // chunk's peak).
   void assign_slots() {
-    std::vector<std::vector<bool>> busy(static_cast<std::size_t>(shape_.vpp));
+    std::vector<bool> busy;
     std::vector<bool> backward_seen(static_cast<std::size_t>(shape_.vpp), false);
     for (PassTasks& p : passes_) {
       const auto c = static_cast<std::size_t>(p.chunk);
       const sim::Task& first = plan_.tasks[p.tasks.front()];
       if (p.direction == Direction::kForward) {
-        auto free = std::find(busy[c].begin(), busy[c].end(), false);
-        slot(p) = static_cast<int>(free - busy[c].begin());
-        if (free == busy[c].end()) busy[c].push_back(true);
+        auto free = std::find(busy.begin(), busy.end(), false);
+        slot(p) = static_cast<int>(free - busy.begin());
+        if (free == busy.end()) busy.push_back(true);
         else *free = true;
-        out_.slots_per_chunk[c] = std::max(out_.slots_per_chunk[c], static_cast<int>(busy[c].size()));
+        out_.slots = std::max(out_.slots, static_cast<int>(busy.size()));
         p.receives = !first_virtual(p.chunk);
       } else {
         if (slot(p) < 0)
@@ -109,7 +111,7 @@ class ProgramBuilder {
           throw std::invalid_argument("pipeline: chunk " + std::to_string(p.chunk) + "'s first backward is " +
                                       sim::task_name(plan_, first) + ", not micro-batch 0's");
         backward_seen[c] = true;
-        busy[c][static_cast<std::size_t>(slot(p))] = false;
+        busy[static_cast<std::size_t>(slot(p))] = false;
         p.receives = !last_virtual(p.chunk);
       }
     }

@@ -27,10 +27,18 @@
 // receive meant for it.
 //
 // Activation slots: a forward of (chunk, micro-batch) takes the lowest free
-// slot of its chunk and its backward frees it, so a chunk needs as many slots
-// as it has micro-batches in flight at the schedule's peak: min(pp − s, m) on
-// stage s under 1F1B (Narayanan et al. 2021, Sec. 2.2.1), more for the early
-// chunks under interleaving.
+// slot of the stage and its backward frees it, so a stage needs as many slots
+// as it has chunk-micro-batches in flight at the schedule's peak: min(pp − s,
+// m) on stage s under 1F1B (Narayanan et al. 2021, Sec. 2.2.1); under
+// interleaving, on stage s, Megatron's warm-up of (pp − s − 1)·2 + (vpp − 1)·pp
+// chunk-forwards plus the steady state's one (forward_backward_pipelining_with_
+// interleaving), whose stored activations are (1 + (pp − 1)/(pp·vpp)) times
+// 1F1B's on stage 0 (Korthikanti et al. 2022, Sec. 4.2.3; Narayanan et al.
+// 2021, Sec. 2.2; sim/memory/activation_memory.h counts the same). A slot
+// serves every chunk in turn (PipelineTrainer lays each chunk's buffers over
+// the slot's memory, the residual stream's gradient first and at the same
+// place for all, so a backward's sent gradient and the next forward's received
+// input never overlap even when the forward takes the slot just freed).
 #pragma once
 
 #include <cstdint>
@@ -70,8 +78,8 @@ struct StageAction {
 
 struct StageProgram {
   std::vector<StageAction> actions;
-  /// Peak micro-batches in flight per chunk: the activation slots it needs.
-  std::vector<int> slots_per_chunk;
+  /// Peak chunk-micro-batches in flight on the stage: the activation slots it needs.
+  int slots = 0;
   /// The slot of (chunk, micro-batch): slot_of[chunk][microbatch].
   std::vector<std::vector<int>> slot_of;
 };

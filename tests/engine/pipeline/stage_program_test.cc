@@ -133,23 +133,26 @@ std::string play(const sim::Plan& plan, const std::vector<StageProgram>& program
 }
 
 // Follows one stage's buffers through its program, as PipelineTrainer uses
-// them: each (chunk, slot) Transformer's stage input (the first layer's
-// input, kept for its backward), stage output (the last layer's output, kept
-// for the loss's backward on the last virtual stage) and residual gradient.
-// Every read must find the micro-batch's own data there, and nothing may be
-// overwritten while a pass still needs it or before it was sent. Returns "" or
-// the first hazard.
+// them: each slot's stage input (the first layer's input, kept for its
+// backward), stage output (the last layer's output, kept for the loss's
+// backward on the last virtual stage) and residual gradient. A slot serves
+// every chunk in turn, its buffers laid over one memory (the gradient first, at
+// the same place for every chunk), so a buffer is keyed by slot alone and
+// remembers which (chunk, micro-batch) wrote it. Every read must find the
+// pass's own data there, and nothing may be overwritten while a pass still
+// needs it or before it was sent. Returns "" or the first hazard.
 std::string follow_buffers(const sim::Plan& plan, int stage) {
   const StageProgram program = stage_program_of(plan, stage);
   enum What { kNothing, kInput, kOutput, kGradientIn, kGradientOut };  // gradient in: from the next stage
   struct Tag {
     What what = kNothing;
+    int chunk = -1;
     int microbatch = -1;
     bool operator==(const Tag&) const = default;
   };
   const int vpp = plan.shape.vpp;
-  std::map<std::pair<int, int>, Tag> input, output, gradient;  // by (chunk, slot)
-  std::set<std::pair<int, int>> backward_done;                 // (chunk, micro-batch)
+  std::map<int, Tag> input, output, gradient;  // by slot
+  std::set<std::pair<int, int>> backward_done;  // (chunk, micro-batch)
   // The last compute action of each backward pass: the pass is done after it.
   std::map<std::pair<int, int>, std::size_t> last_backward;
   for (std::size_t i = 0; i < program.actions.size(); ++i) {
@@ -160,31 +163,38 @@ std::string follow_buffers(const sim::Plan& plan, int stage) {
   }
   auto layers = [&](int chunk) { return layers_in_chunk(plan.shape, stage, chunk); };
   // With no layers the input and the output are one buffer (Transformer::stage_input).
-  auto output_of = [&](int chunk) -> std::map<std::pair<int, int>, Tag>& { return layers(chunk) == 0 ? input : output; };
+  auto output_of = [&](int chunk) -> std::map<int, Tag>& { return layers(chunk) == 0 ? input : output; };
   auto where = [](int chunk, int mb) { return " (chunk " + std::to_string(chunk) + ", mb " + std::to_string(mb) + ")"; };
+  auto live = [&](const Tag& old, int chunk, int mb) {
+    return old.what != kNothing && !(old.chunk == chunk && old.microbatch == mb) &&
+           backward_done.count({old.chunk, old.microbatch}) == 0;
+  };
+  // A forward's input lands in the slot's memory: nothing there may still be
+  // another pass's (its input, or its output not yet used).
   auto write_input = [&](int chunk, int slot, int mb) -> std::string {
-    const Tag old = input[{chunk, slot}];
-    if (old.what != kNothing && old.microbatch != mb && backward_done.count({chunk, old.microbatch}) == 0)
-      return "input of mb " + std::to_string(old.microbatch) + " overwritten before its backward" + where(chunk, mb);
-    input[{chunk, slot}] = {kInput, mb};
+    for (const Tag* old : {&input[slot], &output[slot]})
+      if (live(*old, chunk, mb))
+        return "slot " + std::to_string(slot) + " of chunk " + std::to_string(old->chunk) + " mb " +
+               std::to_string(old->microbatch) + " overwritten before its backward" + where(chunk, mb);
+    input[slot] = {kInput, chunk, mb};
     return "";
   };
   for (std::size_t i = 0; i < program.actions.size(); ++i) {
     const StageAction& a = program.actions[i];
     if (a.kind == Kind::kExchange) {
       for (const Transfer& t : a.sends) {
-        const Tag want{t.direction == Direction::kForward ? kOutput : kGradientIn, t.microbatch};
-        const Tag got = t.direction == Direction::kForward ? output_of(t.chunk)[{t.chunk, t.slot}]
-                                                           : gradient[{t.chunk, t.slot}];
+        const Tag want{t.direction == Direction::kForward ? kOutput : kGradientIn, t.chunk, t.microbatch};
+        const Tag got = t.direction == Direction::kForward ? output_of(t.chunk)[t.slot] : gradient[t.slot];
         if (!(got == want)) return "send finds another's data" + where(t.chunk, t.microbatch);
       }
       for (const Transfer& t : a.receives) {
         if (t.direction == Direction::kForward) {
           if (std::string e = write_input(t.chunk, t.slot, t.microbatch); !e.empty()) return e;
         } else {
-          const Tag old = gradient[{t.chunk, t.slot}];
-          if (old.what == kGradientOut) return "a received gradient overwritten before use" + where(t.chunk, t.microbatch);
-          gradient[{t.chunk, t.slot}] = {kGradientOut, t.microbatch};
+          const Tag old = gradient[t.slot];
+          if (old.what == kGradientOut && backward_done.count({old.chunk, old.microbatch}) == 0)
+            return "a received gradient overwritten before use" + where(t.chunk, t.microbatch);
+          gradient[t.slot] = {kGradientOut, t.chunk, t.microbatch};
         }
       }
       continue;
@@ -196,21 +206,20 @@ std::string follow_buffers(const sim::Plan& plan, int stage) {
     const bool last_virtual = stage == plan.shape.pp - 1 && c == vpp - 1;
     if (forward && t.block == sim::Block::kEmbedding) {
       if (std::string e = write_input(c, slot, mb); !e.empty()) return e;
-      if (layers(c) == 0) input[{c, slot}] = {kOutput, mb};
+      if (layers(c) == 0) input[slot] = {kOutput, c, mb};
       continue;
     }
-    if (layers(c) > 0 && !(input[{c, slot}] == Tag{kInput, mb}))
-      return "a pass finds another's input" + where(c, mb);
-    if (forward && t.block == sim::Block::kMlp && a.local_layer == layers(c) - 1) output[{c, slot}] = {kOutput, mb};
+    if (layers(c) > 0 && !(input[slot] == Tag{kInput, c, mb})) return "a pass finds another's input" + where(c, mb);
+    if (forward && t.block == sim::Block::kMlp && a.local_layer == layers(c) - 1) output[slot] = {kOutput, c, mb};
     if (t.block == sim::Block::kOutput) {
-      if (!(output_of(c)[{c, slot}] == Tag{kOutput, mb})) return "the loss finds another's output" + where(c, mb);
-      if (!forward) gradient[{c, slot}] = {kGradientOut, mb};
+      if (!(output_of(c)[slot] == Tag{kOutput, c, mb})) return "the loss finds another's output" + where(c, mb);
+      if (!forward) gradient[slot] = {kGradientOut, c, mb};
     }
     if (!forward && t.block != sim::Block::kOutput && !last_virtual && layers(c) > 0 &&
-        gradient[{c, slot}].microbatch != mb)
+        !(gradient[slot].chunk == c && gradient[slot].microbatch == mb))
       return "a backward finds another's gradient" + where(c, mb);
-    if (!forward && t.block == sim::Block::kAttention && a.local_layer == 0) gradient[{c, slot}] = {kGradientIn, mb};
-    if (!forward && t.block == sim::Block::kEmbedding && !(gradient[{c, slot}].microbatch == mb))
+    if (!forward && t.block == sim::Block::kAttention && a.local_layer == 0) gradient[slot] = {kGradientIn, c, mb};
+    if (!forward && t.block == sim::Block::kEmbedding && !(gradient[slot].chunk == c && gradient[slot].microbatch == mb))
       return "the embedding's backward finds another's gradient" + where(c, mb);
     if (!forward && last_backward[{c, mb}] == i) backward_done.insert({c, mb});
   }
@@ -256,8 +265,8 @@ TEST(StageProgram, OneFOneBSendsWithTheNextReceive) {
   const StageProgram last = stage_program_of(plan, 1);
   EXPECT_EQ(exchanges(last), (std::vector<std::string>{"s0r1", "s1r1", "s1r1", "s1r1", "s1r0", "opt"}));
   // In flight: stage s holds min(pp − s, m) micro-batches: 2 and 1.
-  EXPECT_EQ(first.slots_per_chunk, std::vector<int>{2});
-  EXPECT_EQ(last.slots_per_chunk, std::vector<int>{1});
+  EXPECT_EQ(first.slots, 2);
+  EXPECT_EQ(last.slots, 1);
 }
 
 TEST(StageProgram, ComputeTasksKeepThePlansOrderAndLocalLayers) {
@@ -287,14 +296,19 @@ TEST(StageProgram, ComputeTasksKeepThePlansOrderAndLocalLayers) {
 TEST(StageProgram, SlotsCoverThePeakOfInFlightMicrobatches) {
   // 1F1B, pp = 4, 8 micro-batches: stage s keeps pp − s = 4, 3, 2, 1.
   const sim::Plan plan = plan_of(4, 1, 8);
-  for (int s = 0; s < 4; ++s) EXPECT_EQ(stage_program_of(plan, s).slots_per_chunk, std::vector<int>{4 - s});
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(stage_program_of(plan, s).slots, 4 - s);
   // Interleaved pp = 2, vpp = 2, 4 micro-batches: stage 0 warms up with
   // 2(pp − 1) + (vpp − 1)pp = 4 chunk-forwards (mb 0, 1 of chunk 0, then of
   // chunk 1), then runs F(c0 m2) B(c1 m0) F(c0 m3) B(c1 m1) F(c1 m2) B(c0 m0):
-  // chunk 0 holds mbs 0-3 before its first backward (4 slots); chunk 1 at
-  // most 2 (m2 starts after m1's backward freed a slot).
+  // 5 in flight at F(c0 m2), the warm-up's 4 plus the steady state's one.
+  // Chunk 0 alone peaks at 4 and chunk 1 at 2: slots of its own per chunk
+  // would take 6.
   const sim::Plan interleaved = plan_of(2, 2, 4);
-  EXPECT_EQ(stage_program_of(interleaved, 0).slots_per_chunk, (std::vector<int>{4, 2}));
+  EXPECT_EQ(stage_program_of(interleaved, 0).slots, 5);
+  // pp = 4, vpp = 2, 8 micro-batches: (4 − 1)·2 + (2 − 1)·4 + 1 = 11 on stage 0,
+  // 8 stage-micro-batches' layers times 11/8 = 1 + (pp − 1)/(pp·vpp), as
+  // sim/memory/activation_memory.h counts (per chunk: 8 + 4 = 12).
+  EXPECT_EQ(stage_program_of(plan_of(4, 2, 8), 0).slots, 11);
 }
 
 // Full recomputation: the forward again at the start of each backward pass
@@ -359,7 +373,7 @@ TEST(StageProgram, GpipePlaysToo) {
   const sim::Plan plan = plan_of(pipeline(4, 1, 6, sim::Schedule::kGpipe), 8);
   EXPECT_EQ(play(plan, programs_of(plan)), "");
   for (int s = 0; s < 4; ++s) EXPECT_EQ(follow_buffers(plan, s), "") << "stage " << s;
-  EXPECT_EQ(stage_program_of(plan, 3).slots_per_chunk, std::vector<int>{6});
+  EXPECT_EQ(stage_program_of(plan, 3).slots, 6);
 }
 
 TEST(StageProgram, RefusesZeroBubble) {
