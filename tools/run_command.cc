@@ -304,7 +304,9 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_flag("!--no-cuda-graph", s.use_cuda_graph,
                 "launch every kernel of every step from the host instead of replaying one "
                 "CUDA graph of the forward and backward");
-  cmd->add_option("--timing-file", s.timing_file, "write per-task times of the last step as CSV (implies --timing)");
+  cmd->add_option("--timing-file", s.timing_file,
+                  "write per-task times of the last step as CSV (implies --timing); with several\n"
+                  "ranks each writes its own, the rank before the extension (t.csv: t.rank0.csv, ...)");
   add_launch_options(*cmd, a->launch);
   cmd->add_option("--save", s.save_dir,
                   "save checkpoints into DIR: DIR/step-<N>/ holds one shard per rank (bf16 weights,\n"
@@ -347,7 +349,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                 "(same model, layout and --profile) beside the measurement and the error");
   cmd->add_option("--report", s.report_dir,
                   "with --compare (implied): write compare.md/.csv/.json and the report (report.html\n"
-                  "with the predicted-vs-measured scatter and per-task bars, report.md, report.csv) into DIR");
+                  "with the predicted-vs-measured scatter and per-task bars, report.md, report.csv) into DIR;\n"
+                  "with several ranks rank 0 writes it (its tasks: the first pipeline stage's)");
   cmd->add_option("--profile", a->profile,
                   "cost profile for --compare and --layout best (default: "
                   "configs/profiles/measured/<gpu>.yaml if committed, else configs/profiles/<gpu>.yaml)");

@@ -44,6 +44,7 @@
 #include "sim/flops/model_flops.h"
 #include "sim/memory/memory_model.h"
 #include "tools/run_checkpoint.h"
+#include "tools/rank_output_path.h"
 #include "tools/run_compare.h"
 #include "tools/run_settings.h"
 
@@ -402,8 +403,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const auto parameter_count = trainer->parameter_count();
 
   if (!s.timing_file.empty() && !last_tasks.empty()) {
-    std::ofstream csv(s.timing_file);
-    if (!csv) throw_option_error("--timing-file", "", "cannot write '" + s.timing_file + "'");
+    // Every rank times its own tasks: one file each (rank_output_path.h).
+    const std::string timing_file = rank_output_path(s.timing_file, run.world_rank, static_cast<int>(s.layout.total_gpus()));
+    std::ofstream csv(timing_file);
+    if (!csv) throw_option_error("--timing-file", "", "cannot write '" + timing_file + "'");
     csv << "task,seconds\n";
     for (const engine::TaskTime& t : last_tasks) csv << t.name << "," << t.seconds << "\n";
   }
@@ -431,7 +434,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     compare->software = s.profile.software;
     compare->device = device.name;
     compare->seq_length = seq;
-    if (!s.report_dir.empty()) write_compare_report(*compare, s.report_dir);
+    // Rank 0's view (the first pipeline stage's tasks, the Plan's stage 0), written once.
+    if (!s.report_dir.empty() && run.world_rank == 0) write_compare_report(*compare, s.report_dir);
   }
 
   if (json) {
