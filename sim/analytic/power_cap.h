@@ -32,10 +32,22 @@ double power_cap_slowdown(double burst_hfu, double cap_hfu);
 /// Whether the profile's fit has a power cap (power_cap_hfu > 0).
 bool has_power_cap(const CostProfile& profile);
 
+/// The fit's power_cap_hfu; 0 when the profile has none.
+double power_cap_hfu(const CostProfile& profile);
+
+/// The profile at the burst clock: its power cap removed (unchanged without one).
+CostProfile without_power_cap(const CostProfile& profile);
+
+/// `profile` with every kernel `slowdown` times as long: the fit's
+/// compute_time_factor multiplied by it (added when absent).
+CostProfile with_compute_slowdown(const CostProfile& profile, double slowdown);
+
 /// The profile with its power cap resolved for this model and layout: the
 /// step's HFU predicted without the cap (analytic model), and the fit's
 /// compute_time_factor multiplied by power_cap_slowdown of it; the cap itself
-/// removed. The profile unchanged when it has no cap.
+/// removed. The profile unchanged when it has no cap. Every GPU of the layout
+/// at one clock: the analytic model's view; the event simulation resolves
+/// the cap per pipeline stage (event/stage_power_cap.h).
 CostProfile with_power_cap_resolved(const ModelConfig& model, const ClusterConfig& cluster,
                                     const CostProfile& profile, const ParallelLayout& layout);
 

@@ -5,6 +5,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/power_cap.h"
 #include "sim/event/critical_path.h"
+#include "sim/event/stage_power_cap.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
@@ -12,8 +13,8 @@ namespace sextant::sim {
 EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostProfile& measured_profile, const ParallelLayout& layout,
                                const EventOptions& options) {
-  // A measured profile's power cap resolved for this layout (analytic/power_cap.h), so
-  // both engines cost every kernel at the same sustained clock.
+  // A measured profile's power cap resolved for this layout (analytic/power_cap.h):
+  // the analytic result's (one clock for every GPU) ...
   const CostProfile profile = with_power_cap_resolved(model, cluster, measured_profile, layout);
   EventSimulation out;
   const SimulationResult analytic = simulate_analytic(model, cluster, profile, layout);
@@ -21,8 +22,34 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   plan_options.schedule = options.schedule;
   plan_options.pipeline_exchange = profile.behaviour.pipeline_exchange;
   out.plan = build_plan(model, layout, plan_options);
-  out.costs = task_costs(out.plan, model, cluster, profile, layout, analytic.time.optimizer_s);
-  out.timeline = play(out.plan, out.costs, options.engine);
+  if (!has_power_cap(measured_profile) || out.plan.num_stages() == 1) {  // one stage: the same clock
+    out.costs = task_costs(out.plan, model, cluster, profile, layout, analytic.time.optimizer_s);
+    out.timeline = play(out.plan, out.costs, options.engine);
+  } else {
+    // ... and here each pipeline stage's own (event/stage_power_cap.h): the step
+    // played at the burst clock, then each stage's tasks costed at its clock.
+    const CostProfile burst = without_power_cap(measured_profile);
+    const SimulationResult burst_analytic = simulate_analytic(model, cluster, burst, layout);
+    const std::vector<TaskCost> burst_costs =
+        task_costs(out.plan, model, cluster, burst, layout, burst_analytic.time.optimizer_s);
+    const std::vector<double> slowdowns = stage_power_cap_slowdowns(
+        play(out.plan, burst_costs, options.engine), burst_analytic.hfu, power_cap_hfu(measured_profile));
+    out.costs.resize(out.plan.tasks.size());
+    std::vector<bool> costed(slowdowns.size(), false);
+    for (std::size_t s = 0; s < slowdowns.size(); ++s) {
+      if (costed[s]) continue;
+      const CostProfile slowed = with_compute_slowdown(burst, slowdowns[s]);
+      const std::vector<TaskCost> costs = task_costs(out.plan, model, cluster, slowed, layout,
+                                                     simulate_analytic(model, cluster, slowed, layout).time.optimizer_s);
+      // Every stage at this clock takes its tasks' costs from this pass.
+      for (std::size_t t = s; t < slowdowns.size(); ++t) {
+        if (costed[t] || slowdowns[t] != slowdowns[s]) continue;
+        costed[t] = true;
+        for (std::uint32_t i = out.plan.stage_begin[t]; i < out.plan.stage_begin[t + 1]; ++i) out.costs[i] = costs[i];
+      }
+    }
+    out.timeline = play(out.plan, out.costs, options.engine);
+  }
   if (options.critical_path) out.critical_path = critical_path(out.plan, out.timeline);
 
   // The stage with the most compute (its stream's busy time) stands for the step.

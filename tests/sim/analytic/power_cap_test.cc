@@ -11,6 +11,7 @@
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/event/event_simulation.h"
+#include "sim/event/stage_power_cap.h"
 
 namespace sextant::sim {
 namespace {
@@ -65,6 +66,48 @@ TEST(PowerCap, BothEnginesUseTheSameSustainedClock) {
   const double burst_event = simulate_event(f.model, f.cluster, f.burst, f.layout, EventOptions{}).result.step_time_s;
   EXPECT_NEAR(event / analytic, 1.0, 0.02);  // one GPU: the engines agree to 2 % without a cap too
   EXPECT_GT(event, 1.05 * burst_event);
+}
+
+// Per pipeline stage (sim/event/stage_power_cap.h): a stage's activity is the
+// step's HFU times its compute over the mean stage's.
+TEST(PowerCap, EachStageAtTheClockOfItsOwnActivity) {
+  Timeline t;
+  t.stages.resize(4);
+  const double compute_s[] = {1.0, 1.0, 1.0, 1.4};  // the last stage holds the output layer
+  for (int s = 0; s < 4; ++s) t.stages[static_cast<std::size_t>(s)].busy_s[0] = compute_s[s];
+  // Mean 1.1: activities 0.5·(1/1.1) = 0.4545 (below a 0.47 cap) and 0.5·(1.4/1.1) = 0.6364.
+  const std::vector<double> k = stage_power_cap_slowdowns(t, 0.5, 0.47);
+  EXPECT_DOUBLE_EQ(k[0], 1.0);
+  EXPECT_DOUBLE_EQ(k[2], 1.0);
+  EXPECT_NEAR(k[3], std::cbrt(0.5 * 1.4 / 1.1 / 0.47), 1e-12);  // 1.1063
+  EXPECT_EQ(stage_power_cap_slowdowns(t, 0.5, 0.0), std::vector<double>(4, 1.0));
+  // Equal stages: the uniform model's slowdown for every one.
+  for (auto& stage : t.stages) stage.busy_s[0] = 2.0;
+  for (const double each : stage_power_cap_slowdowns(t, 0.6, 0.4)) EXPECT_NEAR(each, std::cbrt(1.5), 1e-12);
+}
+
+// A pipeline's last stage (the output layer, no warm-up bubble) runs at a
+// lower clock than the first: the event engine's step lies between the one of
+// every stage at the first stage's clock and every stage at the last's.
+TEST(PowerCap, APipelinesStagesRunAtTheirOwnClocks) {
+  Fixture f;
+  f.layout.pp = 4;
+  f.layout.mbs = 2;
+  f.layout.gbs = 32;
+  const SimulationResult at_burst = simulate_analytic(f.model, f.cluster, f.burst, f.layout);
+  CostProfile capped = f.burst;
+  capped.fit = ProfileFit{"", {{std::string(kFitPowerCapHfu), 0.8 * at_burst.hfu}}, 0, 0};
+  const EventSimulation e = simulate_event(f.model, f.cluster, capped, f.layout, EventOptions{});
+  const double burst_s = simulate_event(f.model, f.cluster, f.burst, f.layout, EventOptions{}).result.step_time_s;
+  const double uniform_s =
+      simulate_event(f.model, f.cluster, with_compute_slowdown(f.burst, std::cbrt(1.25)), f.layout, EventOptions{})
+          .result.step_time_s;
+  // The last stage's compute share is above the mean, so it is slowed by more
+  // than the uniform cube root of 1.25; the step follows it.
+  EXPECT_GT(e.result.step_time_s, uniform_s);
+  EXPECT_GT(e.result.step_time_s, burst_s);
+  const auto compute = [&](int s) { return e.timeline.stages[static_cast<std::size_t>(s)].busy_s[0]; };
+  EXPECT_GT(compute(3), compute(0));
 }
 
 }  // namespace
