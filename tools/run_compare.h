@@ -42,8 +42,17 @@ struct CompareRow {
   std::string task_kind;  // "step" for the whole step
   double predicted_s = 0;
   double measured_s = 0;  // 0 when not measured
-  double error = 0;       // (predicted − measured) / measured; 0 when not measured
+  double error = 0;       // (predicted − measured) / measured; 0 when not measured or `waits`
+  /// A pipeline send ("chunk0.pp.send_fwd"): the engine's events hold the
+  /// exchange from the moment the stage reaches it, so the measurement is the
+  /// wait for the peer (the bubble) plus the transfer, the prediction the
+  /// transfer alone: no error is given, and compare.csv (the calibration
+  /// report's input) leaves the row out. The step's row compares the bubble.
+  bool waits = false;
 };
+
+/// Whether a task kind's measurement holds the wait for the peer (CompareRow::waits).
+bool measurement_includes_wait(std::string_view task_kind);
 
 struct CompareReport {
   std::string model;    // as given to --model (a preset name or a path)

@@ -83,6 +83,27 @@ TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
   EXPECT_THROW(compare_from_json(nlohmann::json{{"model", "x"}}, "bad.json"), sim::ConfigError);
 }
 
+// A pipeline send's measurement holds the wait for the peer: shown, with no
+// error, and left out of compare.csv (the calibration report's points).
+TEST(RunCompare, PipelineSendsAreMeasuredWithTheirWait) {
+  ComparePrediction p;
+  p.step_time_s = 0.59;
+  p.task_seconds_per_step = {{"chunk0.pp.send_fwd", 0.0022}, {"layer*.mlp.bwd", 0.160}};
+  const CompareReport r = make_compare_report(p, 0.64, {{"chunk0.pp.send_fwd", 0.167}, {"layer*.mlp.bwd", 0.166}});
+  ASSERT_EQ(r.rows.size(), 3u);
+  const CompareRow& send = r.rows[1];  // by the larger of the two times: 167 ms measured
+  EXPECT_EQ(send.task_kind, "chunk0.pp.send_fwd");
+  EXPECT_TRUE(send.waits);
+  EXPECT_EQ(send.error, 0.0);
+  EXPECT_FALSE(r.rows[2].waits);
+  EXPECT_NEAR(r.rows[2].error, -0.036, 1e-3);
+  EXPECT_EQ(compare_csv(r).find("pp.send"), std::string::npos);
+  EXPECT_NE(compare_table(r).find("with wait"), std::string::npos);
+  EXPECT_TRUE(compare_json(r)["tasks"][0]["error"].is_null());
+  EXPECT_TRUE(measurement_includes_wait("chunk1.pp.send_bwd"));
+  EXPECT_FALSE(measurement_includes_wait("pp.embedding_grad.all_reduce"));
+}
+
 // A parallel run's comparison keeps its whole layout: read back, it is the same
 // layout (not one GPU's at the same mbs and gbs), and its title names it.
 TEST(RunCompare, JsonKeepsAParallelLayout) {
