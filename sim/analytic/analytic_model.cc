@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <span>
+#include <vector>
 
 #include "sim/analytic/expert_comm_exposure.h"
 #include "sim/analytic/fsdp_exposure.h"
@@ -110,11 +112,43 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   return simulate_analytic(m, cluster, profile, l, memory, pipeline_split(m, l));
 }
 
+namespace {
+
+// The model at given clocks: each pipeline stage's compute (its layers,
+// embedding and output) `stage_slowdowns[s]` times as long, the optimizer at
+// the slowest stage's; empty: every stage at the profile's clock.
+// `stage_compute_s`, when given, receives each stage's compute per micro-batch.
+SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& cluster,
+                                    const CostProfile& profile, const ParallelLayout& l,
+                                    const MemoryBreakdown& memory, const PipelineSplit& split,
+                                    std::span<const double> stage_slowdowns,
+                                    std::vector<double>* stage_compute_s);
+
+}  // namespace
+
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const MemoryBreakdown& memory, const PipelineSplit& split) {
-  if (has_power_cap(profile))  // the sustained clock for this layout (power_cap.h), then as without a cap
-    return simulate_analytic(m, cluster, with_power_cap_resolved(m, cluster, profile, l), l, memory, split);
+  if (!has_power_cap(profile)) return simulate_at_clocks(m, cluster, profile, l, memory, split, {}, nullptr);
+  // The sustained clock (power_cap.h): one for every GPU of one stage; per
+  // stage, from each one's share of the compute at the burst clock.
+  if (l.pp == 1)
+    return simulate_at_clocks(m, cluster, with_power_cap_resolved(m, cluster, profile, l), l, memory, split, {},
+                              nullptr);
+  const CostProfile burst = without_power_cap(profile);
+  std::vector<double> compute_s;
+  const SimulationResult at_burst = simulate_at_clocks(m, cluster, burst, l, memory, split, {}, &compute_s);
+  return simulate_at_clocks(m, cluster, burst, l, memory, split,
+                            stage_power_cap_slowdowns(compute_s, at_burst.hfu, power_cap_hfu(profile)), nullptr);
+}
+
+namespace {
+
+SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& cluster,
+                                    const CostProfile& profile, const ParallelLayout& l,
+                                    const MemoryBreakdown& memory, const PipelineSplit& split,
+                                    std::span<const double> stage_slowdowns,
+                                    std::vector<double>* stage_compute_s) {
   SimulationResult r;
   r.layout = l;
   const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
@@ -134,13 +168,20 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   // the same is timed once. `slowest` paces the steady state, the sum of all
   // stages the fill and drain.
   StageTime slowest;
+  double slowest_slowdown = 1;
   double all_stages = 0;
   StageTime run_time;
   for (int s = 0; s < l.pp; ++s) {
-    if (s == 0 || split.stage(s) != split.stage(s - 1)) {
+    const double slowdown = stage_slowdowns.empty() ? 1.0 : stage_slowdowns[static_cast<std::size_t>(s)];
+    const bool new_clock = !stage_slowdowns.empty() && s > 0 && slowdown != stage_slowdowns[static_cast<std::size_t>(s) - 1];
+    if (s == 0 || split.stage(s) != split.stage(s - 1) || new_clock) {
       run_time = stage_time(split.stage(s), l, dense, moe, embedding, output);
-      if (s == 0 || run_time.total() > slowest.total()) slowest = run_time;
+      run_time.forward_s *= slowdown;
+      run_time.backward_s *= slowdown;
+      run_time.weight_gradient_s *= slowdown;
+      if (s == 0 || run_time.total() > slowest.total()) slowest = run_time, slowest_slowdown = slowdown;
     }
+    if (stage_compute_s != nullptr) stage_compute_s->push_back(run_time.forward_s + run_time.backward_s);
     all_stages += run_time.total();
   }
   const double microbatches = l.num_microbatches();
@@ -247,7 +288,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   const double local_params =
       l.zero >= 1 ? params.dense / (static_cast<double>(l.dp) * l.cp) + params.expert / l.expert_dp()
                  : params.total();
-  const double optimizer_s = optimizer_step_time_s(local_params, rates);
+  const double optimizer_s = slowest_slowdown * optimizer_step_time_s(local_params, rates);
 
   r.time.compute_s = microbatches * (slowest.forward_s + slowest.backward_s);
   r.exposed_tp_s = microbatches * slowest.tp_s;
@@ -279,5 +320,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   r.limiter = limiter_of(r);
   return r;
 }
+
+}  // namespace
 
 }  // namespace sextant::sim

@@ -19,6 +19,9 @@
 // bound kernels less so in truth: the one-factor approximation of this model).
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "sim/core/hardware_config.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/model_config.h"
@@ -28,6 +31,24 @@ namespace sextant::sim {
 
 /// f_burst / f: max(1, (burst_hfu / cap_hfu)^(1/3)); 1 when cap_hfu <= 0.
 double power_cap_slowdown(double burst_hfu, double cap_hfu);
+
+/// Per pipeline stage. A GPU's clock follows its own power draw, and a
+/// pipeline's stages draw differently: the last holds the output layer (with
+/// tied embeddings the largest GEMM of the model) and never idles in a
+/// warm-up bubble, while the first stages wait at both ends of the step.
+/// Measured on 4 x H200, GPT-1.3B pp=4 mbs 2 gbs 64 (nvidia-smi every 250 ms,
+/// reports/measurements/2026-11-27-h200x4-parallel-engine): stages 0-2 at
+/// 1,952-1,956 MHz and 606-615 W, the last at 1,736 MHz and 666 W (700 W cap),
+/// its transformer layers 7.4 % slower than the same layers on stage 0.
+/// Each stage's activity is the step's burst-clock HFU times the stage's
+/// compute time over the mean stage's: its share of the step's hardware
+/// FLOPs, counted at the burst clock's kernel efficiencies (first order:
+/// memory-bound kernels draw less than their time suggests). One stage, or
+/// stages of equal compute, is exactly the uniform model above, the one the
+/// profile's power_cap_hfu was fitted with. Returns each stage's f_burst / f
+/// (all 1 when cap_hfu <= 0).
+std::vector<double> stage_power_cap_slowdowns(std::span<const double> stage_compute_s, double burst_hfu,
+                                              double cap_hfu);
 
 /// Whether the profile's fit has a power cap (power_cap_hfu > 0).
 bool has_power_cap(const CostProfile& profile);
@@ -46,8 +67,8 @@ CostProfile with_compute_slowdown(const CostProfile& profile, double slowdown);
 /// step's HFU predicted without the cap (analytic model), and the fit's
 /// compute_time_factor multiplied by power_cap_slowdown of it; the cap itself
 /// removed. The profile unchanged when it has no cap. Every GPU of the layout
-/// at one clock: the analytic model's view; the event simulation resolves
-/// the cap per pipeline stage (event/stage_power_cap.h).
+/// at one clock: for one pipeline stage; with several both engines resolve
+/// the cap per stage (stage_power_cap_slowdowns).
 CostProfile with_power_cap_resolved(const ModelConfig& model, const ClusterConfig& cluster,
                                     const CostProfile& profile, const ParallelLayout& layout);
 

@@ -5,7 +5,6 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/power_cap.h"
 #include "sim/event/critical_path.h"
-#include "sim/event/stage_power_cap.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
@@ -26,14 +25,18 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
     out.costs = task_costs(out.plan, model, cluster, profile, layout, analytic.time.optimizer_s);
     out.timeline = play(out.plan, out.costs, options.engine);
   } else {
-    // ... and here each pipeline stage's own (event/stage_power_cap.h): the step
-    // played at the burst clock, then each stage's tasks costed at its clock.
+    // ... and here each pipeline stage's own (stage_power_cap_slowdowns): the
+    // step played at the burst clock, then each stage's tasks costed at its clock.
     const CostProfile burst = without_power_cap(measured_profile);
     const SimulationResult burst_analytic = simulate_analytic(model, cluster, burst, layout);
-    const std::vector<TaskCost> burst_costs =
-        task_costs(out.plan, model, cluster, burst, layout, burst_analytic.time.optimizer_s);
-    const std::vector<double> slowdowns = stage_power_cap_slowdowns(
-        play(out.plan, burst_costs, options.engine), burst_analytic.hfu, power_cap_hfu(measured_profile));
+    const Timeline at_burst =
+        play(out.plan, task_costs(out.plan, model, cluster, burst, layout, burst_analytic.time.optimizer_s),
+             options.engine);
+    std::vector<double> stage_compute_s;
+    for (const StageTimeline& s : at_burst.stages)
+      stage_compute_s.push_back(s.busy_s[static_cast<std::size_t>(StreamKind::kCompute)]);
+    const std::vector<double> slowdowns =
+        stage_power_cap_slowdowns(stage_compute_s, burst_analytic.hfu, power_cap_hfu(measured_profile));
     out.costs.resize(out.plan.tasks.size());
     std::vector<bool> costed(slowdowns.size(), false);
     for (std::size_t s = 0; s < slowdowns.size(); ++s) {

@@ -11,7 +11,6 @@
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/event/event_simulation.h"
-#include "sim/event/stage_power_cap.h"
 
 namespace sextant::sim {
 namespace {
@@ -68,27 +67,24 @@ TEST(PowerCap, BothEnginesUseTheSameSustainedClock) {
   EXPECT_GT(event, 1.05 * burst_event);
 }
 
-// Per pipeline stage (sim/event/stage_power_cap.h): a stage's activity is the
-// step's HFU times its compute over the mean stage's.
+// Per pipeline stage: a stage's activity is the step's HFU times its compute
+// over the mean stage's.
 TEST(PowerCap, EachStageAtTheClockOfItsOwnActivity) {
-  Timeline t;
-  t.stages.resize(4);
-  const double compute_s[] = {1.0, 1.0, 1.0, 1.4};  // the last stage holds the output layer
-  for (int s = 0; s < 4; ++s) t.stages[static_cast<std::size_t>(s)].busy_s[0] = compute_s[s];
+  const std::vector<double> compute_s = {1.0, 1.0, 1.0, 1.4};  // the last stage holds the output layer
   // Mean 1.1: activities 0.5·(1/1.1) = 0.4545 (below a 0.47 cap) and 0.5·(1.4/1.1) = 0.6364.
-  const std::vector<double> k = stage_power_cap_slowdowns(t, 0.5, 0.47);
+  const std::vector<double> k = stage_power_cap_slowdowns(compute_s, 0.5, 0.47);
   EXPECT_DOUBLE_EQ(k[0], 1.0);
   EXPECT_DOUBLE_EQ(k[2], 1.0);
   EXPECT_NEAR(k[3], std::cbrt(0.5 * 1.4 / 1.1 / 0.47), 1e-12);  // 1.1063
-  EXPECT_EQ(stage_power_cap_slowdowns(t, 0.5, 0.0), std::vector<double>(4, 1.0));
+  EXPECT_EQ(stage_power_cap_slowdowns(compute_s, 0.5, 0.0), std::vector<double>(4, 1.0));
   // Equal stages: the uniform model's slowdown for every one.
-  for (auto& stage : t.stages) stage.busy_s[0] = 2.0;
-  for (const double each : stage_power_cap_slowdowns(t, 0.6, 0.4)) EXPECT_NEAR(each, std::cbrt(1.5), 1e-12);
+  for (const double each : stage_power_cap_slowdowns(std::vector<double>(4, 2.0), 0.6, 0.4))
+    EXPECT_NEAR(each, std::cbrt(1.5), 1e-12);
 }
 
 // A pipeline's last stage (the output layer, no warm-up bubble) runs at a
-// lower clock than the first: the event engine's step lies between the one of
-// every stage at the first stage's clock and every stage at the last's.
+// lower clock than the first, and paces the step: slower than with every
+// stage at the uniform model's clock.
 TEST(PowerCap, APipelinesStagesRunAtTheirOwnClocks) {
   Fixture f;
   f.layout.pp = 4;
@@ -108,6 +104,11 @@ TEST(PowerCap, APipelinesStagesRunAtTheirOwnClocks) {
   EXPECT_GT(e.result.step_time_s, burst_s);
   const auto compute = [&](int s) { return e.timeline.stages[static_cast<std::size_t>(s)].busy_s[0]; };
   EXPECT_GT(compute(3), compute(0));
+  // The analytic model resolves the cap per stage as well: the engines agree as at one clock.
+  const double analytic_s = simulate_analytic(f.model, f.cluster, capped, f.layout).step_time_s;
+  EXPECT_NEAR(analytic_s / e.result.step_time_s, 1.0, 0.02);
+  EXPECT_GT(analytic_s, simulate_analytic(f.model, f.cluster, with_compute_slowdown(f.burst, std::cbrt(1.25)),
+                                          f.layout).step_time_s);
 }
 
 }  // namespace
