@@ -346,7 +346,10 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   cmd->add_flag("--compare", s.compare,
                 "after training, time every task of a few more steps with CUDA events and print,\n"
                 "per Plan task kind and for the whole step, the event simulator's prediction\n"
-                "(same model, layout and --profile) beside the measurement and the error");
+                "(same model, layout and --profile) beside the measurement and the error; the\n"
+                "task kinds are rank 0's (the first pipeline stage's); with pp > 1 also each\n"
+                "stage's compute (stage<s>.compute, gathered from every stage), and a pipeline\n"
+                "send's time holds the wait for its peer (no error given)");
   cmd->add_option("--report", s.report_dir,
                   "with --compare (implied): write compare.md/.csv/.json and the report (report.html\n"
                   "with the predicted-vs-measured scatter and per-task bars, report.md, report.csv) into DIR;\n"

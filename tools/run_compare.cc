@@ -93,7 +93,23 @@ ComparePrediction predict_for_compare(const sim::ModelConfig& model,
   for (std::uint32_t i = e.plan.stage_begin[0]; i < e.plan.stage_begin[1]; ++i)
     p.task_seconds_per_step[task_kind(sim::task_name(e.plan, e.plan.tasks[i]))] +=
         e.costs[i].duration_s;
+  p.stage_compute_s.assign(static_cast<std::size_t>(e.plan.num_stages()), 0.0);
+  for (int s = 0; s < e.plan.num_stages(); ++s)
+    for (std::uint32_t i = e.plan.stage_begin[static_cast<std::size_t>(s)];
+         i < e.plan.stage_begin[static_cast<std::size_t>(s) + 1]; ++i) {
+      const sim::Task& t = e.plan.tasks[i];
+      if (t.kind != sim::TaskKind::kCompute) continue;  // recomputation is a compute task too (Pass::kRecompute)
+      p.stage_compute_s[static_cast<std::size_t>(s)] += e.costs[i].duration_s;
+      p.compute_kinds.insert(task_kind(sim::task_name(e.plan, t)));
+    }
   return p;
+}
+
+double measured_compute_s(const ComparePrediction& predicted, const std::map<std::string, double>& measured) {
+  double sum = 0;
+  for (const auto& [kind, seconds] : measured)
+    if (predicted.compute_kinds.count(kind) != 0) sum += seconds;
+  return sum;
 }
 
 bool measurement_includes_wait(std::string_view task_kind) {
@@ -101,7 +117,8 @@ bool measurement_includes_wait(std::string_view task_kind) {
 }
 
 CompareReport make_compare_report(const ComparePrediction& predicted, double measured_step_s,
-                                  const std::map<std::string, double>& measured) {
+                                  const std::map<std::string, double>& measured,
+                                  std::span<const double> measured_stage_compute_s) {
   CompareReport r;
   r.step_time_interval_s = predicted.step_time_interval_s;
   auto row = [](const std::string& kind, double p, double m) {
@@ -109,6 +126,10 @@ CompareReport make_compare_report(const ComparePrediction& predicted, double mea
     return CompareRow{kind, p, m, m > 0 && !waits ? (p - m) / m : 0.0, waits};
   };
   r.rows.push_back(row(kStepRow, predicted.step_time_s, measured_step_s));
+  if (predicted.stage_compute_s.size() > 1 && measured_stage_compute_s.size() == predicted.stage_compute_s.size())
+    for (std::size_t s = 0; s < measured_stage_compute_s.size(); ++s)
+      r.rows.push_back(row("stage" + std::to_string(s) + ".compute", predicted.stage_compute_s[s],
+                           measured_stage_compute_s[s]));
   std::set<std::string> kinds;
   for (const auto& [kind, s] : predicted.task_seconds_per_step) kinds.insert(kind);
   for (const auto& [kind, s] : measured) kinds.insert(kind);

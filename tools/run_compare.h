@@ -8,6 +8,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,7 +34,17 @@ struct ComparePrediction {
   double step_time_s = 0;
   std::optional<std::pair<double, double>> step_time_interval_s;  // with a fitted profile
   std::map<std::string, double> task_seconds_per_step;
+  /// Per pipeline stage, its forward, backward and recomputation tasks' time
+  /// per step (no communication, no optimizer: the engine's optimizer task
+  /// also waits for the other stages), kernels launched one by one; and the
+  /// task kinds they are, to sum a stage's measured tasks the same way.
+  std::vector<double> stage_compute_s;
+  std::set<std::string> compute_kinds;
 };
+
+/// A stage's measured compute: its measured task kinds among
+/// `predicted.compute_kinds`, summed.
+double measured_compute_s(const ComparePrediction& predicted, const std::map<std::string, double>& measured);
 ComparePrediction predict_for_compare(const sim::ModelConfig& model,
                                       const sim::ClusterConfig& cluster,
                                       const sim::CostProfile& profile,
@@ -72,9 +84,13 @@ struct CompareReport {
 /// split, ZeRO and the overlaps that change the step), for tables and titles.
 std::string compare_layout_text(const sim::ParallelLayout& layout);
 
-/// Rows for every kind predicted or measured, and the step.
+/// Rows for every kind predicted or measured, and the step; with a pipeline,
+/// after the step one row per stage, "stage<s>.compute", when every stage's
+/// measured compute is given (`measured_stage_compute_s`, stage order: the
+/// last stage, with the output layer and no bubble to cool in, paces the step).
 CompareReport make_compare_report(const ComparePrediction& predicted, double measured_step_s,
-                                  const std::map<std::string, double>& measured_task_seconds);
+                                  const std::map<std::string, double>& measured_task_seconds,
+                                  std::span<const double> measured_stage_compute_s = {});
 
 nlohmann::ordered_json compare_json(const CompareReport& report);
 /// Inverse of compare_json for what the fit needs (model, layout, seq, step

@@ -34,6 +34,7 @@
 #include "engine/model/nonfinite_step.h"
 #include "engine/model/transformer_shape.h"
 #include "engine/trainer.h"
+#include "engine/comm/host_gather.h"
 #include "engine/training/rank_trainer.h"
 #include "engine/training/stop_vote.h"
 #include "engine/training/training_loop.h"
@@ -426,7 +427,14 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     }
     const ComparePrediction predicted =
         predict_for_compare(trained, s.cluster, s.profile, s.layout);
-    compare = make_compare_report(predicted, step_s, measured);
+    // A pipeline: every stage's measured compute, gathered over the rank's pp group.
+    std::vector<double> stage_compute_s;
+    if (pipeline != nullptr)
+      for (const float each : engine::comm::all_gather_on_host(*pipeline,
+                                                               static_cast<float>(measured_compute_s(predicted, measured)),
+                                                               options.comm_timeout))
+        stage_compute_s.push_back(each);
+    compare = make_compare_report(predicted, step_s, measured, stage_compute_s);
     compare->model = s.model_argument;
     compare->parallel_layout = s.layout;
     compare->layout = compare_layout_text(s.layout);

@@ -45,6 +45,42 @@ TEST(RunCompare, PredictionSumsTheStagesTasksByKind) {
   EXPECT_FALSE(p.step_time_interval_s);  // the fixture has no fit
 }
 
+// A pipeline: each stage's compute predicted (the last holds the output
+// layer), and with each stage's measured compute one row per stage.
+TEST(RunCompare, PipelineStagesComputeRows) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  sim::ModelConfig m = catalog.model("gpt-350m");
+  m.hidden_dropout = m.attention_dropout = 0;
+  const sim::CostProfile profile = sim::load_profile_file(
+      std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
+  sim::ParallelLayout l;
+  l.pp = 4;
+  l.mbs = 2;
+  l.gbs = 16;
+  const ComparePrediction p = predict_for_compare(m, catalog.cluster("dgx-h100"), profile, l);
+  ASSERT_EQ(p.stage_compute_s.size(), 4u);
+  // 24 layers, 6 a stage; the first adds the embedding, the last the output layer.
+  EXPECT_GT(p.stage_compute_s[3], p.stage_compute_s[1]);
+  EXPECT_GT(p.stage_compute_s[0], p.stage_compute_s[1]);
+  EXPECT_DOUBLE_EQ(p.stage_compute_s[1], p.stage_compute_s[2]);
+  EXPECT_TRUE(p.compute_kinds.count("output.fwd"));
+  EXPECT_FALSE(p.compute_kinds.count("optimizer.step"));
+  // Stage 0's measured tasks: its compute kinds summed, the send and the optimizer left out.
+  const std::map<std::string, double> stage0 = {
+      {"layer*.attn.fwd", 0.010}, {"embedding.fwd", 0.001}, {"chunk0.pp.send_fwd", 0.050}, {"optimizer.step", 0.004}};
+  EXPECT_DOUBLE_EQ(measured_compute_s(p, stage0), 0.011);
+  const std::vector<double> measured = {1.0 * p.stage_compute_s[0], p.stage_compute_s[1], p.stage_compute_s[2],
+                                        1.25 * p.stage_compute_s[3]};
+  const CompareReport r = make_compare_report(p, 2 * p.step_time_s, stage0, measured);
+  ASSERT_GE(r.rows.size(), 5u);
+  EXPECT_EQ(r.rows[4].task_kind, "stage3.compute");
+  EXPECT_NEAR(r.rows[4].error, -0.2, 1e-12);
+  EXPECT_EQ(r.rows[1].task_kind, "stage0.compute");
+  EXPECT_NEAR(r.rows[1].error, 0.0, 1e-12);
+  // Without every stage's measurement, no stage rows.
+  EXPECT_EQ(make_compare_report(p, p.step_time_s, stage0).rows[1].task_kind.rfind("stage", 0), std::string::npos);
+}
+
 TEST(RunCompare, ReportRowsErrorsAndCsv) {
   ComparePrediction p;
   p.step_time_s = 0.110;

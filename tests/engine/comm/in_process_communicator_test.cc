@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/comm/comm_error.h"
+#include "engine/comm/host_gather.h"
 #include "engine/comm/parallel_groups.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/comm/comm_test_support.h"
@@ -360,6 +361,20 @@ TEST_F(InProcessGroups, ARecvWithoutASendTimesOut) {
     cudaFree(buffer);
   }, std::chrono::milliseconds(200));
   EXPECT_EQ(error, "recv on group 'world' (rank 0 of 2): timeout: no message from rank 1 within 0.2 s");
+}
+
+// all_gather_on_host: each rank's number on every rank, in rank order.
+class HostGather : public kernels::testing::GpuTest {};
+
+TEST_F(HostGather, EveryRankGetsEveryRanksNumber) {
+  std::mutex m;
+  std::vector<std::vector<float>> got(3);
+  run_in_process(3, [&](int r, Communicator& comm) {
+    const std::vector<float> all = all_gather_on_host(comm, 0.5f + static_cast<float>(r), std::chrono::seconds(30));
+    std::lock_guard<std::mutex> lock(m);
+    got[static_cast<std::size_t>(r)] = all;
+  });
+  for (const std::vector<float>& all : got) EXPECT_EQ(all, (std::vector<float>{0.5f, 1.5f, 2.5f}));
 }
 
 }  // namespace
