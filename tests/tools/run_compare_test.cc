@@ -18,16 +18,22 @@ TEST(RunCompare, TaskKindDropsStageMicroBatchAndLayer) {
   EXPECT_EQ(task_kind("stage0.optimizer.step"), "optimizer.step");
 }
 
-TEST(RunCompare, PredictionSumsTheStagesTasksByKind) {
+// GPT-350M without dropout (the engine has none), predicted on a DGX H100 with
+// the measured-profile fixture.
+ComparePrediction predict_gpt350m(const sim::ParallelLayout& layout) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   sim::ModelConfig m = catalog.model("gpt-350m");
   m.hidden_dropout = m.attention_dropout = 0;
   const sim::CostProfile profile = sim::load_profile_file(
       std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
+  return predict_for_compare(m, catalog.cluster("dgx-h100"), profile, layout);
+}
+
+TEST(RunCompare, PredictionSumsTheStagesTasksByKind) {
   sim::ParallelLayout l;
   l.mbs = 4;
   l.gbs = 8;  // two micro-batches
-  const ComparePrediction p = predict_for_compare(m, catalog.cluster("dgx-h100"), profile, l);
+  const ComparePrediction p = predict_gpt350m(l);
   // One GPU: the step is the sum of its tasks, every one on the compute stream;
   // the tasks are predicted with a stream launch (4 µs in the fixture) after each
   // kernel instead of the graph's 1.5 µs, so their sum is the step plus 2.5 µs
@@ -48,16 +54,11 @@ TEST(RunCompare, PredictionSumsTheStagesTasksByKind) {
 // A pipeline: each stage's compute predicted (the last holds the output
 // layer), and with each stage's measured compute one row per stage.
 TEST(RunCompare, PipelineStagesComputeRows) {
-  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
-  sim::ModelConfig m = catalog.model("gpt-350m");
-  m.hidden_dropout = m.attention_dropout = 0;
-  const sim::CostProfile profile = sim::load_profile_file(
-      std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
   sim::ParallelLayout l;
   l.pp = 4;
   l.mbs = 2;
   l.gbs = 16;
-  const ComparePrediction p = predict_for_compare(m, catalog.cluster("dgx-h100"), profile, l);
+  const ComparePrediction p = predict_gpt350m(l);
   ASSERT_EQ(p.stage_compute_s.size(), 4u);
   // 24 layers, 6 a stage; the first adds the embedding, the last the output layer.
   EXPECT_GT(p.stage_compute_s[3], p.stage_compute_s[1]);
