@@ -112,8 +112,8 @@ double measured_compute_s(const ComparePrediction& predicted, const std::map<std
   return sum;
 }
 
-bool measurement_includes_wait(std::string_view task_kind) {
-  return task_kind.find("pp.send_") != std::string_view::npos;
+bool measurement_includes_wait(std::string_view task_kind, bool pipeline) {
+  return task_kind.find("pp.send_") != std::string_view::npos || (pipeline && task_kind == "optimizer.step");
 }
 
 CompareReport make_compare_report(const ComparePrediction& predicted, double measured_step_s,
@@ -121,8 +121,9 @@ CompareReport make_compare_report(const ComparePrediction& predicted, double mea
                                   std::span<const double> measured_stage_compute_s) {
   CompareReport r;
   r.step_time_interval_s = predicted.step_time_interval_s;
-  auto row = [](const std::string& kind, double p, double m) {
-    const bool waits = measurement_includes_wait(kind);
+  const bool pipeline = predicted.stage_compute_s.size() > 1;
+  auto row = [pipeline](const std::string& kind, double p, double m) {
+    const bool waits = measurement_includes_wait(kind, pipeline);
     return CompareRow{kind, p, m, m > 0 && !waits ? (p - m) / m : 0.0, waits};
   };
   r.rows.push_back(row(kStepRow, predicted.step_time_s, measured_step_s));
@@ -268,7 +269,7 @@ std::string compare_markdown(const CompareReport& r) {
 std::string compare_csv(const CompareReport& r) {
   std::string out = "layout,task_kind,predicted_s,measured_s,error\n";
   for (const CompareRow& row : r.rows)
-    if (!row.waits)
+    if (!row.waits && row.measured_s > 0)  // what the calibration report can place
       out += "\"" + r.layout + "\"," + row.task_kind + "," + number("%.9g", row.predicted_s) + "," +
              number("%.9g", row.measured_s) + "," + number("%.6f", row.error) + "\n";
   return out;

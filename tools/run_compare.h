@@ -58,13 +58,16 @@ struct CompareRow {
   /// A pipeline send ("chunk0.pp.send_fwd"): the engine's events hold the
   /// exchange from the moment the stage reaches it, so the measurement is the
   /// wait for the peer (the bubble) plus the transfer, the prediction the
-  /// transfer alone: no error is given, and compare.csv (the calibration
+  /// transfer alone; likewise a pipeline's optimizer step, which first sums
+  /// the gradient norm (and the tied embedding) with the stages still in
+  /// their backward. No error is given, and compare.csv (the calibration
   /// report's input) leaves the row out. The step's row compares the bubble.
   bool waits = false;
 };
 
-/// Whether a task kind's measurement holds the wait for the peer (CompareRow::waits).
-bool measurement_includes_wait(std::string_view task_kind);
+/// Whether a task kind's measurement holds the wait for a peer
+/// (CompareRow::waits); `pipeline`: the run has pp > 1.
+bool measurement_includes_wait(std::string_view task_kind, bool pipeline);
 
 struct CompareReport {
   std::string model;    // as given to --model (a preset name or a path)
@@ -84,7 +87,8 @@ struct CompareReport {
 /// split, ZeRO and the overlaps that change the step), for tables and titles.
 std::string compare_layout_text(const sim::ParallelLayout& layout);
 
-/// Rows for every kind predicted or measured, and the step; with a pipeline,
+/// Rows for every kind predicted or measured, and the step; compare.csv keeps
+/// those measured without a wait (CompareRow::waits); with a pipeline,
 /// after the step one row per stage, "stage<s>.compute", when every stage's
 /// measured compute is given (`measured_stage_compute_s`, stage order: the
 /// last stage, with the output layer and no bubble to cool in, paces the step).
