@@ -122,19 +122,7 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
 
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ArenaPlan memory;
-  const std::size_t n = elements_;
-  const std::string shard = sharded_ ? ", this rank's 1/" + std::to_string(dp_size_) : "";
-  const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
-  const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
-  const auto master = memory.add("master weights (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
-                                 master_elements * sizeof(float));
-  const auto adam_m = memory.add("adam m (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
-                                 master_elements * sizeof(float));
-  const auto adam_v = memory.add("adam v (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
-                                 master_elements * sizeof(float));
-  const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
-  norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
-  const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
+  const OptimizerSlots optimizer = plan_optimizer_buffers(memory, elements_, master_elements, sharded_ ? dp_size_ : 1);
   model_ = std::make_unique<Transformer>(shape_, options_.recompute, microbatches_, memory);
   ArenaPlan::Slot gathered = -1;
   if (dp_ != nullptr)
@@ -142,15 +130,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
                           static_cast<std::size_t>(options_.global_batch) * shape_.seq * sizeof(float));
 
   arena_ = std::make_unique<DeviceArena>(memory);
-  weights_ = arena_->get<Bf16>(weights);
-  gradients_ = arena_->get<float>(gradients);
-  master_ = arena_->get<float>(master);
-  adam_m_ = arena_->get<float>(adam_m);
-  adam_v_ = arena_->get<float>(adam_v);
-  norm_scalars_ = arena_->get<float>(scalars);
-  norm_workspace_ = arena_->get<char>(norm_workspace);
+  buffers_ = bind_optimizer_buffers(*arena_, optimizer);
   if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
-  model_->bind(*arena_, layout_, ParameterBuffers{weights_, gradients_}, stream_, tp_);
+  model_->bind(*arena_, layout_, ParameterBuffers{buffers_.weights, buffers_.gradients}, stream_, tp_);
   initialise_parameters();
   // Parameter gradients are written by the first micro-batch's backward and
   // added by the others (transformer.h): the Plan must run micro-batch 0's
@@ -171,7 +153,8 @@ Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
     partial_gradients_ = std::make_unique<tensor_parallel::PartialGradients>(layout_);
   if (dp_ != nullptr) {
     const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
-    reducer_ = std::make_unique<data_parallel::GradientReducer>(*dp_, gradients_, bucket_ranges(buckets_), reduction);
+    reducer_ =
+        std::make_unique<data_parallel::GradientReducer>(*dp_, buffers_.gradients, bucket_ranges(buckets_), reduction);
   }
   // Not under tp: every tp rank computes the replicated tensors' gradients (the
   // output layer's among them) and relies on computing them alike, so the ranks
@@ -243,7 +226,7 @@ void Trainer::zero_embedding_gradients() {
   for (const int tensor : {layout_.wpe(), shape_.tie_embeddings ? LayerTensors::kAbsent : layout_.wte()}) {
     if (tensor == LayerTensors::kAbsent) continue;
     const ParameterTensor& t = layout_.tensors()[static_cast<std::size_t>(tensor)];
-    SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_ + t.offset, 0, t.elements() * sizeof(float), stream_));
+    SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients + t.offset, 0, t.elements() * sizeof(float), stream_));
   }
 }
 
@@ -265,7 +248,7 @@ void Trainer::initialise_parameters() {
   const std::size_t n = elements_;
   // The whole fp32 model: the master copy, or with a sharded one the gradient
   // buffer as scratch, whose blocks the shard then takes.
-  float* full = sharded_ ? gradients_ : master_;
+  float* full = sharded_ ? buffers_.gradients : buffers_.master;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, n * sizeof(float), stream_));  // padding too
   const std::size_t tensors = layout_.tensors().size();
   for (std::size_t i = 0; i < tensors; ++i) {
@@ -274,16 +257,17 @@ void Trainer::initialise_parameters() {
     // Random streams by tensor; a tp rank's shard draws from a stream of its own
     // (else the shards would start, and stay, equal). Replicated tensors, and
     // one GPU, use the tensor's own.
-    const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
+    const std::size_t stream_id =
+        t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
     draw_initial_values(out, t, stream_id, options_, shape_.num_layers, stream_);  // kZeros: zeroed above
   }
-  kernels::convert_to_bf16(weights_, full, n, stream_);
+  kernels::convert_to_bf16(buffers_.weights, full, n, stream_);
   const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : n;
-  if (sharded_) sharded_->copy_to_shard(full, 0, n, master_, stream_);
+  if (sharded_) sharded_->copy_to_shard(full, 0, n, buffers_.master, stream_);
   // Once: the padding between tensors is never written and the norm reads it.
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, n * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, master_elements * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, master_elements * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, n * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_m, 0, master_elements * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_v, 0, master_elements * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -314,7 +298,7 @@ void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::
 
 void Trainer::run_tasks(int step) {
   // overlap_param_gather: the last update's weights gathered while this forward runs.
-  if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(weights_, stream_);
+  if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(buffers_.weights, stream_);
   zero_embedding_gradients();
   const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
   for (std::size_t k = 0; k < tasks_.size(); ++k) {
@@ -328,7 +312,8 @@ void Trainer::run_tasks(int step) {
     }
     if (t.kind == sim::TaskKind::kOptimizerStep) {
       // Sequence parallelism's partial gradients summed over tp (with dp, bucket by bucket below).
-      if (partial_gradients_ != nullptr && dp_ == nullptr) partial_gradients_->sum(gradients_, 0, elements_, *tp_, stream_);
+      if (partial_gradients_ != nullptr && dp_ == nullptr)
+        partial_gradients_->sum(buffers_.gradients, 0, elements_, *tp_, stream_);
       if (reducer_ != nullptr && reduce_gradients_) reducer_->finish(stream_);
       if (step > 0) queue_optimizer(step);
       continue;
@@ -369,23 +354,21 @@ void Trainer::run_tasks(int step) {
 void Trainer::queue_optimizer(int step) {
   kernels::AdamWStep s = adamw_step(options_, step);
   if (sharded_) {
-    sharded_->queue_step({weights_, gradients_, master_, adam_m_, adam_v_, norm_scalars_, norm_workspace_,
-                          norm_workspace_bytes_},
-                         s, static_cast<float>(options_.optimizer.grad_clip), stream_);
+    sharded_->queue_step(buffers_, s, static_cast<float>(options_.optimizer.grad_clip), stream_);
     return;
   }
   // Global gradient norm and clip factor, all on the device; a non-finite norm
   // makes the clip factor NaN and AdamW skip the update (kernels/grad_norm.h),
   // so the step never waits for the host.
-  float* sum_squares = norm_scalars_;
-  float* norm = norm_scalars_ + 1;
-  float* scale = norm_scalars_ + 2;
+  float* sum_squares = buffers_.norm_scalars;
+  float* norm = buffers_.norm_scalars + 1;
+  float* scale = buffers_.norm_scalars + 2;
   if (tp_ != nullptr) {
     queue_tensor_parallel_sum_squares();
   } else {
     SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
-    kernels::grad_sum_squares_accumulate(sum_squares, gradients_, layout_.total_elements(),
-                                         norm_workspace_, norm_workspace_bytes_, stream_);
+    kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients, layout_.total_elements(),
+                                         buffers_.norm_workspace, buffers_.norm_workspace_bytes, stream_);
   }
   kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
                            stream_);
@@ -393,8 +376,9 @@ void Trainer::queue_optimizer(int step) {
   for_each_decay_piece(0, layout_.total_elements(), layout_.decayed_ranges(),
                        [&](std::size_t from, std::size_t to, bool decayed) {
                          s.weight_decay = decayed ? weight_decay : 0.0f;
-                         kernels::adamw_update(master_ + from, weights_ + from, adam_m_ + from, adam_v_ + from,
-                                               gradients_ + from, to - from, s, scale, stream_);
+                         kernels::adamw_update(buffers_.master + from, buffers_.weights + from, buffers_.adam_m + from,
+                                               buffers_.adam_v + from, buffers_.gradients + from, to - from, s, scale,
+                                               stream_);
                        });
 }
 
@@ -410,7 +394,8 @@ void Trainer::run_tensor_parallel_task(const sim::Task& t) {
 void Trainer::reduce_buckets_ready_after(std::size_t index) {
   for (const int b : buckets_after_task_[index]) {
     const GradientBucketRange& r = buckets_[static_cast<std::size_t>(b)];
-    if (partial_gradients_ != nullptr) partial_gradients_->sum(gradients_, r.begin, r.begin + r.elements, *tp_, stream_);
+    if (partial_gradients_ != nullptr)
+      partial_gradients_->sum(buffers_.gradients, r.begin, r.begin + r.elements, *tp_, stream_);
     reducer_->bucket_ready(b, stream_);
   }
 }
@@ -432,13 +417,13 @@ void Trainer::queue_tensor_parallel_sum_squares() {
   // Rank 0 adds its shards and the replicated tensors, the others their shards;
   // the sum over the tp group is then the whole model's (Megatron's
   // clip_grad_norm counts a replicated parameter on one tp rank only).
-  float* sum_squares = norm_scalars_;
+  float* sum_squares = buffers_.norm_scalars;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
   const bool replicated_here = tp_->rank() == 0;
   for (const ParameterTensor& t : layout_.tensors())
     if (t.split_over_tp || replicated_here)
-      kernels::grad_sum_squares_accumulate(sum_squares, gradients_ + t.offset, t.elements(), norm_workspace_,
-                                           norm_workspace_bytes_, stream_);
+      kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients + t.offset, t.elements(),
+                                           buffers_.norm_workspace, buffers_.norm_workspace_bytes, stream_);
   SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), step_done_, 0));
   tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
@@ -476,7 +461,8 @@ double Trainer::read_results(double* grad_norm) {
   if (dp_ != nullptr) {
     float norm = 0;
     if (grad_norm != nullptr)
-      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+      SEXTANT_CUDA_CHECK(
+          cudaMemcpyAsync(&norm, buffers_.norm_scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
     const double loss = gathered_mean_loss();
     if (grad_norm != nullptr) *grad_norm = norm;
     return loss;
@@ -487,7 +473,8 @@ double Trainer::read_results(double* grad_norm) {
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), model_->losses(), n * sizeof(float),
                                      cudaMemcpyDeviceToHost, stream_));
   if (grad_norm != nullptr)
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    SEXTANT_CUDA_CHECK(
+        cudaMemcpyAsync(&norm, buffers_.norm_scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   wait_for_compute_stream();
   if (grad_norm != nullptr) *grad_norm = norm;
   double sum = 0;
@@ -527,47 +514,43 @@ void Trainer::set_parameter(const std::string& name, std::span<const float> valu
     throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) +
                                 " values for " + std::to_string(t.elements()) + " elements");
   settle_parameter_gathers();
-  float* full = sharded_ ? gradients_ : master_;  // the tensor's whole fp32 values
+  float* full = sharded_ ? buffers_.gradients : buffers_.master;  // the tensor's whole fp32 values
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + t.offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
-  kernels::convert_to_bf16(weights_ + t.offset, full + t.offset, t.elements(), stream_);
-  if (sharded_) sharded_->copy_to_shard(full, t.offset, t.elements(), master_, stream_);
+  kernels::convert_to_bf16(buffers_.weights + t.offset, full + t.offset, t.elements(), stream_);
+  if (sharded_) sharded_->copy_to_shard(full, t.offset, t.elements(), buffers_.master, stream_);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 std::vector<float> Trainer::master_parameter(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  if (!sharded_) return download_floats(master_ + t.offset, t.elements(), stream_);
-  return sharded_->values_from_shard(master_, t.offset, t.elements(), stream_);
+  if (!sharded_) return download_floats(buffers_.master + t.offset, t.elements(), stream_);
+  return sharded_->values_from_shard(buffers_.master, t.offset, t.elements(), stream_);
 }
 
 void Trainer::settle_parameter_gathers() const {
-  if (sharded_) sharded_->settle_gathers(weights_, stream_);
+  if (sharded_) sharded_->settle_gathers(buffers_.weights, stream_);
 }
 
 std::vector<float> Trainer::weight(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
   settle_parameter_gathers();
-  return download_bf16_as_floats(weights_ + t.offset, t.elements(), stream_);
+  return download_bf16_as_floats(buffers_.weights + t.offset, t.elements(), stream_);
 }
 
 std::vector<float> Trainer::gradient(const std::string& name) const {
   const ParameterTensor& t = layout_.find(name);
-  return download_floats(gradients_ + t.offset, t.elements(), stream_);
+  return download_floats(buffers_.gradients + t.offset, t.elements(), stream_);
 }
 
 checkpoint::TrainerState Trainer::state() const {
   settle_parameter_gathers();
-  return read_trainer_state({weights_, master_, adam_m_, adam_v_, elements_,
-                             sharded_ ? sharded_->shard_elements() : elements_},
-                            steps_done_, stream_);
+  return read_trainer_state(buffers_, steps_done_, stream_);
 }
 
 void Trainer::restore(const checkpoint::TrainerState& s) {
   settle_parameter_gathers();  // before the weights are overwritten
-  write_trainer_state({weights_, master_, adam_m_, adam_v_, elements_,
-                       sharded_ ? sharded_->shard_elements() : elements_},
-                      s, "Trainer::restore", stream_);
+  write_trainer_state(buffers_, s, "Trainer::restore", stream_);
   steps_done_ = static_cast<int>(s.steps_done);
 }
 

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "engine/checkpoint/trainer_state.h"
+#include "engine/data_parallel/optimizer_buffers.h"
 #include "engine/device_arena.h"
 #include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/lr_schedule.h"
@@ -216,7 +217,7 @@ class Trainer {
   /// when step > 0. Nothing waits for the GPU.
   void run_tasks(int step);
   void queue_optimizer(int step);
-  /// tp > 1: ||g||² over the model into norm_scalars_[0], every tp rank's
+  /// tp > 1: ||g||² over the model into buffers_.norm_scalars[0], every tp rank's
   /// shards counted once and the replicated tensors once (rank 0's).
   void queue_tensor_parallel_sum_squares();
   /// Waits for the work queued on the compute stream; with dp or tp groups
@@ -266,14 +267,7 @@ class Trainer {
   CUevent_st* step_done_ = nullptr;   // cudaEvent_t, dp > 1
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<DeviceArena> arena_;
-  Bf16* weights_ = nullptr;
-  float* gradients_ = nullptr;
-  float* master_ = nullptr;
-  float* adam_m_ = nullptr;
-  float* adam_v_ = nullptr;
-  float* norm_scalars_ = nullptr;  // sum of squares, norm, clip scale
-  char* norm_workspace_ = nullptr;
-  std::size_t norm_workspace_bytes_ = 0;
+  data_parallel::OptimizerBuffers buffers_;  // weights, gradients, masters, Adam moments, norm scratch
   cudaStream_t stream_ = nullptr;
   CUgraphExec_st* graph_ = nullptr;  // cudaGraphExec_t: the forward and backward, captured
   TaskTimer timer_;

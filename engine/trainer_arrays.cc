@@ -6,9 +6,43 @@
 #include <stdexcept>
 
 #include "kernels/cuda_check.h"
+#include "kernels/grad_norm.h"
 #include "kernels/parameter_init.h"
 
 namespace sextant::engine {
+
+OptimizerSlots plan_optimizer_buffers(ArenaPlan& plan, std::size_t elements, std::size_t master_elements,
+                                      int dp_shards) {
+  const std::string shard = dp_shards > 1 ? ", this rank's 1/" + std::to_string(dp_shards) : "";
+  OptimizerSlots s;
+  s.weights = plan.add("weights (bf16)", MemoryCategory::kParameters, elements * sizeof(kernels::Bf16));
+  s.gradients = plan.add("gradients (fp32)", MemoryCategory::kGradients, elements * sizeof(float));
+  s.master = plan.add("master weights (fp32" + shard + ")", MemoryCategory::kOptimizerStates,
+                      master_elements * sizeof(float));
+  s.adam_m = plan.add("adam m (fp32" + shard + ")", MemoryCategory::kOptimizerStates, master_elements * sizeof(float));
+  s.adam_v = plan.add("adam v (fp32" + shard + ")", MemoryCategory::kOptimizerStates, master_elements * sizeof(float));
+  s.norm_scalars = plan.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
+  s.norm_workspace_bytes = kernels::grad_sum_squares_workspace_bytes();
+  s.norm_workspace = plan.add("workspace.grad_norm", MemoryCategory::kOther, s.norm_workspace_bytes);
+  s.elements = elements;
+  s.master_elements = master_elements;
+  return s;
+}
+
+data_parallel::OptimizerBuffers bind_optimizer_buffers(const DeviceArena& arena, const OptimizerSlots& s) {
+  data_parallel::OptimizerBuffers b;
+  b.weights = arena.get<kernels::Bf16>(s.weights);
+  b.gradients = arena.get<float>(s.gradients);
+  b.master = arena.get<float>(s.master);
+  b.adam_m = arena.get<float>(s.adam_m);
+  b.adam_v = arena.get<float>(s.adam_v);
+  b.norm_scalars = arena.get<float>(s.norm_scalars);
+  b.norm_workspace = arena.get<char>(s.norm_workspace);
+  b.norm_workspace_bytes = s.norm_workspace_bytes;
+  b.elements = s.elements;
+  b.master_elements = s.master_elements;
+  return b;
+}
 
 std::vector<float> download_floats(const float* device, std::size_t n, cudaStream_t stream) {
   std::vector<float> host(n);
@@ -26,7 +60,8 @@ std::vector<float> download_bf16_as_floats(const kernels::Bf16* device, std::siz
   return values;
 }
 
-checkpoint::TrainerState read_trainer_state(const FlatArrays& a, std::int64_t steps_done, cudaStream_t stream) {
+checkpoint::TrainerState read_trainer_state(const data_parallel::OptimizerBuffers& a, std::int64_t steps_done,
+                                            cudaStream_t stream) {
   checkpoint::TrainerState s;
   s.steps_done = steps_done;
   s.weights_bf16.resize(a.elements);
@@ -40,8 +75,8 @@ checkpoint::TrainerState read_trainer_state(const FlatArrays& a, std::int64_t st
   return s;
 }
 
-void write_trainer_state(const FlatArrays& a, const checkpoint::TrainerState& s, const std::string& who,
-                         cudaStream_t stream) {
+void write_trainer_state(const data_parallel::OptimizerBuffers& a, const checkpoint::TrainerState& s,
+                         const std::string& who, cudaStream_t stream) {
   struct Length {
     const char* what;
     std::size_t got, expected;

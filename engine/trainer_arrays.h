@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "engine/checkpoint/trainer_state.h"
+#include "engine/data_parallel/optimizer_buffers.h"
+#include "engine/device_arena.h"
 #include "engine/model/parameter_layout.h"
 #include "engine/trainer.h"
 #include "kernels/adamw.h"
@@ -19,26 +21,31 @@
 
 namespace sextant::engine {
 
-/// A trainer's arrays on the device: `elements` bf16 weights and
-/// `master_elements` each of fp32 master weights and Adam moments (all of
-/// them, or the rank's ZeRO-1 shard).
-struct FlatArrays {
-  kernels::Bf16* weights = nullptr;
-  float* master = nullptr;
-  float* adam_m = nullptr;
-  float* adam_v = nullptr;
-  std::size_t elements = 0;
-  std::size_t master_elements = 0;
+/// The optimizer's buffers (data_parallel::OptimizerBuffers) as blocks of a
+/// trainer's ArenaPlan: bf16 weights and fp32 gradients of `elements`, fp32
+/// master weights and Adam moments of `master_elements` (the rank's 1/dp of
+/// them under the distributed optimizer, `dp_shards` > 1, which their names
+/// say), the gradient norm's scalars and workspace.
+struct OptimizerSlots {
+  ArenaPlan::Slot weights = -1, gradients = -1, master = -1, adam_m = -1, adam_v = -1, norm_scalars = -1,
+                  norm_workspace = -1;
+  std::size_t norm_workspace_bytes = 0, elements = 0, master_elements = 0;
 };
+OptimizerSlots plan_optimizer_buffers(ArenaPlan& plan, std::size_t elements, std::size_t master_elements,
+                                      int dp_shards);
+/// The buffers where `arena` (made from the plan) put them.
+data_parallel::OptimizerBuffers bind_optimizer_buffers(const DeviceArena& arena, const OptimizerSlots& slots);
 
-/// The arrays as a checkpoint keeps them, after `steps_done` updates; waits for `stream`.
-checkpoint::TrainerState read_trainer_state(const FlatArrays& arrays, std::int64_t steps_done, cudaStream_t stream);
+/// The weights, masters and Adam moments as a checkpoint keeps them, after
+/// `steps_done` updates; waits for `stream`.
+checkpoint::TrainerState read_trainer_state(const data_parallel::OptimizerBuffers& arrays, std::int64_t steps_done,
+                                            cudaStream_t stream);
 
 /// Puts read_trainer_state's arrays back; waits for `stream`. Throws
 /// std::invalid_argument, its message starting with `who`, naming the array
 /// whose length differs (another model or layout) or a negative steps_done.
-void write_trainer_state(const FlatArrays& arrays, const checkpoint::TrainerState& state, const std::string& who,
-                         cudaStream_t stream);
+void write_trainer_state(const data_parallel::OptimizerBuffers& arrays, const checkpoint::TrainerState& state,
+                         const std::string& who, cudaStream_t stream);
 
 /// Tensor `t`'s initial values into `out` (fp32, t.elements()) as its
 /// ParameterInit says — N(0, init_std), N(0, init_std / sqrt(2 · num_layers))

@@ -26,8 +26,8 @@ std::string Trainer::first_nonfinite_gradient() {
     const ParameterTensor& t = tensors[i];
     auto add = [&](std::size_t from, std::size_t to) {
       if (from < to)
-        kernels::grad_sum_squares_accumulate(sums + i, gradients_ + from, to - from, norm_workspace_,
-                                             norm_workspace_bytes_, stream_);
+        kernels::grad_sum_squares_accumulate(sums + i, buffers_.gradients + from, to - from, buffers_.norm_workspace,
+                                             buffers_.norm_workspace_bytes, stream_);
     };
     if (!sharded_) {
       add(t.offset, t.offset + t.elements());
@@ -61,7 +61,7 @@ void Trainer::set_gradient(const std::string& name, std::span<const float> value
   if (values.size() != t.elements())
     throw std::invalid_argument("set_gradient(" + name + "): " + std::to_string(values.size()) + " values for " +
                                 std::to_string(t.elements()) + " elements");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(gradients_ + t.offset, values.data(), values.size() * sizeof(float),
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(buffers_.gradients + t.offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

@@ -85,11 +85,11 @@ void DistributedOptimizer::count_in_norm(std::vector<ElementRange> counted, std:
   norm_also_over_ = std::move(then_over);
 }
 
-void DistributedOptimizer::queue_step(const ShardedOptimizerBuffers& b, const kernels::AdamWStep& step,
+void DistributedOptimizer::queue_step(const OptimizerBuffers& b, const kernels::AdamWStep& step,
                                       float grad_clip, cudaStream_t compute) {
-  float* sum_squares = b.scalars;
-  float* norm = b.scalars + 1;
-  float* scale = b.scalars + 2;
+  float* sum_squares = b.norm_scalars;
+  float* norm = b.norm_scalars + 1;
+  float* scale = b.norm_scalars + 2;
   // ||g||² = the sum over ranks of their blocks' squares (the blocks tile the
   // buffer), of the counted elements only beside tp.
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), compute));

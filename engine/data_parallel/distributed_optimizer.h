@@ -27,23 +27,12 @@
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/model/gradient_bucket_plan.h"
 #include "kernels/adamw.h"
+#include "engine/data_parallel/optimizer_buffers.h"
 #include "kernels/bf16.h"
 
 struct CUevent_st;
 
 namespace sextant::engine::data_parallel {
-
-/// What the optimizer reads and writes, all on the device.
-struct ShardedOptimizerBuffers {
-  kernels::Bf16* weights = nullptr;  // full length
-  float* gradients = nullptr;        // full length; this rank's blocks hold the group's sum
-  float* master = nullptr;           // shard_elements()
-  float* adam_m = nullptr;
-  float* adam_v = nullptr;
-  float* scalars = nullptr;          // 3 floats: sum of squares, norm, clip scale
-  void* norm_workspace = nullptr;
-  std::size_t norm_workspace_bytes = 0;
-};
 
 class DistributedOptimizer {
  public:
@@ -89,7 +78,7 @@ class DistributedOptimizer {
   /// bucket's bf16 weights; `compute` waits for the gathers. `step` carries the
   /// learning rate and its weight decay, applied to the decayed ranges.
   /// With deferred gathers the all-gathers are left for queue_gathers.
-  void queue_step(const ShardedOptimizerBuffers& b, const kernels::AdamWStep& step, float grad_clip,
+  void queue_step(const OptimizerBuffers& b, const kernels::AdamWStep& step, float grad_clip,
                   cudaStream_t compute);
 
   /// Megatron's --overlap-param-gather: queue_step leaves the bf16 weights'

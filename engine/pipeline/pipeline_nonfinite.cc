@@ -45,8 +45,8 @@ std::string PipelineTrainer::first_nonfinite_gradient() {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& [chunk, index] = tensors[i];
     const ParameterTensor& t = chunk->layout.tensors()[index];
-    kernels::grad_sum_squares_accumulate(sums + i, gradients_ + chunk->offset + t.offset, t.elements(),
-                                         norm_workspace_, norm_workspace_bytes_, stream_);
+    kernels::grad_sum_squares_accumulate(sums + i, buffers_.gradients + chunk->offset + t.offset, t.elements(),
+                                         buffers_.norm_workspace, buffers_.norm_workspace_bytes, stream_);
   }
   // A NaN in any tp shard (or any rank's part of a sharded gradient) makes the
   // group's sum non-finite; dp replicas add copies of the same finite values.
@@ -94,7 +94,7 @@ void PipelineTrainer::set_gradient(const std::string& name, std::span<const floa
   if (values.size() != at.tensor->elements())
     throw std::invalid_argument("set_gradient(" + name + "): " + std::to_string(values.size()) + " values for " +
                                 std::to_string(at.tensor->elements()) + " elements");
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(gradients_ + at.chunk->offset + at.tensor->offset, values.data(),
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(buffers_.gradients + at.chunk->offset + at.tensor->offset, values.data(),
                                      values.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

@@ -84,7 +84,9 @@ void PipelineTrainer::sum_partial_gradients(std::size_t begin, std::size_t end) 
     if (chunk.partial_gradients == nullptr) continue;
     const std::size_t from = std::max(begin, chunk.offset);
     const std::size_t to = std::min(end, chunk.offset + chunk.layout.total_elements());
-    if (from < to) chunk.partial_gradients->sum(gradients_ + chunk.offset, from - chunk.offset, to - chunk.offset, *tp_, stream_);
+    if (from < to)
+      chunk.partial_gradients->sum(buffers_.gradients + chunk.offset, from - chunk.offset, to - chunk.offset, *tp_,
+                                   stream_);
   }
 }
 
@@ -106,7 +108,7 @@ void PipelineTrainer::finish_gradients() {
       const bool holds = chunk.parts.embedding || (chunk.parts.output && chunk.layout.wte() != LayerTensors::kAbsent);
       if (!holds) continue;
       const ParameterTensor& t = chunk.layout.tensor(chunk.layout.wte());
-      float* g = gradients_ + chunk.offset + t.offset;
+      float* g = buffers_.gradients + chunk.offset + t.offset;
       on_group(*embedding_group_, [&] { embedding_group_->all_reduce_sum(g, g, t.elements(), comm::DataType::kFp32); });
     }
   }
@@ -137,29 +139,27 @@ std::vector<ElementRange> PipelineTrainer::norm_ranges() const {
 void PipelineTrainer::queue_optimizer(int step) {
   kernels::AdamWStep s = adamw_step(options_, step);
   if (sharded_) {
-    sharded_->queue_step({weights_, gradients_, master_, adam_m_, adam_v_, norm_scalars_, norm_workspace_,
-                          norm_workspace_bytes_},
-                         s, static_cast<float>(options_.optimizer.grad_clip), stream_);
+    sharded_->queue_step(buffers_, s, static_cast<float>(options_.optimizer.grad_clip), stream_);
     return;
   }
   // ||g||² of the whole model: this rank's tensors (a replicated one on tp rank
   // 0 only, as Megatron's clip_grad_norm; the tied copy not at all), summed
   // over tp and pp.
-  float* sum_squares = norm_scalars_;
+  float* sum_squares = buffers_.norm_scalars;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
   for (const auto& [begin, end] : norm_ranges())
-    kernels::grad_sum_squares_accumulate(sum_squares, gradients_ + begin, end - begin, norm_workspace_,
-                                         norm_workspace_bytes_, stream_);
+    kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients + begin, end - begin, buffers_.norm_workspace,
+                                         buffers_.norm_workspace_bytes, stream_);
   if (tp_ != nullptr) on_group(*tp_, [&] { tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
   on_group(*pp_, [&] { pp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
-  kernels::grad_clip_scale(norm_scalars_ + 1, norm_scalars_ + 2, sum_squares,
+  kernels::grad_clip_scale(buffers_.norm_scalars + 1, buffers_.norm_scalars + 2, sum_squares,
                            static_cast<float>(options_.optimizer.grad_clip), stream_);
-  const float* scale = norm_scalars_ + 2;
+  const float* scale = buffers_.norm_scalars + 2;
   const float weight_decay = static_cast<float>(options_.optimizer.weight_decay);
   for_each_decay_piece(0, elements_, decayed_, [&](std::size_t from, std::size_t to, bool decayed) {
     s.weight_decay = decayed ? weight_decay : 0.0f;
-    kernels::adamw_update(master_ + from, weights_ + from, adam_m_ + from, adam_v_ + from, gradients_ + from,
-                          to - from, s, scale, stream_);
+    kernels::adamw_update(buffers_.master + from, buffers_.weights + from, buffers_.adam_m + from,
+                          buffers_.adam_v + from, buffers_.gradients + from, to - from, s, scale, stream_);
   });
 }
 
@@ -187,7 +187,8 @@ double PipelineTrainer::read_results(double* grad_norm) {
   float norm = 0;
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), all, total * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   if (grad_norm != nullptr)
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(&norm, norm_scalars_ + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    SEXTANT_CUDA_CHECK(
+        cudaMemcpyAsync(&norm, buffers_.norm_scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (grad_norm != nullptr) *grad_norm = norm;
   return mean_loss_in_global_order(losses, microbatches_, dp, per_mb);

@@ -110,17 +110,8 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
 
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   ArenaPlan memory;
-  const std::size_t n = buffer_elements_, sharded = master_elements_;
-  const std::string shard = sharded_ ? ", this rank's 1/" + std::to_string(dp_->size()) : "";
-  const auto weights = memory.add("weights (bf16)", MemoryCategory::kParameters, n * sizeof(Bf16));
-  const auto gradients = memory.add("gradients (fp32)", MemoryCategory::kGradients, n * sizeof(float));
-  const auto master =
-      memory.add("master weights (fp32" + shard + ")", MemoryCategory::kOptimizerStates, sharded * sizeof(float));
-  const auto adam_m = memory.add("adam m (fp32" + shard + ")", MemoryCategory::kOptimizerStates, sharded * sizeof(float));
-  const auto adam_v = memory.add("adam v (fp32" + shard + ")", MemoryCategory::kOptimizerStates, sharded * sizeof(float));
-  const auto scalars = memory.add("gradient norm scalars", MemoryCategory::kOther, 4 * sizeof(float));
-  norm_workspace_bytes_ = kernels::grad_sum_squares_workspace_bytes();
-  const auto norm_workspace = memory.add("workspace.grad_norm", MemoryCategory::kOther, norm_workspace_bytes_);
+  const OptimizerSlots optimizer =
+      plan_optimizer_buffers(memory, buffer_elements_, master_elements_, sharded_ ? dp_->size() : 1);
   const std::size_t local_tokens = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
   const auto losses = memory.add("per-token losses (fp32)", MemoryCategory::kOther, local_tokens * sizeof(float));
   ArenaPlan::Slot gathered = -1;
@@ -139,19 +130,13 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
   }
 
   arena_ = std::make_unique<DeviceArena>(memory);
-  weights_ = arena_->get<Bf16>(weights);
-  gradients_ = arena_->get<float>(gradients);
-  master_ = arena_->get<float>(master);
-  adam_m_ = arena_->get<float>(adam_m);
-  adam_v_ = arena_->get<float>(adam_v);
-  norm_scalars_ = arena_->get<float>(scalars);
-  norm_workspace_ = arena_->get<char>(norm_workspace);
+  buffers_ = bind_optimizer_buffers(*arena_, optimizer);
   losses_ = arena_->get<float>(losses);
   if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
   for (Chunk& chunk : chunks_)
     for (auto& slot : chunk.slots)
-      slot->bind(*arena_, chunk.layout, ParameterBuffers{weights_ + chunk.offset, gradients_ + chunk.offset},
-                 stream_, tp_);
+      slot->bind(*arena_, chunk.layout,
+                 ParameterBuffers{buffers_.weights + chunk.offset, buffers_.gradients + chunk.offset}, stream_, tp_);
   // A backward's sent gradient and the next forward's received input may be in
   // flight in one exchange on the same slot for two chunks (stage_program.h):
   // safe only with the gradient at one place for every chunk of the slot.
@@ -166,7 +151,7 @@ PipelineTrainer::PipelineTrainer(const sim::ModelConfig& model, const sim::Paral
 
   if (dp_ != nullptr)
     reducer_ = std::make_unique<data_parallel::GradientReducer>(
-        *dp_, gradients_, bucket_ranges(),
+        *dp_, buffers_.gradients, bucket_ranges(),
         sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // Tied embeddings: the first and the last stage hold wte (Megatron's
   // embedding group); every pp rank takes part in the split.
@@ -227,21 +212,22 @@ void PipelineTrainer::initialise_parameters(const sim::ModelConfig& model) {
   for (std::size_t i = 0; i < tensors; ++i) index[whole.tensors()[i].name] = i;
   // The whole fp32 stage: the master copy, or with a sharded one the gradient
   // buffer as scratch, whose blocks the shard then takes.
-  float* full = sharded_ ? gradients_ : master_;
+  float* full = sharded_ ? buffers_.gradients : buffers_.master;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, buffer_elements_ * sizeof(float), stream_));  // padding too
   for (const Chunk& chunk : chunks_) {
     for (const ParameterTensor& t : chunk.layout.tensors()) {
       float* out = full + chunk.offset + t.offset;
       const std::size_t i = index.at(t.name);
-      const std::size_t stream_id = t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
+      const std::size_t stream_id =
+          t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
       draw_initial_values(out, t, stream_id, options_, model.num_layers, stream_);
     }
   }
-  kernels::convert_to_bf16(weights_, full, buffer_elements_, stream_);
-  if (sharded_) sharded_->copy_to_shard(full, 0, buffer_elements_, master_, stream_);
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_, 0, buffer_elements_ * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_m_, 0, master_elements_ * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(adam_v_, 0, master_elements_ * sizeof(float), stream_));
+  kernels::convert_to_bf16(buffers_.weights, full, buffer_elements_, stream_);
+  if (sharded_) sharded_->copy_to_shard(full, 0, buffer_elements_, buffers_.master, stream_);
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, buffer_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_m, 0, master_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_v, 0, master_elements_ * sizeof(float), stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -283,7 +269,8 @@ void PipelineTrainer::zero_embedding_gradients() {
     for (const int tensor : {l.wpe(), written_by_output ? LayerTensors::kAbsent : l.wte()}) {
       if (tensor == LayerTensors::kAbsent) continue;
       const ParameterTensor& t = l.tensor(tensor);
-      SEXTANT_CUDA_CHECK(cudaMemsetAsync(gradients_ + chunk.offset + t.offset, 0, t.elements() * sizeof(float), stream_));
+      SEXTANT_CUDA_CHECK(
+          cudaMemsetAsync(buffers_.gradients + chunk.offset + t.offset, 0, t.elements() * sizeof(float), stream_));
     }
   }
 }
@@ -356,7 +343,7 @@ void PipelineTrainer::run_step(int step) {
   // compute task waits for it.
   bool gathering = false;
   if (sharded_ && sharded_->gather_pending()) {
-    sharded_->queue_gathers(weights_, stream_);
+    sharded_->queue_gathers(buffers_.weights, stream_);
     gathering = true;
   }
   zero_embedding_gradients();
@@ -415,7 +402,7 @@ double PipelineTrainer::forward_backward(std::span<const std::int32_t> inputs, s
 }
 
 void PipelineTrainer::settle_parameter_gathers() const {
-  if (sharded_) sharded_->settle_gathers(weights_, stream_);
+  if (sharded_) sharded_->settle_gathers(buffers_.weights, stream_);
 }
 
 void PipelineTrainer::set_parameter(const std::string& name, std::span<const float> values) {
@@ -425,42 +412,41 @@ void PipelineTrainer::set_parameter(const std::string& name, std::span<const flo
   if (values.size() != at.tensor->elements())
     throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) + " values for " +
                                 std::to_string(at.tensor->elements()) + " elements");
-  float* full = sharded_ ? gradients_ : master_;  // the tensor's whole fp32 values
+  float* full = sharded_ ? buffers_.gradients : buffers_.master;  // the tensor's whole fp32 values
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + offset, values.data(), values.size() * sizeof(float),
                                      cudaMemcpyHostToDevice, stream_));
-  kernels::convert_to_bf16(weights_ + offset, full + offset, values.size(), stream_);
-  if (sharded_) sharded_->copy_to_shard(full, offset, values.size(), master_, stream_);
+  kernels::convert_to_bf16(buffers_.weights + offset, full + offset, values.size(), stream_);
+  if (sharded_) sharded_->copy_to_shard(full, offset, values.size(), buffers_.master, stream_);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 std::vector<float> PipelineTrainer::master_parameter(const std::string& name) const {
   const Located at = find(name);
   const std::size_t offset = at.chunk->offset + at.tensor->offset;
-  if (sharded_) return sharded_->values_from_shard(master_, offset, at.tensor->elements(), stream_);
-  return download_floats(master_ + offset, at.tensor->elements(), stream_);
+  if (sharded_) return sharded_->values_from_shard(buffers_.master, offset, at.tensor->elements(), stream_);
+  return download_floats(buffers_.master + offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> PipelineTrainer::gradient(const std::string& name) const {
   const Located at = find(name);
-  return download_floats(gradients_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+  return download_floats(buffers_.gradients + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> PipelineTrainer::weight(const std::string& name) const {
   settle_parameter_gathers();
   const Located at = find(name);
-  return download_bf16_as_floats(weights_ + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+  return download_bf16_as_floats(buffers_.weights + at.chunk->offset + at.tensor->offset, at.tensor->elements(),
+                                 stream_);
 }
 
 checkpoint::TrainerState PipelineTrainer::state() const {
   settle_parameter_gathers();
-  return read_trainer_state({weights_, master_, adam_m_, adam_v_, buffer_elements_, master_elements_}, steps_done_,
-                            stream_);
+  return read_trainer_state(buffers_, steps_done_, stream_);
 }
 
 void PipelineTrainer::restore(const checkpoint::TrainerState& s) {
   settle_parameter_gathers();
-  write_trainer_state({weights_, master_, adam_m_, adam_v_, buffer_elements_, master_elements_}, s, "PipelineTrainer::restore",
-                      stream_);
+  write_trainer_state(buffers_, s, "PipelineTrainer::restore", stream_);
   steps_done_ = static_cast<int>(s.steps_done);
 }
 

@@ -76,6 +76,7 @@
 #include "engine/checkpoint/trainer_state.h"
 #include "engine/comm/communicator.h"
 #include "engine/data_parallel/gradient_reducer.h"
+#include "engine/data_parallel/optimizer_buffers.h"
 #include "engine/device_arena.h"
 #include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/parameter_layout.h"
@@ -228,14 +229,7 @@ class PipelineTrainer {
   std::size_t master_elements_ = 0;  // buffer_elements_, or this rank's shard
   std::vector<ElementRange> decayed_;  // the chunks' decayed ranges, in the flat buffers
   std::unique_ptr<DeviceArena> arena_;
-  Bf16* weights_ = nullptr;
-  float* gradients_ = nullptr;
-  float* master_ = nullptr;
-  float* adam_m_ = nullptr;
-  float* adam_v_ = nullptr;
-  float* norm_scalars_ = nullptr;  // sum of squares, norm, clip scale
-  char* norm_workspace_ = nullptr;
-  std::size_t norm_workspace_bytes_ = 0;
+  data_parallel::OptimizerBuffers buffers_;  // weights, gradients, masters, Adam moments, norm scratch
   float* losses_ = nullptr;           // (local micro-batches x tokens): the last stage's, else zeros
   float* gathered_losses_ = nullptr;  // (global batch x seq), dp > 1
   cudaStream_t stream_ = nullptr;
