@@ -100,6 +100,10 @@ TEST(RunLayout, OverlapGradReduceOffIsRefusedWhereThereIsDataParallelism) {
   // One replica: nothing to reduce, nothing to refuse.
   EXPECT_EQ(run_layout("pp=2,overlap_grad_reduce=0", 2, 8).pp, 2);
   EXPECT_EQ(run_layout("overlap_grad_reduce=0", 1, 8).dp, 1);
+  // What the engine runs is what the layout says, and what --compare predicts:
+  // an overlapped reduction (it had said 0, so the prediction exposed the reduction).
+  EXPECT_TRUE(run_layout("dp=4,mbs=4,gbs=16", 4, 16).overlap_grad_reduce);
+  EXPECT_TRUE(run_layout("pp=2,dist_opt=1", 4, 8).overlap_grad_reduce);
 }
 
 }  // namespace
