@@ -370,9 +370,11 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       return *code;
     const auto rank = launched_rank(*a);
     PreparedRun run = prepare_run(checked_settings(*a, common.configs_dir));
-    // Said before the engine starts (and where there is none): what `best` chose.
-    for (const std::string* note : {&run.settings.cluster_note, &run.settings.layout_note})
-      if (!note->empty()) (run.settings.format == "json" ? std::cerr : out) << *note << "\n";
+    // Said before the engine starts (and where there is none): what `best` chose;
+    // by rank 0 only (every rank chose alike).
+    if (!rank || rank->rank == 0)
+      for (const std::string* note : {&run.settings.cluster_note, &run.settings.layout_note})
+        if (!note->empty()) (run.settings.format == "json" ? std::cerr : out) << *note << "\n";
     const LaunchedJob job = join_launched_job(rank, run.settings.layout);
     run.world_rank = job.world_rank;
 #ifdef SEXTANT_HAVE_NCCL

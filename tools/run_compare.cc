@@ -67,6 +67,12 @@ std::string task_kind(std::string_view name) {
     kind = "layer*";
     name.remove_prefix(std::min(name.find('.'), name.size()));
   }
+  // A data-parallel bucket's collectives: one kind for all of them ("dp.all_gather.bucket*").
+  if (const std::size_t bucket = name.rfind(".bucket"); bucket != std::string_view::npos) {
+    kind += name.substr(0, bucket);
+    kind += ".bucket*";
+    return kind;
+  }
   kind += name;
   return kind;
 }

@@ -16,6 +16,8 @@ TEST(RunCompare, TaskKindDropsStageMicroBatchAndLayer) {
   EXPECT_EQ(task_kind("stage0.mb3.layer17.attn.fwd"), "layer*.attn.fwd");
   EXPECT_EQ(task_kind("stage0.mb0.embedding.fwd"), "embedding.fwd");
   EXPECT_EQ(task_kind("stage0.optimizer.step"), "optimizer.step");
+  EXPECT_EQ(task_kind("stage0.dp.all_gather.bucket11"), "dp.all_gather.bucket*");
+  EXPECT_EQ(task_kind("stage1.dp.reduce_scatter.bucket0"), "dp.reduce_scatter.bucket*");
 }
 
 // GPT-350M without dropout (the engine has none), predicted on a DGX H100 with
