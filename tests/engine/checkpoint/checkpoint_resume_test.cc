@@ -146,9 +146,10 @@ void expect_stage_described(const pipeline::PipelineTrainer& trainer, const chec
   EXPECT_EQ(names, trainer.tensor_names()) << "rank " << rank << " (stage " << trainer.stage() << ")";
   EXPECT_EQ(described.flat_elements, trainer.state().weights_bf16.size()) << "rank " << rank;
   // With the distributed optimizer, each dp rank's shard: its block of each of the trainer's buckets.
-  if (!described.optimizer_shards.empty())
+  if (!described.optimizer_shards.empty()) {
     EXPECT_EQ(described.optimizer_shards,
               checkpoint::optimizer_shards_of(trainer.gradient_buckets(), m.layout.dp)) << "rank " << rank;
+  }
 }
 
 std::size_t moved_weights(const checkpoint::TrainerState& a, const checkpoint::TrainerState& b, double lr) {
@@ -178,7 +179,9 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
   layout.zero = param.distributed_optimizer ? 1 : 0;
   layout.mbs = 1;
   layout.gbs = 4;
-  if (param.pp > 1) ASSERT_EQ(sim::check_pipeline_split(model, layout), sim::SplitProblem::kNone);
+  if (param.pp > 1) {
+    ASSERT_EQ(sim::check_pipeline_split(model, layout), sim::SplitProblem::kNone);
+  }
   const TransformerShape shape = transformer_shape_of(model, layout);  // the rank's shard under tp
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
   TrainerOptions options = resume_options(param.distributed_optimizer, steps);
