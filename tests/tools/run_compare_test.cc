@@ -106,15 +106,23 @@ TEST(RunCompare, ReportRowsErrorsAndCsv) {
   EXPECT_NE(compare_table(r).find("optimizer.step"), std::string::npos);
 }
 
-TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
+// GPT-1.3B's step at sequence 2048 in `layout`, predicted and measured.
+CompareReport gpt13b_step(double predicted_s, double measured_s, const sim::ParallelLayout& layout) {
   ComparePrediction p;
-  p.step_time_s = 0.2;
-  CompareReport r = make_compare_report(p, 0.25, {});
+  p.step_time_s = predicted_s;
+  CompareReport r = make_compare_report(p, measured_s, {});
   r.model = "gpt-1.3b";
-  r.parallel_layout.mbs = 4;
-  r.parallel_layout.gbs = 16;
-  r.parallel_layout.recompute = sim::Recompute::kFull;
+  r.parallel_layout = layout;
   r.seq_length = 2048;
+  return r;
+}
+
+TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
+  sim::ParallelLayout l;
+  l.mbs = 4;
+  l.gbs = 16;
+  l.recompute = sim::Recompute::kFull;
+  const CompareReport r = gpt13b_step(0.2, 0.25, l);
   const CompareReport back = compare_from_json(compare_json(r), "run.json");
   EXPECT_EQ(back.model, "gpt-1.3b");
   EXPECT_EQ(back.layout, "mbs=4,gbs=16,recompute=full");
@@ -150,20 +158,9 @@ TEST(RunCompare, PipelineSendsAreMeasuredWithTheirWait) {
 // A parallel run's comparison keeps its whole layout: read back, it is the same
 // layout (not one GPU's at the same mbs and gbs), and its title names it.
 TEST(RunCompare, JsonKeepsAParallelLayout) {
-  ComparePrediction p;
-  p.step_time_s = 0.9;
-  CompareReport r = make_compare_report(p, 1.0, {});
-  r.model = "gpt-1.3b";
-  r.parallel_layout.tp = 2;
-  r.parallel_layout.sp = true;
-  r.parallel_layout.pp = 2;
-  r.parallel_layout.vpp = 2;
-  r.parallel_layout.schedule = sim::Schedule::kInterleaved;
-  r.parallel_layout.dp = 2;
-  r.parallel_layout.zero = 1;
-  r.parallel_layout.mbs = 2;
-  r.parallel_layout.gbs = 64;
-  r.seq_length = 2048;
+  const CompareReport r =
+      gpt13b_step(0.9, 1.0, sim::layout_from_spec("tp=2,sp=1,pp=2,vpp=2,dp=2,zero=1,mbs=2,gbs=64"));
+  ASSERT_EQ(r.parallel_layout.schedule, sim::Schedule::kInterleaved);
   const nlohmann::ordered_json j = compare_json(r);
   EXPECT_EQ(j["layout"]["gpus"], 8);
   const CompareReport back = compare_from_json(j, "run.json");
