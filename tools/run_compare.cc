@@ -10,6 +10,7 @@
 
 #include "reports/calibration_report.h"
 #include "sim/compute/prediction_interval.h"
+#include "sim/compute/launch_mode.h"
 #include "sim/core/config_error.h"
 #include "sim/event/event_simulation.h"
 #include "sim/plan/task_name.h"
@@ -89,13 +90,8 @@ ComparePrediction predict_for_compare(const sim::ModelConfig& model,
   // The tasks are measured with their kernels launched one by one (CUDA events
   // cannot time inside a graph replay): predict them so, each kernel followed
   // by a stream launch's gap instead of a graph node's.
-  sim::CostProfile launched = profile;
-  if (profile.tables && profile.tables->overheads) {
-    auto tables = std::make_shared<sim::MeasuredTables>(*profile.tables);
-    tables->overheads->graph_kernel_s = tables->overheads->kernel_launch_s;
-    launched.tables = std::move(tables);
-  }
-  const sim::EventSimulation e = sim::simulate_event(model, cluster, launched, layout, options);
+  const sim::EventSimulation e =
+      sim::simulate_event(model, cluster, sim::with_launched_kernels(profile), layout, options);
   for (std::uint32_t i = e.plan.stage_begin[0]; i < e.plan.stage_begin[1]; ++i)
     p.task_seconds_per_step[task_kind(sim::task_name(e.plan, e.plan.tasks[i]))] +=
         e.costs[i].duration_s;

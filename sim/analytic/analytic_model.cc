@@ -10,6 +10,7 @@
 #include "sim/analytic/power_cap.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
+#include "sim/compute/launch_mode.h"
 #include "sim/compute/layer_time.h"
 #include "sim/flops/model_flops.h"
 #include "sim/memory/parameter_count.h"
@@ -129,6 +130,9 @@ SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& c
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const MemoryBreakdown& memory, const PipelineSplit& split) {
+  // Our engine launches every kernel from the host on several GPUs (compute/launch_mode.h).
+  if (profile.software == Software::kSextantEngine && l.total_gpus() > 1 && !profile.kernels_launched)
+    return simulate_analytic(m, cluster, as_engine_launches(profile, l), l, memory, split);
   if (!has_power_cap(profile)) return simulate_at_clocks(m, cluster, profile, l, memory, split, {}, nullptr);
   // The sustained clock (power_cap.h): one for every GPU of one stage; per
   // stage, from each one's share of the compute at the burst clock.

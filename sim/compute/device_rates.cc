@@ -41,7 +41,8 @@ DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision p
   r.tables = p.tables.get();
   r.measured_kernel_gap_s = p.kernel_overhead_s;
   if (p.tables && p.tables->overheads) {
-    r.measured_kernel_gap_s = p.tables->overheads->graph_kernel_s;
+    r.measured_kernel_gap_s =
+        p.kernels_launched ? p.tables->overheads->kernel_launch_s : p.tables->overheads->graph_kernel_s;
     r.host_step_s = p.tables->overheads->host_step_s;
     r.graph_launch_s = p.tables->overheads->graph_launch_s;
   }

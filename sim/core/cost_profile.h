@@ -165,6 +165,10 @@ struct CostProfile {
   /// Measured kernel times (null for a datasheet profile). Shared: profiles are
   /// copied by value into every search worker, the tables are not.
   std::shared_ptr<const MeasuredTables> tables;
+  /// Not a YAML key: every kernel launched from the host, each followed by
+  /// tables->overheads->kernel_launch_s rather than graph_kernel_s
+  /// (sim/compute/launch_mode.h says when our engine does).
+  bool kernels_launched = false;
   std::optional<ProfileFit> fit;
   /// What the framework's software runs differently (framework_behaviour.h);
   /// Megatron-Core's by default.

@@ -4,14 +4,17 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/power_cap.h"
+#include "sim/compute/launch_mode.h"
 #include "sim/event/critical_path.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
 
 EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
-                               const CostProfile& measured_profile, const ParallelLayout& layout,
+                               const CostProfile& given_profile, const ParallelLayout& layout,
                                const EventOptions& options) {
+  // Our engine launches every kernel from the host on several GPUs (compute/launch_mode.h).
+  const CostProfile measured_profile = as_engine_launches(given_profile, layout);
   // A measured profile's power cap resolved for this layout (analytic/power_cap.h):
   // the analytic result's (one clock for every GPU) ...
   const CostProfile profile = with_power_cap_resolved(model, cluster, measured_profile, layout);
