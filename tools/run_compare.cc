@@ -68,11 +68,17 @@ std::string task_kind(std::string_view name) {
     kind = "layer*";
     name.remove_prefix(std::min(name.find('.'), name.size()));
   }
-  // A data-parallel bucket's collectives: one kind for all of them ("dp.all_gather.bucket*").
+  // A data-parallel bucket's collectives: one kind for all of them
+  // ("dp.all_gather.bucket*", "dp.all_gather.bucket*.fwd" under FSDP).
   if (const std::size_t bucket = name.rfind(".bucket"); bucket != std::string_view::npos) {
-    kind += name.substr(0, bucket);
-    kind += ".bucket*";
-    return kind;
+    std::size_t digits = bucket + std::string_view(".bucket").size();
+    const std::size_t begin = digits;
+    while (digits < name.size() && name[digits] >= '0' && name[digits] <= '9') ++digits;
+    if (digits > begin) {
+      kind += name.substr(0, begin);
+      kind += '*';
+      name.remove_prefix(digits);
+    }
   }
   kind += name;
   return kind;

@@ -242,19 +242,17 @@ void PipelineTrainer::upload(std::span<const std::int32_t> inputs, std::span<con
   // The stage's slots share one set of tokens and targets (Transformer's constructor).
   for (const Chunk& chunk : chunks_) {
     if (!chunk.parts.embedding && !chunk.parts.output) continue;
-    {
-      const auto& slot = chunk.slots.front();
-      for (int i = 0; i < microbatches_; ++i) {
-        const std::size_t from = static_cast<std::size_t>(dp_rank + i * dp) * per_mb;
-        const std::size_t to = static_cast<std::size_t>(i) * per_mb;
-        // Pageable copies: cudaMemcpyAsync stages them; a few hundred KiB.
-        if (chunk.parts.embedding)
-          SEXTANT_CUDA_CHECK(cudaMemcpyAsync(slot->tokens() + to, inputs.data() + from, per_mb * sizeof(std::int32_t),
-                                             cudaMemcpyHostToDevice, stream_));
-        if (chunk.parts.output)
-          SEXTANT_CUDA_CHECK(cudaMemcpyAsync(slot->targets() + to, targets.data() + from,
-                                             per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
-      }
+    const Transformer& any_slot = *chunk.slots.front();
+    for (int i = 0; i < microbatches_; ++i) {
+      const std::size_t from = static_cast<std::size_t>(dp_rank + i * dp) * per_mb;
+      const std::size_t to = static_cast<std::size_t>(i) * per_mb;
+      // Pageable copies: cudaMemcpyAsync stages them; a few hundred KiB.
+      if (chunk.parts.embedding)
+        SEXTANT_CUDA_CHECK(cudaMemcpyAsync(any_slot.tokens() + to, inputs.data() + from, per_mb * sizeof(std::int32_t),
+                                           cudaMemcpyHostToDevice, stream_));
+      if (chunk.parts.output)
+        SEXTANT_CUDA_CHECK(cudaMemcpyAsync(any_slot.targets() + to, targets.data() + from,
+                                           per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
     }
   }
 }

@@ -131,8 +131,8 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const MemoryBreakdown& memory, const PipelineSplit& split) {
   // Our engine launches every kernel from the host on several GPUs (compute/launch_mode.h).
-  if (profile.software == Software::kSextantEngine && l.total_gpus() > 1 && !profile.kernels_launched)
-    return simulate_analytic(m, cluster, as_engine_launches(profile, l), l, memory, split);
+  if (engine_launches_differently(profile, l))
+    return simulate_analytic(m, cluster, with_launched_kernels(profile), l, memory, split);
   if (!has_power_cap(profile)) return simulate_at_clocks(m, cluster, profile, l, memory, split, {}, nullptr);
   // The sustained clock (power_cap.h): one for every GPU of one stage; per
   // stage, from each one's share of the compute at the burst clock.

@@ -8,10 +8,12 @@ CostProfile with_launched_kernels(const CostProfile& profile) {
   return launched;
 }
 
+bool engine_launches_differently(const CostProfile& profile, const ParallelLayout& layout) {
+  return profile.software == Software::kSextantEngine && layout.total_gpus() > 1 && !profile.kernels_launched;
+}
+
 CostProfile as_engine_launches(const CostProfile& profile, const ParallelLayout& layout) {
-  if (profile.software != Software::kSextantEngine || layout.total_gpus() <= 1 || profile.kernels_launched)
-    return profile;
-  return with_launched_kernels(profile);
+  return engine_launches_differently(profile, layout) ? with_launched_kernels(profile) : profile;
 }
 
 }  // namespace sextant::sim

@@ -18,8 +18,12 @@ namespace sextant::sim {
 /// measured overheads).
 CostProfile with_launched_kernels(const CostProfile& profile);
 
-/// The profile as our engine runs `layout`: with_launched_kernels for a
-/// sextant-engine profile on more than one GPU, else unchanged.
+/// Whether our engine runs `layout` with every kernel launched where `profile`
+/// says otherwise: a sextant-engine profile not yet launched, on more than one GPU.
+bool engine_launches_differently(const CostProfile& profile, const ParallelLayout& layout);
+
+/// The profile as our engine runs `layout`: with_launched_kernels where
+/// engine_launches_differently, else unchanged.
 CostProfile as_engine_launches(const CostProfile& profile, const ParallelLayout& layout);
 
 }  // namespace sextant::sim

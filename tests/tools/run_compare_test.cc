@@ -18,6 +18,7 @@ TEST(RunCompare, TaskKindDropsStageMicroBatchAndLayer) {
   EXPECT_EQ(task_kind("stage0.optimizer.step"), "optimizer.step");
   EXPECT_EQ(task_kind("stage0.dp.all_gather.bucket11"), "dp.all_gather.bucket*");
   EXPECT_EQ(task_kind("stage1.dp.reduce_scatter.bucket0"), "dp.reduce_scatter.bucket*");
+  EXPECT_EQ(task_kind("stage0.mb1.dp.all_gather.bucket12.fwd"), "dp.all_gather.bucket*.fwd");
 }
 
 // GPT-350M without dropout (the engine has none), predicted on a DGX H100 with
