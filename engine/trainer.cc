@@ -1,21 +1,18 @@
+// The trainer's construction, its step, and the program it runs (trainer.h).
 #include "engine/trainer.h"
 
 #include <cuda_runtime_api.h>
 
 #include <chrono>
-#include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
 
-#include "engine/comm/communicator.h"
 #include "engine/data_parallel/distributed_optimizer.h"
-#include "engine/model/decay_pieces.h"
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/trainer_arrays.h"
-#include "kernels/adamw.h"
 #include "kernels/cuda_check.h"
-#include "kernels/grad_norm.h"
 #include "kernels/parameter_init.h"
 #include "sim/plan/plan_builder.h"
 #include "sim/plan/task_name.h"
@@ -24,462 +21,405 @@ namespace sextant::engine {
 
 namespace {
 
-std::vector<data_parallel::GradientBucket> bucket_ranges(const std::vector<GradientBucketRange>& buckets) {
-  std::vector<data_parallel::GradientBucket> ranges;
-  for (const GradientBucketRange& b : buckets) ranges.push_back({b.begin, b.elements});
-  return ranges;
+using pipeline::Direction;
+using pipeline::Transfer;
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("Trainer: " + what);
 }
 
-// One replica's layout: its share of the global batch on one GPU, or on its
-// tp group (whose collectives around each block are tasks of the Plan).
-sim::ParallelLayout single_gpu_layout(const TrainerOptions& o, int dp, const TransformerShape& shape) {
-  sim::ParallelLayout l;
-  l.tp = shape.tp;
-  l.sp = shape.sequence_parallel;
+// One dp replica's pipeline as the Plan knows it: the engine reduces dp in
+// its own buckets (trainer_gradients.cc), so the Plan holds the stage's
+// compute, its tensor-parallel collectives (tasks of their own, run by the
+// Transformer) and the pipeline sends.
+sim::ParallelLayout plan_layout(const sim::ParallelLayout& layout) {
+  sim::ParallelLayout l = layout;
+  l.cp = l.ep = l.etp = l.dp = 1;
+  l.zero = 0;
+  l.gbs = layout.gbs / layout.dp;
+  l.overlap_grad_reduce = false;
+  l.overlap_param_gather = false;
   l.tp_comm_overlap = false;  // the engine runs each collective as its own task
-  l.mbs = o.micro_batch;
-  l.gbs = o.global_batch / dp;
-  l.recompute = o.recompute;
-  l.schedule = sim::Schedule::kOneFOneB;
-  l.overlap_grad_reduce = false;  // one GPU: no gradient reduction at all
   return l;
+}
+
+void require_group_size(const comm::ParallelGroups& groups, sim::ParallelGroup kind, int expected) {
+  require(groups.size(kind) == expected, "the " + std::string(sim::to_string(kind)) + " group has " +
+                                             std::to_string(groups.size(kind)) + " ranks; the layout's " +
+                                             std::string(sim::to_string(kind)) + " is " + std::to_string(expected));
 }
 
 }  // namespace
 
-Trainer::Trainer(const sim::ModelConfig& model, const TransformerShape& shape,
-                 const TrainerOptions& options, comm::Communicator* data_parallel,
-                 comm::Communicator* tensor_parallel)
-    : shape_(shape), options_(options), layout_(shape), timer_(options.time_tasks) {
-  if (tensor_parallel != nullptr && tensor_parallel->size() > 1) tp_ = tensor_parallel;
-  if (data_parallel != nullptr && data_parallel->size() > 1) {
-    dp_ = data_parallel;
-    dp_size_ = dp_->size();
-    dp_rank_ = dp_->rank();
+Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layout, const TrainerOptions& options,
+                 const comm::ParallelGroups& groups)
+    : layout_(layout), shape_(transformer_shape_of(model, layout)), options_(options), timer_(options.time_tasks) {
+  require(layout.cp == 1 && layout.ep == 1, "cp and ep are not executed by the engine yet (layout " +
+                                                layout.to_spec() + ")");
+  require(layout.zero <= 1, "zero=" + std::to_string(layout.zero) +
+                                ": the engine runs no ZeRO stage beyond the distributed optimizer (zero=1)");
+  require(layout.mbs >= 1 && layout.gbs % (layout.mbs * layout.dp) == 0,
+          "the global batch (" + std::to_string(layout.gbs) + ") must be a multiple of mbs (" +
+              std::to_string(layout.mbs) + ") times dp (" + std::to_string(layout.dp) + ")");
+  require_group_size(groups, sim::ParallelGroup::kTp, layout.tp);
+  require_group_size(groups, sim::ParallelGroup::kDp, layout.dp);
+  require_group_size(groups, sim::ParallelGroup::kPp, layout.pp);
+  pp_ = groups.spanning(sim::ParallelGroup::kPp);
+  dp_ = groups.spanning(sim::ParallelGroup::kDp);
+  tp_ = groups.spanning(sim::ParallelGroup::kTp);
+  if (pp_ != nullptr && model.tie_embeddings) {
+    embedding_ = groups.spanning(sim::ParallelGroup::kEmbedding);
+    const bool member = pp_->rank() == 0 || pp_->rank() == layout.pp - 1;
+    require(member == (embedding_ != nullptr), "tied embeddings need the embedding group of the first and last stage");
   }
-  if (options_.micro_batch < 1 || options_.global_batch % (options_.micro_batch * dp_size_) != 0)
-    throw std::invalid_argument("Trainer: the global batch (" + std::to_string(options_.global_batch) +
-                                ") must be a multiple of the micro-batch (" +
-                                std::to_string(options_.micro_batch) + ") times the data-parallel ranks (" +
-                                std::to_string(dp_size_) + ")");
-  microbatches_ = options_.global_batch / (options_.micro_batch * dp_size_);
+  stage_ = pp_ == nullptr ? 0 : pp_->rank();
+  microbatches_ = layout.gbs / (layout.mbs * layout.dp);
+  shape_.micro_batch = layout.mbs;
 
-  // The Plan of this layout; the engine runs stage 0's compute stream. With one
-  // GPU there is nothing else: no collectives, no sends, no buckets.
   sim::ModelConfig plan_model = model;
   plan_model.seq_length = shape_.seq;
-  if (shape_.tp != (tp_ != nullptr ? tp_->size() : 1))
-    throw std::invalid_argument("Trainer: the shape is a shard of tp = " + std::to_string(shape_.tp) +
-                                " ranks but the tensor-parallel group has " +
-                                std::to_string(tp_ != nullptr ? tp_->size() : 1));
-  plan_ = sim::build_plan(plan_model, single_gpu_layout(options_, dp_size_, shape_));
-  for (std::uint32_t i = plan_.stage_begin[0]; i < plan_.stage_begin[1]; ++i) {
-    const sim::Task& t = plan_.tasks[i];
-    const bool tensor_parallel = t.kind == sim::TaskKind::kTensorParallel ||
-                                 t.kind == sim::TaskKind::kTensorParallelGather ||
-                                 t.kind == sim::TaskKind::kTensorParallelScatter;
-    if (t.kind == sim::TaskKind::kCompute || t.kind == sim::TaskKind::kOptimizerStep || tensor_parallel)
-      tasks_.push_back(t);
-    else
-      throw std::logic_error("Trainer: the single-GPU plan holds a communication task: " +
-                             sim::task_name(plan_, t));
-  }
-
-  elements_ = layout_.total_elements();
-  std::size_t master_elements = elements_;
+  plan_model.hidden_dropout = plan_model.attention_dropout = 0;
+  plan_ = sim::build_plan(plan_model, plan_layout(layout));  // std::invalid_argument for a schedule it cannot run
+  program_ = pipeline::stage_program_of(plan_, stage_);
+  build_chunks();
+  buffer_elements_ = master_elements_ = elements_;
   if (dp_ != nullptr) {
-    // Buckets in buffer order, each reduced after its last backward write; with
-    // the distributed optimizer each a multiple of 8·dp (the buffers run to the
-    // last bucket's padded end).
-    const bool sharded = options_.distributed_optimizer;
-    buckets_ = plan_gradient_buckets(layout_, tasks_, options_.bucket_elements,
-                                     sharded ? data_parallel::DistributedOptimizer::bucket_multiple(dp_size_) : 1);
-    buckets_after_task_.resize(tasks_.size());
-    for (std::size_t b = 0; b < buckets_.size(); ++b)
-      buckets_after_task_[buckets_[b].ready_after].push_back(static_cast<int>(b));
-    elements_ = buckets_.back().begin + buckets_.back().elements;
-    if (sharded) {
-      sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(buckets_),
-                                                                      layout_.decayed_ranges());
-      master_elements = sharded_->shard_elements();
-      if (options_.overlap_param_gather) {
-        sharded_->defer_gathers(true);
-        gathers_before_task_ = first_parameter_reads(layout_, tasks_, buckets_);
-        std::vector<int> order;  // gathered in the order the forward reads them
-        for (const std::vector<int>& bs : gathers_before_task_) order.insert(order.end(), bs.begin(), bs.end());
-        sharded_->gather_in_order(std::move(order));
-      }
-      if (tp_ != nullptr) {
-        // Beside tp: this rank's shards, and the replicated tensors on tp rank 0
-        // only (queue_tensor_parallel_sum_squares' rule), count in the norm.
-        std::vector<ElementRange> counted;
-        for (const ParameterTensor& t : layout_.tensors())
-          if (t.split_over_tp || tp_->rank() == 0) counted.emplace_back(t.offset, t.offset + t.elements());
-        sharded_->count_in_norm(std::move(counted), {tp_});
-      }
+    plan_gradient_buckets_of_stage();
+    buffer_elements_ = buckets_.back().begin + buckets_.back().elements;
+  }
+  if (layout.zero >= 1 && dp_ != nullptr) {
+    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(), decayed_);
+    // Beside tp and pp the norm is the whole model's: this rank's shards, the
+    // replicated tensors on tp rank 0 only and the tied copy not at all.
+    std::vector<comm::Communicator*> then_over;
+    for (comm::Communicator* g : {tp_, pp_})
+      if (g != nullptr) then_over.push_back(g);
+    if (!then_over.empty()) sharded_->count_in_norm(norm_ranges(), std::move(then_over));
+    if (layout.overlap_param_gather) {
+      sharded_->defer_gathers(true);
+      std::vector<int> order;  // gathered in the order the program first reads them
+      for (const std::vector<int>& bs : gathers_before_action_) order.insert(order.end(), bs.begin(), bs.end());
+      sharded_->gather_in_order(std::move(order));
+    } else {
+      gathers_before_action_.clear();
     }
+    master_elements_ = sharded_->shard_elements();
+  } else {
+    gathers_before_action_.clear();
   }
-
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  ArenaPlan memory;
-  const OptimizerSlots optimizer = plan_optimizer_buffers(memory, elements_, master_elements, sharded_ ? dp_size_ : 1);
-  model_ = std::make_unique<Transformer>(shape_, options_.recompute, microbatches_, memory);
-  ArenaPlan::Slot gathered = -1;
+  plan_memory();
+  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_comm_, cudaEventDisableTiming));
+  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_comm_, cudaEventDisableTiming));
+  initialise_parameters(model);
   if (dp_ != nullptr)
-    gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
-                          static_cast<std::size_t>(options_.global_batch) * shape_.seq * sizeof(float));
-
-  arena_ = std::make_unique<DeviceArena>(memory);
-  buffers_ = bind_optimizer_buffers(*arena_, optimizer);
-  if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
-  model_->bind(*arena_, layout_, ParameterBuffers{buffers_.weights, buffers_.gradients}, stream_, tp_);
-  initialise_parameters();
-  // Parameter gradients are written by the first micro-batch's backward and
-  // added by the others (transformer.h): the Plan must run micro-batch 0's
-  // backward tasks before any other's.
-  for (const sim::Task& t : tasks_) {
-    if (t.pass != sim::Pass::kBackward) continue;
-    if (t.microbatch != 0)
-      throw std::logic_error("Trainer: the plan's first backward task is not micro-batch 0's: " +
-                             sim::task_name(plan_, t));
-    break;
-  }
-  // The optimizer runs after the graph of the forward and backward (queue_step).
-  if (tasks_.empty() || tasks_.back().kind != sim::TaskKind::kOptimizerStep)
-    throw std::logic_error("Trainer: the plan's last task is not the optimizer step");
-  if (dp_ != nullptr || tp_ != nullptr)
-    SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
-  if (tp_ != nullptr && shape_.sequence_parallel)
-    partial_gradients_ = std::make_unique<tensor_parallel::PartialGradients>(layout_);
-  if (dp_ != nullptr) {
-    const auto reduction = sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce;
-    reducer_ =
-        std::make_unique<data_parallel::GradientReducer>(*dp_, buffers_.gradients, bucket_ranges(buckets_), reduction);
-  }
+    reducer_ = std::make_unique<data_parallel::GradientReducer>(
+        *dp_, buffers_.gradients, bucket_ranges(),
+        sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // Not under tp: every tp rank computes the replicated tensors' gradients (the
   // output layer's among them) and relies on computing them alike, so the ranks
   // keep cuBLASLt's heuristic choice, which depends on the shapes only, instead
-  // of each timing its own.
-  if (options_.tune_gemms && tp_ == nullptr) tune_gemms();
+  // of each timing its own; not under pp: the pass would meet the other stages.
+  if (options_.tune_gemms && tp_ == nullptr && pp_ == nullptr) tune_gemms();
 }
 
-void Trainer::queue_step(int step) {
-  // dp or tp > 1: the collectives meet the other ranks from the host (the
-  // in-process communicator) or join NCCL's queue; launched one by one for now.
-  if (!options_.use_cuda_graph || timer_.enabled() || dp_ != nullptr || tp_ != nullptr) {
-    run_tasks(step);
-    return;
+void Trainer::build_chunks() {
+  // The chunks' parameters, one range of the flat buffers each, in chunk order.
+  for (int c = 0; c < plan_.shape.vpp; ++c) {
+    const sim::ChunkLayers& held = plan_.shape.split.chunk(stage_, c);
+    TransformerShape chunk_shape = shape_;
+    chunk_shape.num_layers = held.num_layers;
+    chunks_.emplace_back(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
+    chunks_.back().offset = elements_;
+    elements_ += chunks_.back().layout.total_elements();
+    if (shape_.sequence_parallel && tp_ != nullptr)
+      chunks_.back().partial_gradients = std::make_unique<tensor_parallel::PartialGradients>(chunks_.back().layout);
   }
-  if (graph_ == nullptr) capture_graph();
-  SEXTANT_CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
-  if (step > 0) queue_optimizer(step);
+  for (const Chunk& chunk : chunks_)
+    for (const auto& [begin, end] : chunk.layout.decayed_ranges())
+      decayed_.emplace_back(chunk.offset + begin, chunk.offset + end);
 }
 
-void Trainer::capture_graph() {
-  // Everything run_tasks queues is device work on stream_ with fixed pointers and
-  // sizes (tokens are uploaded into the same buffers each step), so one capture
-  // replays every step. The optimizer stays outside: its learning rate and bias
-  // corrections change per step.
-  cudaGraph_t graph = nullptr;
-  SEXTANT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  try {
-    run_tasks(0);
-  } catch (...) {
-    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
-    throw;
+void Trainer::plan_memory() {
+  ArenaPlan memory;
+  const OptimizerSlots optimizer =
+      plan_optimizer_buffers(memory, buffer_elements_, master_elements_, sharded_ ? dp_->size() : 1);
+  const std::size_t local_tokens = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
+  ArenaPlan::Slot losses = -1, gathered = -1;
+  if (pp_ != nullptr)
+    losses = memory.add("per-token losses (fp32)", MemoryCategory::kOther, local_tokens * sizeof(float));
+  if (dp_ != nullptr)
+    gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
+                          static_cast<std::size_t>(layout_.gbs) * shape_.seq * sizeof(float));
+  // The activation slots: each an overlay that every chunk's Transformer of
+  // that slot lays its stored activations over (they hold it one at a time:
+  // stage_program.h), the pass's scratch shared by all (transformer.h). One
+  // chunk in one slot (pp = 1) needs no overlay.
+  const bool overlays = program_.slots > 1 || chunks_.size() > 1;
+  for (int s = 0; s < program_.slots; ++s) {
+    const ArenaPlan::Overlay slot = overlays ? memory.add_overlay("activation slot " + std::to_string(s)) : 0;
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      chunks_[c].slots.push_back(std::make_unique<Transformer>(
+          chunks_[c].shape, layout_.recompute, microbatches_, memory, chunks_[c].parts,
+          overlays ? ArenaPlan::Place{slot, static_cast<int>(c)} : ArenaPlan::Place{}));
   }
-  SEXTANT_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
-  SEXTANT_CUDA_CHECK(instantiated);
-  graph_ = exec;
-}
-
-void Trainer::tune_gemms() {
-  // Tokens spread over the vocabulary (a 64-bit LCG, Knuth's MMIX constants)
-  // rather than one token everywhere, so the products are timed on data like
-  // training's (a tensor core's power, and so the clock it holds, depends on
-  // the data). Everything this pass writes is overwritten or zeroed by the
-  // first step.
-  const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
-  std::vector<std::int32_t> tokens(n);
-  std::uint64_t state = options_.seed;
-  for (auto& t : tokens) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    t = static_cast<std::int32_t>((state >> 33) % static_cast<std::uint64_t>(shape_.vocab));
-  }
-  upload(tokens, tokens);
-  model_->set_tune_gemms(true);
-  reduce_gradients_ = false;  // the ranks time different products: no dp collectives
-  run_tasks(0);
-  reduce_gradients_ = true;
-  model_->set_tune_gemms(false);
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  timer_.collect();  // the pass's task times are not a step's
-}
-
-void Trainer::zero_embedding_gradients() {
-  // Scatter-added (kernels/embedding.h): rows of tokens a step lacks are never
-  // written, so these two start from zero each step. A tied wte is written
-  // first by the LM head's weight-gradient GEMM instead.
-  for (const int tensor : {layout_.wpe(), shape_.tie_embeddings ? LayerTensors::kAbsent : layout_.wte()}) {
-    if (tensor == LayerTensors::kAbsent) continue;
-    const ParameterTensor& t = layout_.tensors()[static_cast<std::size_t>(tensor)];
-    SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients + t.offset, 0, t.elements() * sizeof(float), stream_));
-  }
+  arena_ = std::make_unique<DeviceArena>(memory);
+  buffers_ = bind_optimizer_buffers(*arena_, optimizer);
+  if (pp_ != nullptr) losses_ = arena_->get<float>(losses);
+  if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
+  for (Chunk& chunk : chunks_)
+    for (auto& slot : chunk.slots)
+      slot->bind(*arena_, chunk.layout,
+                 ParameterBuffers{buffers_.weights + chunk.offset, buffers_.gradients + chunk.offset}, stream_, tp_);
+  // A backward's sent gradient and the next forward's received input may be in
+  // flight in one exchange on the same slot for two chunks (stage_program.h):
+  // safe only with the gradient at one place for every chunk of the slot.
+  for (std::size_t s = 0; s < static_cast<std::size_t>(program_.slots); ++s)
+    for (const Chunk& chunk : chunks_)
+      if (chunk.slots[s]->residual_gradient() != chunks_.front().slots[s]->residual_gradient())
+        throw std::logic_error("Trainer: activation slot " + std::to_string(s) +
+                               " holds the residual stream's gradient at two places");
 }
 
 Trainer::~Trainer() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-  if (dp_ != nullptr) cudaStreamSynchronize(dp_->stream());
-  if (tp_ != nullptr) cudaStreamSynchronize(tp_->stream());
+  for (comm::Communicator* g : groups_in_use()) cudaStreamSynchronize(g->stream());
   reducer_.reset();
   sharded_.reset();
-  if (step_done_ != nullptr) cudaEventDestroy(step_done_);
+  if (to_comm_ != nullptr) cudaEventDestroy(to_comm_);
+  if (from_comm_ != nullptr) cudaEventDestroy(from_comm_);
   if (graph_ != nullptr) cudaGraphExecDestroy(graph_);
-  if (stream_ != nullptr) {
-    model_.reset();
-    cudaStreamDestroy(stream_);
-  }
+  chunks_.clear();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-void Trainer::initialise_parameters() {
-  const std::size_t n = elements_;
-  // The whole fp32 model: the master copy, or with a sharded one the gradient
-  // buffer as scratch, whose blocks the shard then takes.
-  float* full = sharded_ ? buffers_.gradients : buffers_.master;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, n * sizeof(float), stream_));  // padding too
-  const std::size_t tensors = layout_.tensors().size();
-  for (std::size_t i = 0; i < tensors; ++i) {
-    const ParameterTensor& t = layout_.tensors()[i];
-    float* out = full + t.offset;
-    // Random streams by tensor; a tp rank's shard draws from a stream of its own
-    // (else the shards would start, and stay, equal). Replicated tensors, and
-    // one GPU, use the tensor's own.
-    const std::size_t stream_id =
-        t.split_over_tp && tp_ != nullptr ? i + tensors * static_cast<std::size_t>(tp_->rank()) : i;
-    draw_initial_values(out, t, stream_id, options_, shape_.num_layers, stream_);  // kZeros: zeroed above
-  }
-  kernels::convert_to_bf16(buffers_.weights, full, n, stream_);
-  const std::size_t master_elements = sharded_ ? sharded_->shard_elements() : n;
-  if (sharded_) sharded_->copy_to_shard(full, 0, n, buffers_.master, stream_);
-  // Once: the padding between tensors is never written and the norm reads it.
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, n * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_m, 0, master_elements * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_v, 0, master_elements * sizeof(float), stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+std::vector<comm::Communicator*> Trainer::groups_in_use() const {
+  // tp first: its collectives sit inside the forward and backward, so a hung
+  // one is named there rather than as a later group's wait behind it.
+  std::vector<comm::Communicator*> in_use;
+  for (comm::Communicator* g : {tp_, pp_, embedding_, dp_})
+    if (g != nullptr) in_use.push_back(g);
+  return in_use;
 }
 
-void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
-  const std::size_t expected = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
-  if (inputs.size() != expected || targets.size() != expected)
-    throw std::invalid_argument("Trainer: a step takes global_batch x seq = " +
-                                std::to_string(expected) + " inputs and targets");
-  // Pageable copies: cudaMemcpyAsync stages them, and they are a few hundred KiB.
-  if (dp_ == nullptr) {
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens(), inputs.data(), expected * sizeof(std::int32_t),
-                                       cudaMemcpyHostToDevice, stream_));
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets(), targets.data(),
-                                       expected * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
-    return;
-  }
-  // Local micro-batch i is global micro-batch dp_rank + i·dp.
-  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
-  for (int i = 0; i < microbatches_; ++i) {
-    const std::size_t from = static_cast<std::size_t>(dp_rank_ + i * dp_size_) * per_mb;
-    const std::size_t to = static_cast<std::size_t>(i) * per_mb;
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->tokens() + to, inputs.data() + from,
-                                       per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
-    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(model_->targets() + to, targets.data() + from,
-                                       per_mb * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
-  }
-}
-
-void Trainer::run_tasks(int step) {
-  // overlap_param_gather: the last update's weights gathered while this forward runs.
-  if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(buffers_.weights, stream_);
-  zero_embedding_gradients();
-  const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(options_.global_batch) * shape_.seq);
-  for (std::size_t k = 0; k < tasks_.size(); ++k) {
-    const sim::Task& t = tasks_[k];
-    if (!gathers_before_task_.empty())
-      for (const int b : gathers_before_task_[k]) sharded_->wait_for_gather(static_cast<std::size_t>(b), stream_);
-    if (timer_.enabled()) {
-      task_name_.clear();
-      sim::append_task_name(plan_, t, task_name_);
-      timer_.begin(task_name_, stream_);
-    }
-    if (t.kind == sim::TaskKind::kOptimizerStep) {
-      // Sequence parallelism's partial gradients summed over tp (with dp, bucket by bucket below).
-      if (partial_gradients_ != nullptr && dp_ == nullptr)
-        partial_gradients_->sum(buffers_.gradients, 0, elements_, *tp_, stream_);
-      if (reducer_ != nullptr && reduce_gradients_) reducer_->finish(stream_);
-      if (step > 0) queue_optimizer(step);
-      continue;
-    }
-    const bool recompute = t.pass == sim::Pass::kRecompute;
-    const bool forward = t.pass == sim::Pass::kForward || recompute;
-    model_->set_accumulate_gradients(t.microbatch > 0);
-    if (t.kind != sim::TaskKind::kCompute) {  // tensor parallelism's collectives around a block
-      run_tensor_parallel_task(t);
-      if (reducer_ != nullptr && reduce_gradients_) reduce_buckets_ready_after(k);
-      continue;
-    }
-    switch (t.block) {
-      case sim::Block::kEmbedding:
-        forward ? model_->embedding_forward(t.microbatch) : model_->embedding_backward(t.microbatch);
-        break;
-      case sim::Block::kAttention:
-        forward ? model_->attention_forward(t.layer, recompute) : model_->attention_backward(t.layer);
-        break;
-      case sim::Block::kMlp:
-        forward ? model_->mlp_forward(t.layer, recompute) : model_->mlp_backward(t.layer);
-        break;
-      case sim::Block::kOutput:
-        forward ? model_->output_forward(t.microbatch, loss_scale) : model_->output_backward();
-        break;
-      case sim::Block::kAttentionCore:
-      case sim::Block::kSharedExpertFc1:
-      case sim::Block::kSharedExpertFc2:
-      case sim::Block::kNone:
-        throw std::logic_error("Trainer: the plan holds a task the engine does not run: " +
-                               sim::task_name(plan_, t));
-    }
-    if (reducer_ != nullptr && reduce_gradients_) reduce_buckets_ready_after(k);
-  }
-  timer_.end(stream_);
-}
-
-void Trainer::queue_optimizer(int step) {
-  kernels::AdamWStep s = adamw_step(options_, step);
-  if (sharded_) {
-    sharded_->queue_step(buffers_, s, static_cast<float>(options_.optimizer.grad_clip), stream_);
-    return;
-  }
-  // Global gradient norm and clip factor, all on the device; a non-finite norm
-  // makes the clip factor NaN and AdamW skip the update (kernels/grad_norm.h),
-  // so the step never waits for the host.
-  float* sum_squares = buffers_.norm_scalars;
-  float* norm = buffers_.norm_scalars + 1;
-  float* scale = buffers_.norm_scalars + 2;
-  if (tp_ != nullptr) {
-    queue_tensor_parallel_sum_squares();
-  } else {
-    SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
-    kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients, layout_.total_elements(),
-                                         buffers_.norm_workspace, buffers_.norm_workspace_bytes, stream_);
-  }
-  kernels::grad_clip_scale(norm, scale, sum_squares, static_cast<float>(options_.optimizer.grad_clip),
-                           stream_);
-  const float weight_decay = s.weight_decay;
-  for_each_decay_piece(0, layout_.total_elements(), layout_.decayed_ranges(),
-                       [&](std::size_t from, std::size_t to, bool decayed) {
-                         s.weight_decay = decayed ? weight_decay : 0.0f;
-                         kernels::adamw_update(buffers_.master + from, buffers_.weights + from, buffers_.adam_m + from,
-                                               buffers_.adam_v + from, buffers_.gradients + from, to - from, s, scale,
-                                               stream_);
-                       });
-}
-
-void Trainer::run_tensor_parallel_task(const sim::Task& t) {
-  const bool recompute = t.pass == sim::Pass::kRecompute;
-  const bool backward = !(t.pass == sim::Pass::kForward || recompute);
-  if (t.block != sim::Block::kAttention && t.block != sim::Block::kMlp)
-    throw std::logic_error("Trainer: a tensor-parallel task of no layer block: " + sim::task_name(plan_, t));
-  model_->tp_task(t.kind, t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp,
-                  t.layer, backward, recompute);
-}
-
-void Trainer::reduce_buckets_ready_after(std::size_t index) {
-  for (const int b : buckets_after_task_[index]) {
-    const GradientBucketRange& r = buckets_[static_cast<std::size_t>(b)];
-    if (partial_gradients_ != nullptr)
-      partial_gradients_->sum(buffers_.gradients, r.begin, r.begin + r.elements, *tp_, stream_);
-    reducer_->bucket_ready(b, stream_);
-  }
-}
-
-double Trainer::gathered_mean_loss() {
-  const std::size_t local = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
-  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(dp_->stream(), step_done_, 0));
-  dp_->all_gather(model_->losses(), gathered_losses_, local, comm::DataType::kFp32);
-  std::vector<float> losses(local * static_cast<std::size_t>(dp_size_));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), gathered_losses_, losses.size() * sizeof(float),
-                                     cudaMemcpyDeviceToHost, dp_->stream()));
-  wait_for_compute_stream();  // the dp stream's gather included
-  // Summed in global micro-batch order, the mean is the one a single rank computes.
-  return mean_loss_in_global_order(losses, microbatches_, dp_size_, static_cast<std::size_t>(shape_.tokens()));
-}
-
-void Trainer::queue_tensor_parallel_sum_squares() {
-  // Rank 0 adds its shards and the replicated tensors, the others their shards;
-  // the sum over the tp group is then the whole model's (Megatron's
-  // clip_grad_norm counts a replicated parameter on one tp rank only).
-  float* sum_squares = buffers_.norm_scalars;
-  SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
-  const bool replicated_here = tp_->rank() == 0;
-  for (const ParameterTensor& t : layout_.tensors())
-    if (t.split_over_tp || replicated_here)
-      kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients + t.offset, t.elements(),
-                                           buffers_.norm_workspace, buffers_.norm_workspace_bytes, stream_);
-  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(tp_->stream(), step_done_, 0));
-  tp_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32);
-  SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, tp_->stream()));
-  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, step_done_, 0));
+void Trainer::on_group(comm::Communicator& group, const std::function<void()>& op) {
+  SEXTANT_CUDA_CHECK(cudaEventRecord(to_comm_, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(group.stream(), to_comm_, 0));
+  op();
+  SEXTANT_CUDA_CHECK(cudaEventRecord(from_comm_, group.stream()));
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(stream_, from_comm_, 0));
 }
 
 void Trainer::wait_for_compute_stream() {
-  if (dp_ == nullptr && tp_ == nullptr) {
-    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return;
-  }
-  // tp first: its collectives sit inside the forward and backward, so a hung
-  // one is named there rather than as the dp group's wait behind it. Each
-  // group's stream waits for the compute stream, so once both are done, so is it.
+  const std::vector<comm::Communicator*> groups = groups_in_use();
   try {
-    for (comm::Communicator* group : {tp_, dp_}) {
-      if (group == nullptr) continue;
-      SEXTANT_CUDA_CHECK(cudaEventRecord(step_done_, stream_));
-      SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(group->stream(), step_done_, 0));
+    // Each group's stream waits for the compute stream, so once all are done, so is it.
+    for (comm::Communicator* group : groups) {
+      SEXTANT_CUDA_CHECK(cudaEventRecord(to_comm_, stream_));
+      SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(group->stream(), to_comm_, 0));
       group->synchronize(options_.comm_timeout);
     }
   } catch (...) {
-    // Peers may be stuck in the other group's collectives, and this rank's
-    // streams behind them: aborting both lets the streams, and the
-    // destructors, finish.
-    for (comm::Communicator* group : {tp_, dp_})
-      if (group != nullptr) group->abort();
+    // Peers may be stuck in another group's collectives, and this rank's
+    // streams behind them: aborting all lets the streams, and the destructors, finish.
+    for (comm::Communicator* group : groups) group->abort();
     throw;
   }
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-double Trainer::read_results(double* grad_norm) {
-  if (dp_ != nullptr) {
-    float norm = 0;
-    if (grad_norm != nullptr)
-      SEXTANT_CUDA_CHECK(
-          cudaMemcpyAsync(&norm, buffers_.norm_scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    const double loss = gathered_mean_loss();
-    if (grad_norm != nullptr) *grad_norm = norm;
-    return loss;
+Trainer::Located Trainer::find(const std::string& name) const {
+  for (const Chunk& chunk : chunks_)
+    for (const ParameterTensor& t : chunk.layout.tensors())
+      if (t.name == name) return {&chunk, &t};
+  throw std::out_of_range("pipeline stage " + std::to_string(stage_) + " holds no tensor called '" + name + "'");
+}
+
+std::vector<ParameterLayout> Trainer::chunk_layouts() const {
+  std::vector<ParameterLayout> layouts;
+  for (const Chunk& chunk : chunks_) layouts.push_back(chunk.layout);
+  return layouts;
+}
+
+std::vector<std::string> Trainer::tensor_names() const {
+  std::vector<std::string> names;
+  for (const Chunk& chunk : chunks_)
+    for (const ParameterTensor& t : chunk.layout.tensors()) names.push_back(t.name);
+  return names;
+}
+
+std::int64_t Trainer::parameter_count() const {
+  std::int64_t count = 0;
+  for (const Chunk& chunk : chunks_) count += chunk.layout.parameter_count();
+  return count;
+}
+
+void Trainer::initialise_parameters(const sim::ModelConfig& model) {
+  // Stream ids from the whole model's layout (its tensor order does not depend
+  // on tp or pp), and each element at its index in the whole tensor
+  // (draw_initial_values), so every rank draws what one GPU would.
+  const ParameterLayout whole(shape_);
+  const std::size_t tensors = whole.tensors().size();
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < tensors; ++i) index[whole.tensors()[i].name] = i;
+  const int tp = tp_ == nullptr ? 1 : tp_->size(), tp_rank = tp_ == nullptr ? 0 : tp_->rank();
+  // The whole fp32 stage: the master copy, or with a sharded one the gradient
+  // buffer as scratch, whose blocks the shard then takes.
+  float* full = sharded_ ? buffers_.gradients : buffers_.master;
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, buffer_elements_ * sizeof(float), stream_));  // padding too
+  for (const Chunk& chunk : chunks_)
+    for (const ParameterTensor& t : chunk.layout.tensors())
+      draw_initial_values(full + chunk.offset + t.offset, t, index.at(t.name), tp, tp_rank, options_,
+                          model.num_layers, stream_);
+  kernels::convert_to_bf16(buffers_.weights, full, buffer_elements_, stream_);
+  if (sharded_) sharded_->copy_to_shard(full, 0, buffer_elements_, buffers_.master, stream_);
+  // Once: the padding between tensors is never written and the norm reads it.
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.gradients, 0, buffer_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_m, 0, master_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(buffers_.adam_v, 0, master_elements_ * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  const std::size_t expected = static_cast<std::size_t>(layout_.gbs) * shape_.seq;
+  if (inputs.size() != expected || targets.size() != expected)
+    throw std::invalid_argument("Trainer: a step takes global_batch x seq = " + std::to_string(expected) +
+                                " inputs and targets");
+  // Local micro-batch i is global micro-batch dp_rank + i·dp: without dp, the
+  // whole batch in one copy. The stage's slots share one set of tokens and
+  // targets (Transformer's constructor). Pageable copies: cudaMemcpyAsync
+  // stages them, and they are a few hundred KiB.
+  const int dp = data_parallel_size(), dp_rank = dp_ == nullptr ? 0 : dp_->rank();
+  const std::size_t per_mb = static_cast<std::size_t>(shape_.tokens());
+  const int copies = dp == 1 ? 1 : microbatches_;
+  const std::size_t per_copy = dp == 1 ? expected : per_mb;
+  for (const Chunk& chunk : chunks_) {
+    if (!chunk.parts.embedding && !chunk.parts.output) continue;
+    const Transformer& any_slot = *chunk.slots.front();
+    for (int i = 0; i < copies; ++i) {
+      const std::size_t from = static_cast<std::size_t>(dp_rank + i * dp) * per_mb;
+      const std::size_t to = static_cast<std::size_t>(i) * per_mb;
+      if (chunk.parts.embedding)
+        SEXTANT_CUDA_CHECK(cudaMemcpyAsync(any_slot.tokens() + to, inputs.data() + from,
+                                           per_copy * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+      if (chunk.parts.output)
+        SEXTANT_CUDA_CHECK(cudaMemcpyAsync(any_slot.targets() + to, targets.data() + from,
+                                           per_copy * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    }
   }
-  const std::size_t n = static_cast<std::size_t>(options_.global_batch) * shape_.seq;
-  std::vector<float> losses(n);
-  float norm = 0;
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(losses.data(), model_->losses(), n * sizeof(float),
-                                     cudaMemcpyDeviceToHost, stream_));
-  if (grad_norm != nullptr)
-    SEXTANT_CUDA_CHECK(
-        cudaMemcpyAsync(&norm, buffers_.norm_scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  wait_for_compute_stream();
-  if (grad_norm != nullptr) *grad_norm = norm;
-  double sum = 0;
-  for (float l : losses) sum += l;
-  return sum / static_cast<double>(n);
+}
+
+void Trainer::zero_embedding_gradients() {
+  // Scatter-added tables (transformer.h): rows of tokens a step lacks are never
+  // written, so these start from zero each step. A tied wte is written first
+  // by the output layer's weight-gradient GEMM where the chunk holds both; on a
+  // first stage without the output it is zeroed too.
+  for (const Chunk& chunk : chunks_) {
+    if (!chunk.parts.embedding) continue;
+    const ParameterLayout& l = chunk.layout;
+    const bool written_by_output = shape_.tie_embeddings && chunk.parts.output;
+    for (const int tensor : {l.wpe(), written_by_output ? LayerTensors::kAbsent : l.wte()}) {
+      if (tensor == LayerTensors::kAbsent) continue;
+      const ParameterTensor& t = l.tensor(tensor);
+      SEXTANT_CUDA_CHECK(
+          cudaMemsetAsync(buffers_.gradients + chunk.offset + t.offset, 0, t.elements() * sizeof(float), stream_));
+    }
+  }
+}
+
+void Trainer::run_compute(const StageAction& a, float loss_scale) {
+  const sim::Task& t = plan_.tasks[a.task];
+  Transformer& m = *chunks_[t.chunk].slots[static_cast<std::size_t>(a.slot)];
+  const bool recompute = t.pass == sim::Pass::kRecompute;
+  const bool forward = t.pass == sim::Pass::kForward || recompute;
+  m.set_accumulate_gradients(t.microbatch > 0);
+  if (t.kind == sim::TaskKind::kTensorParallel || t.kind == sim::TaskKind::kTensorParallelGather ||
+      t.kind == sim::TaskKind::kTensorParallelScatter) {
+    if (t.block != sim::Block::kAttention && t.block != sim::Block::kMlp)
+      throw std::logic_error("Trainer: a tensor-parallel task of no layer block: " + sim::task_name(plan_, t));
+    m.tp_task(t.kind, t.block == sim::Block::kAttention ? Transformer::Part::kAttention : Transformer::Part::kMlp,
+              a.local_layer, !forward, recompute);
+    return;
+  }
+  switch (t.block) {
+    case sim::Block::kEmbedding:
+      forward ? m.embedding_forward(t.microbatch) : m.embedding_backward(t.microbatch);
+      break;
+    case sim::Block::kAttention:
+      forward ? m.attention_forward(a.local_layer, recompute) : m.attention_backward(a.local_layer);
+      break;
+    case sim::Block::kMlp:
+      forward ? m.mlp_forward(a.local_layer, recompute) : m.mlp_backward(a.local_layer);
+      break;
+    case sim::Block::kOutput:
+      forward ? m.output_forward(t.microbatch, loss_scale) : m.output_backward();
+      break;
+    case sim::Block::kAttentionCore:
+    case sim::Block::kSharedExpertFc1:
+    case sim::Block::kSharedExpertFc2:
+    case sim::Block::kNone:
+      throw std::logic_error("Trainer: the plan holds a task the engine does not run: " + sim::task_name(plan_, t));
+  }
+}
+
+void Trainer::exchange(const StageAction& a) {
+  // The residual stream's rows: 1/tp of the tokens under sp (Korthikanti et
+  // al. 2022, Sec. 4.2.3: the stages exchange the sequence-parallel shards).
+  const std::size_t count = static_cast<std::size_t>(shape_.norm_tokens()) * static_cast<std::size_t>(shape_.hidden);
+  auto model = [&](const Transfer& x) -> Transformer& {
+    return *chunks_[static_cast<std::size_t>(x.chunk)].slots[static_cast<std::size_t>(x.slot)];
+  };
+  // Forward: a chunk's output goes, the next one's input comes; backward: the
+  // residual stream's gradient both ways (transformer.h).
+  sends_.clear();
+  receives_.clear();
+  for (const Transfer& t : a.sends)
+    sends_.push_back({t.direction == Direction::kForward ? model(t).stage_output() : model(t).residual_gradient(),
+                      count, t.peer});
+  for (const Transfer& t : a.receives)
+    receives_.push_back({t.direction == Direction::kForward ? model(t).stage_input() : model(t).residual_gradient(),
+                         count, t.peer});
+  on_group(*pp_, [&] { pp_->exchange(sends_, receives_, comm::DataType::kBf16); });
+  for (const Transfer& t : a.receives) {
+    if (t.direction != Direction::kBackward) continue;
+    Transformer& m = model(t);
+    m.set_accumulate_gradients(t.microbatch > 0);
+    m.output_gradient_received();
+  }
+}
+
+void Trainer::run_program(int step) {
+  // overlap_param_gather: the last update's weights gathered while this
+  // program runs, each bucket waited for before the first action reading it.
+  if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(buffers_.weights, stream_);
+  zero_embedding_gradients();
+  const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(layout_.gbs) * shape_.seq);
+  for (std::size_t k = 0; k < program_.actions.size(); ++k) {
+    const StageAction& a = program_.actions[k];
+    if (!gathers_before_action_.empty())
+      for (const int b : gathers_before_action_[k]) sharded_->wait_for_gather(static_cast<std::size_t>(b), stream_);
+    // Timed under the Plan's names; an exchange under its first send's (the
+    // Plan has no receive tasks: a lone receive's wait is timed as nothing).
+    if (a.kind == StageAction::Kind::kExchange && a.sends.empty()) {
+      timer_.end(stream_);
+    } else if (timer_.enabled()) {
+      task_name_.clear();
+      sim::append_task_name(plan_, plan_.tasks[a.task], task_name_);
+      timer_.begin(task_name_, stream_);
+    }
+    switch (a.kind) {
+      case StageAction::Kind::kCompute: run_compute(a, loss_scale); break;
+      case StageAction::Kind::kExchange: exchange(a); break;
+      case StageAction::Kind::kOptimizerStep:
+        finish_gradients();
+        if (step > 0) queue_optimizer(step);
+        break;
+    }
+    // dp: the buckets whose gradients this action finished, reduced while the program goes on.
+    if (reduce_gradients_ && !buckets_after_action_.empty())
+      for (const int b : buckets_after_action_[k]) reduce_bucket(b);
+  }
+  timer_.end(stream_);
 }
 
 StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
@@ -499,8 +439,7 @@ StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const s
   return result;
 }
 
-double Trainer::forward_backward(std::span<const std::int32_t> inputs,
-                                 std::span<const std::int32_t> targets) {
+double Trainer::forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
   upload(inputs, targets);
   queue_step(0);
   const double loss = read_results(nullptr);
@@ -508,39 +447,52 @@ double Trainer::forward_backward(std::span<const std::int32_t> inputs,
   return loss;
 }
 
-void Trainer::set_parameter(const std::string& name, std::span<const float> values) {
-  const ParameterTensor& t = layout_.find(name);
-  if (values.size() != t.elements())
-    throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) +
-                                " values for " + std::to_string(t.elements()) + " elements");
-  settle_parameter_gathers();
-  float* full = sharded_ ? buffers_.gradients : buffers_.master;  // the tensor's whole fp32 values
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + t.offset, values.data(), values.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream_));
-  kernels::convert_to_bf16(buffers_.weights + t.offset, full + t.offset, t.elements(), stream_);
-  if (sharded_) sharded_->copy_to_shard(full, t.offset, t.elements(), buffers_.master, stream_);
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-std::vector<float> Trainer::master_parameter(const std::string& name) const {
-  const ParameterTensor& t = layout_.find(name);
-  if (!sharded_) return download_floats(buffers_.master + t.offset, t.elements(), stream_);
-  return sharded_->values_from_shard(buffers_.master, t.offset, t.elements(), stream_);
-}
-
 void Trainer::settle_parameter_gathers() const {
   if (sharded_) sharded_->settle_gathers(buffers_.weights, stream_);
 }
 
-std::vector<float> Trainer::weight(const std::string& name) const {
-  const ParameterTensor& t = layout_.find(name);
+void Trainer::set_parameter(const std::string& name, std::span<const float> values) {
+  const Located at = find(name);
+  const std::size_t offset = at.chunk->offset + at.tensor->offset;
+  if (values.size() != at.tensor->elements())
+    throw std::invalid_argument("set_parameter(" + name + "): " + std::to_string(values.size()) + " values for " +
+                                std::to_string(at.tensor->elements()) + " elements");
   settle_parameter_gathers();
-  return download_bf16_as_floats(buffers_.weights + t.offset, t.elements(), stream_);
+  float* full = sharded_ ? buffers_.gradients : buffers_.master;  // the tensor's whole fp32 values
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(full + offset, values.data(), values.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+  kernels::convert_to_bf16(buffers_.weights + offset, full + offset, values.size(), stream_);
+  if (sharded_) sharded_->copy_to_shard(full, offset, values.size(), buffers_.master, stream_);
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+std::vector<float> Trainer::master_parameter(const std::string& name) const {
+  const Located at = find(name);
+  const std::size_t offset = at.chunk->offset + at.tensor->offset;
+  if (sharded_) return sharded_->values_from_shard(buffers_.master, offset, at.tensor->elements(), stream_);
+  return download_floats(buffers_.master + offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> Trainer::gradient(const std::string& name) const {
-  const ParameterTensor& t = layout_.find(name);
-  return download_floats(buffers_.gradients + t.offset, t.elements(), stream_);
+  const Located at = find(name);
+  return download_floats(buffers_.gradients + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+}
+
+std::vector<float> Trainer::weight(const std::string& name) const {
+  const Located at = find(name);
+  settle_parameter_gathers();
+  return download_bf16_as_floats(buffers_.weights + at.chunk->offset + at.tensor->offset, at.tensor->elements(),
+                                 stream_);
+}
+
+void Trainer::set_gradient(const std::string& name, std::span<const float> values) {
+  const Located at = find(name);
+  if (values.size() != at.tensor->elements())
+    throw std::invalid_argument("set_gradient(" + name + "): " + std::to_string(values.size()) + " values for " +
+                                std::to_string(at.tensor->elements()) + " elements");
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(buffers_.gradients + at.chunk->offset + at.tensor->offset, values.data(),
+                                     values.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 checkpoint::TrainerState Trainer::state() const {

@@ -1,56 +1,97 @@
-// Training one model replica: the Plan of a one-GPU layout (sim/plan)
-// executed task by task on the Transformer, then the optimizer — gradient
-// clipping (Pascanu et al. 2013) and AdamW (Loshchilov & Hutter 2019) on fp32
-// master weights — and the learning-rate schedule.
+// The engine's one trainer: a rank executes its stage program of the Plan
+// (sim/plan) whatever the layout — one GPU is a pipeline of one stage — then
+// the optimizer: gradient clipping (Pascanu et al. 2013) and AdamW (Loshchilov
+// & Hutter 2019) on fp32 master weights, and the learning-rate schedule.
 //
-// Data parallelism: given a data-parallel communicator of dp > 1 ranks, rank r
-// runs micro-batches r, r+dp, r+2dp, ... of each global batch (every rank is
-// handed the whole batch and takes its share), and the fp32 gradients are
-// summed over the group in buckets (engine/model/gradient_bucket_plan.h),
-// each queued on the communicator's stream as soon as the last micro-batch's
-// backward has written it (engine/data_parallel/gradient_reducer.h), so the
-// reductions overlap the rest of the backward. The loss is scaled by
-// 1 / (global batch tokens), so the sum is the gradient of the global mean,
-// and every rank applies the same update to the same weights (the weights
-// start equal: the same seed and kernels). The reported loss is the mean over
-// the whole global batch, summed in the order one rank would. With
-// distributed_optimizer (zero=1), the gradients are reduce-scattered instead
-// and each rank keeps and updates the fp32 master weights and Adam moments of
-// its block of every bucket only (engine/data_parallel/distributed_optimizer.h),
-// then the bf16 weights are all-gathered. With no
-// communicator, or one of one rank, nothing of this exists: the step is the
-// single-GPU one (one CUDA graph, no extra kernel or synchronisation).
+// Program: stage_program_of(plan, this rank's stage) (pipeline/stage_program.h)
+// — the Plan's compute tasks, its tensor-parallel collectives (run by the model:
+// transformer.h), its pipeline sends with the receives the Plan leaves implicit,
+// and the optimizer step, in the Plan's order and under the Plan's names, so the
+// task timer and `run --compare` read them as the simulator's.
 //
-// Tensor parallelism: given a tp communicator, the Plan is built with the
-// layout's tp (and sp), so it holds the collectives around each block, which
-// run as tasks by their names (transformer.h); under sequence parallelism the
-// norms' and residual biases' partial gradients are summed over tp
+// Pipeline (pp > 1; 1F1B or interleaved 1F1B with vpp > 1 chunks per rank,
+// Narayanan et al. 2021, Sec. 2.2): the stage keeps as many activation slots as
+// it has chunk-micro-batches in flight at the schedule's peak (stage_program.h);
+// a slot is one ArenaPlan overlay that every chunk's Transformer of that slot
+// lays its stored activations over; the buffers a pass uses and leaves and the
+// step's tokens, targets and losses are one set per stage. Activations and input
+// gradients, bf16 (mbs·seq/(tp if sp), hidden), travel through the pp group's
+// grouped send/recv as Megatron's schedules group them; the compute stream waits
+// for each exchange (Megatron's blocking batched p2p).
+//
+// Data parallelism: rank r of the dp group runs micro-batches r, r+dp, ... of
+// each global batch (every rank is handed the whole batch). The stage's fp32
+// gradients are reduced over dp in the Plan's buckets (gradient_bucket_plan.h:
+// the first stage's first chunk cut by size, every other chunk one bucket), each
+// queued on the dp stream as soon as the action writing the last of its
+// gradients has run, so the reductions overlap the rest of the backward (PyTorch
+// DDP, Li et al. 2020, Sec. 3.2.3; Megatron's --overlap-grad-reduce). The loss is
+// scaled by 1 / (global batch tokens), so the sum is the gradient of the global
+// mean. With the distributed optimizer (zero=1; Rajbhandari et al. 2020, Sec.
+// 5.1) the buckets are reduce-scattered, each rank keeps and updates the fp32
+// masters and Adam moments of its block of every bucket, and the bf16 weights
+// are all-gathered (data_parallel/distributed_optimizer.h) — with
+// overlap_param_gather at the next step's start, each bucket waited for just
+// before the first task that reads it.
+//
+// Tensor parallelism (Shoeybi et al. 2019) and sequence parallelism (Korthikanti
+// et al. 2022): the shape is the rank's shard (transformer_shape_of(model,
+// layout)); the Plan holds the collectives around each block; under sp the
+// norms' and row-parallel biases' partial gradients are summed over tp
 // (tensor_parallel/partial_gradients.h) before the optimizer or, with dp, before
 // each bucket's reduction.
 //
-// Memory: everything lives in one DeviceArena made by the constructor:
-// bf16 weights (2 B/param), fp32 gradients (4), fp32 master weights and two
-// Adam moments (12) — the 18 bytes per parameter of Megatron's mixed-precision
-// optimizer without ZeRO (Rajbhandari et al. 2020, Sec. 3.1: 2 + 4 + 12, the
-// fp32 gradient buffer as Megatron keeps it) — plus the Transformer's buffers.
+// The step's end: with tied embeddings and pp > 1 the first stage's wte
+// gradient and the last stage's (its output layer's copy) are summed over the
+// embedding group (Megatron's _allreduce_word_embedding_grads) before the
+// buckets holding them are reduced; the gradient norm for clipping is the whole
+// model's (each rank's sum of squares — a replicated tensor counted on tp rank 0
+// only, the tied copy once — summed over tp and pp, and over dp under ZeRO-1);
+// AdamW. A non-finite norm makes AdamW skip the update on the device (as
+// Megatron skips). The loss: the last stage's per-token losses (gathered over
+// dp), summed over pp with zeros from the other stages — exact, so every rank
+// reports the mean one GPU would.
+//
+// Initial weights do not depend on the layout: element (i, j) of a whole tensor
+// is drawn from the counter-based stream of the tensor's index in the whole
+// model (kernels/parameter_init.h) at its index in the whole tensor, and each
+// rank draws exactly its shard's elements (trainer_arrays.h:
+// draw_initial_shard), so the same seed gives the same model at any tp and pp.
+//
+// One GPU (no group of more than one rank): the forward and backward of a step
+// are one CUDA graph, captured on the first step and replayed, the optimizer
+// launched after it (its learning rate changes per step); cuBLASLt's fastest
+// algorithm for each product is timed once at construction (tune_gemms; also
+// under dp, not under tp or pp, whose ranks must compute alike or exchange).
+//
+// Memory: everything lives in one DeviceArena made by the constructor: bf16
+// weights (2 B/param), fp32 gradients (4), fp32 master weights and two Adam
+// moments (12, or 12/dp under ZeRO-1) — Megatron's mixed-precision optimizer
+// (Rajbhandari et al. 2020, Sec. 3.1) — plus the Transformers' buffers.
+//
+// Not here (std::invalid_argument): cp, ep, ZeRO-2/3, zero-bubble schedules.
 #pragma once
 
-#include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/checkpoint/trainer_state.h"
+#include "engine/comm/parallel_groups.h"
+#include "engine/data_parallel/gradient_reducer.h"
 #include "engine/data_parallel/optimizer_buffers.h"
 #include "engine/device_arena.h"
 #include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/lr_schedule.h"
 #include "engine/model/parameter_layout.h"
 #include "engine/model/transformer_shape.h"
+#include "engine/pipeline/stage_program.h"
 #include "engine/task_timer.h"
+#include "engine/tensor_parallel/partial_gradients.h"
 #include "engine/transformer.h"
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
@@ -61,15 +102,11 @@ struct CUevent_st;      // cudaEvent_t
 
 namespace sextant::engine {
 
-namespace comm {
-class Communicator;
-}
+using pipeline::StageAction;
+using pipeline::StageProgram;
+
 namespace data_parallel {
-class GradientReducer;
 class DistributedOptimizer;
-}
-namespace tensor_parallel {
-class PartialGradients;
 }
 
 struct OptimizerSettings {
@@ -80,10 +117,9 @@ struct OptimizerSettings {
   double grad_clip = 1.0;  // <= 0: no clipping
 };
 
+/// How a run trains, beside its layout (which says mbs, gbs, recompute and the
+/// parallelism: the trainer's constructor).
 struct TrainerOptions {
-  int micro_batch = 1;
-  int global_batch = 1;  // a multiple of micro_batch; the step's micro-batches = gbs / mbs
-  sim::Recompute recompute = sim::Recompute::kNone;
   OptimizerSettings optimizer;
   LrSchedule lr;
   std::uint64_t seed = 1234;
@@ -91,34 +127,22 @@ struct TrainerOptions {
   bool time_tasks = false;
   /// Pick each matrix product's fastest cuBLASLt algorithm (of the heuristic's
   /// first 16) in one throw-away forward and backward at construction; off, the
-  /// heuristic's first choice. Ignored under tensor parallelism (the tp ranks
-  /// must compute the replicated tensors' gradients alike).
+  /// heuristic's first choice. Ignored under tensor and pipeline parallelism
+  /// (the tp ranks must compute the replicated tensors' gradients alike; the
+  /// stages would have to exchange).
   bool tune_gemms = true;
   /// Replay the forward and backward of a step as one CUDA graph (captured on
-  /// the first step) instead of launching its ~35 kernels per layer one by one;
-  /// ignored when time_tasks (the per-task events need the launches).
+  /// the first step) instead of launching its kernels one by one; only on one
+  /// GPU, and ignored when time_tasks (the per-task events need the launches).
   bool use_cuda_graph = true;
   /// Gradient elements per data-parallel bucket: Megatron-Core DDP's default
   /// bucket of 40M parameters (sim::default_bucket_params). Unused at dp = 1.
   std::size_t bucket_elements = kDefaultBucketElements;
-  /// ZeRO-1 at dp > 1 (Megatron's --use-distributed-optimizer; the layout's
-  /// zero=1 / dist_opt=1): fp32 master weights and Adam moments sharded over
-  /// the dp ranks. Ignored at dp = 1.
-  bool distributed_optimizer = false;
-  /// With the distributed optimizer at dp > 1 (Megatron's
-  /// --overlap-param-gather, the layout's overlap_param_gather=1): a step ends
-  /// at the update, and the next one all-gathers the bf16 weights bucket by
-  /// bucket while its forward runs, each bucket waited for just before the
-  /// first task that reads it (engine/model/gradient_bucket_plan.h). Between
-  /// steps the gathers are pending: weight(), state(), set_parameter() and
-  /// restore() complete them first, so every rank of the dp group must call
-  /// them together then. Ignored without the distributed optimizer.
-  bool overlap_param_gather = false;
-  /// The longest the host waits for a step's collectives (dp, tp > 1): past
-  /// it, the group's synchronize throws comm::CommError naming the group, the
-  /// rank and the collective, and every communicator of the trainer is
-  /// aborted, so no rank hangs on a peer that stopped. NCCL users' 10 minutes
-  /// (PyTorch's default process-group timeout).
+  /// The longest the host waits for a step's collectives: past it, the
+  /// group's synchronize throws comm::CommError naming the group, the rank and
+  /// the collective, and every communicator of the trainer is aborted, so no
+  /// rank hangs on a peer that stopped. NCCL users' 10 minutes (PyTorch's
+  /// default process-group timeout).
   std::chrono::milliseconds comm_timeout = std::chrono::minutes(10);
 };
 
@@ -134,77 +158,76 @@ struct StepResult {
 
 class Trainer {
  public:
-  /// Builds the one-GPU Plan of this rank's micro-batches, plans and allocates
-  /// the arena, initialises the weights from the seed. `shape` must be free of
-  /// transformer_shape_problems. `data_parallel`: the rank's dp group (bound to
-  /// a stream other than the trainer's, so reductions overlap), or null for
-  /// one GPU; it must outlive the trainer, and every rank of it makes its
-  /// trainer with the same model, shape and options. Throws
-  /// std::invalid_argument when the global batch is not a multiple of
-  /// micro_batch x dp, kernels::CudaError when the GPU or its memory is missing.
-  /// `tensor_parallel`: the rank's tp group (null: none); `shape` is then the
-  /// rank's shard (transformer_shape_of(model, layout)) and the Transformer
-  /// runs tensor-parallel (transformer.h), sequence-parallel when the shape
-  /// says so; the Plan then holds the tp collectives around each block, which
-  /// the trainer runs as tasks. Every tp rank of a group gets the same data.
-  Trainer(const sim::ModelConfig& model, const TransformerShape& shape, const TrainerOptions& options,
-          comm::Communicator* data_parallel = nullptr, comm::Communicator* tensor_parallel = nullptr);
+  /// Builds the Plan of `layout` and this rank's stage program, plans and
+  /// allocates the arena, draws the initial weights from the seed. Reads the
+  /// layout's tp, sp, pp, vpp, dp, zero, overlap_param_gather, mbs, gbs,
+  /// recompute, schedule and split knobs; `groups` are the rank's
+  /// (comm/parallel_groups.h; default: one GPU), their sizes the layout's, and
+  /// they must outlive the trainer. Every rank of the world makes its trainer
+  /// with the same model, layout and options. Throws std::invalid_argument for
+  /// what the engine does not run or an inconsistent layout, kernels::CudaError
+  /// when the GPU or its memory is missing.
+  Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layout, const TrainerOptions& options,
+          const comm::ParallelGroups& groups = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
   /// One optimizer step over the global batch: inputs and targets hold
-  /// global_batch x seq tokens each (the whole batch on every dp rank).
+  /// global_batch x seq tokens each (the whole batch on every rank); loss and
+  /// gradient norm are the whole model's.
   StepResult step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  /// Forward and backward without the optimizer: the gradients (summed over dp,
+  /// tied copies summed) stay in the buffers (gradient()); returns the mean loss.
+  double forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
 
-  /// Forward and backward of the global batch without the optimizer: the
-  /// gradients (summed over the dp group) are left in the buffers
-  /// (gradient()) and the mean loss returned.
-  double forward_backward(std::span<const std::int32_t> inputs,
-                          std::span<const std::int32_t> targets);
-
-  const ParameterLayout& layout() const { return layout_; }
+  const sim::ParallelLayout& parallel_layout() const { return layout_; }
+  /// The rank's tp shard, every layer.
   const TransformerShape& shape() const { return shape_; }
+  int stage() const { return stage_; }
+  const sim::Plan& plan() const { return plan_; }
+  const StageProgram& program() const { return program_; }
+  /// This rank's model chunks' parameter layouts, in the order of its flat buffers.
+  std::vector<ParameterLayout> chunk_layouts() const;
+  /// The tensors this rank holds, by the whole model's names ("layers.5.qkv_weight").
+  std::vector<std::string> tensor_names() const;
+  /// This rank's parameters: its tp shard of its stage's tensors.
+  std::int64_t parameter_count() const;
   const ArenaPlan& memory_plan() const { return arena_->plan(); }
   std::size_t arena_bytes() const { return arena_->bytes(); }
-  /// Elements of the flat weight and gradient buffers (the layout's, or the dp buckets' padded end).
-  std::size_t flat_elements() const { return elements_; }
+  /// Elements of the flat weight and gradient buffers (padded for ZeRO-1).
+  std::size_t flat_elements() const { return buffer_elements_; }
   int steps_done() const { return steps_done_; }
-  /// Ranks of the data-parallel group (1 without one) and this rank's micro-batches per step.
-  int data_parallel_size() const { return dp_size_; }
+  int data_parallel_size() const { return dp_ == nullptr ? 1 : dp_->size(); }
+  /// This rank's micro-batches per step.
   int local_microbatches() const { return microbatches_; }
-  /// The data-parallel buckets (empty at dp = 1).
+  /// The data-parallel buckets (empty at dp = 1), in buffer order.
   const std::vector<GradientBucketRange>& gradient_buckets() const { return buckets_; }
-  /// The compute tasks of one step, in the order they run.
-  std::size_t tasks_per_step() const { return tasks_.size(); }
+  std::size_t tasks_per_step() const { return program_.actions.size(); }
 
-  // Access for tests and checkpoints, by tensor name (ParameterLayout).
+  // By the whole model's names, of tensors this rank holds (std::out_of_range otherwise).
   /// Sets the fp32 master copy and the bf16 weights (rounded) of one tensor
-  /// (with the distributed optimizer, the rank's part of the master copy; it
-  /// then uses the tensor's gradient as scratch).
+  /// (under ZeRO-1, the rank's part of the master copy; it then uses the
+  /// gradient buffer as scratch).
   void set_parameter(const std::string& name, std::span<const float> values);
-  /// With the distributed optimizer, NaN where another rank holds the master copy.
+  /// Under ZeRO-1, NaN where another rank holds the master copy.
   std::vector<float> master_parameter(const std::string& name) const;
   /// The bf16 weights the model computes with, as floats.
   std::vector<float> weight(const std::string& name) const;
-  /// With the distributed optimizer, only this rank's blocks hold the group's sum.
+  /// Under ZeRO-1, only this rank's blocks hold the group's sum.
   std::vector<float> gradient(const std::string& name) const;
-
-  /// After a step whose gradient norm is not finite (every rank of the
-  /// groups calls it then: it all-reduces over them): the name of the first
-  /// tensor, in the flat layout's order, whose gradient's sum of squares is
-  /// not finite, or "" when none is (engine/model/nonfinite_step.h). One
-  /// sum-of-squares kernel per tensor; with the distributed optimizer each
-  /// rank checks its reduced blocks. Defined in trainer_nonfinite.cc.
-  std::string first_nonfinite_gradient();
-  /// Overwrites one tensor's gradient (tests of first_nonfinite_gradient: a
-  /// NaN in one place only). Defined in trainer_nonfinite.cc.
+  /// Overwrites this rank's gradient of one tensor (tests: a NaN where a step would make one).
   void set_gradient(const std::string& name, std::span<const float> values);
+
+  /// After a step whose gradient norm is not finite (every rank of the world
+  /// calls it then: it reduces over tp and dp and gathers over pp): the name of
+  /// the first tensor, in the whole model's order, whose gradient is not
+  /// finite; "" when none is (trainer_nonfinite.cc).
+  std::string first_nonfinite_gradient();
 
   /// What a checkpoint keeps of this rank (engine/checkpoint/trainer_state.h):
   /// the flat bf16 weights, the fp32 master weights and Adam moments (the
-  /// rank's shard with the distributed optimizer) and the updates done. Waits
-  /// for the GPU.
+  /// rank's ZeRO-1 shard) and the updates done. Waits for the GPU.
   checkpoint::TrainerState state() const;
   /// Puts a state() back: the next step continues as the saved trainer's
   /// would have. Throws std::invalid_argument naming the array whose length
@@ -212,67 +235,112 @@ class Trainer {
   void restore(const checkpoint::TrainerState& state);
 
  private:
-  void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
-  /// Queues the step's tasks; the optimizer (for update number `step`) only
-  /// when step > 0. Nothing waits for the GPU.
-  void run_tasks(int step);
-  void queue_optimizer(int step);
-  /// tp > 1: ||g||² over the model into buffers_.norm_scalars[0], every tp rank's
-  /// shards counted once and the replicated tensors once (rank 0's).
-  void queue_tensor_parallel_sum_squares();
-  /// Waits for the work queued on the compute stream; with dp or tp groups
-  /// through their synchronize(comm_timeout), every group aborted when one
-  /// times out or fails.
-  void wait_for_compute_stream();
-  /// Waits for the queued work; returns the mean loss and, when `grad_norm`
-  /// is not null, the gradient norm the optimizer computed.
-  double read_results(double* grad_norm);
-  /// run_tasks(0) through the CUDA graph (use_cuda_graph), or directly; then the
-  /// optimizer for update `step` when step > 0.
-  void queue_step(int step);
-  void capture_graph();
-  void initialise_parameters();
-  void zero_embedding_gradients();
-  void tune_gemms();
-  /// Completes the bf16 weights' all-gathers overlap_param_gather left
-  /// pending (a collective over dp); nothing otherwise.
-  void settle_parameter_gathers() const;
-  /// tp > 1: one of the Plan's collective tasks around a block (transformer.h).
-  void run_tensor_parallel_task(const sim::Task& task);
-  /// dp > 1: queues the reductions of the buckets complete after task `index`.
-  void reduce_buckets_ready_after(std::size_t index);
-  /// dp > 1: the per-token losses of every rank into gathered_losses_, on the
-  /// dp stream after the step's work; returns their mean in global micro-batch order.
-  double gathered_mean_loss();
+  // One model chunk: its parameters (a range of the flat buffers) and one
+  // Transformer per activation slot of the stage (slots[slot]).
+  struct Chunk {
+    Chunk(const TransformerShape& shape, const StageParts& parts) : shape(shape), parts(parts), layout(shape, parts) {}
+    TransformerShape shape;
+    StageParts parts;
+    ParameterLayout layout;
+    std::size_t offset = 0;  // elements into the flat buffers
+    std::vector<std::unique_ptr<Transformer>> slots;
+    /// tp > 1 with sp: the norms' and row-parallel biases' gradients, partial
+    /// sums over this rank's tokens, summed over tp.
+    std::unique_ptr<tensor_parallel::PartialGradients> partial_gradients;
+  };
+  struct Located {
+    const Chunk* chunk;
+    const ParameterTensor* tensor;
+  };
+  Located find(const std::string& name) const;
 
-  TransformerShape shape_;
+  // trainer.cc
+  void build_chunks();
+  void plan_memory();
+  void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  /// Queues the step's program; the optimizer (for update number `step`) only
+  /// when step > 0. Nothing waits for the GPU.
+  void run_program(int step);
+  void run_compute(const StageAction& action, float loss_scale);
+  void exchange(const StageAction& action);
+  void zero_embedding_gradients();
+  void initialise_parameters(const sim::ModelConfig& model);
+  /// Runs `op` (a collective on `group`) ordered after the compute stream's
+  /// work so far, and the compute stream's later work after it.
+  void on_group(comm::Communicator& group, const std::function<void()>& op);
+  /// The bf16 weights' gathers overlap_param_gather left pending, completed.
+  void settle_parameter_gathers() const;
+  /// Waits for the work queued on the compute stream; with groups through
+  /// their synchronize(comm_timeout), every group aborted when one fails.
+  void wait_for_compute_stream();
+  /// The communicators the trainer uses (tp, dp, pp, embedding: those that exist).
+  std::vector<comm::Communicator*> groups_in_use() const;
+
+  // trainer_graph.cc: one GPU's CUDA graph, and the GEMM tuning pass.
+  /// run_program(0) through the CUDA graph when the step can be one, else
+  /// directly; then the optimizer for update `step` when step > 0.
+  void queue_step(int step);
+  bool runs_as_graph() const;
+  void capture_graph();
+  void tune_gemms();
+
+  // trainer_gradients.cc: buckets, reductions, the norm and the optimizer, the loss.
+  /// dp > 1: buckets_ as the Plan makes them, when each is reduced, and under
+  /// overlap_param_gather which action first reads each.
+  void plan_gradient_buckets_of_stage();
+  std::vector<data_parallel::GradientBucket> bucket_ranges() const;
+  /// sp: the partial gradients in [begin, end) of the flat buffers summed over tp.
+  void sum_partial_gradients(std::size_t begin, std::size_t end);
+  /// sp sums, then bucket `b`'s dp reduction queued.
+  void reduce_bucket(int b);
+  /// After the program's compute: the tied embedding's sum, the buckets waiting
+  /// for it, and the dp reductions' end.
+  void finish_gradients();
+  void queue_optimizer(int step);
+  /// Waits for the step; the mean loss and, when `grad_norm` is not null, the
+  /// gradient norm the optimizer computed.
+  double read_results(double* grad_norm);
+  bool is_tied_copy(const Chunk& chunk, int tensor) const;
+  /// The ranges of the flat buffers whose gradients count in this rank's part
+  /// of the norm: every tensor but a replicated one off tp rank 0 and the tied
+  /// copy; padding between counted tensors included (it is zero).
+  std::vector<ElementRange> norm_ranges() const;
+
+  sim::ParallelLayout layout_;
+  TransformerShape shape_;  // the rank's tp shard, every layer
   TrainerOptions options_;
-  ParameterLayout layout_;
   sim::Plan plan_;
-  std::vector<sim::Task> tasks_;  // stage 0's compute-stream tasks, in issue order
+  StageProgram program_;
+  int stage_ = 0;
   int microbatches_ = 1;  // this rank's per step
-  comm::Communicator* dp_ = nullptr;
-  comm::Communicator* tp_ = nullptr;  // tp > 1 only
-  int dp_size_ = 1;
-  int dp_rank_ = 0;
-  std::vector<GradientBucketRange> buckets_;
-  std::vector<std::vector<int>> buckets_after_task_;  // by task index (dp > 1)
-  std::vector<std::vector<int>> gathers_before_task_;  // by task index (overlap_param_gather)
+  comm::Communicator* pp_ = nullptr;         // pp > 1 only
+  comm::Communicator* dp_ = nullptr;         // dp > 1 only
+  comm::Communicator* tp_ = nullptr;         // tp > 1 only
+  comm::Communicator* embedding_ = nullptr;  // tied embeddings with pp > 1: the first and last stage
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
-  std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // distributed optimizer, dp > 1
-  std::unique_ptr<tensor_parallel::PartialGradients> partial_gradients_;  // tp > 1 with sp
-  std::size_t elements_ = 0;  // of the flat weight and gradient buffers (the buckets' padded end)
-  bool reduce_gradients_ = true;  // off for the GEMM-tuning pass
-  float* gathered_losses_ = nullptr;  // (global_batch x seq) per-token losses, dp > 1
-  CUevent_st* step_done_ = nullptr;   // cudaEvent_t, dp > 1
-  std::unique_ptr<Transformer> model_;
+  std::vector<GradientBucketRange> buckets_;  // dp > 1
+  std::vector<std::vector<int>> buckets_after_action_;   // by action index
+  std::vector<int> after_schedule_;                      // buckets holding a tied embedding copy
+  std::vector<std::vector<int>> gathers_before_action_;  // by action index (overlap_param_gather)
+  std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // zero=1, dp > 1
+  std::vector<Chunk> chunks_;
+  std::size_t elements_ = 0;         // the chunks' parameters
+  std::size_t buffer_elements_ = 0;  // the flat buffers: elements_, padded for the sharded optimizer
+  std::size_t master_elements_ = 0;  // buffer_elements_, or this rank's shard
+  std::vector<ElementRange> decayed_;  // the chunks' decayed ranges, in the flat buffers
   std::unique_ptr<DeviceArena> arena_;
   data_parallel::OptimizerBuffers buffers_;  // weights, gradients, masters, Adam moments, norm scratch
+  float* losses_ = nullptr;           // pp > 1: (local micro-batches x tokens), the last stage's, else zeros
+  float* gathered_losses_ = nullptr;  // (global batch x seq), dp > 1
+  bool reduce_gradients_ = true;      // off for the GEMM-tuning pass
   cudaStream_t stream_ = nullptr;
-  CUgraphExec_st* graph_ = nullptr;  // cudaGraphExec_t: the forward and backward, captured
+  CUevent_st* to_comm_ = nullptr;    // cudaEvent_t: compute -> a communicator's stream
+  CUevent_st* from_comm_ = nullptr;  // and back
+  CUgraphExec_st* graph_ = nullptr;  // cudaGraphExec_t: one GPU's forward and backward, captured
   TaskTimer timer_;
   int steps_done_ = 0;
   std::string task_name_;  // reused buffer
+  std::vector<comm::PeerTransfer> sends_, receives_;  // reused by exchange()
 };
 
 }  // namespace sextant::engine

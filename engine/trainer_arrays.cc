@@ -98,21 +98,35 @@ void write_trainer_state(const data_parallel::OptimizerBuffers& a, const checkpo
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, const TrainerOptions& o,
-                         int num_layers, cudaStream_t stream) {
+void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, int tp, int tp_rank,
+                         const TrainerOptions& o, int num_layers, cudaStream_t stream) {
+  float stddev = 0;
   switch (t.init) {
-    case ParameterInit::kNormal:
-      kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(o.init_std), o.seed, random_stream, stream);
-      break;
-    case ParameterInit::kScaledNormal:
-      kernels::fill_normal(out, t.elements(), 0.0f, static_cast<float>(o.init_std / std::sqrt(2.0 * num_layers)),
-                           o.seed, random_stream, stream);
-      break;
-    case ParameterInit::kOnes:
-      kernels::fill_constant(out, t.elements(), 1.0f, stream);
-      break;
-    case ParameterInit::kZeros:
-      break;
+    case ParameterInit::kNormal: stddev = static_cast<float>(o.init_std); break;
+    case ParameterInit::kScaledNormal: stddev = static_cast<float>(o.init_std / std::sqrt(2.0 * num_layers)); break;
+    case ParameterInit::kOnes: kernels::fill_constant(out, t.elements(), 1.0f, stream); return;
+    case ParameterInit::kZeros: return;
+  }
+  if (!t.split_over_tp || tp == 1) {
+    kernels::fill_normal(out, t.elements(), 0.0f, stddev, o.seed, random_stream, stream);
+    return;
+  }
+  // Rank r holds [start_k + r·b_k, +b_k) of each block k of the whole tensor
+  // along the split dimension, start_k = tp·(b_0 + ... + b_{k-1}), its blocks
+  // back to back (ParameterTensor::tp_blocks).
+  const auto rows = static_cast<std::size_t>(t.rows), cols = static_cast<std::size_t>(t.cols);
+  const std::size_t whole_cols = t.tp_split_dim == 1 ? cols * static_cast<std::size_t>(tp) : cols;
+  std::size_t mine = 0;  // along the split dimension, in the shard
+  for (const std::int64_t block : t.tp_blocks) {
+    const auto b = static_cast<std::size_t>(block);
+    const std::size_t whole = static_cast<std::size_t>(tp) * mine + static_cast<std::size_t>(tp_rank) * b;
+    if (t.tp_split_dim == 0)
+      kernels::fill_normal_block(out + mine * cols, cols, b, cols, whole_cols, whole, 0, 0.0f, stddev, o.seed,
+                                 random_stream, stream);
+    else
+      kernels::fill_normal_block(out + mine, cols, rows, b, whole_cols, 0, whole, 0.0f, stddev, o.seed, random_stream,
+                                 stream);
+    mine += b;
   }
 }
 

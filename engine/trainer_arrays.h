@@ -1,5 +1,4 @@
-// What a one-replica Trainer and a pipeline stage's trainer (engine/pipeline/)
-// both do with their flat per-parameter arrays (parameter_layout.h): draw the
+// What the trainer does with their flat per-parameter arrays (parameter_layout.h): draw the
 // initial values, set up AdamW's step, copy the arrays to and from a
 // checkpoint state and the host, and average a global batch's per-token
 // losses in the order one GPU sums them.
@@ -50,9 +49,13 @@ void write_trainer_state(const data_parallel::OptimizerBuffers& arrays, const ch
 /// Tensor `t`'s initial values into `out` (fp32, t.elements()) as its
 /// ParameterInit says — N(0, init_std), N(0, init_std / sqrt(2 · num_layers))
 /// (Megatron's scaled_init_method_normal), ones — drawn from random stream
-/// `random_stream` of the options' seed; kZeros leaves `out` as it is.
-void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, const TrainerOptions& options,
-                         int num_layers, cudaStream_t stream);
+/// `random_stream` of the options' seed (the tensor's index in the whole
+/// model's layout) at each element's index in the WHOLE tensor: for tp rank
+/// `tp_rank` of `tp` > 1 a tensor split over tp gets its shard's blocks
+/// (ParameterTensor::tp_blocks) of the values one GPU draws, so the model does
+/// not depend on the layout. kZeros leaves `out` as it is.
+void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, int tp, int tp_rank,
+                         const TrainerOptions& options, int num_layers, cudaStream_t stream);
 
 /// AdamW's settings for update `step` (1-based): the options' betas, eps,
 /// weight decay and the schedule's learning rate.

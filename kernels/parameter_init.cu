@@ -43,6 +43,17 @@ __global__ void fill_normal_kernel(float* out, std::size_t n, float mean, float 
     out[i] = mean + stddev * normal_at(seed, stream_id, i);
 }
 
+__global__ void fill_normal_block_kernel(float* out, std::size_t out_ld, std::size_t rows, std::size_t cols,
+                                         std::size_t whole_cols, std::size_t row0, std::size_t col0, float mean,
+                                         float stddev, std::uint64_t seed, std::uint64_t stream_id) {
+  const std::size_t n = rows * cols;
+  for (std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t i = k / cols, j = k % cols;
+    out[i * out_ld + j] = mean + stddev * normal_at(seed, stream_id, (row0 + i) * whole_cols + col0 + j);
+  }
+}
+
 __global__ void fill_constant_kernel(float* out, std::size_t n, float value) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
@@ -73,6 +84,18 @@ void fill_normal(float* out, std::size_t n, float mean, float stddev, std::uint6
   require_argument(out != nullptr, "fill_normal", "out is null");
   fill_normal_kernel<<<blocks_for(n), kThreads, 0, stream>>>(out, n, mean, stddev, seed, stream_id);
   SEXTANT_CHECK_LAUNCH("fill_normal_kernel");
+}
+
+void fill_normal_block(float* out, std::size_t out_ld, std::size_t rows, std::size_t cols, std::size_t whole_cols,
+                       std::size_t row0, std::size_t col0, float mean, float stddev, std::uint64_t seed,
+                       std::uint64_t stream_id, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  require_argument(out != nullptr, "fill_normal_block", "out is null");
+  require_argument(cols <= out_ld && col0 + cols <= whole_cols, "fill_normal_block",
+                   "the block's columns must fit its row stride and the whole tensor's width");
+  fill_normal_block_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(out, out_ld, rows, cols, whole_cols, row0,
+                                                                             col0, mean, stddev, seed, stream_id);
+  SEXTANT_CHECK_LAUNCH("fill_normal_block_kernel");
 }
 
 void fill_constant(float* out, std::size_t n, float value, cudaStream_t stream) {

@@ -20,6 +20,15 @@ namespace sextant::kernels {
 void fill_normal(float* out, std::size_t n, float mean, float stddev, std::uint64_t seed,
                  std::uint64_t stream_id, cudaStream_t stream);
 
+/// A block of a whole (·, whole_cols) row-major tensor drawn as fill_normal
+/// draws the whole tensor: out[i·out_ld + j] = mean + stddev · N(0, 1)_(seed,
+/// stream, (row0 + i)·whole_cols + col0 + j) for i < rows, j < cols. So a
+/// tensor-parallel shard (blocks of rows or columns) gets exactly the values
+/// the whole tensor has there, whatever the layout. out: (rows, out_ld) fp32.
+void fill_normal_block(float* out, std::size_t out_ld, std::size_t rows, std::size_t cols, std::size_t whole_cols,
+                       std::size_t row0, std::size_t col0, float mean, float stddev, std::uint64_t seed,
+                       std::uint64_t stream_id, cudaStream_t stream);
+
 /// out[i] = value, i < n; out: (n) fp32.
 void fill_constant(float* out, std::size_t n, float value, cudaStream_t stream);
 

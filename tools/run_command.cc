@@ -379,9 +379,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
     run.world_rank = job.world_rank;
 #ifdef SEXTANT_HAVE_NCCL
     if (job.communicators) {
-      run.data_parallel = job.communicators->groups.dp.get();
-      run.tensor_parallel = job.communicators->groups.tp.get();
-      run.pipeline = job.communicators->groups.pp.get();
+      run.groups = &job.communicators->groups;
     }
 #endif
 #ifdef SEXTANT_HAVE_NCCL

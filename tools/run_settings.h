@@ -26,6 +26,10 @@ namespace sextant::engine::comm {
 class Communicator;
 }
 
+namespace sextant::engine::comm {
+struct ParallelGroups;
+}
+
 namespace sextant::tools {
 
 struct RunSettings {
@@ -90,11 +94,9 @@ struct PreparedRun {
   engine::TransformerShape shape;  // one rank's shard (heads, groups, ffn / tp)
   engine::LrSchedule lr;
   std::unique_ptr<engine::data::TokenBatches> data;
-  /// The rank's data- and tensor-parallel groups (owned by the launched job),
+  /// The rank's parallel groups (owned by the launched job; null: one GPU),
   /// and its rank in the world: only rank 0 prints.
-  engine::comm::Communicator* data_parallel = nullptr;
-  engine::comm::Communicator* tensor_parallel = nullptr;  // when settings.layout.tp > 1
-  engine::comm::Communicator* pipeline = nullptr;         // when settings.layout.pp > 1
+  const engine::comm::ParallelGroups* groups = nullptr;
   int world_rank = 0;
   /// --load: the checkpoint, its metadata checked against the model, layout,
   /// schedule and seed (tools/run_checkpoint.h); the rank's shard is read by

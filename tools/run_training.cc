@@ -35,7 +35,7 @@
 #include "engine/model/transformer_shape.h"
 #include "engine/trainer.h"
 #include "engine/comm/host_gather.h"
-#include "engine/training/rank_trainer.h"
+#include "engine/comm/parallel_groups.h"
 #include "engine/training/stop_vote.h"
 #include "engine/training/training_loop.h"
 #include "kernels/cuda_check.h"
@@ -113,18 +113,14 @@ constexpr int kCompareTimedSteps = 3;
 // Per task kind, seconds per step: a fresh trainer launching its kernels one by
 // one with CUDA events around each task (the measured step itself replays the
 // CUDA graph, which cannot be timed inside), over kCompareTimedSteps steps. It
-// joins the rank's dp and tp groups as the measured trainer did (every rank
-// times its tasks together, so the collectives meet).
-std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
-                                               const engine::TransformerShape& shape,
-                                               engine::TrainerOptions options,
-                                               engine::data::TokenBatches& data,
-                                               std::vector<std::int32_t>& inputs,
-                                               std::vector<std::int32_t>& targets,
-                                               engine::comm::Communicator* data_parallel,
-                                               engine::comm::Communicator* tensor_parallel) {
+// joins the rank's groups as the measured trainer did (every rank times its
+// tasks together, so the collectives meet).
+std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model, const sim::ParallelLayout& layout,
+                                               engine::TrainerOptions options, engine::data::TokenBatches& data,
+                                               std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets,
+                                               const engine::comm::ParallelGroups& groups) {
   options.time_tasks = true;
-  engine::Trainer trainer(model, shape, options, data_parallel, tensor_parallel);
+  engine::Trainer trainer(model, layout, options, groups);
   std::map<std::string, double> seconds;
   for (int i = 0; i <= kCompareTimedSteps; ++i) {
     data.next(inputs, targets);
@@ -135,26 +131,26 @@ std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model,
   return seconds;
 }
 
-// The sharding of every stage's ranks (one for pp = 1): the replica's from
-// its trainer; a pipeline's from the layout (engine/checkpoint/
+// The sharding of every stage's ranks (one for pp = 1): one stage's from its
+// trainer; a pipeline's from the layout (engine/checkpoint/
 // checkpoint_sharding.h), which must name this rank's stage's tensors in its
 // trainer's order — the same ParameterLayouts back to back.
-RunSharding run_sharding(const engine::training::RankTrainer& trainer, const sim::ModelConfig& model,
-                         const sim::ParallelLayout& layout, int world_rank, std::size_t bucket_elements) {
-  if (const engine::Trainer* replica = trainer.replica())
-    return {engine::checkpoint::sharding_of(replica->layout(), layout.tp, replica->flat_elements(),
-                                            replica->gradient_buckets(), layout.dp, layout.zero >= 1)};
+RunSharding run_sharding(const engine::Trainer& trainer, const sim::ModelConfig& model,
+                         const sim::ParallelLayout& layout, std::size_t bucket_elements) {
+  if (layout.pp == 1)
+    return {engine::checkpoint::sharding_of(trainer.chunk_layouts().front(), layout.tp, trainer.flat_elements(),
+                                            trainer.gradient_buckets(), layout.dp, layout.zero >= 1)};
   RunSharding stages = engine::checkpoint::pipeline_sharding(model, layout, bucket_elements);
-  const int stage = world_rank / (layout.tp * layout.dp);
+  const int stage = trainer.stage();
   const engine::checkpoint::CheckpointSharding& mine = stages.at(static_cast<std::size_t>(stage));
   std::vector<std::string> described;
   for (const engine::checkpoint::TensorSharding& t : mine.tensors) described.push_back(t.name);
-  if (described != trainer.stage()->tensor_names())
+  if (described != trainer.tensor_names())
     throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
                            "'s tensors are not the ones engine::checkpoint::pipeline_stage_sharding describes");
   // The distributed optimizer's shards: the trainer's own buckets.
   if (!mine.optimizer_shards.empty() &&
-      mine.optimizer_shards != engine::checkpoint::optimizer_shards_of(trainer.stage()->gradient_buckets(), layout.dp))
+      mine.optimizer_shards != engine::checkpoint::optimizer_shards_of(trainer.gradient_buckets(), layout.dp))
     throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
                            "'s gradient buckets are not the ones engine::checkpoint::pipeline_stage_sharding describes");
   return stages;
@@ -166,18 +162,9 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const RunSettings& s = run.settings;
   std::ostream silent(nullptr);  // ranks other than 0
   std::ostream& out = run.world_rank == 0 ? rank_out : silent;
-  const int dp = s.layout.dp;
-  engine::comm::Communicator* const data_parallel = dp > 1 ? run.data_parallel : nullptr;
-  if (dp > 1 && data_parallel == nullptr)
-    throw std::logic_error("run_training: dp = " + std::to_string(dp) + " without a data-parallel group");
-  const int tp = s.layout.tp;
-  engine::comm::Communicator* const tensor_parallel = tp > 1 ? run.tensor_parallel : nullptr;
-  if (tp > 1 && tensor_parallel == nullptr)
-    throw std::logic_error("run_training: tp = " + std::to_string(tp) + " without a tensor-parallel group");
-  const int pp = s.layout.pp;
-  engine::comm::Communicator* const pipeline = pp > 1 ? run.pipeline : nullptr;
-  if (pp > 1 && pipeline == nullptr)
-    throw std::logic_error("run_training: pp = " + std::to_string(pp) + " without a pipeline group");
+  const int dp = s.layout.dp, tp = s.layout.tp, pp = s.layout.pp;
+  const engine::comm::ParallelGroups one_gpu;
+  const engine::comm::ParallelGroups& groups = run.groups != nullptr ? *run.groups : one_gpu;
   const engine::TransformerShape& shape = run.shape;
   const engine::LrSchedule& lr = run.lr;
   engine::data::TokenBatches* data = run.data.get();
@@ -197,9 +184,6 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const std::optional<sim::GpuConfig> gpu = gpu_preset(s, device);
 
   engine::TrainerOptions options;
-  options.micro_batch = s.layout.mbs;
-  options.global_batch = s.layout.gbs;
-  options.recompute = s.layout.recompute;
   options.optimizer = {s.adam_beta1, s.adam_beta2, s.adam_eps, s.weight_decay, s.grad_clip};
   options.lr = lr;
   options.seed = s.seed;
@@ -207,13 +191,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.time_tasks = s.time_tasks;
   options.tune_gemms = s.tune_gemms;
   options.use_cuda_graph = s.use_cuda_graph;
-  options.distributed_optimizer = s.layout.zero >= 1;
-  options.overlap_param_gather = s.layout.overlap_param_gather;
   options.comm_timeout = std::chrono::milliseconds(static_cast<long long>(s.comm_timeout_s * 1000));
-  std::unique_ptr<engine::training::RankTrainer> trainer;
+  std::unique_ptr<engine::Trainer> trainer;
   try {
-    trainer = engine::training::make_rank_trainer(trained, s.layout, options,
-                                                  {data_parallel, tensor_parallel, pipeline});
+    trainer = std::make_unique<engine::Trainer>(trained, s.layout, options, groups);
   } catch (const kernels::CudaError& e) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
       throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
@@ -249,12 +230,12 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   if (dp > 1)
     progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
              << " micro-batches each per step, gradients "
-             << (options.distributed_optimizer ? "reduce-scattered" : "summed") << " in "
-             << trainer->gradient_buckets() << (pp > 1 ? " buckets (rank 0's stage) overlapped with the schedule's backward" : " buckets overlapped with backward")
-             << (options.distributed_optimizer ? "; distributed optimizer: fp32 master weights and Adam "
+             << (s.layout.zero >= 1 ? "reduce-scattered" : "summed") << " in "
+             << trainer->gradient_buckets().size() << (pp > 1 ? " buckets (rank 0's stage) overlapped with the schedule's backward" : " buckets overlapped with backward")
+             << (s.layout.zero >= 1 ? "; distributed optimizer: fp32 master weights and Adam "
                                                  "moments sharded, bf16 weights all-gathered"
                                                : "")
-             << (options.overlap_param_gather ? " during the next step's forward (overlap_param_gather)" : "")
+             << (s.layout.overlap_param_gather && s.layout.zero >= 1 ? " during the next step's forward (overlap_param_gather)" : "")
              << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
   if (tp > 1)
     progress << "tensor parallel: " << tp << " ranks, each with 1/" << tp
@@ -267,8 +248,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
              << "\n";
   if (pp > 1)
     progress << "pipeline parallel: " << pp << " stages" << (s.layout.vpp > 1 ? " of " + std::to_string(s.layout.vpp) + " model chunks each" : "")
-             << " (" << sim::to_string(trainer->stage()->plan().shape.schedule) << ", layers "
-             << trainer->stage()->plan().shape.split.describe() << "); activations sent and received per micro-batch; "
+             << " (" << sim::to_string(trainer->plan().shape.schedule) << ", layers "
+             << trainer->plan().shape.split.describe() << "); activations sent and received per micro-batch; "
              << "loss from the last stage\n";
   if (!json)
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
@@ -278,14 +259,14 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   auto previous_sigint = std::signal(SIGINT, on_interrupt);
   auto previous_sigterm = std::signal(SIGTERM, on_interrupt);
   const int warmup_for_timing = std::min(3, s.steps - 1);  // the first steps pay one-off costs
-  engine::training::StopVote vote(data_parallel, tensor_parallel, pipeline, options.comm_timeout);
+  engine::training::StopVote vote(groups, options.comm_timeout);
   // --load: the rank's shard into the trainer, and the data stream advanced past
   // the batches the saved run drew (the same seeded stream: check_checkpoint_fits).
   int first_batch = 0;
   // How the ranks' arrays are cut: a replica's, or each pipeline stage's by
   // the whole model's tensor names (checked against this rank's stage).
   const bool checkpoints = run.checkpoint.has_value() || !s.save_dir.empty();
-  const RunSharding sharding = checkpoints ? run_sharding(*trainer, trained, s.layout, run.world_rank, options.bucket_elements) : RunSharding{};
+  const RunSharding sharding = checkpoints ? run_sharding(*trainer, trained, s.layout, options.bucket_elements) : RunSharding{};
   if (run.checkpoint) {
     const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {
@@ -314,7 +295,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   auto save = [&](int batches_drawn) {
     const auto start = std::chrono::steady_clock::now();
     const engine::checkpoint::TrainerState state = trainer->state();
-    const std::uint64_t described = sharding.at(static_cast<std::size_t>(run.world_rank / (tp * dp))).flat_elements;
+    const std::uint64_t described = sharding.at(static_cast<std::size_t>(trainer->stage())).flat_elements;
     if (state.weights_bf16.size() != described)
       throw std::logic_error("checkpoint: rank " + std::to_string(run.world_rank) + " holds " +
                              std::to_string(state.weights_bf16.size()) + " weights; its stage's sharding describes " +
@@ -423,13 +404,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
       progress.flush();
       trainer.reset();  // its memory, before the timing trainer takes the same again
       std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
-      measured = time_tasks_apart(trained, shape, options, *data, inputs, targets, data_parallel, tensor_parallel);
+      measured = time_tasks_apart(trained, s.layout, options, *data, inputs, targets, groups);
     }
     const ComparePrediction predicted =
         predict_for_compare(trained, s.cluster, s.profile, s.layout);
     // A pipeline: every stage's measured compute, gathered over the rank's pp group.
     std::vector<double> stage_compute_s;
-    if (pipeline != nullptr)
+    if (engine::comm::Communicator* pipeline = groups.spanning(sim::ParallelGroup::kPp))
       for (const float each : engine::comm::all_gather_on_host(*pipeline,
                                                                static_cast<float>(measured_compute_s(predicted, measured)),
                                                                options.comm_timeout))

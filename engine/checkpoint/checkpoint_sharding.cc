@@ -70,7 +70,7 @@ CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const 
     s.chunks.push_back({held.first_layer, held.num_layers, held.embedding, held.loss});
   }
   if (layout.zero >= 1 && layout.dp > 1) {
-    // PipelineTrainer's distributed optimizer: the stage's buckets, padded to 8·dp.
+    // The Trainer's distributed optimizer: the stage's buckets, padded to 8·dp.
     const std::size_t multiple = sharded_bucket_multiple(layout.dp);
     s.flat_elements = round_up_elements(s.flat_elements, multiple);
     std::vector<GradientBucketRange> buckets;

@@ -92,10 +92,10 @@ std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<G
 /// The sharding of pipeline stage `stage`'s ranks under `layout` (pp > 1):
 /// its chunks' ParameterLayouts back to back in chunk order, each of the
 /// rank's tp shard shape (transformer_shape_of(model, layout)) with the
-/// chunk's layers and parts, as PipelineTrainer lays out its flat buffers;
+/// chunk's layers and parts, as the Trainer lays out its flat buffers;
 /// with the distributed optimizer (zero >= 1, dp > 1) padded to 8·dp and
 /// sharded by the stage's gradient buckets (stage_gradient_bucket_ranges with
-/// `bucket_elements`, as PipelineTrainer makes them). Throws std::invalid_argument
+/// `bucket_elements`, as the Trainer makes them). Throws std::invalid_argument
 /// when the layout's split knobs do not split the model
 /// (sim::check_pipeline_split).
 CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage,

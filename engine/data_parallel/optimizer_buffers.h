@@ -1,5 +1,5 @@
-// The buffers a trainer's optimizer reads and writes (engine/trainer.h,
-// engine/pipeline/pipeline_trainer.h; the distributed optimizer's queue_step).
+// The buffers the trainer's optimizer reads and writes (engine/trainer.h;
+// the distributed optimizer's queue_step).
 #pragma once
 
 #include <cstddef>

@@ -15,7 +15,7 @@
 //                the largest ask: buffers that objects taking turns on one
 //                stream use and leave within one pass, such as the activation
 //                gradients and workspaces of a pipeline stage's activation slots
-//                (engine/pipeline/pipeline_trainer.h). A pipeline stage holding
+//                (engine/trainer.h). A pipeline stage holding
 //                pp micro-batches in flight then keeps one set of them, not pp
 //                (Megatron-LM's activation-gradient buffers are likewise per
 //                pass: PyTorch's caching allocator reuses them).

@@ -35,7 +35,7 @@
 // interleaving), whose stored activations are (1 + (pp − 1)/(pp·vpp)) times
 // 1F1B's on stage 0 (Korthikanti et al. 2022, Sec. 4.2.3; Narayanan et al.
 // 2021, Sec. 2.2; sim/memory/activation_memory.h counts the same). A slot
-// serves every chunk in turn (PipelineTrainer lays each chunk's buffers over
+// serves every chunk in turn (the Trainer lays each chunk's buffers over
 // the slot's memory, the residual stream's gradient first and at the same
 // place for all, so a backward's sent gradient and the next forward's received
 // input never overlap even when the forward takes the slot just freed).

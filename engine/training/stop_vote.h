@@ -1,20 +1,21 @@
 // Every rank stops after the same step, or the others would wait forever in
 // the next step's collectives: one rank's Ctrl-C or SIGTERM is summed over the
-// data-parallel group, then over the tensor-parallel and the pipeline ones (so
-// over the tp·dp·pp world), between steps (one float each, a few microseconds).
+// tensor-, context-, data-parallel and pipeline groups in turn (so over the
+// tp·cp·dp·pp world), between steps (one float each, a few microseconds).
 #pragma once
 
 #include <chrono>
+#include <vector>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/parallel_groups.h"
 
 namespace sextant::engine::training {
 
 class StopVote {
  public:
-  /// The groups may be null (no such parallelism); they must outlive the vote.
-  StopVote(comm::Communicator* data_parallel, comm::Communicator* tensor_parallel, comm::Communicator* pipeline,
-           std::chrono::milliseconds timeout);
+  /// The rank's groups (default-constructed: one GPU); they must outlive the vote.
+  StopVote(const comm::ParallelGroups& groups, std::chrono::milliseconds timeout);
   ~StopVote();
   StopVote(const StopVote&) = delete;
   StopVote& operator=(const StopVote&) = delete;
@@ -26,7 +27,7 @@ class StopVote {
   bool spans_ranks() const { return flag_ != nullptr; }
 
  private:
-  comm::Communicator* groups_[3];
+  std::vector<comm::Communicator*> groups_;  // those of more than one rank
   std::chrono::milliseconds timeout_;
   float* flag_ = nullptr;
 };

@@ -28,7 +28,7 @@ double TrainingRecord::median_step_s() const {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-TrainingRecord train(RankTrainer& trainer, data::TokenBatches& data, StopVote& vote, const LoopSettings& settings,
+TrainingRecord train(Trainer& trainer, data::TokenBatches& data, StopVote& vote, const LoopSettings& settings,
                      const LoopHooks& hooks) {
   TrainingRecord record;
   std::vector<std::int32_t> inputs(settings.tokens_per_step), targets(settings.tokens_per_step);

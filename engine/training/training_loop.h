@@ -20,7 +20,6 @@
 #include "engine/model/nonfinite_step.h"
 #include "engine/task_timer.h"
 #include "engine/trainer.h"
-#include "engine/training/rank_trainer.h"
 #include "engine/training/stop_vote.h"
 
 namespace sextant::engine::training {
@@ -79,7 +78,7 @@ struct TrainingRecord {
 /// Trains `trainer` from settings.first_batch to settings.steps on `data`
 /// (which the caller has advanced to first_batch). Throws data::DataError from
 /// the data stream, and what the trainer throws.
-TrainingRecord train(RankTrainer& trainer, data::TokenBatches& data, StopVote& vote, const LoopSettings& settings,
+TrainingRecord train(Trainer& trainer, data::TokenBatches& data, StopVote& vote, const LoopSettings& settings,
                      const LoopHooks& hooks);
 
 }  // namespace sextant::engine::training

@@ -20,6 +20,10 @@ std::string_view to_string(ParallelGroup group) {
     case ParallelGroup::kEp: return "ep";
     case ParallelGroup::kDp: return "dp";
     case ParallelGroup::kPp: return "pp";
+    case ParallelGroup::kDpCp: return "dp_cp";
+    case ParallelGroup::kExpertTp: return "expert_tp";
+    case ParallelGroup::kExpertDp: return "expert_dp";
+    case ParallelGroup::kEmbedding: return "embedding";
   }
   return "?";
 }
@@ -47,6 +51,16 @@ GroupMembership group_membership(int rank, const ParallelLayout& l, ParallelGrou
     case ParallelGroup::kDp: return {c.tp + l.tp * (c.cp + l.cp * c.pp), c.dp};
     case ParallelGroup::kPp: return {c.tp + l.tp * (c.cp + l.cp * c.dp), c.pp};
     case ParallelGroup::kEp: return {c.etp + l.etp * (c.edp + l.expert_dp() * c.pp), c.ep};
+    // dp and cp together: the key runs cp fastest, as the ranks do.
+    case ParallelGroup::kDpCp: return {c.tp + l.tp * c.pp, c.cp + l.cp * c.dp};
+    case ParallelGroup::kExpertTp: return {c.ep + l.ep * (c.edp + l.expert_dp() * c.pp), c.etp};
+    case ParallelGroup::kExpertDp: return {c.etp + l.etp * (c.ep + l.ep * c.pp), c.edp};
+    case ParallelGroup::kEmbedding: {
+      // Megatron-Core's embedding group: pp ranks 0 and pp - 1 of each pipeline
+      // (parallel_state.initialize_model_parallel, default_embedding_ranks).
+      if (c.pp != 0 && c.pp != l.pp - 1) return {GroupMembership::kNoGroup, 0};
+      return {c.tp + l.tp * (c.cp + l.cp * c.dp), c.pp == 0 ? 0 : 1};
+    }
   }
   return {};
 }

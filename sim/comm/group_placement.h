@@ -31,8 +31,14 @@ struct RankCoordinates {
   int etp = 0, ep = 0, edp = 0;
 };
 
-/// The parallel dimensions a communicator group spans.
-enum class ParallelGroup { kTp, kCp, kEp, kDp, kPp };
+/// The parallel dimensions a communicator group spans. kDpCp: the dp and cp
+/// ranks together (what dense gradients are reduced over when cp > 1,
+/// Megatron-Core's data_parallel_group with_context_parallel); kExpertTp,
+/// kEp, kExpertDp: the expert layers' folding of a stage's tp·cp·dp ranks
+/// (etp fastest, then ep, then expert-dp: expert parameters are reduced over
+/// kExpertDp); kEmbedding: the first and the last pipeline stage of a pp group
+/// (a tied word embedding's two copies; ranks of other stages belong to none).
+enum class ParallelGroup { kTp, kCp, kEp, kDp, kPp, kDpCp, kExpertTp, kExpertDp, kEmbedding };
 std::string_view to_string(ParallelGroup group);
 
 /// Coordinates of `rank` (0 <= rank < layout.total_gpus()).
@@ -40,10 +46,13 @@ RankCoordinates rank_coordinates(int rank, const ParallelLayout& layout);
 
 /// Which group of kind `group` holds `rank`, and the rank's place in it: two
 /// ranks share a group exactly when their `color` is equal, and `key` is the
-/// rank's coordinate along the group (what ncclCommSplit takes).
+/// rank's coordinate along the group (what ncclCommSplit takes). A rank in no
+/// group of that kind (kEmbedding on a middle stage) has color kNoGroup.
 struct GroupMembership {
+  static constexpr int kNoGroup = -1;
   int color = 0;
   int key = 0;
+  bool member() const { return color != kNoGroup; }
 };
 GroupMembership group_membership(int rank, const ParallelLayout& layout, ParallelGroup group);
 
