@@ -37,6 +37,8 @@
 #include "engine/comm/host_gather.h"
 #include "engine/comm/parallel_groups.h"
 #include "engine/training/stop_vote.h"
+#include "engine/training/task_timing.h"
+#include "engine/training/trainer_sharding.h"
 #include "engine/training/training_loop.h"
 #include "kernels/cuda_check.h"
 #include "sim/core/config_error.h"
@@ -47,6 +49,7 @@
 #include "tools/run_checkpoint.h"
 #include "tools/rank_output_path.h"
 #include "tools/run_compare.h"
+#include "tools/run_output.h"
 #include "tools/run_settings.h"
 
 namespace sextant::tools {
@@ -65,8 +68,6 @@ extern "C" void on_interrupt(int signal_number) {
   g_interrupted.store(true);
   std::signal(signal_number, SIG_DFL);
 }
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Device {
   int index = 0;
@@ -101,60 +102,8 @@ std::optional<sim::GpuConfig> gpu_preset(const RunSettings& s, const Device& dev
   return std::nullopt;
 }
 
-std::string fixed(double value, int decimals) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.*f", decimals, value);
-  return text;
-}
-
 // Steps the --compare pass times task by task (after one untimed warm-up step).
 constexpr int kCompareTimedSteps = 3;
-
-// Per task kind, seconds per step: a fresh trainer launching its kernels one by
-// one with CUDA events around each task (the measured step itself replays the
-// CUDA graph, which cannot be timed inside), over kCompareTimedSteps steps. It
-// joins the rank's groups as the measured trainer did (every rank times its
-// tasks together, so the collectives meet).
-std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model, const sim::ParallelLayout& layout,
-                                               engine::TrainerOptions options, engine::data::TokenBatches& data,
-                                               std::vector<std::int32_t>& inputs, std::vector<std::int32_t>& targets,
-                                               const engine::comm::ParallelGroups& groups) {
-  options.time_tasks = true;
-  engine::Trainer trainer(model, layout, options, groups);
-  std::map<std::string, double> seconds;
-  for (int i = 0; i <= kCompareTimedSteps; ++i) {
-    data.next(inputs, targets);
-    engine::StepResult r = trainer.step(inputs, targets);
-    if (i == 0) continue;
-    for (const engine::TaskTime& t : r.tasks) seconds[task_kind(t.name)] += t.seconds / kCompareTimedSteps;
-  }
-  return seconds;
-}
-
-// The sharding of every stage's ranks (one for pp = 1): one stage's from its
-// trainer; a pipeline's from the layout (engine/checkpoint/
-// checkpoint_sharding.h), which must name this rank's stage's tensors in its
-// trainer's order — the same ParameterLayouts back to back.
-RunSharding run_sharding(const engine::Trainer& trainer, const sim::ModelConfig& model,
-                         const sim::ParallelLayout& layout, std::size_t bucket_elements) {
-  if (layout.pp == 1)
-    return {engine::checkpoint::sharding_of(trainer.chunk_layouts().front(), layout.tp, trainer.flat_elements(),
-                                            trainer.gradient_buckets(), layout.dp, layout.zero >= 1)};
-  RunSharding stages = engine::checkpoint::pipeline_sharding(model, layout, bucket_elements);
-  const int stage = trainer.stage();
-  const engine::checkpoint::CheckpointSharding& mine = stages.at(static_cast<std::size_t>(stage));
-  std::vector<std::string> described;
-  for (const engine::checkpoint::TensorSharding& t : mine.tensors) described.push_back(t.name);
-  if (described != trainer.tensor_names())
-    throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
-                           "'s tensors are not the ones engine::checkpoint::pipeline_stage_sharding describes");
-  // The distributed optimizer's shards: the trainer's own buckets.
-  if (!mine.optimizer_shards.empty() &&
-      mine.optimizer_shards != engine::checkpoint::optimizer_shards_of(trainer.gradient_buckets(), layout.dp))
-    throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
-                           "'s gradient buckets are not the ones engine::checkpoint::pipeline_stage_sharding describes");
-  return stages;
-}
 
 }  // namespace
 
@@ -203,57 +152,17 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     throw;
   }
 
-  const std::size_t tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
-  progress << "model: " << s.model.name << ", " << fixed(trainer->parameter_count() / 1e9, 3)
-           << " B parameters" << (pp > 1   ? std::string(" on rank 0 (its pipeline stage") + (tp > 1 ? ", its tp shard)" : ")")
-               : tp > 1 ? " on each rank (its tp shard)"
-                        : "")
-           << "; layout " << (tp > 1 ? "tp=" + std::to_string(tp) + ", " : "")
-           << (pp > 1 ? "pp=" + std::to_string(pp) + ", " : "")
-           << (s.layout.vpp > 1 ? "vpp=" + std::to_string(s.layout.vpp) + ", " : "") << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
-           << "mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
-           << ", recompute=" << sim::to_string(s.layout.recompute) << "; seq " << seq << "\n"
-           << "device: " << device.name << " (" << sim::format_gib(device.memory_bytes) << ")"
-           << (gpu ? ", peak bf16 " + fixed(gpu->peak_bf16_flops_per_s / 1e12, 1) + " TFLOP/s (" +
-                         gpu->name + ")"
-                   : ", no GPU preset matches: MFU not computed (give --gpu)")
-           << "\n"
-           << "data: " << data->describe()
-           << (dp > 1 ? " (each rank reads the global batch and trains micro-batches rank, rank+dp, ...)" : "")
-           << "\n"
-           << "schedule: lr " << lr.max_lr << " -> " << lr.min_lr << ", warmup " << lr.warmup_steps
-           << ", cosine to step " << lr.decay_steps << "; " << trainer->tasks_per_step()
-           << " tasks per step\n";
-  if (preset_has_dropout) progress << "note: the engine has no dropout; training with dropout 0\n";
-  progress << "memory: arena " << sim::format_gib(trainer->arena_bytes(), 2)
-           << "; the simulator predicts " << sim::format_gib(predicted.total(), 2) << "\n";
-  if (dp > 1)
-    progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
-             << " micro-batches each per step, gradients "
-             << (s.layout.zero >= 1 ? "reduce-scattered" : "summed") << " in "
-             << trainer->gradient_buckets().size() << (pp > 1 ? " buckets (rank 0's stage) overlapped with the schedule's backward" : " buckets overlapped with backward")
-             << (s.layout.zero >= 1 ? "; distributed optimizer: fp32 master weights and Adam "
-                                                 "moments sharded, bf16 weights all-gathered"
-                                               : "")
-             << (s.layout.overlap_param_gather && s.layout.zero >= 1 ? " during the next step's forward (overlap_param_gather)" : "")
-             << "; TFLOP/s, MFU and memory are rank 0's GPU's\n";
-  if (tp > 1)
-    progress << "tensor parallel: " << tp << " ranks, each with 1/" << tp
-             << " of the heads, the MLP (QKV and fc1 column-, proj and fc2 row-parallel) and the vocabulary "
-                "(embedding and cross entropy vocabulary-parallel, "
-             << shape.vocab << " rows each)"
-             << (shape.sequence_parallel ? "; sequence parallel: the residual stream and norms on 1/" +
-                                               std::to_string(tp) + " of the tokens each"
-                                         : "; norms replicated")
-             << "\n";
-  if (pp > 1)
-    progress << "pipeline parallel: " << pp << " stages" << (s.layout.vpp > 1 ? " of " + std::to_string(s.layout.vpp) + " model chunks each" : "")
-             << " (" << sim::to_string(trainer->plan().shape.schedule) << ", layers "
-             << trainer->plan().shape.split.describe() << "); activations sent and received per micro-batch; "
-             << "loss from the last stage\n";
-  if (!json)
-    progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
-  progress.flush();
+  RunFacts facts;
+  facts.device_name = device.name;
+  facts.device_memory_bytes = device.memory_bytes;
+  facts.gpu = gpu;
+  facts.predicted = predicted;
+  facts.model_flops_per_step = model_flops_per_step;
+  facts.flops_per_gpu_per_step = flops_per_gpu_per_step;
+  facts.tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
+  facts.preset_had_dropout = preset_has_dropout;
+  const std::size_t tokens_per_step = facts.tokens_per_step;
+  print_run_header(progress, s, lr, facts, *trainer, *data);
 
   g_interrupted.store(false);
   auto previous_sigint = std::signal(SIGINT, on_interrupt);
@@ -266,7 +175,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   // How the ranks' arrays are cut: a replica's, or each pipeline stage's by
   // the whole model's tensor names (checked against this rank's stage).
   const bool checkpoints = run.checkpoint.has_value() || !s.save_dir.empty();
-  const RunSharding sharding = checkpoints ? run_sharding(*trainer, trained, s.layout, options.bucket_elements) : RunSharding{};
+  const RunSharding sharding =
+      checkpoints ? engine::training::trainer_sharding(*trainer, trained, options.bucket_elements) : RunSharding{};
   if (run.checkpoint) {
     const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {
@@ -305,7 +215,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
         [&](bool failed) { return vote.any_rank(failed); });
     saved_after_batch = batches_drawn;
     progress << "saved checkpoint " << folder << " in "
-             << fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2) << " s\n";
+             << sim::format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2)
+             << " s\n";
     progress.flush();
   };
   // Several ranks: a step still running a minute past --comm-timeout-s means the
@@ -334,14 +245,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   hooks.watchdog = watchdog ? &*watchdog : nullptr;
   hooks.after_step = [&](const engine::StepResult& r, int steps_so_far, std::size_t peak_bytes) {
     if (steps_so_far % s.log_interval != 0 && steps_so_far != s.steps) return;
-    const double tflops = flops_per_gpu_per_step / r.seconds / 1e12;
-    char line[200];
-    std::snprintf(line, sizeof line, "%6d %9.4f %9.3e %10.3f %9.1f %10.0f %8.1f %6s %8.2f%s\n",
-                  r.step, r.loss, r.lr, r.grad_norm, r.seconds * 1e3,
-                  tokens_per_step / r.seconds, tflops,
-                  gpu ? fixed(100 * tflops * 1e12 / gpu->peak_bf16_flops_per_s, 1).c_str() : "-",
-                  peak_bytes / kGiB, r.skipped ? "  (skipped: non-finite gradient norm)" : "");
-    progress << line;
+    progress << progress_line(facts, r, peak_bytes);
     progress.flush();
   };
   engine::training::TrainingRecord record;
@@ -365,24 +269,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   std::signal(SIGINT, previous_sigint);
   std::signal(SIGTERM, previous_sigterm);
   const bool interrupted = record.interrupted;
-  const int done = record.steps();
-  const int skipped = record.skipped_steps;
-  const std::size_t peak_in_use = record.peak_memory_bytes;
   const int timed_steps = record.timed_task_steps;
-  const std::vector<double>& losses = record.losses;
-  const std::vector<double>& lrs = record.lrs;
-  const std::vector<double>& norms = record.grad_norms;
   const std::vector<engine::TaskTime>& last_tasks = record.last_tasks;
   std::map<std::string, double> task_seconds;  // by kind, summed over timed steps
   for (const auto& [name, seconds] : record.task_seconds) task_seconds[task_kind(name)] += seconds;
-
   const double step_s = record.median_step_s();
-  const double tokens_per_s = step_s > 0 ? tokens_per_step / step_s : 0;
-  const double tflops = step_s > 0 ? flops_per_gpu_per_step / step_s / 1e12 : 0;
-  const double mfu = gpu && step_s > 0 ? tflops * 1e12 / gpu->peak_bf16_flops_per_s : 0;
-  const auto arena = trainer->memory_plan().bytes_by_category();
-  const std::size_t arena_bytes = trainer->arena_bytes();
-  const auto parameter_count = trainer->parameter_count();
+  const TrainerSummary summary{trainer->parameter_count(), trainer->arena_bytes(),
+                               trainer->memory_plan().bytes_by_category()};
 
   if (!s.timing_file.empty() && !last_tasks.empty()) {
     // Every rank times its own tasks: one file each (rank_output_path.h).
@@ -403,18 +296,15 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
                << " more steps with CUDA events (kernels launched one by one)\n";
       progress.flush();
       trainer.reset();  // its memory, before the timing trainer takes the same again
-      std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
-      measured = time_tasks_apart(trained, s.layout, options, *data, inputs, targets, groups);
+      for (const auto& [name, seconds] :
+           engine::training::time_tasks_apart(trained, s.layout, options, *data, tokens_per_step, groups,
+                                              kCompareTimedSteps))
+        measured[task_kind(name)] += seconds;
     }
-    const ComparePrediction predicted =
-        predict_for_compare(trained, s.cluster, s.profile, s.layout);
+    const ComparePrediction predicted = predict_for_compare(trained, s.cluster, s.profile, s.layout);
     // A pipeline: every stage's measured compute, gathered over the rank's pp group.
-    std::vector<double> stage_compute_s;
-    if (engine::comm::Communicator* pipeline = groups.spanning(sim::ParallelGroup::kPp))
-      for (const float each : engine::comm::all_gather_on_host(*pipeline,
-                                                               static_cast<float>(measured_compute_s(predicted, measured)),
-                                                               options.comm_timeout))
-        stage_compute_s.push_back(each);
+    const std::vector<double> stage_compute_s =
+        engine::training::per_stage(groups, measured_compute_s(predicted, measured), options.comm_timeout);
     compare = make_compare_report(predicted, step_s, measured, stage_compute_s);
     compare->model = s.model_argument;
     compare->parallel_layout = s.layout;
@@ -427,81 +317,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     if (!s.report_dir.empty() && run.world_rank == 0) write_compare_report(*compare, s.report_dir);
   }
 
-  if (json) {
-    nlohmann::ordered_json j;
-    j["model"] = s.model.name;
-    j["device"] = device.name;
-    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"zero", s.layout.zero},
-                   {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
-                   {"recompute", std::string(sim::to_string(s.layout.recompute))},
-                   {"tp_comm_overlap", s.layout.tp_comm_overlap}, {"overlap_param_gather", s.layout.overlap_param_gather}};
-    j["seq_length"] = seq;
-    j["parameters"] = parameter_count;
-    j["data"] = s.data;
-    j["steps"] = done;
-    j["interrupted"] = interrupted;
-    j["skipped_steps"] = skipped;
-    j["step_time_s"] = step_s;
-    j["tokens_per_s"] = tokens_per_s;
-    j["model_flops_per_step"] = model_flops_per_step;
-    j["tflops_per_s"] = tflops;
-    j["mfu"] = gpu ? nlohmann::ordered_json(mfu) : nlohmann::ordered_json(nullptr);
-    j["peak_memory_bytes"] = peak_in_use;
-    j["arena_bytes"] = arena_bytes;
-    nlohmann::ordered_json by_category;
-    for (int c = 0; c < engine::kMemoryCategories; ++c)
-      by_category[engine::to_string(static_cast<engine::MemoryCategory>(c))] = arena[static_cast<std::size_t>(c)];
-    j["memory_bytes"] = by_category;
-    j["predicted_memory_bytes"] = {{"total", predicted.total()},
-                                   {"parameters", predicted.parameters},
-                                   {"gradients", predicted.gradients},
-                                   {"optimizer_states", predicted.optimizer_states},
-                                   {"activations", predicted.activations},
-                                   {"other", predicted.other}};
-    j["loss"] = losses;
-    j["lr"] = lrs;
-    j["grad_norm"] = norms;
-    if (timed_steps > 0) {
-      nlohmann::ordered_json tasks;
-      for (const auto& [kind, seconds] : task_seconds) tasks[kind] = seconds / timed_steps;
-      j["task_seconds_per_step"] = tasks;
-    }
-    if (compare) j["compare"] = compare_json(*compare);
-    out << j.dump() << "\n";
-  } else {
-    out << "\n" << done << " steps" << (interrupted ? " (interrupted: stopped after the current step)" : "")
-        << (skipped ? ", " + std::to_string(skipped) + " skipped" : "") << "; median over steps "
-        << warmup_for_timing + 1 << "-" << done << ": " << fixed(step_s * 1e3, 1) << " ms/step, "
-        << fixed(tokens_per_s, 0) << " tokens/s, " << fixed(tflops, 1) << " TFLOP/s"
-        << (gpu ? ", MFU " + sim::format_percent(mfu) : "") << "\n";
-    out << "GPU memory: peak in use " << sim::format_gib(peak_in_use, 2) << " (arena "
-        << sim::format_gib(arena_bytes, 2) << ", the rest CUDA context and libraries)\n";
-    out << "  engine arena vs simulator (GiB):";
-    const double predicted_parts[] = {predicted.parameters, predicted.gradients,
-                                      predicted.optimizer_states, predicted.activations, predicted.other};
-    for (int c = 0; c < engine::kMemoryCategories; ++c)
-      out << " " << engine::to_string(static_cast<engine::MemoryCategory>(c)) << " "
-          << fixed(arena[static_cast<std::size_t>(c)] / kGiB, 2) << " vs "
-          << fixed(predicted_parts[c] / kGiB, 2) << ";";
-    out << " total " << fixed(arena_bytes / kGiB, 2) << " vs "
-        << fixed(predicted.total() / kGiB, 2) << " ("
-        << sim::format_percent(arena_bytes / predicted.total() - 1) << ")\n";
-    if (timed_steps > 0) {
-      std::vector<std::pair<double, std::string>> rows;
-      double total = 0;
-      for (const auto& [kind, seconds] : task_seconds) {
-        rows.emplace_back(seconds / timed_steps, kind);
-        total += seconds / timed_steps;
-      }
-      std::sort(rows.rbegin(), rows.rend());
-      out << "task time per step (CUDA events, " << timed_steps << " steps), slowest kinds:\n";
-      for (std::size_t i = 0; i < rows.size() && i < 12; ++i)
-        out << "  " << rows[i].second << std::string(rows[i].second.size() < 28 ? 28 - rows[i].second.size() : 1, ' ')
-            << fixed(rows[i].first * 1e3, 2) << " ms  " << sim::format_percent(rows[i].first / total) << "\n";
-    }
-  }
-  if (compare && !json) out << "\n" << compare_table(*compare);
-  out.flush();
+  print_run_summary(out, s, facts, summary, record, warmup_for_timing, task_seconds, compare);
   return interrupted ? 130 : 0;
 }
 

@@ -1,21 +1,61 @@
 #include "engine/comm/parallel_groups.h"
 
+#include <algorithm>
+#include <map>
+#include <vector>
 #include <stdexcept>
+#include <utility>
 #include <string>
 
 namespace sextant::engine::comm {
 
+namespace {
+
+constexpr sim::ParallelGroup kKinds[] = {sim::ParallelGroup::kTp,       sim::ParallelGroup::kCp,
+                                         sim::ParallelGroup::kEp,       sim::ParallelGroup::kDp,
+                                         sim::ParallelGroup::kPp,       sim::ParallelGroup::kDpCp,
+                                         sim::ParallelGroup::kExpertTp, sim::ParallelGroup::kExpertDp,
+                                         sim::ParallelGroup::kEmbedding};
+
+// Each rank's group of `kind` in terms any kind can be compared by: (the
+// group's lowest rank, the rank's place in it by key), or (-1, -1) for none.
+std::vector<std::pair<int, int>> canonical_groups(const sim::ParallelLayout& layout, sim::ParallelGroup kind) {
+  std::map<int, std::vector<std::pair<int, int>>> by_color;  // color -> (key, rank)
+  for (int r = 0; r < layout.total_gpus(); ++r) {
+    const sim::GroupMembership m = sim::group_membership(r, layout, kind);
+    if (m.member()) by_color[m.color].emplace_back(m.key, r);
+  }
+  std::vector<std::pair<int, int>> out(static_cast<std::size_t>(layout.total_gpus()), {-1, -1});
+  for (auto& [color, members] : by_color) {
+    std::sort(members.begin(), members.end());
+    int lowest = members.front().second;
+    for (const auto& [key, rank] : members) lowest = std::min(lowest, rank);
+    for (std::size_t place = 0; place < members.size(); ++place)
+      out[static_cast<std::size_t>(members[place].second)] = {lowest, static_cast<int>(place)};
+  }
+  return out;
+}
+
+// The most ranks any group of `kind` holds.
+int largest_group(const std::vector<std::pair<int, int>>& canonical) {
+  int largest = 0;
+  for (const auto& [lowest, place] : canonical) largest = std::max(largest, place + 1);
+  return largest;
+}
+
+}  // namespace
+
 Communicator* ParallelGroups::group(sim::ParallelGroup kind) const {
-  switch (kind) {
+  switch (static_cast<sim::ParallelGroup>(same_as[static_cast<std::size_t>(kind)])) {
     case sim::ParallelGroup::kTp: return tp.get();
     case sim::ParallelGroup::kCp: return cp.get();
-    case sim::ParallelGroup::kDp: return dp.get();
-    case sim::ParallelGroup::kDpCp: return dp_cp.get();
     case sim::ParallelGroup::kEp: return ep.get();
-    case sim::ParallelGroup::kExpertTp: return expert_tp.get();
-    case sim::ParallelGroup::kExpertDp: return expert_dp.get();
+    case sim::ParallelGroup::kDp: return dp.get();
     case sim::ParallelGroup::kPp: return pp.get();
-    case sim::ParallelGroup::kEmbedding: return embedding.get();
+    case sim::ParallelGroup::kDpCp: return dp_cp_own.get();
+    case sim::ParallelGroup::kExpertTp: return expert_tp_own.get();
+    case sim::ParallelGroup::kExpertDp: return expert_dp_own.get();
+    case sim::ParallelGroup::kEmbedding: return embedding_own.get();
   }
   return nullptr;
 }
@@ -44,15 +84,33 @@ ParallelGroups make_parallel_groups(Communicator& world, const sim::ParallelLayo
   ParallelGroups groups;
   groups.world_rank = world.rank();
   groups.coordinates = sim::rank_coordinates(world.rank(), layout);
+  for (const sim::ParallelGroup kind : kKinds)
+    groups.same_as[static_cast<std::size_t>(kind)] = static_cast<int>(kind);
   groups.tp = split(sim::ParallelGroup::kTp);
   groups.cp = split(sim::ParallelGroup::kCp);
   groups.ep = split(sim::ParallelGroup::kEp);
   groups.dp = split(sim::ParallelGroup::kDp);
   groups.pp = split(sim::ParallelGroup::kPp);
-  groups.dp_cp = split(sim::ParallelGroup::kDpCp);
-  groups.expert_tp = split(sim::ParallelGroup::kExpertTp);
-  groups.expert_dp = split(sim::ParallelGroup::kExpertDp);
-  groups.embedding = split(sim::ParallelGroup::kEmbedding);
+  // The further kinds: another kind's communicator where the groups are the
+  // same, none where each would hold one rank (every rank decides alike, from
+  // the layout, so the splits stay collective).
+  std::pair<sim::ParallelGroup, std::unique_ptr<Communicator>*> further[] = {
+      {sim::ParallelGroup::kDpCp, &groups.dp_cp_own},
+      {sim::ParallelGroup::kExpertTp, &groups.expert_tp_own},
+      {sim::ParallelGroup::kExpertDp, &groups.expert_dp_own},
+      {sim::ParallelGroup::kEmbedding, &groups.embedding_own}};
+  for (auto& [kind, own] : further) {
+    const std::vector<std::pair<int, int>> mine = canonical_groups(layout, kind);
+    bool shared = false;
+    for (const sim::ParallelGroup earlier : kKinds) {
+      if (earlier == kind) break;
+      if (canonical_groups(layout, earlier) != mine) continue;
+      groups.same_as[static_cast<std::size_t>(kind)] = groups.same_as[static_cast<std::size_t>(earlier)];
+      shared = true;
+      break;
+    }
+    if (!shared && largest_group(mine) > 1) *own = split(kind);
+  }
   return groups;
 }
 

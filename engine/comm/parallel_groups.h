@@ -9,6 +9,7 @@
 // default-constructed ParallelGroups is one GPU: no group at all.
 #pragma once
 
+#include <array>
 #include <memory>
 
 #include "engine/comm/communicator.h"
@@ -18,29 +19,32 @@
 namespace sextant::engine::comm {
 
 struct ParallelGroups {
-  std::unique_ptr<Communicator> tp;          // tp consecutive ranks
-  std::unique_ptr<Communicator> cp;          // stride tp
-  std::unique_ptr<Communicator> dp;          // stride tp·cp
-  std::unique_ptr<Communicator> dp_cp;       // dp and cp together: dense gradients' reduction when cp > 1
-  std::unique_ptr<Communicator> ep;          // expert parallel: stride etp inside the stage
-  std::unique_ptr<Communicator> expert_tp;   // etp consecutive ranks
-  std::unique_ptr<Communicator> expert_dp;   // expert parameters' reduction: stride etp·ep inside the stage
-  std::unique_ptr<Communicator> pp;          // stride tp·cp·dp
-  /// Pipeline ranks 0 and pp − 1 of the rank's pipeline (a tied embedding's
-  /// two copies); null on the stages between them.
-  std::unique_ptr<Communicator> embedding;
+  // Split for every layout (one rank each where the layout has no such parallelism).
+  std::unique_ptr<Communicator> tp;  // tp consecutive ranks
+  std::unique_ptr<Communicator> cp;  // stride tp
+  std::unique_ptr<Communicator> ep;  // expert parallel: stride etp inside the stage
+  std::unique_ptr<Communicator> dp;  // stride tp·cp
+  std::unique_ptr<Communicator> pp;  // stride tp·cp·dp
   /// The rank's coordinates in every dimension (world rank 0's when default-constructed).
   sim::RankCoordinates coordinates;
   int world_rank = 0;
 
-  /// The group of `kind` (null where the rank is in none); its size is 1 where
-  /// the layout has no such parallelism.
+  /// The group of `kind`: dp x cp, expert-tp, expert-dp and the embedding group
+  /// too. Null where the rank is in no group of that kind or the group would
+  /// have one rank; a kind whose groups are those of another kind shares that
+  /// communicator (dp x cp is dp at cp = 1), so no rank holds two NCCL
+  /// communicators of the same members (each costs device memory).
   Communicator* group(sim::ParallelGroup kind) const;
   /// Ranks in the group of `kind` (1 when there is none).
   int size(sim::ParallelGroup kind) const;
   /// The group of `kind` when it has more than one rank, else null: what the
   /// trainer communicates over (a group of one is no communication).
   Communicator* spanning(sim::ParallelGroup kind) const;
+
+  // Set by make_parallel_groups: the further kinds' own communicators (null
+  // where they share one above or have one rank), and which kind each shares.
+  std::unique_ptr<Communicator> dp_cp_own, expert_tp_own, expert_dp_own, embedding_own;
+  std::array<int, 9> same_as{};  // by kind: the kind whose communicator it uses (itself: its own)
 };
 
 /// Splits `world` (layout.total_gpus() ranks) into this rank's groups, each

@@ -18,6 +18,12 @@ std::string format_gib(double bytes, int digits) {
   return text;
 }
 
+std::string format_fixed(double value, int digits) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.*f", digits, value);
+  return text;
+}
+
 std::string format_percent(double fraction, int digits) {
   char text[48];
   std::snprintf(text, sizeof text, "%.*f %%", digits, 100.0 * fraction);

@@ -8,6 +8,8 @@ namespace sextant::sim {
 
 /// "74.2 GiB" (binary gibibytes, `digits` after the point).
 std::string format_gib(double bytes, int digits = 1);
+/// "3.14" for (3.14159, 2): `digits` after the point, no unit.
+std::string format_fixed(double value, int digits);
 /// "8.1 %" for 0.081.
 std::string format_percent(double fraction, int digits = 1);
 
