@@ -46,12 +46,20 @@ inline double relative_l2_error(const std::vector<float>& got, const std::vector
   return std::sqrt(diff / std::max(norm, 1e-300));
 }
 
-/// mbs 1, `global_batch` sequences; lr 1e-3 without warmup, cosine to 1e-4 at
-/// step 3; GEMM tuning off, so every trainer runs cuBLASLt's heuristic choice.
-inline TrainerOptions three_step_options(int global_batch) {
+/// One GPU's layout: `global_batch` sequences in micro-batches of `micro_batch`.
+inline sim::ParallelLayout one_gpu_layout(int micro_batch, int global_batch,
+                                          sim::Recompute recompute = sim::Recompute::kNone) {
+  sim::ParallelLayout l;
+  l.mbs = micro_batch;
+  l.gbs = global_batch;
+  l.recompute = recompute;
+  return l;
+}
+
+/// lr 1e-3 without warmup, cosine to 1e-4 at step 3; GEMM tuning off, so every
+/// trainer runs cuBLASLt's heuristic choice.
+inline TrainerOptions three_step_options() {
   TrainerOptions o;
-  o.micro_batch = 1;
-  o.global_batch = global_batch;
   o.tune_gemms = false;
   o.lr.max_lr = 1e-3;
   o.lr.min_lr = 1e-4;

@@ -26,7 +26,6 @@
 #include "engine/comm/comm_error.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
-#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
@@ -46,10 +45,10 @@ class TrainerResilienceTest : public kernels::testing::GpuTest {};
 
 TEST_F(TrainerResilienceTest, ANanWeightSkipsTheUpdateAndNamesTheFirstGradient) {
   const sim::ModelConfig model = testing::small_model("nan-gpt", false, 2, 2);
-  const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
-  TrainerOptions options = testing::three_step_options(2);
+  TrainerOptions options = testing::three_step_options();
   options.seed = rng()();
-  Trainer trainer(model, shape, options);
+  Trainer trainer(model, testing::one_gpu_layout(1, 2), options);
+  const TransformerShape& shape = trainer.shape();
   const Batch b = testing::random_batch(rng(), 2, shape.seq, shape.vocab);
   ASSERT_FALSE(trainer.step(b.inputs, b.targets).skipped);
   std::vector<float> bias = trainer.master_parameter("layers.1.fc2_bias");
@@ -83,17 +82,17 @@ TEST_P(NonFiniteGradientTest, TheFirstNonFiniteGradientIsNamedOnEveryRank) {
   layout.dp = c.dp;
   layout.mbs = 1;
   layout.gbs = 4;
+  layout.zero = c.zero ? 1 : 0;
   const TransformerShape shape = transformer_shape_of(model, layout);
-  TrainerOptions options = testing::three_step_options(4);
+  TrainerOptions options = testing::three_step_options();
   options.bucket_elements = 10'000;
-  options.distributed_optimizer = c.zero;
   options.seed = rng()();
   const Batch b = testing::random_batch(rng(), 4, shape.seq, shape.vocab);
   std::vector<std::string> found_clean(static_cast<std::size_t>(c.tp * c.dp)), found(found_clean.size());
   std::vector<std::string> poisoned(found_clean.size());
   comm::testing::run_in_process(c.tp * c.dp, [&](int r, comm::Communicator& world) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-    Trainer trainer(model, shape, options, c.dp > 1 ? groups.dp.get() : nullptr, c.tp > 1 ? groups.tp.get() : nullptr);
+    Trainer trainer(model, layout, options, groups);
     trainer.forward_backward(b.inputs, b.targets);
     found_clean[static_cast<std::size_t>(r)] = trainer.first_nonfinite_gradient();
     // The last rank alone poisons an element it holds the reduced gradient of:
@@ -104,7 +103,7 @@ TEST_P(NonFiniteGradientTest, TheFirstNonFiniteGradientIsNamedOnEveryRank) {
     if (c.zero) {
       const GradientBucketRange& first = trainer.gradient_buckets().front();
       const std::size_t flat = first.begin + static_cast<std::size_t>(c.dp - 1) * first.elements / c.dp;
-      for (const ParameterTensor& t : trainer.layout().tensors())
+      for (const ParameterTensor& t : trainer.chunk_layouts().front().tensors())
         if (t.offset <= flat && flat < t.offset + t.elements()) {
           name = t.name;
           element = flat - t.offset;
@@ -151,12 +150,12 @@ TEST_F(TrainerResilienceTest, APipelineNamesTheFirstNonFiniteGradientOfTheWholeM
   layout.pp = 2;
   layout.mbs = 1;
   layout.gbs = 4;
-  const TrainerOptions options = testing::three_step_options(4);
+  const TrainerOptions options = testing::three_step_options();
   const Batch b = testing::random_batch(rng(), 4, static_cast<int>(model.seq_length), static_cast<int>(model.vocab_size));
   std::vector<std::string> clean(4), later(4), earlier(4);
   comm::testing::run_in_process(4, [&](int r, comm::Communicator& world) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-    pipeline::PipelineTrainer trainer(model, layout, options, {groups.pp.get(), nullptr, groups.tp.get()});
+    Trainer trainer(model, layout, options, groups);
     trainer.forward_backward(b.inputs, b.targets);
     const auto rank = static_cast<std::size_t>(r);
     clean[rank] = trainer.first_nonfinite_gradient();
@@ -188,7 +187,7 @@ TEST_F(TrainerResilienceTest, ARankThatStopsMakesThePeersStepFailNamingTheCollec
   layout.mbs = 1;
   layout.gbs = 2;
   const TransformerShape shape = transformer_shape_of(model, layout);
-  TrainerOptions options = testing::three_step_options(2);
+  TrainerOptions options = testing::three_step_options();
   options.comm_timeout = std::chrono::seconds(2);
   const Batch b = testing::random_batch(rng(), 2, shape.seq, shape.vocab);
   std::string message;
@@ -198,7 +197,7 @@ TEST_F(TrainerResilienceTest, ARankThatStopsMakesThePeersStepFailNamingTheCollec
         2,
         [&](int r, comm::Communicator& world) {
           const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-          Trainer trainer(model, shape, options, nullptr, groups.tp.get());
+          Trainer trainer(model, layout, options, groups);
           if (r == 1) return;
           const auto start = std::chrono::steady_clock::now();
           try {

@@ -13,6 +13,7 @@
 #include "kernels/bf16.h"
 #include "tests/engine/reference_model.h"
 #include "tests/engine/random_batch.h"
+#include "tests/engine/small_models.h"
 #include "tests/kernels/gpu_test_support.h"
 
 namespace sextant::engine {
@@ -128,11 +129,7 @@ TEST_P(TrainerGradientTest, EveryGradientMatchesTheCpuReference) {
   const sim::ModelConfig model = tiny_model(c.model);
   const TransformerShape shape = transformer_shape_of(model, c.micro_batch, static_cast<int>(model.seq_length));
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
-  TrainerOptions options;
-  options.micro_batch = c.micro_batch;
-  options.global_batch = c.global_batch;
-  options.recompute = c.recompute;
-  Trainer trainer(model, shape, options);
+  Trainer trainer(model, testing::one_gpu_layout(c.micro_batch, c.global_batch, c.recompute), TrainerOptions{});
   const ReferenceConfig config = reference_config(model, shape);
   ReferenceWeights weights = load_random_weights(trainer, config, rng()());
   const Batch batch = random_batch(rng(), c.global_batch, shape.seq, shape.vocab);
@@ -160,7 +157,7 @@ TEST_P(TrainerGradientTest, EveryGradientMatchesTheCpuReference) {
                              }
                              ++tensors;
                            });
-  EXPECT_EQ(static_cast<std::size_t>(tensors), trainer.layout().tensors().size());
+  EXPECT_EQ(static_cast<std::size_t>(tensors), trainer.chunk_layouts().front().tensors().size());
   std::cout << "  " << c.name << ": " << tensors << " tensors, loss " << loss << " (reference "
             << reference_loss << "), worst relative L2 error " << worst << " (" << worst_name << ")\n";
 }
@@ -186,13 +183,11 @@ TEST_F(TrainerTest, FullRecomputationGivesTheSameLossAndGradients) {
   double losses[2];
   for (int i = 0; i < 2; ++i) {
     TrainerOptions options;
-    options.micro_batch = 2;
-    options.global_batch = 2;
-    options.recompute = i == 0 ? sim::Recompute::kNone : sim::Recompute::kFull;
     options.seed = seed;
-    Trainer trainer(model, shape, options);
+    Trainer trainer(model, testing::one_gpu_layout(2, 2, i == 0 ? sim::Recompute::kNone : sim::Recompute::kFull),
+                    options);
     losses[i] = trainer.forward_backward(batch.inputs, batch.targets);
-    for (const ParameterTensor& t : trainer.layout().tensors()) gradients[i].push_back(trainer.gradient(t.name));
+    for (const std::string& name : trainer.tensor_names()) gradients[i].push_back(trainer.gradient(name));
   }
   // The recomputed forward runs the same kernels on the same inputs: the loss is
   // bit-identical. Gradients differ only through flash attention's dQ, which is
@@ -206,14 +201,14 @@ TEST_F(TrainerTest, FullRecomputationGivesTheSameLossAndGradients) {
 
 TEST_F(TrainerTest, InitialisesFromTheSeedAsMegatronDoes) {
   const sim::ModelConfig model = tiny_model({false, true});
-  const TransformerShape shape = transformer_shape_of(model, 1, 40);
   TrainerOptions options;
   options.seed = 42;
   options.init_std = 0.02;
-  Trainer a(model, shape, options);
-  Trainer b(model, shape, options);
+  const sim::ParallelLayout one = testing::one_gpu_layout(1, 1);
+  Trainer a(model, one, options);
+  Trainer b(model, one, options);
   options.seed = 43;
-  Trainer c(model, shape, options);
+  Trainer c(model, one, options);
   auto stddev = [](const std::vector<float>& v) {
     double sum = 0, squares = 0;
     for (float x : v) {
@@ -237,13 +232,11 @@ TEST_F(TrainerTest, LearnsARepeatedBatchAndFollowsTheSchedule) {
   const sim::ModelConfig model = tiny_model({false, true});
   const TransformerShape shape = transformer_shape_of(model, 2, 40);
   TrainerOptions options;
-  options.micro_batch = 2;
-  options.global_batch = 4;
   options.lr.max_lr = 3e-3;
   options.lr.min_lr = 3e-4;
   options.lr.warmup_steps = 5;
   options.lr.decay_steps = 60;
-  Trainer trainer(model, shape, options);
+  Trainer trainer(model, testing::one_gpu_layout(2, 4), options);
   const Batch batch = random_batch(rng(), 4, shape.seq, shape.vocab);
   std::vector<double> losses;
   for (int step = 1; step <= 60; ++step) {
@@ -266,11 +259,9 @@ TEST_F(TrainerTest, TimesEveryTaskUnderThePlansName) {
   const sim::ModelConfig model = tiny_model({false, true});
   const TransformerShape shape = transformer_shape_of(model, 1, 40);
   TrainerOptions options;
-  options.micro_batch = 1;
-  options.global_batch = 2;
-  options.recompute = sim::Recompute::kFull;
   options.time_tasks = true;
-  Trainer trainer(model, shape, options);
+  const sim::ParallelLayout layout = testing::one_gpu_layout(1, 2, sim::Recompute::kFull);
+  Trainer trainer(model, layout, options);
   const Batch batch = random_batch(rng(), 2, shape.seq, shape.vocab);
   const StepResult r = trainer.step(batch.inputs, batch.targets);
   // Per micro-batch: embedding fwd/bwd, 2 layers x (attn, mlp) x (fwd, recompute,
@@ -290,7 +281,7 @@ TEST_F(TrainerTest, TimesEveryTaskUnderThePlansName) {
   EXPECT_LT(total, r.seconds);  // the tasks run inside the step
   // Off by default: no times, no events.
   options.time_tasks = false;
-  Trainer quiet(model, shape, options);
+  Trainer quiet(model, layout, options);
   EXPECT_TRUE(quiet.step(batch.inputs, batch.targets).tasks.empty());
 }
 

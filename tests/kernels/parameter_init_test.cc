@@ -44,5 +44,25 @@ TEST_F(ParameterInitTest, DeviceMatchesTheHostFormulaToOneUlp) {
   for (std::size_t i = 0; i < n; i += 991) ASSERT_EQ(rounded[i].bits, from_float(got[i]).bits) << i;
 }
 
+// A tensor-parallel shard drawn block by block holds exactly the whole
+// tensor's values there: a (12, 10) tensor whose rank 1 of tp = 2 holds rows
+// [2, 4) of block 0 (rows 0-3) and [8, 12) of block 1 (rows 4-11), written
+// back to back; and a column block, columns [5, 10) of every row.
+TEST_F(ParameterInitTest, BlocksAreTheWholeTensorsValues) {
+  const std::size_t rows = 12, cols = 10;
+  DeviceBuffer<float> whole(rows * cols), shard(6 * cols), column(rows * 5);
+  fill_normal(whole.get(), rows * cols, 0.0f, 0.02f, 5, 3, nullptr);
+  fill_normal_block(shard.get(), cols, 2, cols, cols, 2, 0, 0.0f, 0.02f, 5, 3, nullptr);
+  fill_normal_block(shard.get() + 2 * cols, cols, 4, cols, cols, 8, 0, 0.0f, 0.02f, 5, 3, nullptr);
+  fill_normal_block(column.get(), 5, rows, 5, cols, 0, 5, 0.0f, 0.02f, 5, 3, nullptr);
+  const std::vector<float> w = whole.download(), s = shard.download(), c = column.download();
+  for (std::size_t j = 0; j < cols; ++j) {
+    for (std::size_t i = 0; i < 2; ++i) ASSERT_EQ(s[i * cols + j], w[(2 + i) * cols + j]) << i << "," << j;
+    for (std::size_t i = 0; i < 4; ++i) ASSERT_EQ(s[(2 + i) * cols + j], w[(8 + i) * cols + j]) << i << "," << j;
+  }
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < 5; ++j) ASSERT_EQ(c[i * 5 + j], w[i * cols + 5 + j]) << i << "," << j;
+}
+
 }  // namespace
 }  // namespace sextant::kernels

@@ -1,7 +1,7 @@
 // Loading a checkpoint into another layout on the GPU: a tiny model trained 3
 // steps in one layout and saved (real files), loaded by fresh trainers of
 // another layout (tp = 2 -> 1, 1 -> 2, dp = 2 with ZeRO-1 -> 1, 1 -> dp = 2
-// with ZeRO-1, pp = 2 -> 1 and 1 -> 2 (PipelineTrainer, engine/pipeline/),
+// with ZeRO-1, pp = 2 -> 1 and 1 -> 2,
 // tp = 2 pp = 2 -> dp = 2, and with the distributed optimizer beside pp and tp:
 // pp = 2 dp = 2 ZeRO-1 -> 1, tp = 2 dp = 2 ZeRO-1 -> 1, 1 -> tp = 2 pp = 2 dp = 2 ZeRO-1;
 // the in-process communicator) that train steps 4-6, against the
@@ -46,7 +46,6 @@
 #include "engine/checkpoint/reshard_plan.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
-#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
@@ -87,46 +86,35 @@ struct ReshardCase {
   double loss_tolerance;  // relative, for steps 4-6
 };
 
-TrainerOptions options_for(const Layout& l, std::uint64_t seed) {
-  TrainerOptions o = testing::three_step_options(4);
+TrainerOptions options_for(std::uint64_t seed) {
+  TrainerOptions o = testing::three_step_options();
   o.lr.warmup_steps = 2;
   o.lr.decay_steps = kSteps;
   o.bucket_elements = kBucketElements;  // several buckets, so ZeRO shards are many blocks
-  o.distributed_optimizer = l.zero;
   o.seed = seed;
   return o;
 }
 
-// body(rank, trainer) on each rank of `l`, each with its own trainer: a
-// Trainer, or with pp > 1 the rank's PipelineTrainer.
+// body(rank, trainer) on each rank of `l`, each with its own trainer.
 template <typename Body>
 void on_ranks(const sim::ModelConfig& model, const Layout& l, const TrainerOptions& options, Body body) {
-  const TransformerShape shape = transformer_shape_of(model, l.parallel());
   if (l.ranks() == 1) {
-    Trainer trainer(model, shape, options);
+    Trainer trainer(model, l.parallel(), options);
     body(0, trainer);
     return;
   }
   comm::testing::run_in_process(l.ranks(), [&](int r, comm::Communicator& world) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, l.parallel(), world.stream());
-    if (l.pp > 1) {
-      pipeline::PipelineTrainer trainer(model, l.parallel(), options, {groups.pp.get(), groups.dp.get(), groups.tp.get()});
-      body(r, trainer);
-      return;
-    }
-    Trainer trainer(model, shape, options, l.dp > 1 ? groups.dp.get() : nullptr,
-                    l.tp > 1 ? groups.tp.get() : nullptr);
+    Trainer trainer(model, l.parallel(), options, groups);
     body(r, trainer);
   });
 }
 
-// The rank's sharding: the Trainer's, or its pipeline stage's.
-checkpoint::CheckpointSharding sharding_of(const Trainer& t, const sim::ModelConfig&, const Layout& l) {
-  return checkpoint::sharding_of(t.layout(), l.tp, t.flat_elements(), t.gradient_buckets(), l.dp, l.zero);
-}
-checkpoint::CheckpointSharding sharding_of(const pipeline::PipelineTrainer& t, const sim::ModelConfig& model,
-                                           const Layout& l) {
-  return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage(), kBucketElements);
+// The rank's sharding: its one model chunk's at pp = 1, else its pipeline stage's.
+checkpoint::CheckpointSharding sharding_of(const Trainer& t, const sim::ModelConfig& model, const Layout& l) {
+  if (l.pp > 1) return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage(), kBucketElements);
+  return checkpoint::sharding_of(t.chunk_layouts().front(), l.tp, t.flat_elements(), t.gradient_buckets(), l.dp,
+                                 l.zero);
 }
 
 using Masters = std::map<std::string, std::vector<float>>;  // whole tensors
@@ -134,8 +122,7 @@ using Masters = std::map<std::string, std::vector<float>>;  // whole tensors
 // Adds rank (tp_rank) `trainer`'s master weights into the whole tensors:
 // its shard's runs, skipping the NaN of ZeRO blocks it does not own. With a
 // pipeline, the tied wte's second copy (the last stage's) must equal the first.
-template <typename AnyTrainer>
-void add_masters(const AnyTrainer& trainer, const checkpoint::CheckpointSharding& sh, int tp, int tp_rank, int pp,
+void add_masters(const Trainer& trainer, const checkpoint::CheckpointSharding& sh, int tp, int tp_rank, int pp,
                  Masters& whole) {
   for (const checkpoint::TensorSharding& t : sh.tensors) {
     const std::vector<float> mine = trainer.master_parameter(t.name);
@@ -178,7 +165,7 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
   checkpoint::CheckpointMetadata metadata;
   std::mutex mutex;
   checkpoint::begin_save(root.string(), kSaveAt);
-  on_ranks(model, c.saved, options_for(c.saved, seed), [&](int r, auto& trainer) {
+  on_ranks(model, c.saved, options_for(seed), [&](int r, Trainer& trainer) {
     const checkpoint::CheckpointSharding sh = sharding_of(trainer, model, c.saved);
     for (int step = 1; step <= kSteps; ++step) {
       const Batch& b = batches[static_cast<std::size_t>(step - 1)];
@@ -206,7 +193,7 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
   const checkpoint::OpenedCheckpoint opened = checkpoint::open_checkpoint(root.string());
   std::vector<double> resumed;
   Masters loaded_masters;
-  on_ranks(model, c.loaded, options_for(c.loaded, seed + 1), [&](int r, auto& trainer) {
+  on_ranks(model, c.loaded, options_for(seed + 1), [&](int r, Trainer& trainer) {
     const checkpoint::CheckpointSharding sh = sharding_of(trainer, model, c.loaded);
     const checkpoint::ReshardPlan plan =
         checkpoint::plan_reshard(opened.metadata.layout, checkpoint::saved_stage_shardings(opened.metadata),

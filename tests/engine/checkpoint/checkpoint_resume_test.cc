@@ -5,8 +5,8 @@
 // equal an uninterrupted run" (N = 100: one rank, and pp = 2), and N = 6 for
 // dp = 2 with the distributed optimizer, tp = 2, pp = 2 with vpp = 2, tp = 2,
 // pp = 2, dp = 2, and the distributed optimizer beside tp = 2 (dp = 2) and
-// beside tp = 2, pp = 2 (dp = 2) (a PipelineTrainer per rank: engine/pipeline/; its
-// checkpoint metadata describes each stage, which the test checks against the
+// beside tp = 2, pp = 2 (dp = 2) (with pp > 1 the checkpoint metadata
+// describes each stage, which the test checks against the
 // trainer's own tensors), on the in-process communicator (each rank its own
 // shard file). Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
 //
@@ -40,7 +40,6 @@
 #include "engine/comm/communicator.h"
 #include "engine/checkpoint/checkpoint_sharding.h"
 #include "engine/comm/parallel_groups.h"
-#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
 #include "tests/engine/comm/comm_test_support.h"
@@ -56,12 +55,11 @@ using testing::Batch;
 
 constexpr std::size_t kBucketElements = 10'000;
 
-TrainerOptions resume_options(bool distributed_optimizer, int steps) {
-  TrainerOptions o = testing::three_step_options(4);
+TrainerOptions resume_options(int steps) {
+  TrainerOptions o = testing::three_step_options();
   o.lr.warmup_steps = 2;
   o.lr.decay_steps = steps;  // the schedule runs past the save: the resumed steps use their own rates
   o.bucket_elements = kBucketElements;
-  o.distributed_optimizer = distributed_optimizer;
   return o;
 }
 
@@ -83,36 +81,24 @@ struct ResumeCase {
 
 // Calls body(rank, trainer) on the tp·dp·pp ranks of `c` (in-process threads
 // when more than one; groups split in the order tp-dp-pp), each with a fresh
-// trainer: a Trainer, or with pp > 1 the rank's PipelineTrainer.
+// trainer.
 template <typename Body>
 void on_ranks(const ResumeCase& c, const sim::ModelConfig& model, const sim::ParallelLayout& layout,
               const TrainerOptions& options, Body body) {
-  const TransformerShape shape = transformer_shape_of(model, layout);  // the rank's shard under tp
   if (c.ranks() == 1) {
-    Trainer trainer(model, shape, options);
+    Trainer trainer(model, layout, options);
     body(0, trainer);
     return;
   }
   comm::testing::run_in_process(c.ranks(), [&](int r, comm::Communicator& world) {
-    if (c.tp == 1 && c.pp == 1) {
-      Trainer trainer(model, shape, options, &world, nullptr);
-      body(r, trainer);
-      return;
-    }
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-    if (c.pp > 1) {
-      pipeline::PipelineTrainer trainer(model, layout, options, {groups.pp.get(), groups.dp.get(), groups.tp.get()});
-      body(r, trainer);
-      return;
-    }
-    Trainer trainer(model, shape, options, groups.dp.get(), groups.tp.get());
+    Trainer trainer(model, layout, options, groups);
     body(r, trainer);
   });
 }
 
 // Steps [first, last] (1-based) on `batches`; saves rank states into `root` after step `save_at` (0: never).
-template <typename AnyTrainer>
-void train(AnyTrainer& trainer, const std::vector<Batch>& batches, int first, int last, RankRun& out,
+void train(Trainer& trainer, const std::vector<Batch>& batches, int first, int last, RankRun& out,
            const std::string& root, int save_at, int rank) {
   for (int step = first; step <= last; ++step) {
     const Batch& b = batches[static_cast<std::size_t>(step - 1)];
@@ -137,9 +123,10 @@ checkpoint::CheckpointMetadata metadata_of(const ResumeCase& c, const sim::Model
 
 // A pipeline stage's description in the metadata names the trainer's tensors in
 // its order and its flat arrays' length (the CPU's pipeline_stage_sharding
-// against the PipelineTrainer's own chunks); nothing to check for a Trainer.
-void expect_stage_described(const Trainer&, const checkpoint::CheckpointMetadata&, int) {}
-void expect_stage_described(const pipeline::PipelineTrainer& trainer, const checkpoint::CheckpointMetadata& m, int rank) {
+// against the trainer's own chunks); nothing to check at pp = 1 (the metadata
+// describes no stage).
+void expect_stage_described(const Trainer& trainer, const checkpoint::CheckpointMetadata& m, int rank) {
+  if (trainer.parallel_layout().pp == 1) return;
   const checkpoint::CheckpointSharding& described = checkpoint::stage_sharding(m, trainer.stage());
   std::vector<std::string> names;
   for (const checkpoint::TensorSharding& t : described.tensors) names.push_back(t.name);
@@ -184,7 +171,7 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
   }
   const TransformerShape shape = transformer_shape_of(model, layout);  // the rank's shard under tp
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
-  TrainerOptions options = resume_options(param.distributed_optimizer, steps);
+  TrainerOptions options = resume_options(steps);
   options.seed = rng()();
   std::vector<Batch> batches;
   for (int i = 0; i < steps; ++i) batches.push_back(testing::random_batch(rng(), 4, shape.seq, shape.vocab));
@@ -244,7 +231,7 @@ TEST_P(CheckpointResumeTest, ResumedRunContinuesTheUninterruptedOne) {
                          2.0 * static_cast<double>(moved_weights(b.final_state, a.final_state, lr))));
     }
     const std::size_t last = static_cast<std::size_t>(steps - 1);
-    std::cout << "  tp=" << param.tp << " dp=" << param.dp << (options.distributed_optimizer ? " zero=1" : "")
+    std::cout << "  tp=" << param.tp << " dp=" << param.dp << (param.distributed_optimizer ? " zero=1" : "")
               << (param.pp > 1 ? " pp=" + std::to_string(param.pp) : "")
               << (param.vpp > 1 ? " vpp=" + std::to_string(param.vpp) : "") << " rank " << r << ": saved at step "
               << save_at << "; losses of steps " << save_at + 1 << " and " << steps << " uninterrupted "

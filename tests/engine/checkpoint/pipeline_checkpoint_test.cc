@@ -111,7 +111,7 @@ TEST(PipelineStageSharding, EachStageHoldsItsSplitsLayersInChunkOrder) {
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].chunks, (std::vector<ChunkParts>{{0, 2, true, false}}));
   EXPECT_EQ(s[1].chunks, (std::vector<ChunkParts>{{2, 2, false, true}}));
-  // The offsets are those of the stage's ParameterLayout, which PipelineTrainer binds.
+  // The offsets are those of the stage's ParameterLayout, which the trainer binds.
   TransformerShape shape = transformer_shape_of(model, Layout{1, 1, 0, 2}.parallel());
   shape.num_layers = 2;
   const ParameterLayout last(shape, StageParts{2, false, true});
@@ -156,7 +156,7 @@ TEST(PipelineStageSharding, EachStageHoldsItsSplitsLayersInChunkOrder) {
   EXPECT_EQ(held.size(), whole_index().size());
 
   // The distributed optimizer beside pp: a stage is one bucket padded to 8·dp
-  // elements, dp rank d owning its d-th block (PipelineTrainer). dp = 3 pads
+  // elements, dp rank d owning its d-th block (the trainer). dp = 3 pads
   // these stages (their lengths are multiples of 16, not of 24).
   bool padded_some = false;
   for (const int dp : {2, 3}) {

@@ -279,6 +279,53 @@ TEST_F(InProcessGroups, ParallelGroupsFollowTheRankOrder) {
   EXPECT_EQ(members[2][4], (V{2, 6}));
 }
 
+TEST_F(InProcessGroups, EveryGroupKindWithContextAndExpertParallelism) {
+  // tp=2, cp=2, dp=2 on 8 ranks, ep=2, etp=2 (the stage's 8 ranks folded as
+  // etp x ep x edp = 2 x 2 x 2): each rank all-gathers its world rank in each
+  // group, and the coordinates come from sim::rank_coordinates.
+  sim::ParallelLayout layout;
+  layout.tp = 2, layout.cp = 2, layout.dp = 2, layout.ep = 2, layout.etp = 2;
+  const sim::ParallelGroup kinds[] = {sim::ParallelGroup::kTp,       sim::ParallelGroup::kCp,
+                                      sim::ParallelGroup::kDp,       sim::ParallelGroup::kDpCp,
+                                      sim::ParallelGroup::kEp,       sim::ParallelGroup::kExpertTp,
+                                      sim::ParallelGroup::kExpertDp, sim::ParallelGroup::kPp,
+                                      sim::ParallelGroup::kEmbedding};
+  std::vector<std::vector<std::vector<float>>> members(8);
+  std::vector<sim::RankCoordinates> coordinates(8);
+  run_in_process(8, [&](int r, Communicator& world) {
+    ParallelGroups groups = make_parallel_groups(world, layout, world.stream());
+    coordinates[r] = groups.coordinates;
+    void* mine = to_device({static_cast<float>(r)}, DataType::kFp32);
+    for (const sim::ParallelGroup kind : kinds) {
+      Communicator* g = groups.group(kind);
+      ASSERT_NE(g, nullptr) << sim::to_string(kind);
+      EXPECT_EQ(groups.size(kind), g->size());
+      EXPECT_EQ(groups.spanning(kind), g->size() > 1 ? g : nullptr);
+      void* all = to_device(std::vector<float>(g->size(), -1.0f), DataType::kFp32);
+      g->all_gather(mine, all, 1, DataType::kFp32);
+      SEXTANT_CUDA_CHECK(cudaStreamSynchronize(g->stream()));
+      members[r].push_back(from_device(all, g->size(), DataType::kFp32));
+      cudaFree(all);
+    }
+    cudaFree(mine);
+  });
+  using V = std::vector<float>;
+  // Rank 5 = tp 1 + 2·(cp 0 + 2·dp 1).
+  EXPECT_EQ(members[5][0], (V{4, 5}));        // tp
+  EXPECT_EQ(members[5][1], (V{5, 7}));        // cp, stride tp
+  EXPECT_EQ(members[5][2], (V{1, 5}));        // dp, stride tp·cp
+  EXPECT_EQ(members[5][3], (V{1, 3, 5, 7}));  // dp x cp
+  EXPECT_EQ(members[5][4], (V{5, 7}));        // ep: stride etp
+  EXPECT_EQ(members[5][5], (V{4, 5}));        // expert tp
+  EXPECT_EQ(members[5][6], (V{1, 5}));        // expert dp: stride etp·ep
+  EXPECT_EQ(members[5][7], (V{5}));           // pp
+  EXPECT_EQ(members[5][8], (V{5}));           // embedding: one stage
+  EXPECT_EQ(coordinates[5].tp, 1);
+  EXPECT_EQ(coordinates[5].dp, 1);
+  EXPECT_EQ(coordinates[5].ep, 0);
+  EXPECT_EQ(coordinates[5].edp, 1);
+}
+
 TEST_F(InProcessGroups, SplitWithNegativeColorJoinsNoGroup) {
   // Ranks 0..3: colors 0, -1, 0, 1; keys reverse the order in color 0.
   std::vector<int> sizes(4, -1), new_ranks(4, -1);

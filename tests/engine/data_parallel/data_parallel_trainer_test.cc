@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/parallel_groups.h"
 #include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
@@ -63,10 +64,17 @@ using testing::random_batch;
 using testing::relative_l2_error;
 
 // mbs 1, gbs 4: one rank runs micro-batches 0-3, two ranks 0, 2 and 1, 3.
+sim::ParallelLayout layout_for_test(int dp, bool distributed_optimizer = false) {
+  sim::ParallelLayout l = testing::one_gpu_layout(1, 4);
+  l.dp = dp;
+  l.zero = distributed_optimizer ? 1 : 0;
+  return l;
+}
+
 // Buckets of 10,000 elements: smaller than a layer, so one bucket per layer
 // (the Plan's never split a layer), reduced while backward still runs.
 TrainerOptions options_for_test(std::uint64_t seed) {
-  TrainerOptions o = testing::three_step_options(4);
+  TrainerOptions o = testing::three_step_options();
   o.seed = seed;
   o.bucket_elements = 10'000;
   return o;
@@ -83,17 +91,18 @@ struct RunResult {
 
 // forward_backward on `batches[0]`, then one step on each batch.
 void run(Trainer& trainer, const std::vector<Batch>& batches, RunResult& out) {
-  for (const ParameterTensor& t : trainer.layout().tensors()) out.initial.push_back(trainer.master_parameter(t.name));
+  const std::vector<std::string> names = trainer.tensor_names();
+  for (const std::string& name : names) out.initial.push_back(trainer.master_parameter(name));
   out.losses.push_back(trainer.forward_backward(batches[0].inputs, batches[0].targets));
-  for (const ParameterTensor& t : trainer.layout().tensors()) out.gradients.push_back(trainer.gradient(t.name));
+  for (const std::string& name : names) out.gradients.push_back(trainer.gradient(name));
   for (const Batch& b : batches) {
     const StepResult r = trainer.step(b.inputs, b.targets);
     out.losses.push_back(r.loss);
     out.grad_norms.push_back(r.grad_norm);
   }
-  for (const ParameterTensor& t : trainer.layout().tensors()) {
-    out.final.push_back(trainer.master_parameter(t.name));
-    out.weights.push_back(trainer.weight(t.name));
+  for (const std::string& name : names) {
+    out.final.push_back(trainer.master_parameter(name));
+    out.weights.push_back(trainer.weight(name));
   }
   out.buckets = static_cast<int>(trainer.gradient_buckets().size());
   out.local_microbatches = trainer.local_microbatches();
@@ -129,21 +138,23 @@ class DataParallelTrainerTest : public kernels::testing::GpuTestWithParam<DataPa
 
 TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
   const sim::ModelConfig model = small_model(GetParam().llama);
-  const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
+  const bool distributed_optimizer = GetParam().distributed_optimizer;
+  const TransformerShape shape = transformer_shape_of(model, layout_for_test(1));
   ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
-  TrainerOptions options = options_for_test(rng()());
+  const TrainerOptions options = options_for_test(rng()());
   std::vector<Batch> batches;
   for (int i = 0; i < 3; ++i) batches.push_back(random_batch(rng(), 4, shape.seq, shape.vocab));
 
   RunResult single;
   {
-    Trainer trainer(model, shape, options);
+    Trainer trainer(model, layout_for_test(1), options);
     run(trainer, batches, single);
   }
-  options.distributed_optimizer = GetParam().distributed_optimizer;
+  const sim::ParallelLayout dp2 = layout_for_test(2, distributed_optimizer);
   std::vector<RunResult> ranks(2);
-  comm::testing::run_in_process(2, [&](int r, comm::Communicator& dp) {
-    Trainer trainer(model, shape, options, &dp);
+  comm::testing::run_in_process(2, [&](int r, comm::Communicator& world) {
+    const comm::ParallelGroups groups = comm::make_parallel_groups(world, dp2, world.stream());
+    Trainer trainer(model, dp2, options, groups);
     run(trainer, batches, ranks[static_cast<std::size_t>(r)]);
   });
   for (std::size_t t = 0; t < single.gradients.size(); ++t)
@@ -152,7 +163,7 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
   EXPECT_EQ(ranks[0].grad_norms, ranks[1].grad_norms);
   // What is compared with the single rank: each rank's own copy, or the owners'.
   const std::vector<RunResult> views =
-      options.distributed_optimizer ? std::vector<RunResult>{owners_view(ranks)} : ranks;
+      distributed_optimizer ? std::vector<RunResult>{owners_view(ranks)} : ranks;
 
   // 4 micro-batches over 2 ranks: 2 each; the buckets tile the buffer.
   EXPECT_EQ(ranks[0].local_microbatches, 2);
@@ -191,11 +202,11 @@ TEST_P(DataParallelTrainerTest, TwoRanksTrainAsOneRankDoes) {
   }
   EXPECT_LE(static_cast<double>(moved), 1e-2 * static_cast<double>(elements))
       << moved << " of " << elements << " weights moved by more than lr/10 from the one-rank run";
-  for (std::size_t t = 0; t < tensors && !options.distributed_optimizer; ++t) {
+  for (std::size_t t = 0; t < tensors && !distributed_optimizer; ++t) {
     EXPECT_EQ(ranks[0].gradients[t], ranks[1].gradients[t]) << "tensor " << t;
     EXPECT_EQ(ranks[0].final[t], ranks[1].final[t]) << "tensor " << t;
   }
-  std::cout << "  " << model.name << (options.distributed_optimizer ? " (distributed optimizer)" : "") << ": " << ranks[0].buckets << " buckets; losses one rank "
+  std::cout << "  " << model.name << (distributed_optimizer ? " (distributed optimizer)" : "") << ": " << ranks[0].buckets << " buckets; losses one rank "
             << single.losses[1] << ", " << single.losses[2] << ", " << single.losses[3] << " vs dp=2 "
             << ranks[0].losses[1] << ", " << ranks[0].losses[2] << ", " << ranks[0].losses[3]
             << "; worst gradient relative L2 error " << worst_gradient
@@ -231,17 +242,17 @@ bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::
 
 TEST_P(OverlapParamGatherTest, TrainsAsTheGatherAfterTheUpdateDoes) {
   const sim::ModelConfig model = small_model(GetParam());
-  const TransformerShape shape = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
-  TrainerOptions options = options_for_test(rng()());
-  options.distributed_optimizer = true;
+  const TransformerShape shape = transformer_shape_of(model, layout_for_test(1));
+  const TrainerOptions options = options_for_test(rng()());
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(random_batch(rng(), 4, shape.seq, shape.vocab));
   auto run_dp2 = [&](bool overlap) {
-    TrainerOptions o = options;
-    o.overlap_param_gather = overlap;
+    sim::ParallelLayout layout = layout_for_test(2, true);
+    layout.overlap_param_gather = overlap;
     std::vector<RunResult> ranks(2);
-    comm::testing::run_in_process(2, [&](int r, comm::Communicator& dp) {
-      Trainer trainer(model, shape, o, &dp);
+    comm::testing::run_in_process(2, [&](int r, comm::Communicator& world) {
+      const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
+      Trainer trainer(model, layout, options, groups);
       run(trainer, batches, ranks[static_cast<std::size_t>(r)]);
     });
     return ranks;
@@ -278,17 +289,16 @@ class DataParallelTrainerBatchTest : public kernels::testing::GpuTest {};
 
 TEST_F(DataParallelTrainerBatchTest, RefusesABatchTheRanksCannotShare) {
   const sim::ModelConfig model = small_model(false);
-  const TransformerShape shape = transformer_shape_of(model, 2, static_cast<int>(model.seq_length));
-  TrainerOptions options = options_for_test(1);
-  options.micro_batch = 2;
-  options.global_batch = 6;  // 3 micro-batches of 2: not a multiple of 2 ranks
-  comm::testing::run_in_process(2, [&](int, comm::Communicator& dp) {
+  const TrainerOptions options = options_for_test(1);
+  sim::ParallelLayout layout = testing::one_gpu_layout(2, 6);  // 3 micro-batches of 2: not a multiple of 2 ranks
+  layout.dp = 2;
+  comm::testing::run_in_process(2, [&](int, comm::Communicator& world) {
+    const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
     try {
-      Trainer trainer(model, shape, options, &dp);
+      Trainer trainer(model, layout, options, groups);
       ADD_FAILURE() << "a global batch of 6 at mbs 2 over 2 ranks was accepted";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("(6) must be a multiple of the micro-batch (2) times the "
-                                           "data-parallel ranks (2)"),
+      EXPECT_NE(std::string(e.what()).find("the global batch (6) must be a multiple of mbs (2) times dp (2)"),
                 std::string::npos)
           << e.what();
     }

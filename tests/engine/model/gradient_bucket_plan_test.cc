@@ -156,7 +156,7 @@ TEST(GradientBucketPlan, BucketsOfAMultipleEndRoundedUpIntoTheNextLayer) {
   for (std::size_t b = 0; b < 4; ++b) EXPECT_EQ(buckets[b].ready_after, plain[b].ready_after) << "bucket " << b;
 }
 
-// A pipeline stage's buckets (PipelineTrainer, and the checkpoints that
+// A pipeline stage's buckets (the trainer's, and the checkpoints that
 // describe its ZeRO-1 shards): the first stage's first chunk cut by size as
 // the whole model is, every other chunk one bucket; rounded as a whole.
 TEST(StageGradientBucketRanges, FirstStagesFirstChunkByLayerOtherChunksWhole) {

@@ -66,7 +66,6 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
-#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
 #include "sim/core/layer_shape.h"
@@ -138,11 +137,9 @@ sim::ParallelLayout layout_of(const LayoutCase& c) {
   return l;
 }
 
-TrainerOptions options_of(const LayoutCase& c) {
-  TrainerOptions o = testing::three_step_options(kGlobalBatch);  // lr 1e-3, cosine to 1e-4
+TrainerOptions options_of() {
+  TrainerOptions o = testing::three_step_options();  // lr 1e-3, cosine to 1e-4
   o.lr.decay_steps = kSteps;
-  o.distributed_optimizer = c.zero != 0;
-  o.recompute = c.recompute;
   return o;
 }
 
@@ -168,18 +165,10 @@ struct RunResult {
   Tensors masters;             // initial fp32 masters (NaN where another ZeRO-1 rank owns them)
 };
 
-std::vector<std::string> names_of(const Trainer& t) {
-  std::vector<std::string> names;
-  for (const ParameterTensor& p : t.layout().tensors()) names.push_back(p.name);
-  return names;
-}
-std::vector<std::string> names_of(const pipeline::PipelineTrainer& t) { return t.tensor_names(); }
-
 /// `start`: the weights to set, or null to keep the trainer's own (drawn from
 /// the stream of each tensor's index in the whole model, as one GPU draws them).
-template <typename T>
-void run(T& trainer, const Tensors* start, const std::vector<testing::Batch>& batches, RunResult& out) {
-  const std::vector<std::string> names = names_of(trainer);
+void run(Trainer& trainer, const Tensors* start, const std::vector<testing::Batch>& batches, RunResult& out) {
+  const std::vector<std::string> names = trainer.tensor_names();
   if (start != nullptr)
     for (const std::string& name : names) trainer.set_parameter(name, start->at(name));
   for (const std::string& name : names) out.masters[name] = trainer.master_parameter(name);
@@ -210,7 +199,8 @@ const Reference& reference(bool llama, std::mt19937_64& rng) {
   if (r) return *r;
   r = std::make_unique<Reference>();
   r->model = llama ? small_llama() : gpt_350m();
-  r->one = transformer_shape_of(r->model, 1, kSeq);
+  const sim::ParallelLayout one_gpu = testing::one_gpu_layout(1, kGlobalBatch);
+  r->one = transformer_shape_of(r->model, one_gpu);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   const ParameterLayout whole(r->one);
   for (const ParameterTensor& t : whole.tensors()) {
@@ -221,16 +211,14 @@ const Reference& reference(bool llama, std::mt19937_64& rng) {
       w.push_back(gain ? 1.0f : kernels::to_float(kernels::from_float(normal(rng))));
   }
   for (int i = 0; i < kSteps; ++i) r->batches.push_back(counting_batch(rng, kGlobalBatch, kSeq));
-  const TrainerOptions options = options_of(LayoutCase{llama, 1, 0, 1, 1, 1, 0});
+  const TrainerOptions options = options_of();
   {
-    Trainer trainer(r->model, r->one, options);
+    Trainer trainer(r->model, one_gpu, options);
     run(trainer, &r->weights, r->batches, r->single);
   }
   r->reordering.assign(r->single.losses.size(), 0.0);
   for (int micro_batch : {2, 4}) {
-    TrainerOptions reordered_options = options;
-    reordered_options.micro_batch = micro_batch;
-    Trainer trainer(r->model, transformer_shape_of(r->model, micro_batch, kSeq), reordered_options);
+    Trainer trainer(r->model, testing::one_gpu_layout(micro_batch, kGlobalBatch), options);
     RunResult reordered;
     run(trainer, &r->weights, r->batches, reordered);
     double most = 0;
@@ -251,7 +239,7 @@ TEST_P(LayoutParityTest, TrainsAsOneGpuDoes) {
   ASSERT_EQ(sim::padded_vocab_size(ref.model.vocab_size, c.tp), ref.model.vocab_size);
   ASSERT_EQ(sim::check_pipeline_split(ref.model, layout), sim::SplitProblem::kNone);
   const TransformerShape part = transformer_shape_of(ref.model, layout);
-  const TrainerOptions options = options_of(c);
+  const TrainerOptions options = options_of();
   const int world = c.tp * c.pp * c.dp;
   std::vector<RunResult> ranks(static_cast<std::size_t>(world));
   comm::testing::run_in_process(
@@ -267,17 +255,9 @@ TEST_P(LayoutParityTest, TrainsAsOneGpuDoes) {
             shards[name] = testing::shard_of(name, ref.weights.at(name), ref.one, part, out.tp_rank, c.tp);
           return shards;
         };
-        comm::Communicator* dp = c.dp > 1 ? groups.dp.get() : nullptr;
-        comm::Communicator* tp = c.tp > 1 ? groups.tp.get() : nullptr;
-        if (c.pp > 1) {
-          pipeline::PipelineTrainer trainer(ref.model, layout, options, {groups.pp.get(), dp, tp});
-          const Tensors shards = shards_for(trainer.tensor_names());
-          run(trainer, &shards, ref.batches, out);
-        } else {
-          Trainer trainer(ref.model, part, options, dp, tp);
-          const Tensors shards = shards_for(names_of(trainer));
-          run(trainer, &shards, ref.batches, out);
-        }
+        Trainer trainer(ref.model, layout, options, groups);
+        const Tensors shards = shards_for(trainer.tensor_names());
+        run(trainer, &shards, ref.batches, out);
       },
       std::chrono::minutes(5));
 

@@ -50,7 +50,6 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
-#include "engine/pipeline/pipeline_trainer.h"
 #include "engine/trainer.h"
 #include "kernels/bf16.h"
 #include "sim/core/layer_shape.h"
@@ -105,8 +104,7 @@ struct RunResult {
   Tensors masters;  // after set_parameter: NaN where another ZeRO-1 rank owns the element
 };
 
-template <typename T>
-void run(T& trainer, const std::vector<std::string>& names, const Tensors& start,
+void run(Trainer& trainer, const std::vector<std::string>& names, const Tensors& start,
          const std::vector<testing::Batch>& batches, RunResult& out) {
   for (const std::string& name : names) trainer.set_parameter(name, start.at(name));
   for (const std::string& name : names) out.masters[name] = trainer.master_parameter(name);
@@ -126,7 +124,9 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
   // rows take part in the softmax, and the tokens stay below the true 160.
   sim::ModelConfig padded = model;
   padded.vocab_size = sim::padded_vocab_size(model.vocab_size, c.tp);
-  const TransformerShape one = transformer_shape_of(padded, 1, static_cast<int>(model.seq_length));
+  const sim::ParallelLayout one_rank = testing::one_gpu_layout(1, kGlobalBatch,
+                                                               c.full_recompute ? sim::Recompute::kFull : sim::Recompute::kNone);
+  const TransformerShape one = transformer_shape_of(padded, one_rank);
   sim::ParallelLayout layout;
   layout.pp = c.pp;
   layout.vpp = c.vpp;
@@ -139,14 +139,12 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
   layout.pp_layout = c.pp_layout;
   layout.recompute = c.full_recompute ? sim::Recompute::kFull : sim::Recompute::kNone;
   layout.zero = c.zero ? 1 : 0;
+  layout.overlap_param_gather = c.overlap_param_gather;
   ASSERT_EQ(sim::check_pipeline_split(model, layout), sim::SplitProblem::kNone);
   const TransformerShape part = transformer_shape_of(model, layout);
-  TrainerOptions options = testing::three_step_options(kGlobalBatch);
-  options.recompute = layout.recompute;
-  options.distributed_optimizer = c.zero;
+  TrainerOptions options = testing::three_step_options();
   // dp > 1: buckets of a layer or two, so the first stage reduces several while its backward goes on.
   options.bucket_elements = 10'000;
-  options.overlap_param_gather = c.overlap_param_gather;
 
   // Weights N(0, 0.05), rounded to bf16 so every run starts from the same numbers.
   Tensors weights;
@@ -164,9 +162,7 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
 
   RunResult single;
   {
-    TrainerOptions one_rank = options;
-    one_rank.distributed_optimizer = false;
-    Trainer trainer(padded, one, one_rank);
+    Trainer trainer(padded, one_rank, options);
     run(trainer, all_names, weights, batches, single);
   }
   const int world = c.tp * c.dp * c.pp;
@@ -176,7 +172,7 @@ TEST_P(PipelineTrainerTest, StagesTrainAsOneRankDoes) {
     RunResult& out = ranks[static_cast<std::size_t>(r)];
     out.stage = groups.pp->rank();
     out.tp_rank = groups.tp->rank();
-    PipelineTrainer trainer(model, layout, options, {groups.pp.get(), groups.dp.get(), groups.tp.get()});
+    Trainer trainer(model, layout, options, groups);
     Tensors shards;
     for (const std::string& name : trainer.tensor_names())
       shards[name] = testing::shard_of(name, weights.at(name), one, part, out.tp_rank, c.tp);
@@ -281,12 +277,10 @@ TEST_F(PipelineTrainerRefusal, RefusesZeroAboveOne) {
   layout.dp = 2;
   layout.zero = 2;
   layout.gbs = 4;
-  TrainerOptions options = testing::three_step_options(4);
-  options.distributed_optimizer = true;
+  const TrainerOptions options = testing::three_step_options();
   comm::testing::run_in_process(4, [&](int, comm::Communicator& w) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(w, layout, w.stream());
-    EXPECT_THROW(PipelineTrainer(model_of(false), layout, options, {groups.pp.get(), groups.dp.get(), nullptr}),
-                 std::invalid_argument);
+    EXPECT_THROW(Trainer(model_of(false), layout, options, groups), std::invalid_argument);
   });
 }
 

@@ -132,7 +132,7 @@ std::string play(const sim::Plan& plan, const std::vector<StageProgram>& program
   return "";
 }
 
-// Follows one stage's buffers through its program, as PipelineTrainer uses
+// Follows one stage's buffers through its program, as the Trainer uses
 // them: each slot's stage input (the first layer's input, kept for its
 // backward), stage output (the last layer's output, kept for the loss's
 // backward on the last virtual stage) and residual gradient. A slot serves

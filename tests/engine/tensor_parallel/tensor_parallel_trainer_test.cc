@@ -50,9 +50,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -98,9 +100,9 @@ void run(Trainer& trainer, const std::map<std::string, std::vector<float>>& star
          const std::vector<testing::Batch>& batches, RunResult& out) {
   for (const auto& [name, values] : start) trainer.set_parameter(name, values);
   out.losses.push_back(trainer.forward_backward(batches[0].inputs, batches[0].targets));
-  for (const ParameterTensor& t : trainer.layout().tensors()) out.gradients[t.name] = trainer.gradient(t.name);
+  for (const std::string& name : trainer.tensor_names()) out.gradients[name] = trainer.gradient(name);
   for (const testing::Batch& b : batches) out.losses.push_back(trainer.step(b.inputs, b.targets).loss);
-  for (const ParameterTensor& t : trainer.layout().tensors()) out.weights[t.name] = trainer.weight(t.name);
+  for (const std::string& name : trainer.tensor_names()) out.weights[name] = trainer.weight(name);
 }
 
 struct ParallelCase {
@@ -131,7 +133,8 @@ TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
   // The one-rank model has the padded vocabulary: 160 -> 128·tp·ceil(160 / (128·tp)).
   sim::ModelConfig padded = model;
   padded.vocab_size = tp == 2 ? 256 : 512;
-  const TransformerShape one = transformer_shape_of(padded, 1, static_cast<int>(model.seq_length));
+  const sim::ParallelLayout one_rank = testing::one_gpu_layout(1, 4);
+  const TransformerShape one = transformer_shape_of(padded, one_rank);
   ASSERT_TRUE(transformer_shape_problems(one, padded).empty());
   ASSERT_TRUE(transformer_shape_problems(part, model).empty());
   ASSERT_EQ(part.heads * tp, one.heads);
@@ -140,7 +143,7 @@ TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
   ASSERT_EQ(part.sequence_parallel, GetParam().sp);
   ASSERT_EQ(part.tp_comm_overlap, GetParam().overlap);
   ASSERT_EQ(part.norm_tokens(), GetParam().sp ? 48 / tp : 48);
-  const TrainerOptions options = testing::three_step_options(4);
+  const TrainerOptions options = testing::three_step_options();
 
   // Weights N(0, 0.05), rounded to bf16 so both runs start from the same numbers.
   std::map<std::string, std::vector<float>> weights;
@@ -158,13 +161,12 @@ TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
 
   RunResult single;
   {
-    Trainer trainer(padded, one, options);
+    Trainer trainer(padded, one_rank, options);
     run(trainer, weights, batches, single);
   }
   std::vector<std::size_t> activation_bytes(static_cast<std::size_t>(tp * dp));
   // Every rank of `l` trains from the sharded weights; results in world-rank order.
   auto run_ranks = [&](const sim::ParallelLayout& l) {
-    const TransformerShape shard_shape = transformer_shape_of(model, l);
     std::vector<RunResult> results(static_cast<std::size_t>(tp * dp));
     comm::testing::run_in_process(tp * dp, [&](int r, comm::Communicator& world) {
       const comm::ParallelGroups groups = comm::make_parallel_groups(world, l, world.stream());
@@ -172,7 +174,7 @@ TEST_P(TensorParallelTrainerTest, RanksTrainAsOneRankDoes) {
       out.tp_rank = groups.tp->rank();
       std::map<std::string, std::vector<float>> shards;
       for (const auto& [name, full] : weights) shards[name] = shard_of(name, full, one, part, out.tp_rank);
-      Trainer trainer(model, shard_shape, options, groups.dp.get(), groups.tp.get());
+      Trainer trainer(model, l, options, groups);
       activation_bytes[static_cast<std::size_t>(r)] = trainer.memory_plan().bytes_by_category()[static_cast<std::size_t>(MemoryCategory::kActivations)];
       run(trainer, shards, batches, out);
     });
@@ -280,16 +282,88 @@ TEST_F(SequenceParallelMemoryTest, ShrinksActivations) {
     layout.sp = sp;
     layout.mbs = 1;
     layout.gbs = 1;
-    const TransformerShape part = transformer_shape_of(model, layout);
     comm::testing::run_in_process(2, [&](int r, comm::Communicator& world) {
       const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-      Trainer trainer(model, part, testing::three_step_options(1), nullptr, groups.tp.get());
+      Trainer trainer(model, layout, testing::three_step_options(), groups);
       if (r == 0) bytes[sp ? 1 : 0] = trainer.memory_plan().bytes_by_category()[static_cast<std::size_t>(MemoryCategory::kActivations)];
     });
   }
   EXPECT_EQ(bytes[0] - bytes[1], 50112u);
   std::cout << "  activation buffers per rank: tp=2 " << bytes[0] << " B, tp=2 sp " << bytes[1] << " B\n";
 }
+
+// Initial weights do not depend on the layout (trainer.h): with the same seed,
+// every tensor a tp = 2 rank draws is exactly its shard (tensor_shards.h) of
+// the one-GPU trainer's whole tensor, and every tensor a pp = 2 stage draws
+// (the tied wte's last-stage copy too) is the one-GPU tensor, bit for bit.
+// Ranks drawing from streams of their own would share no value with one GPU.
+// The vocabulary is 256, which tp = 1 and tp = 2 pad alike (160 pads to 256
+// at tp = 2 only: another whole table). No step runs.
+class LayoutIndependentInitTest : public kernels::testing::GpuTestWithParam<bool> {};
+
+TEST_P(LayoutIndependentInitTest, TpShardsAndPipelineStagesDrawTheOneGpuWeights) {
+  sim::ModelConfig model =  // Llama: 4 query heads over 2 key/value groups (GQA)
+      GetParam() ? testing::small_model("init-llama", true, 4, 2) : testing::small_model("init-gpt", false, 2, 2);
+  model.vocab_size = 256;
+  TrainerOptions options = testing::three_step_options();
+  options.seed = rng()();
+  const sim::ParallelLayout one_gpu = testing::one_gpu_layout(1, 2);
+  std::map<std::string, std::vector<float>> whole;
+  TransformerShape one;
+  {
+    const Trainer trainer(model, one_gpu, options);
+    one = trainer.shape();
+    for (const std::string& name : trainer.tensor_names()) whole[name] = trainer.master_parameter(name);
+  }
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  // Each rank's masters, by tensor name, drawn by a rank of `layout` (2 ranks).
+  struct Drawn {
+    int tp_rank = 0;
+    TransformerShape shape;
+    std::map<std::string, std::vector<float>> masters;
+  };
+  auto draw = [&](const sim::ParallelLayout& layout) {
+    std::vector<Drawn> ranks(2);
+    comm::testing::run_in_process(2, [&](int r, comm::Communicator& world) {
+      const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
+      const Trainer trainer(model, layout, options, groups);
+      Drawn& out = ranks[static_cast<std::size_t>(r)];
+      out.tp_rank = groups.tp->rank();
+      out.shape = trainer.shape();
+      for (const std::string& name : trainer.tensor_names()) out.masters[name] = trainer.master_parameter(name);
+    });
+    return ranks;
+  };
+
+  sim::ParallelLayout tp2 = one_gpu;
+  tp2.tp = 2;
+  std::size_t shards = 0;
+  for (const Drawn& rank : draw(tp2)) {
+    EXPECT_EQ(rank.masters.size(), whole.size()) << "tp rank " << rank.tp_rank;
+    for (const auto& [name, got] : rank.masters) {
+      EXPECT_TRUE(same_bits(got, testing::shard_of(name, whole.at(name), one, rank.shape, rank.tp_rank, 2)))
+          << name << " on tp rank " << rank.tp_rank << " is not its shard of the one-GPU tensor";
+      ++shards;
+    }
+  }
+
+  sim::ParallelLayout pp2 = one_gpu;
+  pp2.pp = 2;
+  std::map<std::string, int> held;
+  for (const Drawn& stage : draw(pp2))
+    for (const auto& [name, got] : stage.masters) {
+      EXPECT_TRUE(same_bits(got, whole.at(name))) << name << " on a pipeline stage is not the one-GPU tensor";
+      ++held[name];
+    }
+  for (const auto& [name, values] : whole) EXPECT_EQ(held[name], name == "wte" && model.tie_embeddings ? 2 : 1) << name;
+  std::cout << "  " << model.name << ": " << whole.size() << " tensors; " << shards
+            << " tp = 2 shards and the pp = 2 stages' tensors equal the one-GPU draw bit for bit\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(GptAndLlama, LayoutIndependentInitTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "llama" : "gpt"; });
 
 }  // namespace
 }  // namespace sextant::engine

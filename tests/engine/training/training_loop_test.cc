@@ -12,7 +12,7 @@
 
 #include "engine/comm/parallel_groups.h"
 #include "engine/data/token_batches.h"
-#include "engine/training/rank_trainer.h"
+#include "engine/trainer.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/small_models.h"
 #include "tests/kernels/gpu_test_support.h"
@@ -33,10 +33,10 @@ sim::ParallelLayout layout_of(int dp, int gbs) {
 TEST_F(TrainingLoopTest, RecordsEveryStepTimesAfterTheWarmupAndSavesWhenDue) {
   const sim::ModelConfig model = engine::testing::small_model("loop-gpt", false, 2, 2);
   const sim::ParallelLayout layout = layout_of(1, 2);
-  const std::unique_ptr<RankTrainer> trainer =
-      make_rank_trainer(model, layout, engine::testing::three_step_options(2), {});
+  const comm::ParallelGroups one_gpu;
+  Trainer trainer(model, layout, engine::testing::three_step_options(), one_gpu);
   data::SyntheticTokens data(static_cast<int>(model.vocab_size), static_cast<int>(model.seq_length), 7);
-  StopVote vote(nullptr, nullptr, nullptr, std::chrono::seconds(10));
+  StopVote vote(one_gpu, std::chrono::seconds(10));
   LoopSettings settings;
   settings.tokens_per_step = 2 * static_cast<std::size_t>(model.seq_length);
   settings.steps = 7;
@@ -50,7 +50,7 @@ TEST_F(TrainingLoopTest, RecordsEveryStepTimesAfterTheWarmupAndSavesWhenDue) {
     EXPECT_EQ(r.step, steps_so_far);
     EXPECT_GT(peak, 0u);
   };
-  const TrainingRecord record = train(*trainer, data, vote, settings, hooks);
+  const TrainingRecord record = train(trainer, data, vote, settings, hooks);
   EXPECT_EQ(record.steps(), 7);
   EXPECT_EQ(record.batches_drawn, 7);
   EXPECT_EQ(record.step_seconds.size(), 4u);  // steps 4..7
@@ -70,10 +70,9 @@ TEST_F(TrainingLoopTest, OneRanksStopEndsEveryRankAfterTheSameStep) {
   std::vector<bool> interrupted(2, false);
   comm::testing::run_in_process(2, [&](int rank, comm::Communicator& world) {
     const comm::ParallelGroups groups = comm::make_parallel_groups(world, layout, world.stream());
-    const std::unique_ptr<RankTrainer> trainer =
-        make_rank_trainer(model, layout, engine::testing::three_step_options(4), {groups.dp.get(), nullptr, nullptr});
+    Trainer trainer(model, layout, engine::testing::three_step_options(), groups);
     data::SyntheticTokens data(static_cast<int>(model.vocab_size), static_cast<int>(model.seq_length), 7);
-    StopVote vote(groups.dp.get(), nullptr, nullptr, std::chrono::seconds(30));
+    StopVote vote(groups, std::chrono::seconds(30));
     LoopSettings settings;
     settings.tokens_per_step = 4 * static_cast<std::size_t>(model.seq_length);
     settings.steps = 10;
@@ -81,7 +80,7 @@ TEST_F(TrainingLoopTest, OneRanksStopEndsEveryRankAfterTheSameStep) {
     LoopHooks hooks;
     // Rank 1 asks before its fourth step: both ranks train three.
     hooks.stop_requested = [&] { return rank == 1 && ++asked == 4; };
-    const TrainingRecord record = train(*trainer, data, vote, settings, hooks);
+    const TrainingRecord record = train(trainer, data, vote, settings, hooks);
     steps[static_cast<std::size_t>(rank)] = record.steps();
     interrupted[static_cast<std::size_t>(rank)] = record.interrupted;
   });

@@ -19,6 +19,7 @@ std::vector<std::vector<int>> groups_of(const ParallelLayout& l, ParallelGroup k
   std::map<int, std::map<int, int>> by_color;  // color -> key -> rank
   for (int rank = 0; rank < l.total_gpus(); ++rank) {
     const GroupMembership m = group_membership(rank, l, kind);
+    if (!m.member()) continue;  // in no group of this kind
     EXPECT_TRUE(by_color[m.color].emplace(m.key, rank).second) << "two ranks with one key";
   }
   std::vector<std::vector<int>> out;
@@ -66,6 +67,46 @@ TEST(GroupMembership, ContextParallelGroupsHaveStrideTp) {
   using G = std::vector<std::vector<int>>;
   EXPECT_EQ(groups_of(l, ParallelGroup::kCp), (G{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
   EXPECT_EQ(groups_of(l, ParallelGroup::kDp), (G{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+}
+
+TEST(GroupMembership, DataAndContextParallelTogether) {
+  // tp=2, cp=2, dp=2, pp=2: the dp·cp group of a (tp, pp) position holds its
+  // 4 ranks, cp fastest: rank = tp + 2·(cp + 2·dp) + 8·pp.
+  const ParallelLayout l = layout_of(2, 2, 2, 2);
+  using G = std::vector<std::vector<int>>;
+  EXPECT_EQ(groups_of(l, ParallelGroup::kDpCp), (G{{0, 2, 4, 6}, {1, 3, 5, 7}, {8, 10, 12, 14}, {9, 11, 13, 15}}));
+}
+
+TEST(GroupMembership, ExpertTensorAndDataParallelFoldTheStage) {
+  // tp=2, dp=4, pp=2, ep=2, etp=2 on 16 ranks: a stage's 8 ranks fold as
+  // etp (fastest) x ep x edp = 2 x 2 x 2. Stage 0: expert-tp {0,1},{2,3},..;
+  // ep pairs 2 apart {0,2},{1,3},{4,6},{5,7}; expert-dp 4 apart {0,4},{1,5},{2,6},{3,7}.
+  const ParallelLayout l = layout_of(2, 1, 4, 2, 2, 2);
+  using G = std::vector<std::vector<int>>;
+  const G etp = groups_of(l, ParallelGroup::kExpertTp), ep = groups_of(l, ParallelGroup::kEp),
+          edp = groups_of(l, ParallelGroup::kExpertDp);
+  ASSERT_EQ(etp.size(), 8u);
+  ASSERT_EQ(ep.size(), 8u);
+  ASSERT_EQ(edp.size(), 8u);
+  EXPECT_EQ(etp[0], (std::vector<int>{0, 1}));
+  EXPECT_EQ(etp[1], (std::vector<int>{2, 3}));
+  EXPECT_EQ(ep[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ(ep[1], (std::vector<int>{1, 3}));
+  EXPECT_EQ(edp[0], (std::vector<int>{0, 4}));
+  EXPECT_EQ(edp[3], (std::vector<int>{3, 7}));
+  // The second stage's groups are the first's plus 8.
+  EXPECT_EQ(edp[4], (std::vector<int>{8, 12}));
+}
+
+TEST(GroupMembership, EmbeddingGroupIsTheFirstAndLastStage) {
+  // tp=2, pp=4: stages 0 and 3 of each pipeline ({0, 6}, {1, 7}); the middle
+  // stages' ranks 2-5 belong to none.
+  const ParallelLayout l = layout_of(2, 1, 1, 4);
+  using G = std::vector<std::vector<int>>;
+  EXPECT_EQ(groups_of(l, ParallelGroup::kEmbedding), (G{{0, 6}, {1, 7}}));
+  for (int rank = 2; rank < 6; ++rank) EXPECT_FALSE(group_membership(rank, l, ParallelGroup::kEmbedding).member());
+  // One stage: each rank is its own group (nothing to sum).
+  EXPECT_EQ(groups_of(layout_of(2, 1, 1, 1), ParallelGroup::kEmbedding), (G{{0}, {1}}));
 }
 
 }  // namespace
