@@ -187,8 +187,10 @@ class Trainer {
   int stage() const { return stage_; }
   const sim::Plan& plan() const { return plan_; }
   const StageProgram& program() const { return program_; }
-  /// This rank's model chunks' parameter layouts, in the order of its flat buffers.
+  /// This rank's model chunks' parameter layouts, in the order of its flat
+  /// buffers (a copy), and one of them (chunk 0 is the whole model at pp = 1).
   std::vector<ParameterLayout> chunk_layouts() const;
+  const ParameterLayout& chunk_layout(std::size_t chunk) const { return chunks_.at(chunk).layout; }
   /// The tensors this rank holds, by the whole model's names ("layers.5.qkv_weight").
   std::vector<std::string> tensor_names() const;
   /// This rank's parameters: its tp shard of its stage's tensors.

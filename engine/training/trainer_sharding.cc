@@ -9,7 +9,7 @@ std::vector<checkpoint::CheckpointSharding> trainer_sharding(const Trainer& trai
                                                              std::size_t bucket_elements) {
   const sim::ParallelLayout& layout = trainer.parallel_layout();
   if (layout.pp == 1)
-    return {checkpoint::sharding_of(trainer.chunk_layouts().front(), layout.tp, trainer.flat_elements(),
+    return {checkpoint::sharding_of(trainer.chunk_layout(0), layout.tp, trainer.flat_elements(),
                                     trainer.gradient_buckets(), layout.dp, layout.zero >= 1)};
   std::vector<checkpoint::CheckpointSharding> stages = checkpoint::pipeline_sharding(model, layout, bucket_elements);
   const int stage = trainer.stage();

@@ -103,7 +103,7 @@ TEST_P(NonFiniteGradientTest, TheFirstNonFiniteGradientIsNamedOnEveryRank) {
     if (c.zero) {
       const GradientBucketRange& first = trainer.gradient_buckets().front();
       const std::size_t flat = first.begin + static_cast<std::size_t>(c.dp - 1) * first.elements / c.dp;
-      for (const ParameterTensor& t : trainer.chunk_layouts().front().tensors())
+      for (const ParameterTensor& t : trainer.chunk_layout(0).tensors())
         if (t.offset <= flat && flat < t.offset + t.elements()) {
           name = t.name;
           element = flat - t.offset;

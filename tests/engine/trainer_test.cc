@@ -157,7 +157,7 @@ TEST_P(TrainerGradientTest, EveryGradientMatchesTheCpuReference) {
                              }
                              ++tensors;
                            });
-  EXPECT_EQ(static_cast<std::size_t>(tensors), trainer.chunk_layouts().front().tensors().size());
+  EXPECT_EQ(static_cast<std::size_t>(tensors), trainer.chunk_layout(0).tensors().size());
   std::cout << "  " << c.name << ": " << tensors << " tensors, loss " << loss << " (reference "
             << reference_loss << "), worst relative L2 error " << worst << " (" << worst_name << ")\n";
 }

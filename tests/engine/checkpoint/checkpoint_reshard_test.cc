@@ -113,7 +113,7 @@ void on_ranks(const sim::ModelConfig& model, const Layout& l, const TrainerOptio
 // The rank's sharding: its one model chunk's at pp = 1, else its pipeline stage's.
 checkpoint::CheckpointSharding sharding_of(const Trainer& t, const sim::ModelConfig& model, const Layout& l) {
   if (l.pp > 1) return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage(), kBucketElements);
-  return checkpoint::sharding_of(t.chunk_layouts().front(), l.tp, t.flat_elements(), t.gradient_buckets(), l.dp,
+  return checkpoint::sharding_of(t.chunk_layout(0), l.tp, t.flat_elements(), t.gradient_buckets(), l.dp,
                                  l.zero);
 }
 
