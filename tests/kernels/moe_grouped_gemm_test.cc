@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -44,6 +45,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   return std::string(info.param.backend == MoeGemmBackend::kCublasGrouped ? "Grouped_" : "LtLoop_") +
          info.param.shape.name;
 }
+void PrintTo(const Param& p, std::ostream* os) { *os << to_string(p.backend) << " " << p.shape.name; }
 
 // sum_k a(i, k) b(k, j) and sum_k |a b| for one expert's product, the operands
 // given as accessors (row-major storage, any transposition).

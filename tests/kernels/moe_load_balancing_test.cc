@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,7 @@ struct Case {
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // for the test list
 
 MoeRouterOptions options(const Case& c) {
   MoeRouterOptions o;

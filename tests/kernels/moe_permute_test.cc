@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -39,6 +40,7 @@ struct Case {
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // for the test list
 
 // A routing map in the layout moe_routing_map writes: expert blocks in order,
 // tokens in order within a block; with a capacity, pairs past it dropped (-1).

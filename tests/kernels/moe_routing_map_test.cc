@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <ostream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -61,6 +62,7 @@ struct Case {
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }  // for the test list
 
 class MoeRoutingMapTest : public testing::GpuTestWithParam<Case> {
  protected:
