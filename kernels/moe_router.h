@@ -59,7 +59,8 @@ struct MoeRouterLossOptions {
   /// Tokens per balancing group: the loss is taken over each run of this many
   /// consecutive tokens and averaged over the runs. The token count (one loss over
   /// the micro-batch, Megatron's aux_loss) or the sequence length (Megatron's
-  /// seq_aux_loss, DeepSeek-V3 eq. 17-20); 0 means the token count.
+  /// seq_aux_loss, DeepSeek-V3 eq. 17-20: with tokens in (batch, sequence) order, as
+  /// the engine lays them out, a sequence is a run); 0 means the token count.
   int aux_group_tokens = 0;
   /// The router z-loss coefficient (ST-MoE, Zoph et al. 2022, eq. 5:
   /// (1/B) sum_t (log sum_i exp x_ti)^2); 0 turns it off. Megatron's

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -172,7 +173,11 @@ int main(int argc, char** argv) {
                                    std::to_string(experts) + "/tokens_per_expert:" + std::to_string(tokens);
           benchmark::RegisterBenchmark(name.c_str(),
                                        [=](benchmark::State& state) {
-                                         run(state, options, backend, product, experts, tokens);
+                                         try {  // e.g. out of memory on a smaller GPU: say so, go on
+                                           run(state, options, backend, product, experts, tokens);
+                                         } catch (const std::exception& e) {
+                                           state.SkipWithError(e.what());
+                                         }
                                        })
               ->UseManualTime()
               ->Iterations(options.iterations)
