@@ -91,6 +91,34 @@ TEST(CliInputs, PresetsListsEveryKindOneLineEach) {
             std::string::npos);
 }
 
+// Issue 25's MoE presets are listed and simulate: on one GPU, with experts
+// spread over 4 (ep 4 divides tp x cp x dp = 4), and with the event engine.
+// Parameters (sim/memory/parameter_count): moe-mixtral-tiny 8 x (2.6 M attention
+// + 8 x 3 x 1024 x 3584 experts) + 2 x 50304 x 1024 embeddings = 0.83 B;
+// moe-fine-tiny 8 x (0.66 M + 128 x 3 x 512 x 192) + 2 x 50304 x 512 = 0.36 B.
+TEST(CliInputs, MoeTinyPresetsAreListedAndSimulate) {
+  TempDir dir;
+  const CommandResult list = run_sextant(dir, "presets");
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_NE(list.out.find("  moe-mixtral-tiny         0.8 B parameters, 8 layers, hidden 1024, 16 heads "
+                          "(4 KV groups), 8 experts top-2, seq 2048\n"),
+            std::string::npos)
+      << list.out;
+  EXPECT_NE(list.out.find("  moe-fine-tiny            0.4 B parameters, 8 layers, hidden 512, 8 heads "
+                          "(2 KV groups), 128 experts top-8, seq 2048\n"),
+            std::string::npos)
+      << list.out;
+  for (const char* command :
+       {"simulate --model moe-mixtral-tiny --cluster dgx-h100 --gpus 1 --layout tp=1,pp=1,dp=1,ep=1,mbs=2,gbs=16",
+        "simulate --model moe-fine-tiny --cluster dgx-h100 --gpus 4 --layout tp=1,pp=1,dp=4,ep=4,mbs=1,gbs=32",
+        "simulate --model moe-fine-tiny --cluster dgx-h100 --gpus 4 --layout ep=4,mbs=1,gbs=32 --engine event",
+        "simulate --model moe-mixtral-tiny --cluster dgx-h100 --gpus 4 --layout ep=2,dp=4,zero=1,mbs=2,gbs=32"}) {
+    const CommandResult r = run_sextant(dir, command);
+    EXPECT_EQ(r.exit_code, 0) << command << "\n" << r.err;
+    EXPECT_NE(r.out.find("(fits)"), std::string::npos) << command << "\n" << r.out;
+  }
+}
+
 TEST(CliInputs, ConflictingSearchOptionsAreRefused) {
   TempDir dir;
   const std::string search = "search --model llama3-8b --gpus 8 --global-batch 8 ";
