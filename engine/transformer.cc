@@ -38,9 +38,9 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   for (int i = 0; i < s.num_layers; ++i) {
     r.own(residual_.input[to_size(i)], transformer::layer_prefix(i) + "input", kAct, Ts * h);
     if (full && i > 0) continue;  // bound to layer 0's set in bind()
-    attention_.reserve_layer(i, r);
+    block(Part::kAttention, i).reserve_layer(i, r);
     r.own(residual_.mid[to_size(i)], transformer::layer_prefix(i) + "mid", kAct, Ts * h);
-    mlp_.reserve_layer(i, r);
+    block(Part::kMlp, i).reserve_layer(i, r);
   }
   r.own(residual_.final_input, "final_norm.input", kAct, Ts * h);
   if (parts.output) output_.reserve_stored(r);
@@ -91,7 +91,7 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout, 
   context_.bind(layout, parameters, stream, tensor_parallel);
 }
 
-transformer::ResidualBlock& Transformer::block(Part part) {
+transformer::ResidualBlock& Transformer::block(Part part, int /*layer*/) {
   if (part == Part::kAttention) return attention_;
   return mlp_;
 }

@@ -109,30 +109,30 @@ class Transformer {
   void embedding_forward(int mb) { embedding_.forward(mb); }
   /// recompute: the forward again before the backward (full recomputation);
   /// it rewrites the layer's stored activations and not the next layer's input.
-  void attention_forward(int layer, bool recompute) { attention_.forward(layer, recompute); }
-  void mlp_forward(int layer, bool recompute) { mlp_.forward(layer, recompute); }
+  void attention_forward(int layer, bool recompute) { block(Part::kAttention, layer).forward(layer, recompute); }
+  void mlp_forward(int layer, bool recompute) { block(Part::kMlp, layer).forward(layer, recompute); }
   /// Final norm, logits and the cross entropy: the micro-batch's per-token losses
   /// and, in place of the logits, their gradient scaled by `loss_scale`
   /// (1 / tokens of the global batch, for a mean over the step).
   void output_forward(int mb, float loss_scale) { output_.forward(mb, loss_scale); }
   void output_backward() { output_.backward(); }
-  void mlp_backward(int layer) { mlp_.backward(layer); }
-  void attention_backward(int layer) { attention_.backward(layer); }
+  void mlp_backward(int layer) { block(Part::kMlp, layer).backward(layer); }
+  void attention_backward(int layer) { block(Part::kAttention, layer).backward(layer); }
   void embedding_backward(int mb) { embedding_.backward(mb); }
 
   // Tensor parallelism's collective tasks (tp > 1), each the Plan's task of
   // that name around a block (`layer`'s attention or MLP; the pass's direction).
   enum class Part { kAttention, kMlp };
   /// sp, before the block: "tp.all_gather".
-  void tp_gather(Part part, int layer, bool backward) { block(part).tp_gather(layer, backward); }
+  void tp_gather(Part part, int layer, bool backward) { block(part, layer).tp_gather(layer, backward); }
   /// sp, after the block: "tp.reduce_scatter" (nothing for the MLP's
   /// recomputation, which writes no next input).
   void tp_scatter(Part part, int layer, bool backward, bool recompute) {
-    block(part).tp_scatter(layer, backward, recompute);
+    block(part, layer).tp_scatter(layer, backward, recompute);
   }
   /// Without sp, after the block: "tp.all_reduce".
   void tp_all_reduce_task(Part part, int layer, bool backward, bool recompute) {
-    block(part).tp_all_reduce(layer, backward, recompute);
+    block(part, layer).tp_all_reduce(layer, backward, recompute);
   }
   /// The Plan's tensor-parallel task of kind `kind` (kTensorParallelGather,
   /// kTensorParallelScatter or kTensorParallel): one of the three above.
@@ -170,7 +170,9 @@ class Transformer {
   Transformer& operator=(const Transformer&) = delete;
 
  private:
-  transformer::ResidualBlock& block(Part part);
+  /// The block in place `part` of layer `layer`: the same for every layer of
+  /// a dense model (an MoE model's MLP place holds an MoE layer in its MoE layers).
+  transformer::ResidualBlock& block(Part part, int layer);
   /// Sequence parallelism's buffers (transformer/residual_block.h).
   void reserve_sequence_parallel(transformer::BufferReserver& r);
 

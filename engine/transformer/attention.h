@@ -25,10 +25,10 @@ class SelfAttention : public ResidualBlock {
  public:
   SelfAttention(ModelContext& context, ResidualStream& stream, Norm& norm);
 
-  /// One pass's gradients and staging copies, shared by every layer.
-  void reserve_pass(BufferReserver& r);
-  /// The core's workspace.
-  void reserve_workspace(BufferReserver& r) { core_->reserve(r); }
+  /// The gradients of Q, K, V and the core's output, and the padded heads' copies.
+  void reserve_pass(BufferReserver& r) override;
+  /// The core's buffers.
+  void reserve_workspace(BufferReserver& r) override { core_->reserve(r); }
   void bind(bool full_recompute) override;
 
   void forward(int layer, bool recompute) override;

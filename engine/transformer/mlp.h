@@ -23,8 +23,8 @@ class Mlp : public ResidualBlock {
  public:
   Mlp(ModelContext& context, ResidualStream& stream, Norm& norm);
 
-  /// One pass's activation gradients, shared by every layer.
-  void reserve_pass(BufferReserver& r);
+  /// The activation's gradients.
+  void reserve_pass(BufferReserver& r) override;
   void bind(bool full_recompute) override;
 
   /// recompute: the block again without fc2 (the next layer's input is stored).

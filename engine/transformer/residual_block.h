@@ -52,6 +52,10 @@ class ResidualBlock {
   /// Reserves what layer `layer` stores from its forward to its backward: the
   /// norm's output and statistics, then the block's own (reserve_stored).
   void reserve_layer(int layer, BufferReserver& r);
+  /// One pass's buffers (activation gradients, staging copies), shared by
+  /// every layer and every model of the plan; then the block's workspaces.
+  virtual void reserve_pass(BufferReserver& r) = 0;
+  virtual void reserve_workspace(BufferReserver& /*r*/) {}
   /// After the arena is bound. `full_recompute`: the layers > 0 reserved
   /// nothing and use layer 0's set, which the recomputed forward rewrites.
   virtual void bind(bool full_recompute);
