@@ -1,6 +1,6 @@
 // The engine's memory-bound kernels (kernels/: norms, activations, RoPE,
 // embedding, cross entropy, bias gradient, residual, AdamW, gradient norm),
-// each called as engine/transformer.cc and engine/trainer.cc call it, at
+// each called as engine/transformer/ and engine/trainer.cc call it, at
 // (rows, width) of the tensor it sweeps.
 #pragma once
 

@@ -34,7 +34,8 @@ std::size_t set_bytes(const LinearShape& s) {
          aligned_bytes(t * std::max(i, o) * 2) + aligned_bytes(o * 2);
 }
 
-// The engine's calls (engine/transformer.cc linear_forward / linear_backward).
+// The engine's calls (engine/tensor_parallel/parallel_linear.cc: Linear's forward_args,
+// gelu_forward_args, weight_gradient and input_gradient_args).
 GemmArgs forward_args(const LinearShape& s, const LinearSet& b) {
   GemmArgs g;
   g.m = static_cast<int>(s.tokens), g.n = static_cast<int>(s.out_width), g.k = static_cast<int>(s.in_width);

@@ -22,7 +22,7 @@ struct LinearPoint {
   double forward_s = 0;          // Y = X W^T, bf16 out
   double input_gradient_s = 0;   // dX = dY W
   double weight_gradient_s = 0;  // dW += dY^T X, fp32 C, beta 1
-  // The same products with the epilogues the engine fuses (engine/transformer.cc),
+  // The same products with the epilogues the engine fuses (engine/tensor_parallel/parallel_linear.cc),
   // which make cuBLASLt pick other kernels than the plain product's:
   double forward_bias_s = 0;           // Y = X W^T + b (QKV, and fc1 without GELU)
   double forward_residual_s = 0;       // Y = X W^T + R, R read as C (proj, fc2 without bias)

@@ -3,43 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "sim/core/layer_shape.h"
-
 namespace sextant::engine {
-
-TransformerShape transformer_shape_of(const sim::ModelConfig& model,
-                                      const sim::ParallelLayout& layout) {
-  const sim::LayerShape shard = sim::layer_shape(model, layout);
-  TransformerShape s;
-  s.num_layers = model.num_layers;
-  s.hidden = static_cast<int>(shard.hidden);
-  s.ffn_hidden = static_cast<int>(shard.ffn);
-  s.heads = shard.heads;
-  s.kv_heads = shard.kv_heads;
-  s.head_dim = shard.head_dim;
-  s.vocab = static_cast<int>(sim::padded_vocab_size(model.vocab_size, layout.tp) / layout.tp);
-  s.tp = layout.tp;
-  s.sequence_parallel = layout.sp && layout.tp > 1;
-  s.tp_comm_overlap = s.sequence_parallel && layout.tp_comm_overlap;
-  s.seq = static_cast<int>(model.seq_length / layout.cp);
-  s.micro_batch = layout.mbs;
-  s.layernorm = model.normalization == sim::Normalization::kLayerNorm;
-  s.gelu = !shard.swiglu;
-  s.bias = model.add_bias_linear;
-  s.learned_positions = model.position_embedding == sim::PositionEmbedding::kLearnedAbsolute;
-  s.tie_embeddings = model.tie_embeddings;
-  s.rope_theta = static_cast<float>(model.rotary_base);
-  return s;
-}
-
-TransformerShape transformer_shape_of(const sim::ModelConfig& model, int micro_batch,
-                                      int seq_length) {
-  sim::ModelConfig at_length = model;
-  at_length.seq_length = seq_length;
-  sim::ParallelLayout one_gpu;
-  one_gpu.mbs = micro_batch;
-  return transformer_shape_of(at_length, one_gpu);
-}
 
 std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
                                                     const sim::ModelConfig& model) {

@@ -1,79 +1,21 @@
-// The shape of the transformer the engine trains, from a model preset and a
-// micro-batch: every width the kernels and buffers need, derived once.
-//
-// One shape serves both families DESIGN.md names: GPT (LayerNorm, GELU,
-// learned positions, biases) and Llama (RMSNorm, SwiGLU, rotary embeddings,
-// grouped-query attention, no biases). The preset's keys choose each feature
-// independently, as Megatron's arguments do.
+// The shape of the transformer the engine trains (TransformerShape), from a
+// model preset and a layout. The shape itself is sim/core/transformer_shape.h's,
+// so the simulator's list of the engine's kernels reads the same widths; this
+// header names it in the engine and adds what only the engine asks: whether
+// its kernels can run a shape.
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/core/transformer_shape.h"
 
 namespace sextant::engine {
 
-struct TransformerShape {
-  int num_layers = 0;
-  int hidden = 0;
-  int ffn_hidden = 0;
-  int heads = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
-  int vocab = 0;  // this rank's rows of the embedding and output layer: padded vocabulary / tp
-  int seq = 0;
-  int micro_batch = 0;
-  bool layernorm = true;          // else RMSNorm
-  bool gelu = true;               // else SwiGLU
-  bool bias = true;               // biases on every linear layer (Megatron --add-bias-linear)
-  bool learned_positions = true;  // else rotary embeddings
-  bool tie_embeddings = true;
-  float norm_eps = 1e-5f;         // Megatron's --norm-epsilon default
-  float rope_theta = 10000.0f;    // Su et al. 2021, eq. 15: the model's rotary_base
-  /// Tensor-parallel ranks the shape is one shard of (1: the whole model), and
-  /// whether the residual stream and norms are split by tokens over them
-  /// (sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2; tp > 1 only).
-  int tp = 1;
-  bool sequence_parallel = false;
-  /// Under sequence parallelism: the all-gather before QKV and fc1 and the
-  /// reduce-scatter after proj and fc2 pipelined with those GEMMs in tp
-  /// chunks (layout knob tp_comm_overlap, Megatron --tp-comm-overlap;
-  /// engine/tensor_parallel/overlap_schedule.h). Same results, other timing.
-  bool tp_comm_overlap = false;
-
-  /// The head dimension the attention kernels run at: 64 or 128, or the head
-  /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).
-  int attention_head_dim() const { return head_dim == 64 ? 64 : 128; }
-  bool attention_padded() const { return attention_head_dim() != head_dim; }
-  int q_width() const { return heads * head_dim; }
-  int kv_width() const { return kv_heads * head_dim; }
-  /// One token's fused Q, K, V: [Q heads | K heads | V heads].
-  int qkv_width() const { return q_width() + 2 * kv_width(); }
-  /// The first MLP projection's output: ffn for GELU, [gate | up] for SwiGLU.
-  int fc1_width() const { return gelu ? ffn_hidden : 2 * ffn_hidden; }
-  std::int64_t tokens() const { return static_cast<std::int64_t>(micro_batch) * seq; }
-  /// Rows of the residual stream and the norms on this rank: tokens / tp under
-  /// sequence parallelism (rank r holds rows [r·tokens/tp, (r+1)·tokens/tp) of
-  /// the micro-batch's (batch, seq) order), else all of them.
-  std::int64_t norm_tokens() const { return sequence_parallel ? tokens() / tp : tokens(); }
-  /// The first vocabulary row `tp_rank` holds.
-  int vocab_start(int tp_rank) const { return tp_rank * vocab; }
-};
-
-/// The shape of `model` at `micro_batch` sequences of `seq_length` tokens on
-/// one GPU. Never throws; transformer_shape_problems says whether the engine
-/// can run it.
-TransformerShape transformer_shape_of(const sim::ModelConfig& model, int micro_batch,
-                                      int seq_length);
-
-/// One rank's shard under `layout` (heads, query groups and ffn divided by tp,
-/// seq by cp), from the simulator's sim::layer_shape, so the engine's GEMMs are
-/// the ones the simulator costs. With tp = cp = 1 it is the whole model.
-TransformerShape transformer_shape_of(const sim::ModelConfig& model,
-                                      const sim::ParallelLayout& layout);
+using sim::TransformerShape;
+using sim::transformer_shape_of;
 
 /// Why the engine cannot train `shape`, one line each ("head dimension 96: the
 /// attention kernel takes 64 or 128"); empty when it can.

@@ -2,28 +2,20 @@
 
 #include <cuda_runtime_api.h>
 
+#include "engine/tensor_parallel/collectives.h"
 #include "engine/tensor_parallel/overlap_schedule.h"
 #include "kernels/cuda_check.h"
 #include "kernels/sum_buffers.h"
 
 namespace sextant::engine::tensor_parallel {
-namespace {
-
-CUevent_st* new_event() {
-  cudaEvent_t event = nullptr;
-  SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  return event;
-}
-
-}  // namespace
 
 ChunkedCollectives::ChunkedCollectives(comm::Communicator& tp, cudaStream_t compute)
     : tp_(tp), compute_(compute) {
-  shard_copied_ = new_event();
-  reduced_ = new_event();
+  shard_copied_ = new_ordering_event();
+  reduced_ = new_ordering_event();
   for (int i = 0; i < tp_.size(); ++i) {
-    gathered_.push_back(new_event());
-    computed_.push_back(new_event());
+    gathered_.push_back(new_ordering_event());
+    computed_.push_back(new_ordering_event());
   }
 }
 

@@ -1,5 +1,8 @@
-// Our engine's kernel list for one layer (engine/transformer.cc), chosen by
-// `software: sextant-engine`. What differs from Megatron's list:
+// Our engine's kernel list for one layer (engine/transformer/: attention.cc,
+// mlp.cc, output_layer.cc, embedding.cc), chosen by `software: sextant-engine`,
+// on the engine's own shapes (sim/core/transformer_shape.h: the widths, the
+// head padding and when the norms sum the bias gradients are read from there,
+// not restated). What differs from Megatron's list:
 //  - residual adds ride on the GEMM that makes the branch (cuBLASLt reads the
 //    residual as C) in the forward, and on the norm's backward in the backward;
 //  - GELU runs in fc1's epilogue (with the bias), its backward in fc2's
@@ -22,7 +25,7 @@
 // roofline bytes given with it count what the kernel reads and writes.
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
-#include "sim/core/layer_shape.h"
+#include "sim/core/transformer_shape.h"
 
 namespace sextant::sim {
 
@@ -30,35 +33,31 @@ namespace {
 
 using K = ElementwiseKernel;
 
-// The engine pads heads to 64 or 128 for flash attention (engine/model/transformer_shape.h).
-double attention_head_dim(double head_dim) { return head_dim == 64 ? 64 : 128; }
-
-// Widest hidden size whose norm backward also sums the residual projections'
-// bias gradients (kernels/layernorm.h, kNormBackwardMaxSummedCols).
-constexpr double kNormSumsBiasUpToHidden = 4096;
-
 // A memory-bound copy with no table of its own (copy_heads): bytes at the HBM rate.
 double copy_time_s(double bytes, const DeviceRates& r) {
   return r.compute_time_factor * bytes / r.memory_bytes_per_s + r.measured_kernel_gap_s;
 }
 
+// One rank's widths as the engine runs them (sim/core/transformer_shape.h,
+// the engine's own shape), in the doubles the cost formulas take.
 struct Shapes {
   double tokens;  // T = mbs·s/cp rows of every GEMM
-  double hidden, q, kv, ffn;
+  double hidden, q, kv, ffn, fc1;
   bool bias, rope, layernorm, swiglu;
 };
 
-Shapes shapes_of(const ModelConfig& m, const ParallelLayout& l) {
+Shapes shapes_of(const TransformerShape& e) {
   Shapes s{};
-  s.tokens = static_cast<double>(l.mbs) * static_cast<double>(m.seq_length) / l.cp;
-  s.hidden = static_cast<double>(m.hidden_size);
-  s.q = static_cast<double>(m.query_width()) / l.tp;
-  s.kv = static_cast<double>(m.kv_width()) / l.tp;
-  s.ffn = static_cast<double>(m.ffn_hidden_size) / l.tp;
-  s.bias = m.add_bias_linear;
-  s.rope = m.position_embedding == PositionEmbedding::kRope;
-  s.layernorm = m.normalization == Normalization::kLayerNorm;
-  s.swiglu = m.activation == Activation::kSwiglu;
+  s.tokens = static_cast<double>(e.tokens());
+  s.hidden = static_cast<double>(e.hidden);
+  s.q = static_cast<double>(e.q_width());
+  s.kv = static_cast<double>(e.kv_width());
+  s.ffn = static_cast<double>(e.ffn_hidden);
+  s.fc1 = static_cast<double>(e.fc1_width());
+  s.bias = e.bias;
+  s.rope = !e.learned_positions;
+  s.layernorm = e.layernorm;
+  s.swiglu = !e.gelu;
   return s;
 }
 
@@ -112,9 +111,12 @@ double linear(PassTime& t, const Shapes& s, double in, double out, bool bias_ker
 
 PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
                            bool /*moe_layer: the engine has no MoE layers*/) {
-  const Shapes s = shapes_of(m, l);
+  const TransformerShape shape = transformer_shape_of(m, l);
+  const Shapes s = shapes_of(shape);
   const double T = s.tokens;
-  const bool residual_bias_kernels = s.bias && s.hidden > kNormSumsBiasUpToHidden;
+  // proj's and fc2's bias gradients run as kernels of their own only where
+  // the norms' backward cannot sum them.
+  const bool residual_bias_kernels = shape.bias && !shape.residual_biases_from_norms();
   PassTime t;
 
   // Attention block. Forward: norm1, QKV (+bias epilogue), RoPE, [pad copies],
@@ -133,10 +135,10 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     t.forward_s += elementwise_time_s(K::kRopeForward, T, row, moved, r);
     t.backward_s += elementwise_time_s(K::kRopeBackward, T, row, moved, r);
   }
-  const double heads = static_cast<double>(m.num_attention_heads) / l.tp;
-  const double head_dim = static_cast<double>(m.kv_channels);
-  const double padded = attention_head_dim(head_dim);
-  if (padded != head_dim) {
+  const double heads = static_cast<double>(shape.heads);
+  const double head_dim = static_cast<double>(shape.head_dim);
+  const double padded = static_cast<double>(shape.attention_head_dim());  // the heads flash attention runs
+  if (shape.attention_padded()) {
     // Forward: Q, K, V into padded buffers and the output back; backward: the
     // output gradient in, dQ, dK, dV back. Each reads its narrow and writes its padded rows.
     const double narrow = 2.0 * T * (s.q + 2 * s.kv), wide = narrow * padded / head_dim;
@@ -169,12 +171,12 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // (A GELU model without biases runs cuBLASLt's GELU_AUX epilogue, costed as
   // the measured BIAS_GELU_AUX one: the bias adds T·f reads of one row.)
   const double gelu_input_bytes = s.swiglu ? 0.0 : 2.0 * T * s.ffn;
-  LinearEpilogues fc1 = bias_residual_epilogues(s, s.ffn * m.mlp_input_projections(), false);
+  LinearEpilogues fc1 = bias_residual_epilogues(s, s.fc1, false);
   if (!s.swiglu) {
     fc1.forward = ForwardEpilogue::kBiasGelu;
     fc1.forward_extra_bytes = gelu_input_bytes;
   }
-  linear(t, s, s.hidden, s.ffn * m.mlp_input_projections(), s.bias, true, r, fc1);
+  linear(t, s, s.hidden, s.fc1, s.bias, true, r, fc1);
   if (s.swiglu) {
     t.forward_s += elementwise_time_s(K::kSwigluForward, T, s.ffn, 6.0 * T * s.ffn, r);
     t.backward_s += elementwise_time_s(K::kSwigluBackward, T, s.ffn, 10.0 * T * s.ffn, r);
@@ -190,8 +192,9 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
 
 PassTime engine_output_layer_time(const ModelConfig& m, const ParallelLayout& l,
                                   const DeviceRates& r) {
-  const Shapes s = shapes_of(m, l);
-  const double V = vocab_rows_per_rank(m, l.tp);  // the padded vocabulary's shard
+  const TransformerShape shape = transformer_shape_of(m, l);
+  const Shapes s = shapes_of(shape);
+  const double V = static_cast<double>(shape.vocab);  // the padded vocabulary's shard
   PassTime t;
   // Final norm, logits GEMM (no bias), the fused softmax cross entropy writing
   // the logits' gradient in place (read 2 + write 2 bytes per logit, and the
@@ -206,7 +209,7 @@ PassTime engine_output_layer_time(const ModelConfig& m, const ParallelLayout& l,
 
 PassTime engine_embedding_time(const ModelConfig& m, const ParallelLayout& l,
                                const DeviceRates& r) {
-  const Shapes s = shapes_of(m, l);
+  const Shapes s = shapes_of(transformer_shape_of(m, l));
   PassTime t;
   // Forward: gather token rows (+ learned positions): read 2 (+2), write 2 bytes
   // per element. Backward: scatter-add dy into the fp32 tables: read 2 and

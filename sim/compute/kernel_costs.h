@@ -20,7 +20,7 @@ LinearTimes linear_times(double tokens, double in_width, double out_width, doubl
                          const DeviceRates& rates);
 
 /// The epilogue a linear layer's forward fuses into its GEMM, and its input
-/// gradient's (our engine's cuBLASLt calls, engine/transformer.cc).
+/// gradient's (our engine's cuBLASLt calls, engine/tensor_parallel/parallel_linear.cc).
 enum class ForwardEpilogue { kNone, kBias, kResidual, kBiasResidual, kBiasGelu };
 enum class InputGradientEpilogue { kNone, kGeluBackward };
 struct LinearEpilogues {

@@ -1,6 +1,7 @@
 // The two kernel lists a layer can run, one per Software of the profile:
 // Megatron-LM's as its published runs ran it (megatron_layer_kernels.cc) and
-// our engine's (engine_layer_kernels.cc, read from engine/transformer.cc).
+// our engine's (engine_layer_kernels.cc, read from engine/transformer/ on the
+// engine's own shapes, sim/core/transformer_shape.h).
 // layer_time.cc picks one; nothing else branches on the software.
 #pragma once
 

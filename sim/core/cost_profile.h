@@ -48,7 +48,7 @@ struct LinearPoint {
   double forward_s = 0, input_gradient_s = 0, weight_gradient_s = 0;
 };
 /// One measured linear layer's products with the engine's fused cuBLASLt
-/// epilogues (engine/transformer.cc), which run other kernels than the plain ones.
+/// epilogues (engine/tensor_parallel/parallel_linear.cc), which run other kernels than the plain ones.
 struct LinearEpiloguePoint {
   double tokens = 0, in_width = 0, out_width = 0;
   double forward_bias_s = 0;           // Y = X W^T + b

@@ -1,7 +1,7 @@
 // The shape of one dense transformer layer on one GPU of a layout: what each
 // tensor-parallel rank's GEMMs and attention see, and the tokens of its
 // micro-batch. Computed once here; the simulator's compute model
-// (sim/compute/layer_time.cc) and the engine (engine/model/transformer_shape.cc)
+// (sim/compute/layer_time.cc) and the engine's shape (sim/core/transformer_shape.cc)
 // both read it, so they cannot disagree about a shard.
 //
 // Tensor parallelism (Shoeybi et al. 2019, Sec. 3): QKV and the first MLP

@@ -1,7 +1,11 @@
 // Tensor-parallel parity: a column-parallel linear followed by a row-parallel
 // one (an MLP without its activation: H = X·W1ᵀ, Y = H·W2ᵀ), run at tp = 2 and
-// tp = 4, with and without sequence parallelism, on the in-process
-// communicator, against the same code at tp = 1. The
+// tp = 4, with and without sequence parallelism (and with it, with
+// tp_comm_overlap's chunked collectives), on the in-process communicator,
+// against the same code at tp = 1 — the model's own layers
+// (engine/tensor_parallel/parallel_linear.h) and the collectives the Plan's
+// tasks around a block run (collectives.h, sequence_parallel.h), in the
+// model's order, each rank's GEMMs on a compute stream of its own. The
 // loss L = Σ Y⊙G (G random, so dL/dY = G) and every rank's gradient shards
 // must match the single rank's.
 //
@@ -21,6 +25,8 @@
 #include <tuple>
 
 #include "engine/comm/communicator.h"
+#include "engine/tensor_parallel/collectives.h"
+#include "engine/tensor_parallel/sequence_parallel.h"
 #include "kernels/cuda_check.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/kernels/gpu_test_support.h"
@@ -64,7 +70,8 @@ std::vector<float> columns(const std::vector<float>& m, int cols, int first, int
   return out;
 }
 
-class ParallelLinearParity : public kernels::testing::GpuTestWithParam<std::tuple<int, bool>> {
+// (tp, sequence parallelism, tp_comm_overlap)
+class ParallelLinearParity : public kernels::testing::GpuTestWithParam<std::tuple<int, bool, bool>> {
  protected:
   void SetUp() override {
     GpuTest::SetUp();
@@ -75,7 +82,8 @@ class ParallelLinearParity : public kernels::testing::GpuTestWithParam<std::tupl
     g_ = random_values(rng(), kTokens * kHidden, 1.0);
   }
 
-  Results run(int tp, bool sp) {
+  // `overlap`: under sp, tp_comm_overlap's chunked all-gathers and reduce-scatter.
+  Results run(int tp, bool sp, bool overlap = false) {
     Results out;
     out.y.resize(tp), out.dx.resize(tp), out.dw1.resize(tp), out.dw2.resize(tp);
     const int f = kFfn / tp, shard = kTokens / tp;
@@ -93,40 +101,71 @@ class ParallelLinearParity : public kernels::testing::GpuTestWithParam<std::tupl
       void* workspace = nullptr;
       SEXTANT_CUDA_CHECK(cudaMalloc(&workspace, kernels::kCublasLtWorkspaceBytes));
       owned.push_back(workspace);
-      kernels::CublasLtGemm gemm(workspace, kernels::kCublasLtWorkspaceBytes);
-      kernels::Bf16* w1 = bf16(rows(w1_, kHidden, r * f, f));       // (f, hidden)
-      kernels::Bf16* w2 = bf16(columns(w2_, kFfn, r * f, f));       // (hidden, f)
-      kernels::Bf16* h = bf16_zeros(static_cast<std::size_t>(kTokens) * f);      // (tokens, f)
-      kernels::Bf16* dh = bf16_zeros(static_cast<std::size_t>(kTokens) * f);
-      float* dw1 = fp32_zeros(static_cast<std::size_t>(f) * kHidden);
-      float* dw2 = fp32_zeros(static_cast<std::size_t>(kHidden) * f);
-      const LinearShard fc1{kTokens, kHidden, f}, fc2{kTokens, f, kHidden};
-      const std::size_t y_rows = sp ? shard : kTokens;
-      kernels::Bf16* y = bf16_zeros(y_rows * kHidden);
-      kernels::Bf16* dx = bf16_zeros(y_rows * kHidden);
-      if (!sp) {
-        kernels::Bf16* x = bf16(x_);
-        kernels::Bf16* g = bf16(g_);
-        column_parallel_forward(gemm, comm, fc1, x, w1, h);
-        row_parallel_forward(gemm, comm, fc2, h, w2, y);
-        row_parallel_backward(gemm, comm, fc2, g, h, w2, dh, dw2);
-        column_parallel_backward(gemm, comm, fc1, dh, x, w1, dx, dw1);
-      } else {
-        // Each rank holds tokens [r·shard, (r+1)·shard) of X, Y, G and dX.
-        kernels::Bf16* x_shard = bf16(rows(x_, kHidden, r * shard, shard));
-        kernels::Bf16* g_shard = bf16(rows(g_, kHidden, r * shard, shard));
-        kernels::Bf16* x_gathered = bf16_zeros(std::size_t{kTokens} * kHidden);
-        kernels::Bf16* full = bf16_zeros(std::size_t{kTokens} * kHidden);  // Y, then dY, then dX
-        column_parallel_forward_sp(gemm, comm, fc1, x_shard, x_gathered, w1, h);
-        row_parallel_forward_sp(gemm, comm, fc2, h, w2, full, y);
-        row_parallel_backward_sp(gemm, comm, fc2, g_shard, full, h, w2, dh, dw2);
-        column_parallel_backward_sp(gemm, comm, fc1, dh, x_gathered, w1, full, dx, dw1);
+      cudaStream_t compute = nullptr;
+      SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+      {
+        kernels::CublasLtGemm gemm(workspace, kernels::kCublasLtWorkspaceBytes);
+        Collectives group(comm, compute);
+        SequenceParallel sequence_parallel(static_cast<std::size_t>(shard) * kHidden);
+        LinearRuntime runtime;
+        runtime.gemm = &gemm;
+        runtime.stream = compute;
+        runtime.accumulate_gradients = true;  // dW (+)= on zeros
+        runtime.group = &group;
+        kernels::Bf16* w1 = bf16(rows(w1_, kHidden, r * f, f));       // (f, hidden)
+        kernels::Bf16* w2 = bf16(columns(w2_, kFfn, r * f, f));       // (hidden, f)
+        kernels::Bf16* h = bf16_zeros(static_cast<std::size_t>(kTokens) * f);      // (tokens, f)
+        kernels::Bf16* dh = bf16_zeros(static_cast<std::size_t>(kTokens) * f);
+        float* dw1 = fp32_zeros(static_cast<std::size_t>(f) * kHidden);
+        float* dw2 = fp32_zeros(static_cast<std::size_t>(kHidden) * f);
+        const LinearParameters fc1{w1, nullptr, dw1, nullptr, kHidden, f};
+        const LinearParameters fc2{w2, nullptr, dw2, nullptr, f, kHidden};
+        ColumnParallelLinear column(runtime, kTokens);
+        RowParallelLinear row(runtime, kTokens);
+        const std::size_t y_rows = sp ? shard : kTokens;
+        kernels::Bf16* y = bf16_zeros(y_rows * kHidden);
+        kernels::Bf16* dx = bf16_zeros(y_rows * kHidden);
+        if (!sp) {
+          kernels::Bf16* x = bf16(x_);
+          kernels::Bf16* g = bf16(g_);
+          column.forward(column.forward_args(h, x, fc1));
+          row.forward(y, h, fc2, nullptr);
+          group.all_reduce(y, std::size_t{kTokens} * kHidden);  // the all-reduce task after the block
+          row.backward(dh, g, h, fc2);
+          column.backward(dx, dh, x, fc1);
+          group.all_reduce(dx, std::size_t{kTokens} * kHidden);
+        } else {
+          // Each rank holds tokens [r·shard, (r+1)·shard) of X, Y, G and dX.
+          kernels::Bf16* x_shard = bf16(rows(x_, kHidden, r * shard, shard));
+          kernels::Bf16* g_shard = bf16(rows(g_, kHidden, r * shard, shard));
+          SequenceParallel::Buffers& b = sequence_parallel.buffers;
+          b.gathered_input = bf16_zeros(std::size_t{kTokens} * kHidden);
+          b.gathered_gradient = bf16_zeros(std::size_t{kTokens} * kHidden);
+          b.gradient_shard = dx;
+          b.staging = bf16_zeros(std::size_t{kTokens} * kHidden);
+          kernels::Bf16* full = bf16_zeros(std::size_t{kTokens} * kHidden);  // Y's partial sums, then dX
+          sequence_parallel.bind(group, overlap);
+          runtime.sequence_parallel = &sequence_parallel;
+          // The Plan's order: the all-gather task, the block, the reduce-scatter
+          // task; backward the same (sequence_parallel.h).
+          sequence_parallel.gather_input(x_shard);
+          column.forward(column.forward_args(h, b.gathered_input, fc1));
+          row.forward_partial_sums(full, h, fc2);
+          sequence_parallel.scatter_output(full, y);
+          sequence_parallel.gather_output_gradient(g_shard);
+          sequence_parallel.start_input_gather(x_shard);
+          row.backward(dh, b.gathered_gradient, h, fc2);
+          column.backward(full, dh, b.gathered_input, fc1);
+          sequence_parallel.finish_input_gradient_scatter(full);
+        }
+        SEXTANT_CUDA_CHECK(cudaStreamSynchronize(compute));
+        SEXTANT_CUDA_CHECK(cudaStreamSynchronize(comm.stream()));
+        out.y[r] = from_device(y, y_rows * kHidden, DataType::kBf16);
+        out.dx[r] = from_device(dx, y_rows * kHidden, DataType::kBf16);
+        out.dw1[r] = from_device(dw1, static_cast<std::size_t>(f) * kHidden, DataType::kFp32);
+        out.dw2[r] = from_device(dw2, static_cast<std::size_t>(kHidden) * f, DataType::kFp32);
       }
-      SEXTANT_CUDA_CHECK(cudaStreamSynchronize(comm.stream()));
-      out.y[r] = from_device(y, y_rows * kHidden, DataType::kBf16);
-      out.dx[r] = from_device(dx, y_rows * kHidden, DataType::kBf16);
-      out.dw1[r] = from_device(dw1, static_cast<std::size_t>(f) * kHidden, DataType::kFp32);
-      out.dw2[r] = from_device(dw2, static_cast<std::size_t>(kHidden) * f, DataType::kFp32);
+      SEXTANT_CUDA_CHECK(cudaStreamDestroy(compute));
       for (void* p : owned) cudaFree(p);
     });
     return out;
@@ -151,10 +190,10 @@ class ParallelLinearParity : public kernels::testing::GpuTestWithParam<std::tupl
 };
 
 TEST_P(ParallelLinearParity, LossAndGradientShardsMatchOneRank) {
-  const auto [tp, sp] = GetParam();
+  const auto [tp, sp, overlap] = GetParam();
   const int f = kFfn / tp, shard = kTokens / tp;
   const Results one = run(1, false);
-  const Results many = run(tp, sp);
+  const Results many = run(tp, sp, overlap);
   std::vector<float> y;  // the whole Y, for the loss: rank 0's, or the shards in rank order
   for (int r = 0; r < tp; ++r) {
     // Without sp every rank has all of Y and dX; with sp its token rows.
@@ -173,10 +212,13 @@ TEST_P(ParallelLinearParity, LossAndGradientShardsMatchOneRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TensorParallel, ParallelLinearParity,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Bool()),
+                         ::testing::Values(std::tuple{2, false, false}, std::tuple{2, true, false},
+                                           std::tuple{2, true, true}, std::tuple{4, false, false},
+                                           std::tuple{4, true, false}, std::tuple{4, true, true}),
                          [](const auto& info) {
                            return "tp" + std::to_string(std::get<0>(info.param)) +
-                                  (std::get<1>(info.param) ? "_sp" : "");
+                                  (std::get<1>(info.param) ? "_sp" : "") +
+                                  (std::get<2>(info.param) ? "_overlap" : "");
                          });
 
 }  // namespace
