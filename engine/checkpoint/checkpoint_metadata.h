@@ -63,7 +63,7 @@ struct CheckpointModel {
 };
 
 /// The parallel sizes of the saving run. Its ranks are numbered in the rank
-/// order tp-cp-dp-pp (sim/comm/group_placement.h: rank_order_layout).
+/// order tp-cp-dp-pp of sim/comm/group_placement.h (rank_order_layout).
 struct CheckpointLayout {
   int tp = 1, dp = 1, zero = 0;
   int pp = 1;   // pipeline stages (the tensors of a stage's layers only); absent in version 1: 1

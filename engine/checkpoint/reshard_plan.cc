@@ -168,6 +168,16 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
   auto saved_rank = [&, source_cp = me.cp % saved_layout.cp](int tp, int dp, int stage) {
     return sim::rank_at({.tp = tp, .cp = source_cp, .dp = dp, .pp = stage}, saved_order);
   };
+  // ZeRO-1 shards the optimizer state over the dp ranks, one shard each; the
+  // cp ranks of a dp rank hold the same shard, as they hold the same weights.
+  for (const CheckpointSharding& stage : saved_stages)
+    if (!stage.optimizer_shards.empty() && static_cast<int>(stage.optimizer_shards.size()) != saved_layout.dp)
+      throw_checkpoint_error(metadata_file, "has " + std::to_string(stage.optimizer_shards.size()) +
+                                                " optimizer shards in a stage; its layout has dp=" +
+                                                std::to_string(saved_layout.dp) + " (damaged metadata?)");
+  if (!run.optimizer_shards.empty() && static_cast<int>(run.optimizer_shards.size()) != run_layout.dp)
+    throw std::logic_error("plan_reshard: " + std::to_string(run.optimizer_shards.size()) +
+                           " optimizer shards for dp = " + std::to_string(run_layout.dp));
   // Each tensor from the first saved stage that holds it (the tied copy of wte: equal to the first stage's).
   struct SavedTensor {
     const TensorSharding* tensor;

@@ -70,7 +70,8 @@ struct ReshardPlan {
 /// sim::ConfigError naming `metadata_file` and the tensor when the two do not
 /// describe the same model: a tensor missing on either side (for a
 /// pipeline: in every stage), another whole shape, a saved optimizer shard
-/// that does not cover a tensor.
+/// that does not cover a tensor, saved optimizer shards that are not one per
+/// dp rank (ZeRO-1 shards over dp; the cp ranks of a dp rank share its shard).
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector<CheckpointSharding>& saved,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
                          const std::string& metadata_file);

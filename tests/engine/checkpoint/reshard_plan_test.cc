@@ -204,5 +204,21 @@ TEST(ReshardPlan, AnotherModelIsRefusedNamingTheTensor) {
             "m.json: has a tensor 'final_norm_beta' (1 x 16) that this run's model lacks");
 }
 
+// ZeRO-1's optimizer shards are one per dp rank (the cp ranks of a dp rank
+// share one): metadata with another count is damaged, and said so.
+TEST(ReshardPlan, OptimizerShardsMustBeOnePerDpRank) {
+  const CheckpointSharding two_shards = sharding_for({1, 2, 1}, false);
+  ASSERT_EQ(two_shards.optimizer_shards.size(), 2u);
+  CheckpointLayout saved{1, 1, 1};  // dp = 1, with cp = 2 ranks that would share one shard
+  saved.cp = 2;
+  try {
+    plan_reshard(saved, two_shards, {1, 1, 0}, sharding_for({1, 1, 0}, false), 0, "m.json");
+    ADD_FAILURE() << "two optimizer shards for dp = 1 were planned";
+  } catch (const sim::ConfigError& e) {
+    EXPECT_EQ(e.diagnostics().at(0).message,
+              "has 2 optimizer shards in a stage; its layout has dp=1 (damaged metadata?)");
+  }
+}
+
 }  // namespace
 }  // namespace sextant::engine::checkpoint
