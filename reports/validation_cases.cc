@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cctype>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "reports/case_recipe.h"
 #include "reports/validation_groups.h"
 #include "sim/core/config_error.h"
+#include "sim/core/gpu_preset_name.h"
 #include "sim/core/pipeline_split.h"
 #include "sim/core/strict_yaml.h"
 
@@ -163,9 +166,12 @@ ValidationCase read_case(StrictMap& c) {
 }  // namespace
 
 std::string cluster_for_gpu(const std::string& gpu) {
-  if (starts_with(gpu, "A100")) return "dgx-a100";
-  if (starts_with(gpu, "H100")) return "dgx-h100";
-  if (starts_with(gpu, "H200")) return "dgx-h200";
+  // The DGX of each GPU preset (configs/clusters/dgx-*.yaml name it as their gpu).
+  static constexpr std::pair<std::string_view, const char*> kDgxOf[] = {
+      {"a100-sxm-80gb", "dgx-a100"}, {"h100-sxm-80gb", "dgx-h100"}, {"h200-sxm-141gb", "dgx-h200"}};
+  const std::string preset = sim::gpu_preset_name(gpu);
+  for (const auto& [gpu_preset, cluster] : kDgxOf)
+    if (preset == gpu_preset) return cluster;
   return "";
 }
 

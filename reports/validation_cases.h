@@ -34,7 +34,8 @@ struct ValidationCase {
 /// Throws sim::ConfigError naming file:line:col for every malformed case.
 std::vector<ValidationCase> load_validation_cases(const std::string& path);
 
-/// The cluster preset for a case's GPU name; empty when unknown.
+/// The DGX cluster preset of the GPU preset a case's GPU name describes
+/// (sim/core/gpu_preset_name.h): "dgx-h100" for "H100-SXM-80GB"; empty when none.
 std::string cluster_for_gpu(const std::string& gpu);
 
 }  // namespace sextant::reports

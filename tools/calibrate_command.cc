@@ -16,13 +16,13 @@
 #include "engine/calibration/measured_profile.h"
 #include "engine/calibration/profile_writer.h"
 #include "sim/core/config_error.h"
+#include "sim/core/gpu_preset_name.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
 
 #ifdef SEXTANT_HAVE_ENGINE
 #include "engine/calibration/calibration_run.h"
 #include "engine/calibration/device_info.h"
-#include "engine/calibration/gpu_preset_name.h"
 #endif
 
 namespace sextant::tools {
@@ -133,7 +133,7 @@ int run_calibrate(const CalibrateArguments& a, const std::string& configs_dir, s
     option_error("--device", std::to_string(a.device) + ": this machine has " + std::to_string(count) +
                                  " GPU(s), devices 0.." + std::to_string(count - 1));
   const cal::DeviceInfo info = cal::device_info(a.device);
-  const std::string gpu = a.gpu.empty() ? cal::gpu_preset_name(info.name, info.memory_bytes) : a.gpu;
+  const std::string gpu = a.gpu.empty() ? sim::gpu_preset_name(info.name, info.memory_bytes) : a.gpu;
   if (gpu.empty())
     option_error("--gpu", "no GPU preset under configs/gpus describes '" + info.name +
                               "'; name the closest with --gpu (h100-sxm-80gb, h200-sxm-141gb, a100-sxm-80gb)");

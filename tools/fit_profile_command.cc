@@ -1,5 +1,5 @@
 // `sextant fit-profile`: the profile's free parameters fitted on measured
-// engine runs (tools/profile_fit.h), written into a copy of the profile as its
+// engine runs (engine/calibration/profile_fit.h), written into a copy of the profile as its
 // `fit:` block. A subcommand of its own beside `sextant calibrate` (which
 // measures the kernels): calibrate, run --compare on a set of layouts, fit.
 #include <algorithm>
@@ -14,8 +14,9 @@
 #include "sim/core/config_error.h"
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
+#include "engine/calibration/profile_fit.h"
 #include "tools/commands.h"
-#include "tools/profile_fit.h"
+#include "tools/run_compare.h"
 
 namespace sextant::tools {
 
@@ -57,7 +58,7 @@ std::vector<CompareReport> read_runs(const std::string& dir) {
     nlohmann::json j = nlohmann::json::parse(last.empty() ? text : last, nullptr, false);
     if (j.is_discarded()) throw sim::ConfigError({{file, 0, 0, "", "not JSON"}});
     runs.push_back(compare_from_json(j.contains("compare") ? j["compare"] : j, file));
-    // The fit's model is one GPU's step as the sum of its tasks (profile_fit.h);
+    // The fit's model is one GPU's step as the sum of its tasks (engine/calibration/profile_fit.h);
     // a run over several GPUs also waits on its collectives and pipeline
     // bubbles, which the fit would fold into compute_time_factor.
     const long long gpus = runs.back().parallel_layout.total_gpus();
@@ -70,14 +71,28 @@ std::vector<CompareReport> read_runs(const std::string& dir) {
   return runs;
 }
 
+// What the fit needs of each run: its model (the preset it named, at its
+// sequence length), its layout and its measured step.
+std::vector<engine::calibration::MeasuredStep> measured_steps(const sim::PresetCatalog& catalog,
+                                                              const std::vector<CompareReport>& runs) {
+  std::vector<engine::calibration::MeasuredStep> steps;
+  for (const CompareReport& r : runs) {
+    sim::ModelConfig m = catalog.model(r.model);
+    m.seq_length = r.seq_length;
+    steps.push_back({std::move(m), r.parallel_layout, r.step().measured_s});
+  }
+  return steps;
+}
+
 int run_fit(const FitOptions& o, const CommonOptions& common, std::ostream& out) {
   const sim::PresetCatalog catalog(common.configs_dir);
   const sim::ClusterConfig cluster = catalog.cluster(o.cluster);
   const std::string profile_text = read_file(o.profile, "--profile");
   sim::CostProfile profile = sim::load_profile_text(profile_text, o.profile);
   const std::vector<CompareReport> runs = read_runs(o.runs_dir);
-  ProfileFitResult r = o.power_cap ? fit_power_cap(profile, cluster, catalog, runs)
-                                   : fit_profile(profile, cluster, catalog, runs);
+  const std::vector<engine::calibration::MeasuredStep> steps = measured_steps(catalog, runs);
+  engine::calibration::ProfileFitResult r = o.power_cap ? engine::calibration::fit_power_cap(profile, cluster, steps)
+                                                        : engine::calibration::fit_profile(profile, cluster, steps);
   std::set<std::string> devices;
   for (const CompareReport& run : runs)
     if (!run.device.empty()) devices.insert(run.device);
@@ -86,7 +101,7 @@ int run_fit(const FitOptions& o, const CommonOptions& common, std::ostream& out)
   r.fit.data_set = o.runs_dir + " (" + std::to_string(runs.size()) + " engine runs" + on +
                    ", `sextant run --compare`)";
 
-  const std::string text = with_fit_block(profile_text, r.fit);
+  const std::string text = engine::calibration::with_fit_block(profile_text, r.fit);
   sim::CostProfile fitted = sim::load_profile_text(text, o.out);  // what we write reads back
   {
     std::ofstream file(o.out);

@@ -41,7 +41,7 @@ SimulationContext simulation_context(const PlanningInputs& in, const PlanningArg
   SimulationContext c{in.model.name, in.cluster.name, in.cluster.gpu.name, gpus,
                       static_cast<double>(in.cluster.gpu.memory_bytes), engine};
   c.mfu_convention = a.mfu == "causal" ? MfuConvention::kCausal : MfuConvention::kMegatron;
-  c.causal_flops_fraction = causal_flops_fraction(in.model);
+  c.causal_flops_fraction = sim::causal_flops_fraction(in.model);
   c.profile = &in.profile;
   return c;
 }

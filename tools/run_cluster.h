@@ -21,7 +21,7 @@ struct RunCluster {
 
 /// `given`: --cluster ("" when left out). `device_name`, `gpu_preset`: the GPU
 /// this run trains on, as the CUDA runtime names it and as
-/// engine/calibration/gpu_preset_name maps it ("" and "" without a GPU).
+/// sim/core/gpu_preset_name.h maps it ("" and "" without a GPU).
 /// Left out, the cluster follows the GPU, else dgx-h100 with a note saying so;
 /// given, it is kept, with a note when its GPU is not this one.
 RunCluster run_cluster(const sim::PresetCatalog& catalog, const std::string& given,

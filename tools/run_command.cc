@@ -1,221 +1,25 @@
-// `sextant run`: train a model on this machine's GPU with the engine.
-#include <algorithm>
+// `sextant run`: train a model on this machine's GPU with the engine — its
+// options, and the run from them: launched or not, prepared (run_arguments.h,
+// run_settings.h), joined to the other ranks (run_launch.h) and trained
+// (run_training.cc).
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <vector>
-#include <iostream>
-#include <optional>
 #include <ostream>
-#include <string_view>
-#include <utility>
+#include <string>
 
-#include <filesystem>
-
-#include "engine/data/data_error.h"
 #include "engine/launch/run_launcher.h"
-#include "search/layout_search.h"
-#include "sim/core/config_error.h"
-#include "sim/core/layout_check.h"
-#include "sim/core/pipeline_split.h"
-#include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
-#include "tools/run_checkpoint.h"
-#include "tools/run_cluster.h"
-#include "tools/run_layout.h"
+#include "tools/run_arguments.h"
+#include "tools/run_launch.h"
 #include "tools/run_settings.h"
-#ifdef SEXTANT_HAVE_ENGINE
-#include <cuda_runtime_api.h>
-
-#include "engine/calibration/device_info.h"
-#include "engine/calibration/gpu_preset_name.h"
-#endif
 #ifdef SEXTANT_HAVE_NCCL
 #include "engine/comm/comm_error.h"
-#include "engine/comm/world_setup.h"
 #endif
 
 namespace sextant::tools {
-
-namespace {
-
-struct RunArguments {
-  std::string model;
-  std::string layout;
-  int global_batch = 0;
-  long seq_length = 0;
-  long gpus = 1;             // the GPUs of this node the run uses (one so far)
-  std::string cluster;       // empty: the cluster preset of this machine's GPU (tools/run_cluster.h)
-  std::string profile;       // empty: configs/profiles/measured/<gpu>.yaml, else <gpu>.yaml
-  RunSettings settings;
-  engine::launch::LaunchOptions launch;
-  int world_size = 1;  // ranks a launcher started (1: none)
-};
-
-// The profile --compare and --layout best predict with: --profile, or the
-// GPU's measured profile when one is committed, or its datasheet profile.
-sim::CostProfile run_profile(const sim::PresetCatalog& catalog, const std::string& configs_dir,
-                             const std::string& given, const std::string& gpu) {
-  if (!given.empty()) return catalog.profile(given, gpu);
-  const std::filesystem::path measured =
-      std::filesystem::path(configs_dir) / "profiles" / "measured" / (gpu + ".yaml");
-  return catalog.profile(std::filesystem::exists(measured) ? measured.string() : "", gpu);
-}
-
-
-
-// The GPU this process trains on: its CUDA name and its preset ("" for both
-// without the engine or a GPU; the preset "" for a GPU no preset describes).
-std::pair<std::string, std::string> this_gpu() {
-#ifdef SEXTANT_HAVE_ENGINE
-  if (engine::calibration::cuda_device_count() > 0) {
-    int device = 0;
-    cudaGetDevice(&device);
-    const engine::calibration::DeviceInfo d = engine::calibration::device_info(device);
-    return {d.name, engine::calibration::gpu_preset_name(d.name, d.memory_bytes)};
-  }
-#endif
-  return {"", ""};
-}
-
-RunSettings checked_settings(const RunArguments& a, const std::string& configs_dir) {
-  RunSettings s = a.settings;
-  s.configs_dir = configs_dir;
-  const sim::PresetCatalog catalog(configs_dir);
-  s.model = catalog.model(a.model, a.seq_length);
-  s.model_argument = a.model;
-  // The engine builds full causal attention and Megatron's all-or-nothing biases.
-  if (s.model.sliding_window > 0)
-    throw_option_error("--model", "sliding_window", "the engine has no sliding-window attention; "
-                                                    "simulate this model instead of running it");
-  if (s.model.mla)
-    throw_option_error("--model", "mla", "the engine has no multi-head latent attention; "
-                                         "simulate this model instead of running it");
-  if (s.model.add_qkv_bias && !s.model.add_bias_linear)
-    throw_option_error("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
-                                                  "simulate this model instead of running it");
-  if (a.gpus != 1)
-    throw_option_error("--gpus", "", std::to_string(a.gpus) + ": `sextant run` trains on one GPU so far; accepted: 1");
-  const bool best = a.layout == "best";
-  if (s.compare || best || !s.report_dir.empty()) {
-    const auto [device_name, gpu_preset] = this_gpu();
-    const RunCluster chosen = run_cluster(catalog, a.cluster, device_name, gpu_preset);
-    s.cluster = catalog.cluster(chosen.name);
-    s.cluster_note = chosen.note;
-    s.profile = run_profile(catalog, configs_dir, a.profile, s.cluster.gpu.name);
-  }
-  if (!s.report_dir.empty()) s.compare = true;
-  s.layout = run_layout(best ? best_layout(s.model, s.cluster, s.profile, a.world_size, a.global_batch, s.layout_note)
-                                : a.layout,
-                           a.world_size, a.global_batch);
-  if (const sim::SplitProblem problem = sim::check_pipeline_split(s.model, s.layout); problem != sim::SplitProblem::kNone)
-    throw_option_error("--layout", sim::split_problem_knob(problem), sim::split_problem_message(problem, s.model, s.layout));
-  // A pipeline's --compare reads the task times of the run itself: the timing
-  // pass without CUDA graphs (time_tasks_apart) trains one GPU.
-  if (s.layout.pp > 1 && s.compare) s.time_tasks = true;
-  // Tensor parallelism splits heads, query groups and the MLP (Shoeybi et al. 2019).
-  const int tp = s.layout.tp;
-  for (const auto& [count, key] : {std::pair{static_cast<std::int64_t>(s.model.num_attention_heads), "num_attention_heads"},
-                                   std::pair{static_cast<std::int64_t>(s.model.num_query_groups), "num_query_groups"},
-                                   std::pair{s.model.ffn_hidden_size, "ffn_hidden_size"}})
-    if (count % tp != 0)
-      throw_option_error("--layout", "tp", std::to_string(tp) + ": " + key + " (" + std::to_string(count) +
-                                               ") of model '" + s.model.name + "' must be a multiple of tp");
-  if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
-  if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
-  if (s.format != "table" && s.format != "json")
-    throw_option_error("--format", "", "'" + s.format + "': accepted: table, json");
-  if (!s.timing_file.empty()) s.time_tasks = true;
-  if (s.save_interval > 0 && s.save_dir.empty())
-    throw_option_error("--save-interval", "", std::to_string(s.save_interval) + ": needs --save DIR");
-  const auto policy = engine::parse_nonfinite_policy(s.on_nonfinite_text);
-  if (!policy) throw_option_error("--on-nonfinite", "", "'" + s.on_nonfinite_text + "': accepted: stop, skip");
-  s.on_nonfinite = *policy;
-  return s;
-}
-
-engine::LrSchedule lr_schedule_of(const RunSettings& s) {
-  engine::LrSchedule lr;
-  lr.max_lr = s.lr;
-  lr.min_lr = s.min_lr >= 0 ? s.min_lr : s.lr / 10;
-  lr.warmup_steps = s.warmup_steps >= 0 ? s.warmup_steps : std::min(s.steps / 10, 2000);
-  lr.decay_steps = s.lr_decay_steps >= 0 ? s.lr_decay_steps : std::max(s.steps, lr.warmup_steps);
-  if (const std::string problem = engine::lr_schedule_problem(lr); !problem.empty())
-    throw_option_error("--lr", "", problem);
-  return lr;
-}
-
-std::unique_ptr<engine::data::TokenBatches> open_data(const RunSettings& s, int vocab, int seq) {
-  if (s.data == "synthetic") return std::make_unique<engine::data::SyntheticTokens>(vocab, seq, s.seed);
-  try {
-    return std::make_unique<engine::data::DatasetTokens>(s.data, vocab, seq, s.seed);
-  } catch (const engine::data::DataError& e) {
-    throw sim::ConfigError({{e.file(), static_cast<int>(e.line()), 0, "--data", e.reason()}});
-  }
-}
-
-// A process a launcher started (--nproc-per-node, Slurm, Open MPI): meet the
-// other ranks, join NCCL and split the parallel groups (rank 0 prints the rank
-// map), train on the rank's GPU, data-parallel over the world. Layouts with
-// model parallelism stop every rank before they meet.
-struct LaunchedJob {
-#ifdef SEXTANT_HAVE_NCCL
-  std::unique_ptr<engine::comm::JobCommunicators> communicators;
-#endif
-  int world_rank = 0;
-};
-
-// The rank's place, and the job's layout checked before any GPU is touched:
-// every rank refuses a layout the same way, before they meet (and before a
-// build without NCCL says it cannot run several ranks).
-std::optional<engine::launch::RankEnvironment> launched_rank(RunArguments& a) {
-  auto rank = engine::launch::rank_environment(engine::launch::process_environment());
-  if (!rank) return rank;
-  if (a.layout != "best") {  // `best` is searched for this world later, on every rank alike
-    const sim::PartialLayout spec = sim::parse_layout(a.layout);
-    engine::launch::layout_for_world(spec, rank->world_size);  // tp·cp·dp·pp must be the world
-    refuse_model_parallel(spec);
-  }
-  a.settings.device = rank->local_rank;
-  a.world_size = rank->world_size;
-  return rank;
-}
-
-LaunchedJob join_launched_job(const std::optional<engine::launch::RankEnvironment>& rank,
-                              const sim::ParallelLayout& layout) {
-  LaunchedJob job;
-  if (!rank) return job;
-  job.world_rank = rank->rank;
-#ifdef SEXTANT_HAVE_NCCL
-  job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
-#else
-  (void)layout;
-  if (rank->world_size > 1)
-    throw_option_error("WORLD_SIZE", "",
-        std::to_string(rank->world_size) + " ranks: this sextant was built without NCCL "
-        "(libnccl and nccl.h), so it runs one rank only");
-#endif
-  return job;
-}
-
-void add_launch_options(CLI::App& cmd, engine::launch::LaunchOptions& launch) {
-  cmd.add_option("--nproc-per-node", launch.nproc_per_node,
-                 "start N processes on this node, one per GPU, and supervise them (one fails:\n"
-                 "all stop; Ctrl-C: all stop); under Slurm or mpirun leave it out")
-      ->check(CLI::PositiveNumber);
-  cmd.add_flag("--print-sbatch", launch.print_sbatch,
-               "print a Slurm batch script that runs this command on --nodes nodes of\n"
-               "--gpus-per-node GPUs (one task per GPU), instead of running it");
-  cmd.add_option("--nodes", launch.nodes, "with --print-sbatch: nodes")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd.add_option("--gpus-per-node", launch.gpus_per_node, "with --print-sbatch: GPUs (tasks) per node")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  cmd.add_option("--time", launch.time_limit, "with --print-sbatch: the job's time limit, HH:MM:SS");
-}
-
-}  // namespace
 
 CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   auto a = std::make_shared<RunArguments>();
@@ -399,38 +203,5 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
 #endif
   };
 }
-
-PreparedRun prepare_run(const RunSettings& s) {
-  PreparedRun run;
-  run.settings = s;
-  const int seq = static_cast<int>(s.model.seq_length);
-  run.shape = engine::transformer_shape_of(s.model, s.layout);  // the rank's shard under tp
-  if (const auto problems = engine::transformer_shape_problems(run.shape, s.model); !problems.empty()) {
-    std::vector<sim::Diagnostic> d;
-    for (const std::string& p : problems) d.push_back({"--model", 0, 0, s.model.name, p});
-    throw sim::ConfigError(d);
-  }
-  run.lr = lr_schedule_of(s);
-  run.data = open_data(s, static_cast<int>(s.model.vocab_size), seq);  // tokens of the whole vocabulary
-  if (!s.load_dir.empty()) {
-    try {
-      run.checkpoint = engine::checkpoint::open_checkpoint(s.load_dir);
-    } catch (const sim::ConfigError& e) {  // said as --load's problem
-      std::vector<sim::Diagnostic> d = e.diagnostics();
-      for (sim::Diagnostic& x : d) x.key = "--load";
-      throw sim::ConfigError(d);
-    }
-    check_checkpoint_fits(*run.checkpoint, run);
-  }
-  return run;
-}
-
-#ifndef SEXTANT_HAVE_ENGINE
-int run_training(PreparedRun&, std::ostream&) {
-  throw sim::ConfigError({{"sextant run", 0, 0, "",
-                           "this sextant was built without the CUDA toolkit, so it has no "
-                           "engine; rebuild where nvcc is installed (see README)"}});
-}
-#endif
 
 }  // namespace sextant::tools

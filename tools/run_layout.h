@@ -1,7 +1,7 @@
 // The layout `sextant run` trains: the --layout spec read for the ranks a
 // launcher started, with everything the engine does not execute refused by
-// name (exit code 2), and `--layout best`, the search's best layout that the
-// engine executes.
+// name (exit code 2: engine/training/engine_support.h), and `--layout best`,
+// the search's best layout that the engine executes.
 #pragma once
 
 #include <string>
@@ -17,15 +17,10 @@ namespace sextant::tools {
 [[noreturn]] void throw_option_error(const std::string& option, const std::string& key,
                                      const std::string& message);
 
-/// cp, ep and etp other than 1: sim::ConfigError naming the knob.
-void refuse_model_parallel(const sim::PartialLayout& p);
-
-/// `layout` (a --layout spec) over `world_size` ranks: dp fills the ranks
-/// tp·pp leaves (or must match them), gbs is --global-batch when given
-/// (`global_batch` > 0; default mbs·dp). Throws sim::ConfigError (exit code
-/// 2) naming the knob and what is accepted for anything the engine does not
-/// execute: cp/ep/etp > 1, zero >= 2, a precision or attention other than
-/// bf16/flash, zero-bubble schedules, overlap_grad_reduce=0, fsdp, ...
+/// `layout` (a --layout spec) over `world_size` ranks, --global-batch
+/// `global_batch` (0: not given), as the engine executes it
+/// (engine::training::executable_layout: sim::ConfigError, exit code 2, for
+/// anything it does not).
 sim::ParallelLayout run_layout(const std::string& layout, int world_size, int global_batch);
 
 /// `--layout best`: the search's (search/layout_search.h) fastest layout of

@@ -42,6 +42,7 @@
 #include "engine/training/training_loop.h"
 #include "kernels/cuda_check.h"
 #include "sim/core/config_error.h"
+#include "sim/core/gpu_preset_name.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
@@ -95,10 +96,8 @@ Device open_device(int index) {
 std::optional<sim::GpuConfig> gpu_preset(const RunSettings& s, const Device& device) {
   const sim::PresetCatalog catalog(s.configs_dir);
   if (!s.gpu.empty()) return catalog.gpu(s.gpu);
-  static const std::pair<const char*, const char*> kByName[] = {
-      {"H200", "h200-sxm-141gb"}, {"H100", "h100-sxm-80gb"}, {"A100", "a100-sxm-80gb"}};
-  for (const auto& [marker, preset] : kByName)
-    if (device.name.find(marker) != std::string::npos) return catalog.gpu(preset);
+  const std::string preset = sim::gpu_preset_name(device.name, static_cast<std::int64_t>(device.memory_bytes));
+  if (!preset.empty()) return catalog.gpu(preset);
   return std::nullopt;
 }
 

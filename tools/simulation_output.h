@@ -1,5 +1,6 @@
-// Rendering of simulation results: JSON (the DESIGN.md contract), a table for
-// people, and CSV for spreadsheets.
+// Rendering of simulation results: JSON (the DESIGN.md contract) and CSV for
+// spreadsheets here, the table for people in simulation_table.cc, the event
+// engine's own results in event_output.cc.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "sim/core/model_config.h"
 #include "sim/core/cost_profile.h"
 #include "sim/event/event_simulation.h"
+#include "sim/flops/model_flops.h"
 
 namespace sextant::tools {
 
@@ -29,16 +31,12 @@ struct SimulationContext {
   std::string pipeline_split;
   MfuConvention mfu_convention = MfuConvention::kMegatron;
   // Causal over Megatron model FLOPs of this model: the same for every layout
-  // and batch (both scale with gbs); 1 when unknown. causal_flops_fraction().
+  // and batch (both scale with gbs); 1 when unknown. sim::causal_flops_fraction().
   double causal_flops_fraction = 1.0;
   /// The cost profile used: its name and whose kernels it describes, and,
   /// when it carries a fit, the interval it puts around step times.
   const sim::CostProfile* profile = nullptr;
 };
-
-/// step_flops(kCausal) / step_flops(kMegatron) of `model`: 0.987 for GPT-3 175B at
-/// s = 2048, where attention is a small part; it falls as s grows.
-double causal_flops_fraction(const sim::ModelConfig& model);
 
 /// MFU in the context's convention.
 double reported_mfu(const SimulationContext& context, const sim::SimulationResult& r);

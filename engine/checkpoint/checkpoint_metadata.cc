@@ -30,7 +30,8 @@ void for_each_model_number(Model& m, Visit visit) {
 }
 
 std::string layout_text(const CheckpointLayout& l) {
-  return "tp=" + std::to_string(l.tp) + ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero) +
+  return "tp=" + std::to_string(l.tp) + (l.cp != 1 ? ", cp=" + std::to_string(l.cp) : "") +
+         ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero) +
          (l.pp != 1 ? ", pp=" + std::to_string(l.pp) : "") + (l.vpp != 1 ? ", vpp=" + std::to_string(l.vpp) : "");
 }
 
@@ -108,6 +109,17 @@ std::string number_text(double value) {
 
 }  // namespace
 
+sim::ParallelLayout rank_order_layout(const CheckpointLayout& c) {
+  sim::ParallelLayout l;
+  l.tp = c.tp;
+  l.cp = c.cp;
+  l.dp = c.dp;
+  l.pp = c.pp;
+  l.vpp = c.vpp;
+  l.zero = c.zero;
+  return l;
+}
+
 const CheckpointSharding& stage_sharding(const CheckpointMetadata& m, int stage) {
   if (m.layout.pp <= 1) return m.sharding;
   return m.stages.at(static_cast<std::size_t>(stage));
@@ -142,6 +154,7 @@ std::string to_json(const CheckpointMetadata& m) {
   j["model"] = model;
   j["layout"] = {{"tp", m.layout.tp}, {"dp", m.layout.dp}, {"zero", m.layout.zero}, {"pp", m.layout.pp}};
   if (!m.stages.empty()) j["layout"]["vpp"] = m.layout.vpp;
+  if (m.layout.cp != 1) j["layout"]["cp"] = m.layout.cp;
   j["world_size"] = m.world_size;
   j["lr_schedule"] = {{"max_lr", m.lr_schedule.max_lr},
                       {"min_lr", m.lr_schedule.min_lr},
@@ -200,6 +213,8 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
     m.layout.pp = j.at("layout").value("pp", 1);
     key = "layout.vpp";
     m.layout.vpp = j.at("layout").value("vpp", 1);
+    key = "layout.cp";
+    m.layout.cp = j.at("layout").value("cp", 1);
     key = "world_size";
     m.world_size = j.at(key).get<int>();
     key = "lr_schedule";
@@ -231,9 +246,10 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
       if (static_cast<int>(m.stages.size()) != m.layout.pp)
         throw_checkpoint_error(file, "stages: " + std::to_string(m.stages.size()) + " stages for pp " +
                                          std::to_string(m.layout.pp));
-      if (m.world_size != m.layout.tp * m.layout.dp * m.layout.pp)
-        throw_checkpoint_error(file, "world_size " + std::to_string(m.world_size) + " is not tp·dp·pp = " +
-                                         std::to_string(m.layout.tp * m.layout.dp * m.layout.pp));
+      if (m.world_size != rank_order_layout(m.layout).total_gpus())
+        throw_checkpoint_error(file, "world_size " + std::to_string(m.world_size) +
+                                         (m.layout.cp != 1 ? " is not tp·cp·dp·pp = " : " is not tp·dp·pp = ") +
+                                         std::to_string(rank_order_layout(m.layout).total_gpus()));
     } else if (m.format_version >= 2) {
       key = "sharding";
       m.sharding = parse_sharding(j.at(key), key);

@@ -32,6 +32,9 @@
 // load into another pp, vpp or split by name. Files of pp = 1 are still
 // written as version 2; versions 1 and 2 load as before.
 //
+// A run with context parallelism records "cp" in its layout too (absent: 1):
+// its files are numbered in the rank order tp-cp-dp-pp, every rank's own.
+//
 // `step` is the trainer's updates done; `data_batches` the global batches
 // the run has drawn from its data stream (one per step, skipped steps too),
 // which the resumed run draws again and discards, so that it continues at
@@ -43,6 +46,7 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_sharding.h"
+#include "sim/core/parallel_layout.h"
 
 namespace sextant::engine::checkpoint {
 
@@ -58,12 +62,21 @@ struct CheckpointModel {
   bool operator==(const CheckpointModel&) const = default;
 };
 
+/// The parallel sizes of the saving run. Its ranks are numbered in the rank
+/// order tp-cp-dp-pp of sim/comm/group_placement.h (rank_order_layout).
 struct CheckpointLayout {
   int tp = 1, dp = 1, zero = 0;
   int pp = 1;   // pipeline stages (the tensors of a stage's layers only); absent in version 1: 1
   int vpp = 1;  // model chunks per stage; absent before version 3: 1
+  /// Context-parallel ranks: they split the sequence, not the arrays, so the
+  /// ranks that differ only in cp hold the same shard. Written only when > 1.
+  int cp = 1;
   bool operator==(const CheckpointLayout&) const = default;
 };
+
+/// `layout`'s sizes as a sim::ParallelLayout, for sim::rank_coordinates and
+/// sim::rank_at: the one rank order of the project.
+sim::ParallelLayout rank_order_layout(const CheckpointLayout& layout);
 
 struct CheckpointLrSchedule {
   double max_lr = 0, min_lr = 0;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "engine/checkpoint/checkpoint_error.h"
+#include "sim/comm/group_placement.h"
 
 namespace sextant::engine::checkpoint {
 
@@ -158,8 +159,25 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
   if (static_cast<int>(saved_stages.size()) != saved_layout.pp)
     throw_checkpoint_error(metadata_file, "describes " + std::to_string(saved_stages.size()) +
                                               " pipeline stage(s); its layout has pp=" + std::to_string(saved_layout.pp));
-  const int tp_rank = rank % run_layout.tp, dp_rank = (rank / run_layout.tp) % run_layout.dp;
+  const sim::RankCoordinates me = sim::rank_coordinates(rank, rank_order_layout(run_layout));
+  const int tp_rank = me.tp, dp_rank = me.dp;
   const int source_dp = dp_rank % saved_layout.dp;  // whose copy of the replicated arrays to read
+  // The saved rank holding tp rank `tp` and dp rank `dp`'s arrays of saved stage
+  // `stage`: of cp rank cp mod saved cp (every cp rank holds the same ones).
+  const sim::ParallelLayout saved_order = rank_order_layout(saved_layout);
+  auto saved_rank = [&, source_cp = me.cp % saved_layout.cp](int tp, int dp, int stage) {
+    return sim::rank_at({.tp = tp, .cp = source_cp, .dp = dp, .pp = stage}, saved_order);
+  };
+  // ZeRO-1 shards the optimizer state over the dp ranks, one shard each; the
+  // cp ranks of a dp rank hold the same shard, as they hold the same weights.
+  for (const CheckpointSharding& stage : saved_stages)
+    if (!stage.optimizer_shards.empty() && static_cast<int>(stage.optimizer_shards.size()) != saved_layout.dp)
+      throw_checkpoint_error(metadata_file, "has " + std::to_string(stage.optimizer_shards.size()) +
+                                                " optimizer shards in a stage; its layout has dp=" +
+                                                std::to_string(saved_layout.dp) + " (damaged metadata?)");
+  if (!run.optimizer_shards.empty() && static_cast<int>(run.optimizer_shards.size()) != run_layout.dp)
+    throw std::logic_error("plan_reshard: " + std::to_string(run.optimizer_shards.size()) +
+                           " optimizer shards for dp = " + std::to_string(run_layout.dp));
   // Each tensor from the first saved stage that holds it (the tied copy of wte: equal to the first stage's).
   struct SavedTensor {
     const TensorSharding* tensor;
@@ -168,7 +186,6 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
   std::map<std::string, SavedTensor> saved_by_name;
   for (std::size_t st = saved_stages.size(); st-- > 0;)
     for (const TensorSharding& t : saved_stages[st].tensors) saved_by_name[t.name] = {&t, static_cast<int>(st)};
-  const int saved_stage_ranks = saved_layout.tp * saved_layout.dp;
   std::map<std::string, bool> used;
   ReshardPlan plan;
   plan.weight_elements = run.flat_elements;
@@ -192,7 +209,6 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
                                                 shape_text(t) + ")");
     const TensorSharding& s = *found->second.tensor;
     const int saved_stage = found->second.stage;
-    const int stage_first_rank = saved_stage_ranks * saved_stage;
     used[t.name] = true;
     if (s.rows != t.rows || s.cols != t.cols)
       throw_checkpoint_error(metadata_file, "tensor '" + t.name + "' is " + shape_text(s) +
@@ -222,7 +238,7 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
             const u64 src = s.offset + source.run.local + (from - source.run.whole);
             const u64 dst = t.offset + target.local + (from - target.whole);
             const u64 n = to - from;
-            append_copy(plan.weights, {stage_first_rank + source.tp_rank + saved_layout.tp * source_dp, src, dst, n});
+            append_copy(plan.weights, {saved_rank(source.tp_rank, source_dp, saved_stage), src, dst, n});
             // fp32: where the saved run kept [src, src + n) of that tp rank, and
             // where this rank keeps [dst, dst + n).
             const u64 saved_covered = for_each_overlap(
@@ -230,7 +246,7 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
                 [](const Placement& p) { return p.elements; },
                 [&](u64 a, u64 b, const Placement& p) {
                   const u64 to_flat = dst + (a - src);
-                  const int source_rank = stage_first_rank + source.tp_rank + saved_layout.tp * p.dp_rank;
+                  const int source_rank = saved_rank(source.tp_rank, p.dp_rank, saved_stage);
                   const u64 source_offset = p.offset + (a - p.begin);
                   if (mine == nullptr) {
                     append_copy(plan.optimizer, {source_rank, source_offset, to_flat, b - a});

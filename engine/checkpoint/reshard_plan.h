@@ -64,11 +64,14 @@ struct ReshardPlan {
 /// The plan for world rank `rank` of the loading run (`run_layout`, and
 /// `run`: the sharding of the rank's stage) from a checkpoint saved as
 /// (`saved_layout`, `saved`: one sharding per saved stage, one when pp = 1).
-/// World ranks are tp_rank + tp·dp_rank + tp·dp·stage on both sides. Throws
+/// World ranks are in the rank order tp-cp-dp-pp on both sides
+/// (sim::rank_coordinates); a loading rank reads the saved cp rank of its own
+/// cp rank mod the saved cp (cp ranks hold the same arrays). Throws
 /// sim::ConfigError naming `metadata_file` and the tensor when the two do not
 /// describe the same model: a tensor missing on either side (for a
 /// pipeline: in every stage), another whole shape, a saved optimizer shard
-/// that does not cover a tensor.
+/// that does not cover a tensor, saved optimizer shards that are not one per
+/// dp rank (ZeRO-1 shards over dp; the cp ranks of a dp rank share its shard).
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector<CheckpointSharding>& saved,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
                          const std::string& metadata_file);

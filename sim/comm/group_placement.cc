@@ -41,6 +41,10 @@ RankCoordinates rank_coordinates(int rank, const ParallelLayout& l) {
   return c;
 }
 
+int rank_at(const RankCoordinates& c, const ParallelLayout& l) {
+  return c.tp + l.tp * (c.cp + l.cp * (c.dp + l.dp * c.pp));
+}
+
 GroupMembership group_membership(int rank, const ParallelLayout& l, ParallelGroup group) {
   const RankCoordinates c = rank_coordinates(rank, l);
   // The color enumerates the coordinates the group does not span; the key is

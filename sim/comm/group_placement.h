@@ -43,6 +43,9 @@ std::string_view to_string(ParallelGroup group);
 
 /// Coordinates of `rank` (0 <= rank < layout.total_gpus()).
 RankCoordinates rank_coordinates(int rank, const ParallelLayout& layout);
+/// The rank at `coordinates`' tp, cp, dp and pp (the expert indices follow
+/// from them): the inverse of rank_coordinates.
+int rank_at(const RankCoordinates& coordinates, const ParallelLayout& layout);
 
 /// Which group of kind `group` holds `rank`, and the rank's place in it: two
 /// ranks share a group exactly when their `color` is equal, and `key` is the

@@ -30,6 +30,12 @@ std::string format_percent(double fraction, int digits) {
   return text;
 }
 
+std::string format_number(const char* format, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
 std::string name_problem(std::string_view name) {
   if (name.empty()) return "must not be empty";
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(name[i]); };

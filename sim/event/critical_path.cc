@@ -87,4 +87,16 @@ std::vector<std::uint32_t> critical_path(const Plan& plan, const Timeline& timel
   return path;
 }
 
+CriticalPathTime critical_path_time(const Plan& plan, const Timeline& timeline,
+                                    const std::vector<std::uint32_t>& path) {
+  CriticalPathTime out;
+  for (const std::uint32_t t : path) {
+    const double d = timeline.end_s[t] - timeline.start_s[t];
+    const Task& task = plan.tasks[t];
+    if (task.kind == TaskKind::kOptimizerStep) out.optimizer_s += d;
+    else out.stream_s[static_cast<std::size_t>(task.stream)] += d;
+  }
+  return out;
+}
+
 }  // namespace sextant::sim

@@ -11,6 +11,7 @@
 // predecessor ends, so the longest path ends at the simulated step time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -25,5 +26,15 @@ std::vector<std::uint32_t> topological_order(const Plan& plan);
 
 /// The critical path, first task first.
 std::vector<std::uint32_t> critical_path(const Plan& plan, const Timeline& timeline);
+
+/// Where the critical path's time goes: seconds of its tasks on each stream,
+/// and of the optimizer step (counted apart from its stream). They add up to
+/// the path's length, the step time.
+struct CriticalPathTime {
+  std::array<double, kStreamKinds> stream_s{};
+  double optimizer_s = 0;
+};
+CriticalPathTime critical_path_time(const Plan& plan, const Timeline& timeline,
+                                    const std::vector<std::uint32_t>& path);
 
 }  // namespace sextant::sim

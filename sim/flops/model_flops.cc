@@ -92,4 +92,12 @@ StepFlops step_flops(const ModelConfig& m, const ParallelLayout& l, AttentionCou
   return out;
 }
 
+double causal_flops_fraction(const ModelConfig& model) {
+  ParallelLayout one;  // one sequence; the fraction does not depend on the layout
+  one.gbs = 1;
+  const double megatron = step_flops(model, one, AttentionCounting::kMegatron).model_flops;
+  const double causal = step_flops(model, one, AttentionCounting::kCausal).model_flops;
+  return megatron > 0 ? causal / megatron : 1.0;
+}
+
 }  // namespace sextant::sim

@@ -58,4 +58,10 @@ struct StepFlops {
 StepFlops step_flops(const ModelConfig& model, const ParallelLayout& layout,
                      AttentionCounting counting = AttentionCounting::kMegatron);
 
+/// Model FLOPs counted causally over counted as Megatron does (kCausal over
+/// kMegatron): the same for every layout and batch (both scale with gbs);
+/// 0.987 for GPT-3 175B at s = 2048, where attention is a small part; it
+/// falls as s grows. 1 for a model without FLOPs.
+double causal_flops_fraction(const ModelConfig& model);
+
 }  // namespace sextant::sim

@@ -93,18 +93,5 @@ TEST(BestLayout, NeedsTheGlobalBatchAndSaysWhenNothingFits) {
   }
 }
 
-TEST(RunLayout, OverlapGradReduceOffIsRefusedWhereThereIsDataParallelism) {
-  // Two replicas of a 2-stage pipeline: the engine overlaps their reduction, so 0 is refused.
-  EXPECT_THROW(run_layout("pp=2,overlap_grad_reduce=0", 4, 8), sim::ConfigError);
-  EXPECT_THROW(run_layout("overlap_grad_reduce=0", 2, 8), sim::ConfigError);
-  // One replica: nothing to reduce, nothing to refuse.
-  EXPECT_EQ(run_layout("pp=2,overlap_grad_reduce=0", 2, 8).pp, 2);
-  EXPECT_EQ(run_layout("overlap_grad_reduce=0", 1, 8).dp, 1);
-  // What the engine runs is what the layout says, and what --compare predicts:
-  // an overlapped reduction (it had said 0, so the prediction exposed the reduction).
-  EXPECT_TRUE(run_layout("dp=4,mbs=4,gbs=16", 4, 16).overlap_grad_reduce);
-  EXPECT_TRUE(run_layout("pp=2,dist_opt=1", 4, 8).overlap_grad_reduce);
-}
-
 }  // namespace
 }  // namespace sextant::tools

@@ -11,8 +11,8 @@
 
 #include "engine/calibration/calibration_run.h"
 #include "engine/calibration/device_info.h"
-#include "engine/calibration/gpu_preset_name.h"
 #include "engine/calibration/profile_writer.h"
+#include "sim/core/gpu_preset_name.h"
 #include "sim/core/preset_catalog.h"
 #include "tests/kernels/gpu_test_support.h"
 
@@ -99,7 +99,7 @@ TEST_F(CalibrationGpuTest, TinyCalibrationIsPositiveMonotoneAndNearThePeak) {
 
   // The largest GEMM: 2 x 8192^3 = 1.0995e12 FLOPs per product.
   const DeviceInfo info = device_info(0);
-  const std::string preset = gpu_preset_name(info.name, info.memory_bytes);
+  const std::string preset = sim::gpu_preset_name(info.name, info.memory_bytes);
   if (preset.empty()) GTEST_SKIP() << "no datasheet preset for '" << info.name << "': peak unknown";
   const double peak = sim::PresetCatalog(config_dir()).gpu(preset).peak_bf16_flops_per_s;
   const double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "engine/calibration/gpu_preset_name.h"
 #include "engine/calibration/progress_bar.h"
 #include "sim/core/preset_catalog.h"
 
@@ -67,15 +66,6 @@ TEST(CalibrationShapes, ElementwiseGrids) {
   for (const std::string& k : elementwise_kernel_names())
     for (const ElementwiseShape& s : elementwise_shapes(k, presets(), {})) EXPECT_LE(s.rows * s.width, 1LL << 28) << k;
   EXPECT_THROW(elementwise_shapes("softmax", presets(), {}), std::invalid_argument);
-}
-
-TEST(GpuPresetName, FromTheDeviceName) {
-  constexpr std::int64_t kGiB = 1LL << 30;
-  EXPECT_EQ(gpu_preset_name("NVIDIA H100 80GB HBM3", 79 * kGiB), "h100-sxm-80gb");
-  EXPECT_EQ(gpu_preset_name("NVIDIA H200", 140 * kGiB), "h200-sxm-141gb");
-  EXPECT_EQ(gpu_preset_name("NVIDIA A100-SXM4-80GB", 79 * kGiB), "a100-sxm-80gb");
-  EXPECT_EQ(gpu_preset_name("NVIDIA H100 PCIe", 79 * kGiB), "");
-  EXPECT_EQ(gpu_preset_name("NVIDIA GeForce RTX 4090", 24 * kGiB), "");
 }
 
 TEST(ProgressBar, LineShowsFractionStageAndTimeLeft) {

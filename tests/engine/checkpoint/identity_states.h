@@ -21,6 +21,7 @@
 #include "engine/checkpoint/checkpoint_sharding.h"
 #include "engine/checkpoint/reshard_plan.h"
 #include "engine/checkpoint/trainer_state.h"
+#include "sim/comm/group_placement.h"
 
 namespace sextant::engine::checkpoint::testing {
 
@@ -44,15 +45,22 @@ inline float identity_master(std::size_t tensor, std::uint64_t whole) {
   return 10000.0f * static_cast<float>(tensor) + static_cast<float>(whole) + 0.5f;
 }
 
-/// Every rank's state (world rank tp_rank + tp·dp_rank + tp·dp·stage), stage
-/// s's ranks cut as stages[s] says (one sharding when pp = 1).
+/// Every rank's state, by world rank in the rank order tp-cp-dp-pp
+/// (sim::rank_coordinates), stage s's ranks cut as stages[s] says (one
+/// sharding when pp = 1); the `cp` ranks of a tp, dp and stage hold the same.
 inline std::vector<TrainerState> identity_states(int tp, int dp, const std::vector<CheckpointSharding>& stages,
                                                  const std::function<std::size_t(const TensorSharding&)>& tensor_id,
-                                                 float pad, std::int64_t step) {
+                                                 float pad, std::int64_t step, int cp = 1) {
   std::vector<TrainerState> states;
-  const int ranks = tp * dp * static_cast<int>(stages.size());
-  for (int w = 0; w < ranks; ++w) {
-    const int t = w % tp, d = (w / tp) % dp, stage = w / (tp * dp);
+  CheckpointLayout layout;
+  layout.tp = tp;
+  layout.cp = cp;
+  layout.dp = dp;
+  layout.pp = static_cast<int>(stages.size());
+  const sim::ParallelLayout order = rank_order_layout(layout);
+  for (int w = 0; w < order.total_gpus(); ++w) {
+    const sim::RankCoordinates c = sim::rank_coordinates(w, order);
+    const int t = c.tp, d = c.dp, stage = c.pp;
     const CheckpointSharding& sh = stages[static_cast<std::size_t>(stage)];
     std::vector<std::uint16_t> weights(sh.flat_elements, static_cast<std::uint16_t>(pad));
     std::vector<float> full(sh.flat_elements, pad);
@@ -90,8 +98,9 @@ inline std::vector<TrainerState> identity_states(int tp, int dp, const std::vect
 inline void expect_resharded_states(const OpenedCheckpoint& opened, const std::vector<CheckpointSharding>& saved,
                                     const CheckpointLayout& run, const std::vector<CheckpointSharding>& run_stages,
                                     const std::vector<TrainerState>& want) {
-  for (int w = 0; w < run.tp * run.dp * run.pp; ++w) {
-    const CheckpointSharding& mine = run_stages.at(static_cast<std::size_t>(w / (run.tp * run.dp)));
+  const sim::ParallelLayout order = rank_order_layout(run);
+  for (int w = 0; w < order.total_gpus(); ++w) {
+    const CheckpointSharding& mine = run_stages.at(static_cast<std::size_t>(sim::rank_coordinates(w, order).pp));
     const ReshardPlan plan = plan_reshard(opened.metadata.layout, saved, run, mine, w, "m.json");
     const TrainerState got = read_resharded_state(opened, plan);
     const TrainerState& expected = want.at(static_cast<std::size_t>(w));

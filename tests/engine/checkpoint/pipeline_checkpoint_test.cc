@@ -21,6 +21,7 @@
 
 #include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/checkpoint/checkpoint_metadata.h"
+#include "engine/checkpoint/checkpoint_of_run.h"
 #include "engine/checkpoint/checkpoint_sharding.h"
 #include "engine/checkpoint/reshard_plan.h"
 #include "engine/model/parameter_layout.h"
@@ -55,7 +56,8 @@ sim::ModelConfig tiny_gpt() {
 struct Layout {
   int tp = 1, dp = 1, zero = 0, pp = 1, vpp = 1;
   int first_stage_layers = 0;  // 0: the even split
-  int ranks() const { return tp * dp * pp; }
+  int cp = 1;                  // context-parallel ranks: the same arrays as cp rank 0's
+  int ranks() const { return tp * cp * dp * pp; }
   sim::ParallelLayout parallel() const {
     sim::ParallelLayout l;
     l.tp = tp;
@@ -69,7 +71,11 @@ struct Layout {
     l.gbs = 8;
     return l;
   }
-  CheckpointLayout checkpoint() const { return {tp, dp, zero, pp, vpp}; }
+  CheckpointLayout checkpoint() const {
+    CheckpointLayout c{tp, dp, zero, pp, vpp};
+    c.cp = cp;
+    return c;
+  }
 };
 
 // The sharding of each stage's ranks: the pipeline's, or (pp = 1) the whole
@@ -94,7 +100,7 @@ std::vector<TrainerState> states_for(const Layout& l, const std::vector<Checkpoi
                                      std::int64_t step) {
   const std::map<std::string, std::size_t> index = whole_index();
   return testing::identity_states(
-      l.tp, l.dp, stages, [&](const TensorSharding& t) { return index.at(t.name); }, pad, step);
+      l.tp, l.dp, stages, [&](const TensorSharding& t) { return index.at(t.name); }, pad, step, l.cp);
 }
 
 std::vector<std::string> names_of(const CheckpointSharding& s) {
@@ -275,8 +281,30 @@ INSTANTIATE_TEST_SUITE_P(
                       PipelineReshardCase{{1, 2, 1, 2}, {1, 1, 0, 1}, "Dp2Zero1Pp2ToOneRank"},
                       PipelineReshardCase{{2, 2, 1, 2}, {1, 2, 1, 2, 2}, "Tp2Dp2Zero1Pp2ToDp2Zero1Pp2Vpp2"},
                       PipelineReshardCase{{1, 1, 0, 1}, {2, 2, 1, 2}, "OneRankToTp2Dp2Zero1Pp2"},
-                      PipelineReshardCase{{2, 2, 1, 1}, {1, 4, 1, 2}, "Tp2Dp2Zero1ToDp4Zero1Pp2"}),
+                      PipelineReshardCase{{2, 2, 1, 1}, {1, 4, 1, 2}, "Tp2Dp2Zero1ToDp4Zero1Pp2"},
+                      // Context parallelism: the ranks are numbered tp-cp-dp-pp, so saved stage 1
+                      // starts at rank tp·cp·dp = 4 (not tp·dp = 2, a cp rank of stage 0).
+                      PipelineReshardCase{{2, 1, 0, 2, 1, 0, 2}, {1, 1, 0, 1}, "Tp2Cp2Pp2ToOneRank"},
+                      PipelineReshardCase{{1, 1, 0, 1}, {1, 2, 1, 2, 1, 0, 2}, "OneRankToCp2Dp2Zero1Pp2"}),
     [](const ::testing::TestParamInfo<PipelineReshardCase>& info) { return info.param.name; });
+
+// load_rank_state finds a rank's stage in the rank order tp-cp-dp-pp: with
+// cp = 2 and pp = 2, world rank 1 is stage 0's second cp rank and rank 2 is
+// stage 1 (world_rank / (tp·dp) said stages 1 and 2).
+class PipelineLoadTest : public PipelineReshardTest {};
+
+TEST_F(PipelineLoadTest, EveryCpRankLoadsItsOwnStagesTensors) {
+  const Layout saved{1, 1, 0, 2};
+  Layout run{1, 1, 0, 2};
+  run.cp = 2;
+  const OpenedCheckpoint opened = save(saved, shardings_for(saved));
+  const std::vector<CheckpointSharding> stages = shardings_for(run);
+  sim::ParallelLayout layout = run.parallel();
+  layout.cp = run.cp;
+  const std::vector<TrainerState> want = states_for(run, stages, 0.0f, 5);
+  for (int w = 0; w < run.ranks(); ++w)
+    EXPECT_EQ(load_rank_state(opened, layout, w, stages), want[static_cast<std::size_t>(w)]) << "rank " << w;
+}
 
 TEST(PipelineReshardPlan, AStageReadsItsTensorsFromTheSavedStagesThatHoldThem) {
   // pp = 2 -> pp = 1: the one rank reads layers 0-1 and wte from rank 0 (stage

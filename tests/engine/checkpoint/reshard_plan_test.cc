@@ -81,6 +81,12 @@ TEST(CheckpointSharding, ZeroShardsAreEachRanksBlockOfEveryBucket) {
 
 struct Layout {
   int tp, dp, zero;
+  int cp = 1;  // context-parallel ranks: the same arrays as cp rank 0's
+  CheckpointLayout checkpoint() const {
+    CheckpointLayout c{tp, dp, zero};
+    c.cp = cp;
+    return c;
+  }
 };
 
 TransformerShape test_shape(int tp, bool llama, int hidden = 16) {
@@ -107,7 +113,8 @@ std::vector<TrainerState> states_for(const Layout& l, const CheckpointSharding& 
   const std::vector<CheckpointSharding> stages = {sh};
   const TensorSharding* first = stages.front().tensors.data();
   return testing::identity_states(
-      l.tp, l.dp, stages, [&](const TensorSharding& t) { return static_cast<std::size_t>(&t - first); }, pad, step);
+      l.tp, l.dp, stages, [&](const TensorSharding& t) { return static_cast<std::size_t>(&t - first); }, pad, step,
+      l.cp);
 }
 
 struct ReshardCase {
@@ -127,12 +134,12 @@ class ReshardTest : public ::testing::TestWithParam<ReshardCase> {
   OpenedCheckpoint save(const Layout& l, const CheckpointSharding& sh) {
     const std::vector<TrainerState> states = states_for(l, sh, 7777.0f, 5);
     begin_save(root_.string(), 5);
-    for (int w = 0; w < l.tp * l.dp; ++w) write_rank_shard(root_.string(), 5, w, states[static_cast<std::size_t>(w)]);
+    for (std::size_t w = 0; w < states.size(); ++w) write_rank_shard(root_.string(), 5, static_cast<int>(w), states[w]);
     CheckpointMetadata m;
     m.step = 5;
     m.data_batches = 5;
-    m.layout = {l.tp, l.dp, l.zero};
-    m.world_size = l.tp * l.dp;
+    m.layout = l.checkpoint();
+    m.world_size = static_cast<int>(states.size());
     m.sharding = sh;
     commit_save(root_.string(), m, 1);
     return open_checkpoint(root_.string());
@@ -146,7 +153,7 @@ TEST_P(ReshardTest, EveryElementLandsWhereTheNewLayoutKeepsIt) {
   const CheckpointSharding run = sharding_for(c.run, c.llama);
   const OpenedCheckpoint opened = save(c.saved, saved);
   ASSERT_EQ(opened.metadata.sharding, saved);  // through metadata.json
-  testing::expect_resharded_states(opened, {opened.metadata.sharding}, {c.run.tp, c.run.dp, c.run.zero}, {run},
+  testing::expect_resharded_states(opened, {opened.metadata.sharding}, c.run.checkpoint(), {run},
                                    states_for(c.run, run, 0.0f, 5));
 }
 
@@ -156,11 +163,18 @@ INSTANTIATE_TEST_SUITE_P(
                       ReshardCase{{2, 1, 0}, {1, 1, 0}, true}, ReshardCase{{1, 1, 0}, {2, 1, 0}, true},
                       ReshardCase{{1, 2, 1}, {1, 1, 0}, false}, ReshardCase{{1, 1, 0}, {1, 2, 1}, false},
                       ReshardCase{{2, 2, 0}, {1, 4, 1}, true}, ReshardCase{{1, 4, 1}, {2, 2, 1}, false},
-                      ReshardCase{{1, 2, 1}, {1, 4, 1}, true}),
+                      ReshardCase{{1, 2, 1}, {1, 4, 1}, true},
+                      // Context parallelism: cp ranks hold the same arrays, and the ranks are
+                      // numbered tp-cp-dp-pp. Saved dp rank 1 of cp = 2 is world rank 2, not 1
+                      // (the optimizer shard read from rank tp·dp_rank = 1 would be dp rank 0's);
+                      // loading rank 1 is cp rank 1 of dp rank 0, so it keeps dp rank 0's shard.
+                      ReshardCase{{1, 2, 1, 2}, {1, 1, 0}, false}, ReshardCase{{1, 1, 0}, {1, 2, 1, 2}, false},
+                      ReshardCase{{2, 2, 1, 2}, {1, 2, 1, 2}, true}, ReshardCase{{2, 2, 1, 2}, {2, 2, 1, 2}, false}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) {
       const ReshardCase& c = info.param;
       auto text = [](const Layout& l) {
-        return "Tp" + std::to_string(l.tp) + "Dp" + std::to_string(l.dp) + "Zero" + std::to_string(l.zero);
+        return "Tp" + std::to_string(l.tp) + (l.cp > 1 ? "Cp" + std::to_string(l.cp) : "") + "Dp" +
+               std::to_string(l.dp) + "Zero" + std::to_string(l.zero);
       };
       return text(c.saved) + "To" + text(c.run) + (c.llama ? "Llama" : "Gpt");
     });
@@ -188,6 +202,22 @@ TEST(ReshardPlan, AnotherModelIsRefusedNamingTheTensor) {
   fewer.tensors.pop_back();  // final_norm_beta
   EXPECT_EQ(error_of(sharding_for({2, 1, 0}, false), fewer),
             "m.json: has a tensor 'final_norm_beta' (1 x 16) that this run's model lacks");
+}
+
+// ZeRO-1's optimizer shards are one per dp rank (the cp ranks of a dp rank
+// share one): metadata with another count is damaged, and said so.
+TEST(ReshardPlan, OptimizerShardsMustBeOnePerDpRank) {
+  const CheckpointSharding two_shards = sharding_for({1, 2, 1}, false);
+  ASSERT_EQ(two_shards.optimizer_shards.size(), 2u);
+  CheckpointLayout saved{1, 1, 1};  // dp = 1, with cp = 2 ranks that would share one shard
+  saved.cp = 2;
+  try {
+    plan_reshard(saved, two_shards, {1, 1, 0}, sharding_for({1, 1, 0}, false), 0, "m.json");
+    ADD_FAILURE() << "two optimizer shards for dp = 1 were planned";
+  } catch (const sim::ConfigError& e) {
+    EXPECT_EQ(e.diagnostics().at(0).message,
+              "has 2 optimizer shards in a stage; its layout has dp=1 (damaged metadata?)");
+  }
 }
 
 }  // namespace

@@ -39,6 +39,13 @@ TEST(RankCoordinates, TpFastestThenCpDpPp) {
   EXPECT_EQ(c.pp, 1);
 }
 
+TEST(RankCoordinates, RankAtIsTheInverse) {
+  for (const ParallelLayout& l : {layout_of(2, 2, 2, 2), layout_of(4, 2, 1, 3), layout_of(1, 3, 2, 2, 2, 1)})
+    for (int rank = 0; rank < l.total_gpus(); ++rank) EXPECT_EQ(rank_at(rank_coordinates(rank, l), l), rank);
+  // tp=2, cp=2, dp=2, pp=2: tp 1, cp 0, dp 1, pp 1 is rank 1 + 2·(0 + 2·(1 + 2·1)) = 13.
+  EXPECT_EQ(rank_at({.tp = 1, .cp = 0, .dp = 1, .pp = 1}, layout_of(2, 2, 2, 2)), 13);
+}
+
 TEST(RankCoordinates, ExpertFoldingInsideTheStage) {
   // tp=2, dp=2, pp=2, ep=2, etp=1: rank 7 is the stage's rank 3 = 0 (etp) + 1·(1 (ep) + 2·1 (edp)).
   const RankCoordinates c = rank_coordinates(7, layout_of(2, 1, 2, 2, 2, 1));

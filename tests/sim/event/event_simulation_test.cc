@@ -203,5 +203,22 @@ TEST(EventSimulation, AgreesWithAnalyticOnUnevenStages) {
   }
 }
 
+// Where the critical path's time goes: its tasks' seconds by stream and in the
+// optimizer add up to the step, and the compute stream holds most of it.
+TEST(EventSimulation, CriticalPathTimeByStreamAddsUpToTheStep) {
+  const ModelConfig model = testing::gpt3_175b();
+  const ClusterConfig cluster = testing::dgx_a100();
+  ParallelLayout l = pipeline_layout(8, 3, 96);
+  l.dp = 16;
+  l.gbs = 1536;
+  const EventSimulation e = simulate_event(model, cluster, testing::ideal_profile(cluster.gpu.name), l);
+  const CriticalPathTime t = critical_path_time(e.plan, e.timeline, e.critical_path);
+  double sum = t.optimizer_s;
+  for (const double s : t.stream_s) sum += s;
+  EXPECT_NEAR(sum, e.timeline.step_time_s, 1e-9 * e.timeline.step_time_s);
+  EXPECT_GT(t.optimizer_s, 0.0);
+  EXPECT_GT(t.stream_s[static_cast<std::size_t>(StreamKind::kCompute)], 0.5 * e.timeline.step_time_s);
+}
+
 }  // namespace
 }  // namespace sextant::sim

@@ -119,5 +119,16 @@ TEST(ModelFlops, CausalCountingHalvesTheAttentionScores) {
   EXPECT_NEAR(step_flops(m, l, AttentionCounting::kCausal).model_flops / causal, 1.0, 1e-12);
 }
 
+// The same counts as a fraction: about 0.987 for GPT-3 175B at s 2048, smaller
+// at a longer sequence (attention grows as s², the rest as s).
+TEST(ModelFlops, CausalFractionFallsWithTheSequence) {
+  ModelConfig m = testing::gpt3_175b();
+  const double s = 2048, h = 12288, V = 51200, L = 96;
+  EXPECT_NEAR(causal_flops_fraction(m),
+              (L * (24 * h * h + 2 * s * h) + 2 * h * V) / (L * (24 * h * h + 4 * s * h) + 2 * h * V), 1e-12);
+  m.seq_length = 32768;
+  EXPECT_LT(causal_flops_fraction(m), 0.9);
+}
+
 }  // namespace
 }  // namespace sextant::sim

@@ -1,4 +1,4 @@
-#include "tools/profile_fit.h"
+#include "engine/calibration/profile_fit.h"
 
 #include <Eigen/Dense>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/config_error.h"
 
-namespace sextant::tools {
+namespace sextant::engine::calibration {
 
 namespace {
 
@@ -24,6 +24,20 @@ sim::CostProfile with_parameters(sim::CostProfile p, double factor, double step_
   return p;
 }
 
+// The run's model as the engine trained it: without dropout.
+sim::ModelConfig trained_model(const MeasuredStep& run) {
+  sim::ModelConfig m = run.model;
+  m.hidden_dropout = m.attention_dropout = 0;
+  return m;
+}
+
+void check_run_count(int n) {
+  if (n < 3)
+    throw sim::ConfigError({{"--runs", 0, 0, "",
+                             std::to_string(n) + " run(s) found; the fit needs at least 3 "
+                             "(`sextant run --compare --format json` outputs, one per file)"}});
+}
+
 std::string number(double value) {
   char text[64];
   std::snprintf(text, sizeof text, "%.6g", value);
@@ -33,13 +47,9 @@ std::string number(double value) {
 }  // namespace
 
 ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
-                             const sim::PresetCatalog& catalog,
-                             const std::vector<CompareReport>& runs) {
+                             const std::vector<MeasuredStep>& runs) {
   const int n = static_cast<int>(runs.size());
-  if (n < 3)
-    throw sim::ConfigError({{"--runs", 0, 0, "",
-                             std::to_string(n) + " run(s) found; the fit needs at least 3 "
-                             "(`sextant run --compare --format json` outputs, one per file)"}});
+  check_run_count(n);
   const sim::CostProfile neutral = with_parameters(profile, 1, 0, 0);
   const sim::CostProfile unscaled = with_parameters(profile, 0, 0, 0);
   Eigen::MatrixXd x(n, 3);
@@ -47,14 +57,12 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
   std::vector<sim::ModelConfig> models;
   bool microbatches_vary = false;
   for (int i = 0; i < n; ++i) {
-    const CompareReport& r = runs[static_cast<std::size_t>(i)];
-    sim::ModelConfig m = catalog.model(r.model);
-    m.seq_length = r.seq_length;
-    m.hidden_dropout = m.attention_dropout = 0;  // the engine has no dropout
-    const double u = predicted_step_s(m, cluster, unscaled, r.parallel_layout);
-    const double s = predicted_step_s(m, cluster, neutral, r.parallel_layout) - u;
-    const double microbatches = r.parallel_layout.num_microbatches();
-    const double measured = r.step().measured_s;
+    const MeasuredStep& r = runs[static_cast<std::size_t>(i)];
+    sim::ModelConfig m = trained_model(r);
+    const double u = predicted_step_s(m, cluster, unscaled, r.layout);
+    const double s = predicted_step_s(m, cluster, neutral, r.layout) - u;
+    const double microbatches = r.layout.num_microbatches();
+    const double measured = r.measured_s;
     x.row(i) << s, 1.0, microbatches;
     y(i) = measured - u;
     weight(i) = 1.0 / measured;
@@ -92,12 +100,11 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
   const int free_parameters = static_cast<int>(columns.size());
   double sum_squares = 0;
   for (int i = 0; i < n; ++i) {
-    const CompareReport& r = runs[static_cast<std::size_t>(i)];
-    const double p = predicted_step_s(models[static_cast<std::size_t>(i)], cluster, fitted,
-                                      r.parallel_layout);
+    const MeasuredStep& r = runs[static_cast<std::size_t>(i)];
+    const double p = predicted_step_s(models[static_cast<std::size_t>(i)], cluster, fitted, r.layout);
     out.predicted_s.push_back(p);
-    out.measured_s.push_back(r.step().measured_s);
-    const double log_error = std::log(r.step().measured_s / p);
+    out.measured_s.push_back(r.measured_s);
+    const double log_error = std::log(r.measured_s / p);
     sum_squares += log_error * log_error;
   }
   // Residual sd with the fitted parameters' degrees of freedom taken out.
@@ -107,19 +114,11 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
 }
 
 ProfileFitResult fit_power_cap(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
-                               const sim::PresetCatalog& catalog, const std::vector<CompareReport>& runs) {
+                               const std::vector<MeasuredStep>& runs) {
   const int n = static_cast<int>(runs.size());
-  if (n < 3)
-    throw sim::ConfigError({{"--runs", 0, 0, "",
-                             std::to_string(n) + " run(s) found; the fit needs at least 3 "
-                             "(`sextant run --compare --format json` outputs, one per file)"}});
+  check_run_count(n);
   std::vector<sim::ModelConfig> models;
-  for (const CompareReport& r : runs) {
-    sim::ModelConfig m = catalog.model(r.model);
-    m.seq_length = r.seq_length;
-    m.hidden_dropout = m.attention_dropout = 0;  // the engine has no dropout
-    models.push_back(std::move(m));
-  }
+  for (const MeasuredStep& r : runs) models.push_back(trained_model(r));
   auto with_cap = [&](double cap) {
     sim::CostProfile p = profile;
     p.fit = sim::ProfileFit{"", {{std::string(sim::kFitPowerCapHfu), cap}}, 0, 0};
@@ -130,13 +129,13 @@ ProfileFitResult fit_power_cap(const sim::CostProfile& profile, const sim::Clust
     std::vector<double> out;
     for (int i = 0; i < n; ++i)
       out.push_back(predicted_step_s(models[static_cast<std::size_t>(i)], cluster, p,
-                                     runs[static_cast<std::size_t>(i)].parallel_layout));
+                                     runs[static_cast<std::size_t>(i)].layout));
     return out;
   };
   auto sum_squares = [&](const std::vector<double>& predicted) {
     double s = 0;
     for (int i = 0; i < n; ++i) {
-      const double e = std::log(runs[static_cast<std::size_t>(i)].step().measured_s / predicted[static_cast<std::size_t>(i)]);
+      const double e = std::log(runs[static_cast<std::size_t>(i)].measured_s / predicted[static_cast<std::size_t>(i)]);
       s += e * e;
     }
     return s;
@@ -155,7 +154,7 @@ ProfileFitResult fit_power_cap(const sim::CostProfile& profile, const sim::Clust
   ProfileFitResult out;
   out.fit.parameters = {{std::string(sim::kFitPowerCapHfu), best_cap}};
   out.predicted_s = best;
-  for (const CompareReport& r : runs) out.measured_s.push_back(r.step().measured_s);
+  for (const MeasuredStep& r : runs) out.measured_s.push_back(r.measured_s);
   out.fit.log_residual_sd = std::sqrt(best_ss / std::max(1, n - 1));
   out.fit.runs = n;
   return out;
@@ -172,6 +171,8 @@ std::string with_fit_block(const std::string& text, const sim::ProfileFit& fit) 
     if (top_level) in_fit = line.rfind("fit:", 0) == 0;
     if (!in_fit) kept += line + "\n";
   }
+  // The comment as the committed profiles carry it (the fit lived in tools/
+  // then), so that fitting one again changes only its numbers.
   std::string block = "fit:                             # sextant fit-profile (tools/profile_fit.h)\n";
   block += "  data_set: \"" + fit.data_set + "\"\n  parameters: {";
   for (std::size_t i = 0; i < fit.parameters.size(); ++i)
@@ -182,4 +183,4 @@ std::string with_fit_block(const std::string& text, const sim::ProfileFit& fit) 
   return kept + block;
 }
 
-}  // namespace sextant::tools
+}  // namespace sextant::engine::calibration

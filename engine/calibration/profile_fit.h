@@ -1,5 +1,5 @@
 // The fit of a profile's few free parameters on measured engine runs
-// (`sextant fit-profile`), by mechanism:
+// (`sextant fit-profile` reads the runs and prints the result), by mechanism:
 //   compute_time_factor   every kernel's time is multiplied by it: the GPU's
 //                         clock under a whole step's sustained load (power
 //                         cap) and cache state differ from the isolated
@@ -25,10 +25,18 @@
 #include <vector>
 
 #include "sim/core/cost_profile.h"
-#include "sim/core/preset_catalog.h"
-#include "tools/run_compare.h"
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
+#include "sim/core/parallel_layout.h"
 
-namespace sextant::tools {
+namespace sextant::engine::calibration {
+
+/// One measured engine run: what it trained and its step time.
+struct MeasuredStep {
+  sim::ModelConfig model;       // the model at the run's sequence length (its dropout is ignored: the engine has none)
+  sim::ParallelLayout layout;
+  double measured_s = 0;        // the measured step time
+};
 
 struct ProfileFitResult {
   sim::ProfileFit fit;              // parameters, log_residual_sd, runs (data_set left to the caller)
@@ -37,12 +45,10 @@ struct ProfileFitResult {
 };
 
 /// Fits `profile`'s free parameters (any fit it carries is ignored) on `runs`,
-/// each predicted with the analytical model on `cluster`. Models are loaded
-/// through `catalog` by the name each run recorded. Throws sim::ConfigError
-/// with fewer than 3 runs.
+/// each predicted with the analytical model on `cluster`. Throws
+/// sim::ConfigError (naming --runs) with fewer than 3 runs.
 ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
-                             const sim::PresetCatalog& catalog,
-                             const std::vector<CompareReport>& runs);
+                             const std::vector<MeasuredStep>& runs);
 
 /// The power-cap model instead (sim/analytic/power_cap.h): one parameter,
 /// power_cap_hfu, the HFU at the calibrated burst clock above which the
@@ -51,9 +57,9 @@ ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::Cluster
 /// 0.100, 0.101, ..., 1.500 (and "no cap") for the least sum of squared
 /// ln(measured / predicted). Same inputs and errors as fit_profile.
 ProfileFitResult fit_power_cap(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
-                               const sim::PresetCatalog& catalog, const std::vector<CompareReport>& runs);
+                               const std::vector<MeasuredStep>& runs);
 
 /// `profile_text` (a profile YAML) with its `fit:` block replaced by `fit`'s.
 std::string with_fit_block(const std::string& profile_text, const sim::ProfileFit& fit);
 
-}  // namespace sextant::tools
+}  // namespace sextant::engine::calibration

@@ -1,0 +1,49 @@
+#include "reports/compare_prediction.h"
+
+#include "sim/compute/prediction_interval.h"
+#include "sim/compute/launch_mode.h"
+#include "sim/event/event_simulation.h"
+#include "sim/plan/task_kind.h"
+#include "sim/plan/task_name.h"
+
+namespace sextant::reports {
+
+using sim::task_kind;
+
+ComparePrediction predict_for_compare(const sim::ModelConfig& model,
+                                      const sim::ClusterConfig& cluster,
+                                      const sim::CostProfile& profile,
+                                      const sim::ParallelLayout& layout) {
+  sim::EventOptions options;
+  options.critical_path = false;
+  ComparePrediction p;
+  p.step_time_s = sim::simulate_event(model, cluster, profile, layout, options).result.step_time_s;
+  p.step_time_interval_s = sim::step_time_interval_s(p.step_time_s, profile);
+  // The tasks are measured with their kernels launched one by one (CUDA events
+  // cannot time inside a graph replay): predict them so, each kernel followed
+  // by a stream launch's gap instead of a graph node's.
+  const sim::EventSimulation e =
+      sim::simulate_event(model, cluster, sim::with_launched_kernels(profile), layout, options);
+  for (std::uint32_t i = e.plan.stage_begin[0]; i < e.plan.stage_begin[1]; ++i)
+    p.task_seconds_per_step[task_kind(sim::task_name(e.plan, e.plan.tasks[i]))] +=
+        e.costs[i].duration_s;
+  p.stage_compute_s.assign(static_cast<std::size_t>(e.plan.num_stages()), 0.0);
+  for (int s = 0; s < e.plan.num_stages(); ++s)
+    for (std::uint32_t i = e.plan.stage_begin[static_cast<std::size_t>(s)];
+         i < e.plan.stage_begin[static_cast<std::size_t>(s) + 1]; ++i) {
+      const sim::Task& t = e.plan.tasks[i];
+      if (t.kind != sim::TaskKind::kCompute) continue;  // recomputation is a compute task too (Pass::kRecompute)
+      p.stage_compute_s[static_cast<std::size_t>(s)] += e.costs[i].duration_s;
+      p.compute_kinds.insert(task_kind(sim::task_name(e.plan, t)));
+    }
+  return p;
+}
+
+double measured_compute_s(const ComparePrediction& predicted, const std::map<std::string, double>& measured) {
+  double sum = 0;
+  for (const auto& [kind, seconds] : measured)
+    if (predicted.compute_kinds.count(kind) != 0) sum += seconds;
+  return sum;
+}
+
+}  // namespace sextant::reports

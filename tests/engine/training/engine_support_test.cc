@@ -1,0 +1,121 @@
+// What the engine executes (engine/training/engine_support.h): each knob and
+// model feature it does not execute is refused by name, with the option and
+// what is accepted; what it does execute comes back as it will run.
+#include "engine/training/engine_support.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/core/config_error.h"
+
+namespace sextant::engine::training {
+namespace {
+
+sim::ParallelLayout executed(const std::string& spec, int world_size, int global_batch = 0) {
+  return executable_layout(sim::parse_layout(spec), world_size, global_batch);
+}
+
+// "option: key" of the refusal of `spec` over `world_size` ranks; "" when accepted.
+std::string refusal(const std::string& spec, int world_size, int global_batch = 0) {
+  try {
+    executed(spec, world_size, global_batch);
+  } catch (const sim::ConfigError& e) {
+    return e.diagnostics().at(0).file + ": " + e.diagnostics().at(0).key;
+  }
+  return "";
+}
+
+TEST(EngineSupport, EveryKnobTheEngineDoesNotExecuteIsRefusedByName) {
+  EXPECT_EQ(refusal("cp=2", 2), "--layout: cp");
+  EXPECT_EQ(refusal("ep=2", 2), "--layout: ep");
+  EXPECT_EQ(refusal("etp=2", 2), "--layout: etp");
+  EXPECT_EQ(refusal("dp=2,zero=2", 2), "--layout: zero");
+  EXPECT_EQ(refusal("zero=1", 1), "--layout: zero");  // nothing to shard on one GPU
+  EXPECT_EQ(refusal("precision=fp8", 1), "--layout: precision");
+  EXPECT_EQ(refusal("attention=unfused", 1), "--layout: attention");
+  EXPECT_EQ(refusal("pp=2,schedule=zb-h1", 2), "--layout: schedule");
+  EXPECT_EQ(refusal("vpp=2", 1), "--layout: vpp");
+  EXPECT_EQ(refusal("grad_reduce_in_fp32=0", 1), "--layout: grad_reduce_in_fp32");
+  EXPECT_EQ(refusal("dp=2,zero=3,fsdp=fsdp2", 2), "--layout: fsdp");
+  EXPECT_EQ(refusal("moe_a2a_overlap=1", 1), "--layout: moe_a2a_overlap");
+  EXPECT_EQ(refusal("tp=2,tp_comm_overlap=1", 2), "--layout: tp_comm_overlap");  // needs sp=1
+  EXPECT_EQ(refusal("overlap_param_gather=1", 1), "--layout: overlap_param_gather");
+  EXPECT_EQ(refusal("tp=3", 2), "--layout: tp");  // 2 ranks are not a multiple of tp
+  EXPECT_EQ(refusal("dp=4", 2), "--layout: dp");
+  EXPECT_EQ(refusal("gbs=8", 1, 16), "--global-batch: ");
+  EXPECT_EQ(refusal("mbs=3,gbs=8", 1), "--layout: gbs");
+  EXPECT_EQ(refusal("tp=2,sp=1,tp_comm_overlap=1,dp=2,dist_opt=1,overlap_param_gather=1,mbs=2,gbs=8", 4), "");
+}
+
+TEST(EngineSupport, ModelParallelKnobsSayWhatIsExecuted) {
+  try {
+    refuse_model_parallel(sim::parse_layout("cp=2"));
+    ADD_FAILURE() << "cp=2 accepted";
+  } catch (const sim::ConfigError& e) {
+    EXPECT_EQ(e.diagnostics().at(0).message,
+              "2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, vpp) so far; "
+              "context parallelism is not executed yet (issue 13), so cp must be 1 (or left out)");
+  }
+  EXPECT_NO_THROW(refuse_model_parallel(sim::parse_layout("cp=1,ep=1,etp=1,tp=8")));
+}
+
+TEST(EngineSupport, WhatItExecutesIsFilledIn) {
+  // 8 ranks, tp=2, pp=2: dp fills the rest; gbs defaults to mbs·dp; 1F1B.
+  const sim::ParallelLayout l = executed("tp=2,pp=2,mbs=2", 8);
+  EXPECT_EQ(l.dp, 2);
+  EXPECT_EQ(l.gbs, 4);
+  EXPECT_EQ(l.schedule, sim::Schedule::kOneFOneB);
+  EXPECT_EQ(executed("pp=2,vpp=2,mbs=1,gbs=4", 2).schedule, sim::Schedule::kInterleaved);
+  EXPECT_EQ(executed("mbs=2", 1, 16).gbs, 16);  // --global-batch
+  EXPECT_FALSE(executed("sp=1", 1).sp);         // nothing to split at tp = 1
+}
+
+TEST(EngineSupport, OverlapGradReduceOffIsRefusedWhereThereIsDataParallelism) {
+  // Two replicas of a 2-stage pipeline: the engine overlaps their reduction, so 0 is refused.
+  EXPECT_THROW(executed("pp=2,overlap_grad_reduce=0", 4, 8), sim::ConfigError);
+  EXPECT_THROW(executed("overlap_grad_reduce=0", 2, 8), sim::ConfigError);
+  // One replica: nothing to reduce, nothing to refuse.
+  EXPECT_EQ(executed("pp=2,overlap_grad_reduce=0", 2, 8).pp, 2);
+  EXPECT_EQ(executed("overlap_grad_reduce=0", 1, 8).dp, 1);
+  // What the engine runs is what the layout says, and what --compare predicts:
+  // an overlapped reduction (it had said 0, so the prediction exposed the reduction).
+  EXPECT_TRUE(executed("dp=4,mbs=4,gbs=16", 4, 16).overlap_grad_reduce);
+  EXPECT_TRUE(executed("pp=2,dist_opt=1", 4, 8).overlap_grad_reduce);
+}
+
+TEST(EngineSupport, ModelFeaturesWithoutKernelsAreRefused) {
+  sim::ModelConfig m;
+  m.name = "m";
+  m.num_attention_heads = 12;
+  m.num_query_groups = 4;
+  m.ffn_hidden_size = 3072;
+  EXPECT_NO_THROW(refuse_unexecuted_model(m));
+  auto key_of = [](const sim::ModelConfig& model) {
+    try {
+      refuse_unexecuted_model(model);
+    } catch (const sim::ConfigError& e) {
+      return e.diagnostics().at(0).file + ": " + e.diagnostics().at(0).key;
+    }
+    return std::string();
+  };
+  sim::ModelConfig windowed = m;
+  windowed.sliding_window = 4096;
+  EXPECT_EQ(key_of(windowed), "--model: sliding_window");
+  sim::ModelConfig qkv_bias = m;
+  qkv_bias.add_bias_linear = false;
+  qkv_bias.add_qkv_bias = true;
+  EXPECT_EQ(key_of(qkv_bias), "--model: add_qkv_bias");
+  // tp splits heads, query groups and the MLP.
+  EXPECT_NO_THROW(check_tensor_parallel_split(m, 4));
+  try {
+    check_tensor_parallel_split(m, 8);
+    ADD_FAILURE() << "tp=8 of 12 heads accepted";
+  } catch (const sim::ConfigError& e) {
+    EXPECT_EQ(e.diagnostics().at(0).message,
+              "8: num_attention_heads (12) of model 'm' must be a multiple of tp");
+  }
+}
+
+}  // namespace
+}  // namespace sextant::engine::training
