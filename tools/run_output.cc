@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
 
+#include "sim/core/gpu_preset_name.h"
+#include "sim/core/preset_catalog.h"
 #include "sim/core/text_format.h"
+#include "sim/flops/model_flops.h"
 
 namespace sextant::tools {
 
@@ -17,6 +21,24 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 std::string fixed(double value, int digits) { return sim::format_fixed(value, digits); }
 
 }  // namespace
+
+RunFacts run_facts(const RunSettings& s, const sim::ModelConfig& trained, int seq, const std::string& device_name,
+                   std::size_t device_memory_bytes, bool preset_had_dropout) {
+  RunFacts facts;
+  facts.device_name = device_name;
+  facts.device_memory_bytes = device_memory_bytes;
+  const sim::PresetCatalog catalog(s.configs_dir);
+  const std::string preset =
+      s.gpu.empty() ? sim::gpu_preset_name(device_name, static_cast<std::int64_t>(device_memory_bytes)) : s.gpu;
+  if (!preset.empty()) facts.gpu = catalog.gpu(preset);
+  facts.predicted = sim::peak_memory_per_gpu(trained, s.layout);
+  // The whole global batch's FLOPs; each of the layout's GPUs does its share of them.
+  facts.model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
+  facts.flops_per_gpu_per_step = facts.model_flops_per_step / static_cast<double>(s.layout.total_gpus());
+  facts.tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * static_cast<std::size_t>(seq);
+  facts.preset_had_dropout = preset_had_dropout;
+  return facts;
+}
 
 void print_run_header(std::ostream& progress, const RunSettings& s, const engine::LrSchedule& lr,
                       const RunFacts& facts, const engine::Trainer& trainer_ref,
@@ -84,6 +106,27 @@ void print_run_header(std::ostream& progress, const RunSettings& s, const engine
     progress << "  step      loss        lr  grad_norm   step_ms   tokens/s  TFLOP/s    MFU  mem_GiB\n";
   progress.flush();
 
+}
+
+void print_resumed(std::ostream& progress, const sim::ParallelLayout& layout,
+                   const engine::checkpoint::OpenedCheckpoint& checkpoint, int batches, bool resharded) {
+  const engine::checkpoint::CheckpointLayout& saved = checkpoint.metadata.layout;
+  const int pp = layout.pp;
+  progress << "resumed from " << checkpoint.folder << ": step " << checkpoint.metadata.step << ", " << batches
+           << " batches of the data stream skipped";
+  if (resharded)
+    progress << "; resharded from tp=" << saved.tp << ", dp=" << saved.dp << ", zero=" << saved.zero
+             << (saved.pp > 1 || pp > 1 ? ", pp=" + std::to_string(saved.pp) + ", vpp=" + std::to_string(saved.vpp) : "")
+             << (saved.pp == pp && saved.vpp == layout.vpp && pp > 1 ? " (another layer split)" : "");
+  progress << "\n";
+  progress.flush();
+}
+
+void write_timing_file(const std::string& path, const std::vector<engine::TaskTime>& tasks) {
+  std::ofstream csv(path);
+  if (!csv) throw_option_error("--timing-file", "", "cannot write '" + path + "'");
+  csv << "task,seconds\n";
+  for (const engine::TaskTime& t : tasks) csv << t.name << "," << t.seconds << "\n";
 }
 
 std::string progress_line(const RunFacts& facts, const engine::StepResult& r, std::size_t peak_bytes) {

@@ -10,7 +10,9 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
+#include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/data/token_batches.h"
 #include "engine/trainer.h"
 #include "engine/training/training_loop.h"
@@ -33,6 +35,13 @@ struct RunFacts {
   bool preset_had_dropout = false;
 };
 
+/// The facts of `s`'s run of `trained` (the model as the engine trains it) at
+/// sequence `seq` on the device: the GPU preset whose peak MFU divides by
+/// (--gpu, or the device's name and memory: sim::gpu_preset_name), the
+/// simulator's memory of a rank, the FLOPs.
+RunFacts run_facts(const RunSettings& s, const sim::ModelConfig& trained, int seq, const std::string& device_name,
+                   std::size_t device_memory_bytes, bool preset_had_dropout);
+
 /// Model, device, data, schedule, memory and the layout's parallelism, then the
 /// progress table's heading (text format).
 void print_run_header(std::ostream& out, const RunSettings& s, const engine::LrSchedule& lr, const RunFacts& facts,
@@ -40,6 +49,15 @@ void print_run_header(std::ostream& out, const RunSettings& s, const engine::LrS
 
 /// One step's progress line.
 std::string progress_line(const RunFacts& facts, const engine::StepResult& r, std::size_t peak_bytes);
+
+/// The line saying where a --load resumed, after how many batches, and from
+/// which layout when the arrays were resharded.
+void print_resumed(std::ostream& out, const sim::ParallelLayout& layout,
+                   const engine::checkpoint::OpenedCheckpoint& checkpoint, int batches, bool resharded);
+
+/// --timing-file: the last timed step's tasks as CSV (task,seconds) into `path`;
+/// a path that cannot be written is bad input (exit code 2).
+void write_timing_file(const std::string& path, const std::vector<engine::TaskTime>& tasks);
 
 /// What the summary reports of the trainer, read before --compare frees it.
 struct TrainerSummary {

@@ -7,49 +7,32 @@
 // the others are silent; all ranks stop after the same step (the loop's stop vote).
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
-#include <nlohmann/json.hpp>
-#include <sstream>
-#include <string_view>
 #include <vector>
 
-#include "engine/checkpoint/checkpoint_directory.h"
-#include "engine/checkpoint/checkpoint_sharding.h"
-#include "engine/comm/communicator.h"
 #include "engine/data/data_error.h"
 #include "engine/data/token_batches.h"
 #include "engine/launch/step_watchdog.h"
-#include "engine/model/lr_schedule.h"
 #include "engine/model/nonfinite_step.h"
-#include "engine/model/transformer_shape.h"
 #include "engine/trainer.h"
-#include "engine/comm/host_gather.h"
 #include "engine/comm/parallel_groups.h"
+#include "engine/training/rank_checkpoints.h"
 #include "engine/training/stop_vote.h"
-#include "engine/training/task_timing.h"
 #include "engine/training/trainer_sharding.h"
-#include "engine/training/training_loop.h"
 #include "kernels/cuda_check.h"
 #include "sim/core/config_error.h"
-#include "sim/core/gpu_preset_name.h"
-#include "sim/core/preset_catalog.h"
 #include "sim/core/text_format.h"
-#include "sim/flops/model_flops.h"
-#include "sim/memory/memory_model.h"
 #include "tools/run_checkpoint.h"
 #include "tools/rank_output_path.h"
 #include "tools/run_compare.h"
+#include "tools/run_measured_compare.h"
 #include "tools/run_output.h"
 #include "tools/run_settings.h"
 
@@ -71,7 +54,6 @@ extern "C" void on_interrupt(int signal_number) {
 }
 
 struct Device {
-  int index = 0;
   std::string name;
   std::size_t memory_bytes = 0;
 };
@@ -89,16 +71,7 @@ Device open_device(int index) {
   SEXTANT_CUDA_CHECK(cudaSetDevice(index));
   cudaDeviceProp prop{};
   SEXTANT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
-  return Device{index, prop.name, prop.totalGlobalMem};
-}
-
-// The GPU preset whose peak FLOP/s MFU divides by: --gpu, or the device's name.
-std::optional<sim::GpuConfig> gpu_preset(const RunSettings& s, const Device& device) {
-  const sim::PresetCatalog catalog(s.configs_dir);
-  if (!s.gpu.empty()) return catalog.gpu(s.gpu);
-  const std::string preset = sim::gpu_preset_name(device.name, static_cast<std::int64_t>(device.memory_bytes));
-  if (!preset.empty()) return catalog.gpu(preset);
-  return std::nullopt;
+  return Device{prop.name, prop.totalGlobalMem};
 }
 
 // Steps the --compare pass times task by task (after one untimed warm-up step).
@@ -110,7 +83,6 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const RunSettings& s = run.settings;
   std::ostream silent(nullptr);  // ranks other than 0
   std::ostream& out = run.world_rank == 0 ? rank_out : silent;
-  const int dp = s.layout.dp, tp = s.layout.tp, pp = s.layout.pp;
   const engine::comm::ParallelGroups one_gpu;
   const engine::comm::ParallelGroups& groups = run.groups != nullptr ? *run.groups : one_gpu;
   const engine::TransformerShape& shape = run.shape;
@@ -124,12 +96,8 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const bool preset_has_dropout = trained.hidden_dropout > 0 || trained.attention_dropout > 0;
   trained.hidden_dropout = 0;
   trained.attention_dropout = 0;
-  const sim::MemoryBreakdown predicted = sim::peak_memory_per_gpu(trained, s.layout);
-  // The whole global batch's FLOPs; each of the dp·tp·pp GPUs does 1/(dp·tp·pp) of them.
-  const double model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
-  const double flops_per_gpu_per_step = model_flops_per_step / (static_cast<double>(dp) * tp * pp);
   const Device device = open_device(s.device);
-  const std::optional<sim::GpuConfig> gpu = gpu_preset(s, device);
+  const RunFacts facts = run_facts(s, trained, seq, device.name, device.memory_bytes, preset_has_dropout);
 
   engine::TrainerOptions options;
   options.optimizer = {s.adam_beta1, s.adam_beta2, s.adam_eps, s.weight_decay, s.grad_clip};
@@ -147,19 +115,10 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
     if (e.status_name() == "cudaErrorMemoryAllocation")
       throw_option_error("--layout", "", "the model and layout need more memory than " + device.name + " has (" +
                           sim::format_gib(device.memory_bytes) + "; the simulator predicts " +
-                          sim::format_gib(predicted.total()) + "): lower mbs, or use recompute=full. " + e.what());
+                          sim::format_gib(facts.predicted.total()) + "): lower mbs, or use recompute=full. " + e.what());
     throw;
   }
 
-  RunFacts facts;
-  facts.device_name = device.name;
-  facts.device_memory_bytes = device.memory_bytes;
-  facts.gpu = gpu;
-  facts.predicted = predicted;
-  facts.model_flops_per_step = model_flops_per_step;
-  facts.flops_per_gpu_per_step = flops_per_gpu_per_step;
-  facts.tokens_per_step = static_cast<std::size_t>(s.layout.gbs) * seq;
-  facts.preset_had_dropout = preset_has_dropout;
   const std::size_t tokens_per_step = facts.tokens_per_step;
   print_run_header(progress, s, lr, facts, *trainer, *data);
 
@@ -177,41 +136,22 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const RunSharding sharding =
       checkpoints ? engine::training::trainer_sharding(*trainer, trained, options.bucket_elements) : RunSharding{};
   if (run.checkpoint) {
-    const engine::checkpoint::TrainerState state = load_rank_state(*run.checkpoint, run, sharding);
     try {
-      trainer->restore(state);
+      first_batch = engine::training::restore_rank(*trainer, *run.checkpoint, run.world_rank, sharding, *data,
+                                                   tokens_per_step);
     } catch (const std::invalid_argument& e) {
       throw sim::ConfigError({{run.checkpoint->folder, 0, 0, "--load", e.what()}});
-    }
-    first_batch = static_cast<int>(run.checkpoint->metadata.data_batches);
-    try {
-      std::vector<std::int32_t> inputs(tokens_per_step), targets(tokens_per_step);
-      for (int i = 0; i < first_batch; ++i) data->next(inputs, targets);
     } catch (const engine::data::DataError& e) {
       throw sim::ConfigError({{e.file(), 0, 0, "--data", e.reason()}});
     }
-    const engine::checkpoint::CheckpointLayout& saved = run.checkpoint->metadata.layout;
-    progress << "resumed from " << run.checkpoint->folder << ": step " << run.checkpoint->metadata.step << ", "
-             << first_batch << " batches of the data stream skipped";
-    if (!same_arrays(*run.checkpoint, run, sharding))
-      progress << "; resharded from tp=" << saved.tp << ", dp=" << saved.dp << ", zero=" << saved.zero
-               << (saved.pp > 1 || pp > 1 ? ", pp=" + std::to_string(saved.pp) + ", vpp=" + std::to_string(saved.vpp) : "")
-               << (saved.pp == pp && saved.vpp == s.layout.vpp && pp > 1 ? " (another layer split)" : "");
-    progress << "\n";
-    progress.flush();
+    print_resumed(progress, s.layout, *run.checkpoint, first_batch, !same_arrays(*run.checkpoint, run, sharding));
   }
   int saved_after_batch = first_batch;
   auto save = [&](int batches_drawn) {
     const auto start = std::chrono::steady_clock::now();
-    const engine::checkpoint::TrainerState state = trainer->state();
-    const std::uint64_t described = sharding.at(static_cast<std::size_t>(trainer->stage())).flat_elements;
-    if (state.weights_bf16.size() != described)
-      throw std::logic_error("checkpoint: rank " + std::to_string(run.world_rank) + " holds " +
-                             std::to_string(state.weights_bf16.size()) + " weights; its stage's sharding describes " +
-                             std::to_string(described));
-    const std::string folder = save_checkpoint(
-        run, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn, sharding), state,
-        [&](bool failed) { return vote.any_rank(failed); });
+    const std::string folder = engine::training::save_rank(
+        *trainer, checkpoint_metadata_of(run, trainer->steps_done(), batches_drawn, sharding), sharding, s.save_dir,
+        s.keep, run.world_rank, [&](bool failed) { return vote.any_rank(failed); });
     saved_after_batch = batches_drawn;
     progress << "saved checkpoint " << folder << " in "
              << sim::format_fixed(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2)
@@ -276,42 +216,20 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   const TrainerSummary summary{trainer->parameter_count(), trainer->arena_bytes(),
                                trainer->memory_plan().bytes_by_category()};
 
-  if (!s.timing_file.empty() && !last_tasks.empty()) {
-    // Every rank times its own tasks: one file each (rank_output_path.h).
-    const std::string timing_file = rank_output_path(s.timing_file, run.world_rank, static_cast<int>(s.layout.total_gpus()));
-    std::ofstream csv(timing_file);
-    if (!csv) throw_option_error("--timing-file", "", "cannot write '" + timing_file + "'");
-    csv << "task,seconds\n";
-    for (const engine::TaskTime& t : last_tasks) csv << t.name << "," << t.seconds << "\n";
-  }
+  // Every rank times its own tasks: one file each (rank_output_path.h).
+  if (!s.timing_file.empty() && !last_tasks.empty())
+    write_timing_file(rank_output_path(s.timing_file, run.world_rank, static_cast<int>(s.layout.total_gpus())),
+                      last_tasks);
 
   std::optional<CompareReport> compare;
   if (s.compare && !interrupted && step_s > 0) {
-    std::map<std::string, double> measured;
-    if (timed_steps > 0) {
-      for (const auto& [kind, seconds] : task_seconds) measured[kind] = seconds / timed_steps;
-    } else {
+    if (timed_steps == 0) {
       progress << "compare: timing each task of " << kCompareTimedSteps
                << " more steps with CUDA events (kernels launched one by one)\n";
       progress.flush();
       trainer.reset();  // its memory, before the timing trainer takes the same again
-      for (const auto& [name, seconds] :
-           engine::training::time_tasks_apart(trained, s.layout, options, *data, tokens_per_step, groups,
-                                              kCompareTimedSteps))
-        measured[task_kind(name)] += seconds;
     }
-    const ComparePrediction predicted = predict_for_compare(trained, s.cluster, s.profile, s.layout);
-    // A pipeline: every stage's measured compute, gathered over the rank's pp group.
-    const std::vector<double> stage_compute_s =
-        engine::training::per_stage(groups, measured_compute_s(predicted, measured), options.comm_timeout);
-    compare = make_compare_report(predicted, step_s, measured, stage_compute_s);
-    compare->model = s.model_argument;
-    compare->parallel_layout = s.layout;
-    compare->layout = compare_layout_text(s.layout);
-    compare->profile_name = s.profile.name;
-    compare->software = s.profile.software;
-    compare->device = device.name;
-    compare->seq_length = seq;
+    compare = measured_compare(s, trained, options, groups, record, *data, device.name, seq, kCompareTimedSteps);
     // Rank 0's view (the first pipeline stage's tasks, the Plan's stage 0), written once.
     if (!s.report_dir.empty() && run.world_rank == 0) write_compare_report(*compare, s.report_dir);
   }
