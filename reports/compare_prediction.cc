@@ -1,7 +1,7 @@
 #include "reports/compare_prediction.h"
 
 #include "sim/compute/prediction_interval.h"
-#include "sim/compute/launch_mode.h"
+#include "sim/compute/stage_rates.h"
 #include "sim/event/event_simulation.h"
 #include "sim/plan/task_kind.h"
 #include "sim/plan/task_name.h"
@@ -20,10 +20,9 @@ ComparePrediction predict_for_compare(const sim::ModelConfig& model,
   p.step_time_s = sim::simulate_event(model, cluster, profile, layout, options).result.step_time_s;
   p.step_time_interval_s = sim::step_time_interval_s(p.step_time_s, profile);
   // The tasks are measured with their kernels launched one by one (CUDA events
-  // cannot time inside a graph replay): predict them so, each kernel followed
-  // by a stream launch's gap instead of a graph node's.
-  const sim::EventSimulation e =
-      sim::simulate_event(model, cluster, sim::with_launched_kernels(profile), layout, options);
+  // cannot time inside a graph replay): predict them so (sim/compute/stage_rates.h).
+  options.conditions = sim::task_timing_conditions(profile, layout);
+  const sim::EventSimulation e = sim::simulate_event(model, cluster, profile, layout, options);
   for (std::uint32_t i = e.plan.stage_begin[0]; i < e.plan.stage_begin[1]; ++i)
     p.task_seconds_per_step[task_kind(sim::task_name(e.plan, e.plan.tasks[i]))] +=
         e.costs[i].duration_s;

@@ -157,7 +157,7 @@ CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common
   cmd->add_option("--cluster", o->cluster, "cluster preset the runs' GPU belongs to")->capture_default_str();
   cmd->add_flag("--power-cap", o->power_cap,
                 "fit the power-cap model instead (one parameter, power_cap_hfu: the HFU at the calibrated\n"
-                "burst clock above which the sustained clock falls as HFU^(-1/3); sim/analytic/power_cap.h)");
+                "burst clock above which the sustained clock falls as HFU^(-1/3); sim/compute/power_cap.h)");
   return [o, &common](std::ostream& out) { return run_fit(*o, common, out); };
 }
 

@@ -50,7 +50,7 @@ struct ProfileFitResult {
 ProfileFitResult fit_profile(const sim::CostProfile& profile, const sim::ClusterConfig& cluster,
                              const std::vector<MeasuredStep>& runs);
 
-/// The power-cap model instead (sim/analytic/power_cap.h): one parameter,
+/// The power-cap model instead (sim/compute/power_cap.h): one parameter,
 /// power_cap_hfu, the HFU at the calibrated burst clock above which the
 /// sustained clock falls as HFU^(-1/3); every kernel at the calibrated speed
 /// below it (no compute_time_factor, no overheads). Fitted by a search over

@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <span>
 #include <vector>
 
 #include "sim/analytic/expert_comm_exposure.h"
 #include "sim/analytic/fsdp_exposure.h"
-#include "sim/analytic/power_cap.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
-#include "sim/compute/launch_mode.h"
 #include "sim/compute/layer_time.h"
-#include "sim/flops/model_flops.h"
 #include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
@@ -99,63 +95,19 @@ double exposed_after_chunked_overlap(double total_s, double v, int pp, double co
   return std::max({0.0, last_part, backlog});
 }
 
-}  // namespace
-
-SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
-                                   const CostProfile& profile, const ParallelLayout& l) {
-  const PipelineSplit split = pipeline_split(m, l);
-  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split), split);
-}
-
-SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+// The model with each pipeline stage at its rates. One stage: its layers
+// costed at its rates. Several: the layers costed once, at the burst clock,
+// and each stage's compute (its layers, embedding and output layer, with
+// their kernel gaps and the fit's per-micro-batch overhead) scaled by its
+// clock_slowdown; the optimizer at the slowest stage's. `stage_compute_s`,
+// when given, receives each stage's compute per micro-batch.
+SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l,
-                                   const MemoryBreakdown& memory) {
-  return simulate_analytic(m, cluster, profile, l, memory, pipeline_split(m, l));
-}
-
-namespace {
-
-// The model at given clocks: each pipeline stage's compute (its layers,
-// embedding and output) `stage_slowdowns[s]` times as long, the optimizer at
-// the slowest stage's; empty: every stage at the profile's clock.
-// `stage_compute_s`, when given, receives each stage's compute per micro-batch.
-SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& cluster,
-                                    const CostProfile& profile, const ParallelLayout& l,
-                                    const MemoryBreakdown& memory, const PipelineSplit& split,
-                                    std::span<const double> stage_slowdowns,
-                                    std::vector<double>* stage_compute_s);
-
-}  // namespace
-
-SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
-                                   const CostProfile& profile, const ParallelLayout& l,
-                                   const MemoryBreakdown& memory, const PipelineSplit& split) {
-  // Our engine launches every kernel from the host on several GPUs (compute/launch_mode.h).
-  if (engine_launches_differently(profile, l))
-    return simulate_analytic(m, cluster, with_launched_kernels(profile), l, memory, split);
-  if (!has_power_cap(profile)) return simulate_at_clocks(m, cluster, profile, l, memory, split, {}, nullptr);
-  // The sustained clock (power_cap.h): one for every GPU of one stage; per
-  // stage, from each one's share of the compute at the burst clock.
-  if (l.pp == 1)
-    return simulate_at_clocks(m, cluster, with_power_cap_resolved(m, cluster, profile, l), l, memory, split, {},
-                              nullptr);
-  const CostProfile burst = without_power_cap(profile);
-  std::vector<double> compute_s;
-  const SimulationResult at_burst = simulate_at_clocks(m, cluster, burst, l, memory, split, {}, &compute_s);
-  return simulate_at_clocks(m, cluster, burst, l, memory, split,
-                            stage_power_cap_slowdowns(compute_s, at_burst.hfu, power_cap_hfu(profile)), nullptr);
-}
-
-namespace {
-
-SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& cluster,
-                                    const CostProfile& profile, const ParallelLayout& l,
-                                    const MemoryBreakdown& memory, const PipelineSplit& split,
-                                    std::span<const double> stage_slowdowns,
-                                    std::vector<double>* stage_compute_s) {
+                                   const MemoryBreakdown& memory, const PipelineSplit& split,
+                                   const StageRates& stage_rates, std::vector<double>* stage_compute_s) {
   SimulationResult r;
   r.layout = l;
-  const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
+  const DeviceRates rates = l.pp == 1 ? stage_rates.stage(0) : stage_rates.burst;
   const LinkRates links = link_rates(cluster, profile);
 
   const double unpaired = unpaired_pass_fraction(l, split);
@@ -176,8 +128,8 @@ SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& c
   double all_stages = 0;
   StageTime run_time;
   for (int s = 0; s < l.pp; ++s) {
-    const double slowdown = stage_slowdowns.empty() ? 1.0 : stage_slowdowns[static_cast<std::size_t>(s)];
-    const bool new_clock = !stage_slowdowns.empty() && s > 0 && slowdown != stage_slowdowns[static_cast<std::size_t>(s) - 1];
+    const double slowdown = l.pp == 1 ? 1.0 : stage_rates.clock_slowdown(s);
+    const bool new_clock = s > 0 && slowdown != stage_rates.clock_slowdown(s - 1);
     if (s == 0 || split.stage(s) != split.stage(s - 1) || new_clock) {
       run_time = stage_time(split.stage(s), l, dense, moe, embedding, output);
       run_time.forward_s *= slowdown;
@@ -238,12 +190,7 @@ SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& c
   }
 
   // Data-parallel sync of the stage holding most weights.
-  StageParams params;
-  for (int s = 0; s < l.pp; ++s) {
-    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
-    const StageParams here = stage_params_per_gpu(m, l, split.stage(s));
-    if (s == 0 || here.total() > params.total()) params = here;
-  }
+  const StageParams params = largest_stage_params_per_gpu(m, l, split);
   const DataParallelComm dp = data_parallel_comm(params.dense, params.expert, l, cluster, links);
   double exposed_dp_s = 0;
   if (l.zero >= 3) {
@@ -289,10 +236,7 @@ SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& c
   exposed_dp_s += tied_embedding_reduce_time_s(m, l, cluster, links);
 
   // With the distributed optimizer each rank updates only its shard.
-  const double local_params =
-      l.zero >= 1 ? params.dense / (static_cast<double>(l.dp) * l.cp) + params.expert / l.expert_dp()
-                 : params.total();
-  const double optimizer_s = slowest_slowdown * optimizer_step_time_s(local_params, rates);
+  const double optimizer_s = slowest_slowdown * optimizer_step_time_s(optimizer_params_per_gpu(params, l), rates);
 
   r.time.compute_s = microbatches * (slowest.forward_s + slowest.backward_s);
   r.exposed_tp_s = microbatches * slowest.tp_s;
@@ -307,24 +251,50 @@ SimulationResult simulate_at_clocks(const ModelConfig& m, const ClusterConfig& c
   r.step_time_s = r.time.compute_s + r.time.exposed_communication_s + r.time.pipeline_bubble_s +
                   r.time.optimizer_s;
 
-  const double gpus = l.total_gpus();
-  const double tokens = static_cast<double>(l.gbs) * static_cast<double>(m.seq_length);
-  r.tokens_per_s = tokens / r.step_time_s;
-  r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
-  const StepFlops flops = step_flops(m, l);
-  r.model_flops_per_step = flops.model_flops;
-  r.hardware_flops_per_step = flops.hardware_flops;
-  const double peak = gpus * cluster.gpu.peak_bf16_flops_per_s * r.step_time_s;
-  r.mfu = flops.model_flops / peak;
-  r.hfu = flops.hardware_flops / peak;
-
   r.memory = memory;
-  r.fits_memory = r.memory.total() <= static_cast<double>(cluster.gpu.memory_bytes);
-
-  r.limiter = limiter_of(r);
+  complete_from_step_time(r, m, cluster);
   return r;
 }
 
 }  // namespace
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l) {
+  const PipelineSplit split = pipeline_split(m, l);
+  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split), split);
+}
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const MemoryBreakdown& memory) {
+  return simulate_analytic(m, cluster, profile, l, memory, pipeline_split(m, l));
+}
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const MemoryBreakdown& memory, const PipelineSplit& split) {
+  return simulate_analytic(m, cluster, profile, l, memory, split, run_conditions(profile, l));
+}
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const RunConditions& conditions) {
+  const PipelineSplit split = pipeline_split(m, l);
+  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split), split, conditions);
+}
+
+SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const MemoryBreakdown& memory, const PipelineSplit& split,
+                                   const RunConditions& conditions) {
+  const StageRates at_burst = stage_rates(cluster.gpu, profile, l, conditions.at_burst_clock());
+  if (!conditions.power_capped()) return simulate_at_rates(m, cluster, profile, l, memory, split, at_burst, nullptr);
+  // The sustained clocks (power_cap.h), from each stage's share of the
+  // compute at the burst clock.
+  BurstClockLoad load;
+  load.hfu = simulate_at_rates(m, cluster, profile, l, memory, split, at_burst, &load.stage_compute_s).hfu;
+  return simulate_at_rates(m, cluster, profile, l, memory, split, stage_rates(cluster.gpu, profile, l, conditions, load),
+                           nullptr);
+}
 
 }  // namespace sextant::sim

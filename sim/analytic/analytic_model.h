@@ -9,12 +9,16 @@
 // and drain (plus any steady-state excess) under interleaving. Exposed DP
 // sync: Megatron's bucketed reductions and gathers, or under ZeRO-3 the
 // per-unit FSDP pipeline of sim/analytic/fsdp_exposure.h.
-// Fast enough for the search: no allocation, a few hundred floating-point operations.
+// Each stage's compute at the rates it runs at under the run's conditions
+// (sim/compute/stage_rates.h: launch mode, power cap).
+// Fast enough for the search: no allocation, a few hundred floating-point
+// operations (twice, with an allocation, under a power cap).
 #pragma once
 
 #include "sim/core/pipeline_split.h"
 
 #include "sim/analytic/simulation_result.h"
+#include "sim/compute/stage_rates.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
@@ -36,5 +40,15 @@ SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig
 SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& layout,
                                    const MemoryBreakdown& memory, const PipelineSplit& split);
+
+/// Under given run conditions rather than the profile's own (run_conditions):
+/// the event engine's burst-clock play, `run --compare`'s timed tasks.
+SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& layout,
+                                   const RunConditions& conditions);
+SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& layout,
+                                   const MemoryBreakdown& memory, const PipelineSplit& split,
+                                   const RunConditions& conditions);
 
 }  // namespace sextant::sim

@@ -4,6 +4,8 @@
 #include <array>
 #include <utility>
 
+#include "sim/flops/model_flops.h"
+
 namespace sextant::sim {
 
 std::string_view to_string(Limiter value) {
@@ -32,6 +34,22 @@ Limiter limiter_of(const SimulationResult& r) {
   }};
   const auto worst = std::max_element(costs.begin(), costs.end());
   return worst->first > 0.05 * r.step_time_s ? worst->second : Limiter::kCompute;
+}
+
+void complete_from_step_time(SimulationResult& r, const ModelConfig& m, const ClusterConfig& cluster) {
+  const ParallelLayout& l = r.layout;
+  const double gpus = l.total_gpus();
+  const double tokens = static_cast<double>(l.gbs) * static_cast<double>(m.seq_length);
+  r.tokens_per_s = tokens / r.step_time_s;
+  r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
+  const StepFlops flops = step_flops(m, l);
+  r.model_flops_per_step = flops.model_flops;
+  r.hardware_flops_per_step = flops.hardware_flops;
+  const double peak = gpus * cluster.gpu.peak_bf16_flops_per_s * r.step_time_s;
+  r.mfu = flops.model_flops / peak;
+  r.hfu = flops.hardware_flops / peak;
+  r.fits_memory = r.memory.total() <= static_cast<double>(cluster.gpu.memory_bytes);
+  r.limiter = limiter_of(r);
 }
 
 }  // namespace sextant::sim

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "sim/core/hardware_config.h"
+#include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 #include "sim/memory/memory_model.h"
 
@@ -43,5 +45,11 @@ struct SimulationResult {
 /// communication of each dimension, the bubble and the optimizer step, if it is
 /// more than 5 % of the step; otherwise compute.
 Limiter limiter_of(const SimulationResult& result);
+
+/// What follows from result.step_time_s, result.layout and result.memory, by
+/// one rule for both engines: tokens per second (and per GPU), the step's
+/// model and hardware FLOPs (step_flops, closed forms), MFU and HFU against
+/// the GPUs' dense bf16 peak, whether the memory fits, and the limiter.
+void complete_from_step_time(SimulationResult& result, const ModelConfig& model, const ClusterConfig& cluster);
 
 }  // namespace sextant::sim

@@ -13,7 +13,7 @@ constexpr double kFp16SeparateAccumulationBytes = 6.0;
 
 }  // namespace
 
-DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision precision) {
+DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision precision, LaunchMode launch_mode) {
   DeviceRates r;
   r.fp8 = precision == Precision::kFp8;
   const double sustained = p.sustained_compute_fraction;
@@ -39,10 +39,8 @@ DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision p
   }
   r.software = p.software;
   r.tables = p.tables.get();
-  r.measured_kernel_gap_s = p.kernel_overhead_s;
+  r.measured_kernel_gap_s = measured_kernel_gap_s(p, launch_mode);
   if (p.tables && p.tables->overheads) {
-    r.measured_kernel_gap_s =
-        p.kernels_launched ? p.tables->overheads->kernel_launch_s : p.tables->overheads->graph_kernel_s;
     r.host_step_s = p.tables->overheads->host_step_s;
     r.graph_launch_s = p.tables->overheads->graph_launch_s;
   }

@@ -3,6 +3,7 @@
 // Built once per simulation so the inner loops multiply nothing twice.
 #pragma once
 
+#include "sim/compute/launch_mode.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/parallel_layout.h"
@@ -32,8 +33,8 @@ struct DeviceRates {
   Software software = Software::kMegatronPublished;
   /// Measured kernel times (null: roofline only). Points into the profile.
   const MeasuredTables* tables = nullptr;
-  /// Gap a measured kernel adds on the stream: the profile's graph_kernel_s
-  /// (the engine replays its step as a CUDA graph), else kernel_overhead_s.
+  /// Gap a measured kernel adds on the stream under the run's launch mode
+  /// (launch_mode.h: measured_kernel_gap_s).
   double measured_kernel_gap_s = 0;
   /// Per-step host work (token upload, loss read-back, synchronisation) and
   /// the one cudaGraphLaunch of the engine's step; 0 for Megatron profiles.
@@ -46,6 +47,9 @@ struct DeviceRates {
   double microbatch_overhead_s = 0;
 };
 
-DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& profile, Precision precision);
+/// One GPU at the profile's (calibrated) clock, its kernels launched as `launch_mode` says.
+/// The rates each pipeline stage runs at under a run's conditions are stage_rates.h's.
+DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& profile, Precision precision,
+                         LaunchMode launch_mode = LaunchMode::kGraphReplay);
 
 }  // namespace sextant::sim

@@ -2,18 +2,15 @@
 
 namespace sextant::sim {
 
-CostProfile with_launched_kernels(const CostProfile& profile) {
-  CostProfile launched = profile;
-  launched.kernels_launched = true;
-  return launched;
+LaunchMode engine_launch_mode(const CostProfile& profile, const ParallelLayout& layout) {
+  return profile.software == Software::kSextantEngine && layout.total_gpus() > 1 ? LaunchMode::kKernelsLaunched
+                                                                               : LaunchMode::kGraphReplay;
 }
 
-bool engine_launches_differently(const CostProfile& profile, const ParallelLayout& layout) {
-  return profile.software == Software::kSextantEngine && layout.total_gpus() > 1 && !profile.kernels_launched;
-}
-
-CostProfile as_engine_launches(const CostProfile& profile, const ParallelLayout& layout) {
-  return engine_launches_differently(profile, layout) ? with_launched_kernels(profile) : profile;
+double measured_kernel_gap_s(const CostProfile& profile, LaunchMode mode) {
+  if (!profile.tables || !profile.tables->overheads) return profile.kernel_overhead_s;
+  const MeasuredOverheads& o = *profile.tables->overheads;
+  return mode == LaunchMode::kKernelsLaunched ? o.kernel_launch_s : o.graph_kernel_s;
 }
 
 }  // namespace sextant::sim

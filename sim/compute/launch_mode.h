@@ -6,24 +6,34 @@
 // followed by a stream launch's gap (overheads.kernel_launch_s), as `run
 // --compare` and `--timing` time tasks on one GPU too. Measured on H200:
 // 0.89 µs against 3.40 µs a kernel (configs/profiles/measured/).
+// A run condition, not a property of the profile: sim/compute/stage_rates.h
+// turns it into the rates each stage runs at.
 #pragma once
+
+#include <cstdint>
 
 #include "sim/core/cost_profile.h"
 #include "sim/core/parallel_layout.h"
 
 namespace sextant::sim {
 
-/// `profile` with every kernel followed by a stream launch's gap instead of a
-/// graph node's (CostProfile::kernels_launched; nothing changes without
-/// measured overheads).
-CostProfile with_launched_kernels(const CostProfile& profile);
+enum class LaunchMode : std::uint8_t {
+  kGraphReplay,      // the step replayed as one CUDA graph, as `sextant calibrate` times kernels
+  kKernelsLaunched,  // every kernel launched from the host
+};
 
-/// Whether our engine runs `layout` with every kernel launched where `profile`
-/// says otherwise: a sextant-engine profile not yet launched, on more than one GPU.
-bool engine_launches_differently(const CostProfile& profile, const ParallelLayout& layout);
+/// How our engine runs `layout` where `profile` describes it: every kernel
+/// launched on more than one GPU, a graph replay on one. Other software's
+/// profiles say nothing of our engine's launches: kGraphReplay, as measured.
+LaunchMode engine_launch_mode(const CostProfile& profile, const ParallelLayout& layout);
 
-/// The profile as our engine runs `layout`: with_launched_kernels where
-/// engine_launches_differently, else unchanged.
-CostProfile as_engine_launches(const CostProfile& profile, const ParallelLayout& layout);
+/// How the engine times tasks (`run --compare`, `--timing`): every kernel
+/// launched, as CUDA events cannot time inside a graph replay.
+inline constexpr LaunchMode kTaskTimingLaunchMode = LaunchMode::kKernelsLaunched;
+
+/// The gap a kernel of `profile`'s tables leaves on its stream under `mode`:
+/// overheads.graph_kernel_s or overheads.kernel_launch_s; without measured
+/// overheads the profile's kernel_overhead_s either way.
+double measured_kernel_gap_s(const CostProfile& profile, LaunchMode mode);
 
 }  // namespace sextant::sim

@@ -102,12 +102,13 @@ struct MeasuredTables {
   void build_lookup();
 };
 
-/// Names of the fit's free parameters (sim/compute/profile_fit_terms.h applies them).
+/// Names of the fit's free parameters (sim/compute/device_rates.cc reads the
+/// first three; the power cap is a run condition, sim/compute/stage_rates.h).
 inline constexpr std::string_view kFitComputeTimeFactor = "compute_time_factor";
 inline constexpr std::string_view kFitStepOverhead = "step_overhead_s";
 inline constexpr std::string_view kFitMicrobatchOverhead = "microbatch_overhead_s";
 /// The HFU (at the calibrated burst clock) at which the GPU reaches its power
-/// cap: above it the sustained clock falls as HFU^(-1/3) (sim/analytic/power_cap.h).
+/// cap: above it the sustained clock falls as HFU^(-1/3) (sim/compute/power_cap.h).
 inline constexpr std::string_view kFitPowerCapHfu = "power_cap_hfu";
 
 /// The `fit:` block: free parameters fitted on measured engine runs
@@ -165,10 +166,6 @@ struct CostProfile {
   /// Measured kernel times (null for a datasheet profile). Shared: profiles are
   /// copied by value into every search worker, the tables are not.
   std::shared_ptr<const MeasuredTables> tables;
-  /// Not a YAML key: every kernel launched from the host, each followed by
-  /// tables->overheads->kernel_launch_s rather than graph_kernel_s
-  /// (sim/compute/launch_mode.h says when our engine does).
-  bool kernels_launched = false;
   std::optional<ProfileFit> fit;
   /// What the framework's software runs differently (framework_behaviour.h);
   /// Megatron-Core's by default.

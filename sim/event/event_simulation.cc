@@ -3,59 +3,49 @@
 #include <algorithm>
 
 #include "sim/analytic/analytic_model.h"
-#include "sim/analytic/power_cap.h"
-#include "sim/compute/launch_mode.h"
 #include "sim/event/critical_path.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
 
+namespace {
+
+// The rates each stage runs at (stage_rates.h). Under a power cap a stage's
+// clock follows its share of the step's compute at the burst clock, which
+// this engine takes from its own play of the step at that clock (each
+// stage's compute stream busy, the optimizer step included), and the step's
+// HFU there from the analytic model, as the profile's cap was fitted.
+StageRates event_stage_rates(const Plan& plan, const ModelConfig& model, const ClusterConfig& cluster,
+                             const CostProfile& profile, const ParallelLayout& layout,
+                             const RunConditions& conditions, const EngineOptions& engine) {
+  const StageRates at_burst = stage_rates(cluster.gpu, profile, layout, conditions.at_burst_clock());
+  if (!conditions.power_capped()) return at_burst;
+  BurstClockLoad load;
+  load.hfu = simulate_analytic(model, cluster, profile, layout, conditions.at_burst_clock()).hfu;
+  if (plan.num_stages() == 1) {
+    load.stage_compute_s = {1.0};  // one stage's share is the whole step (stage_power_cap_slowdowns)
+  } else {
+    const Timeline timeline = play(plan, task_costs(plan, model, cluster, profile, layout, at_burst), engine);
+    for (const StageTimeline& s : timeline.stages)
+      load.stage_compute_s.push_back(s.busy_s[static_cast<std::size_t>(StreamKind::kCompute)]);
+  }
+  return stage_rates(cluster.gpu, profile, layout, conditions, load);
+}
+
+}  // namespace
+
 EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
-                               const CostProfile& given_profile, const ParallelLayout& layout,
+                               const CostProfile& profile, const ParallelLayout& layout,
                                const EventOptions& options) {
-  // Our engine launches every kernel from the host on several GPUs (compute/launch_mode.h).
-  const CostProfile measured_profile = as_engine_launches(given_profile, layout);
-  // A measured profile's power cap resolved for this layout (analytic/power_cap.h):
-  // the analytic result's (one clock for every GPU) ...
-  const CostProfile profile = with_power_cap_resolved(model, cluster, measured_profile, layout);
+  const RunConditions conditions = options.conditions.value_or(run_conditions(profile, layout));
   EventSimulation out;
-  const SimulationResult analytic = simulate_analytic(model, cluster, profile, layout);
   PlanOptions plan_options;
   plan_options.schedule = options.schedule;
   plan_options.pipeline_exchange = profile.behaviour.pipeline_exchange;
   out.plan = build_plan(model, layout, plan_options);
-  if (!has_power_cap(measured_profile) || out.plan.num_stages() == 1) {  // one stage: the same clock
-    out.costs = task_costs(out.plan, model, cluster, profile, layout, analytic.time.optimizer_s);
-    out.timeline = play(out.plan, out.costs, options.engine);
-  } else {
-    // ... and here each pipeline stage's own (stage_power_cap_slowdowns): the
-    // step played at the burst clock, then each stage's tasks costed at its clock.
-    const CostProfile burst = without_power_cap(measured_profile);
-    const SimulationResult burst_analytic = simulate_analytic(model, cluster, burst, layout);
-    const Timeline at_burst =
-        play(out.plan, task_costs(out.plan, model, cluster, burst, layout, burst_analytic.time.optimizer_s),
-             options.engine);
-    std::vector<double> stage_compute_s;
-    for (const StageTimeline& s : at_burst.stages)
-      stage_compute_s.push_back(s.busy_s[static_cast<std::size_t>(StreamKind::kCompute)]);
-    const std::vector<double> slowdowns =
-        stage_power_cap_slowdowns(stage_compute_s, burst_analytic.hfu, power_cap_hfu(measured_profile));
-    out.costs.resize(out.plan.tasks.size());
-    std::vector<bool> costed(slowdowns.size(), false);
-    for (std::size_t s = 0; s < slowdowns.size(); ++s) {
-      if (costed[s]) continue;
-      const CostProfile slowed = with_compute_slowdown(burst, slowdowns[s]);
-      const std::vector<TaskCost> costs = task_costs(out.plan, model, cluster, slowed, layout,
-                                                     simulate_analytic(model, cluster, slowed, layout).time.optimizer_s);
-      // Every stage at this clock takes its tasks' costs from this pass.
-      for (std::size_t t = s; t < slowdowns.size(); ++t) {
-        if (costed[t] || slowdowns[t] != slowdowns[s]) continue;
-        costed[t] = true;
-        for (std::uint32_t i = out.plan.stage_begin[t]; i < out.plan.stage_begin[t + 1]; ++i) out.costs[i] = costs[i];
-      }
-    }
-    out.timeline = play(out.plan, out.costs, options.engine);
-  }
+  const StageRates rates = event_stage_rates(out.plan, model, cluster, profile, layout, conditions, options.engine);
+  out.costs = task_costs(out.plan, model, cluster, profile, layout, rates);
+  out.timeline = play(out.plan, out.costs, options.engine);
   if (options.critical_path) out.critical_path = critical_path(out.plan, out.timeline);
 
   // The stage with the most compute (its stream's busy time) stands for the step.
@@ -69,8 +59,10 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   out.breakdown = stage_breakdown(out.plan, out.timeline, out.reported_stage);
   const StageBreakdown& b = out.breakdown;
 
+  // The result from the timeline; FLOPs and the rates that follow from the
+  // step time by the analytic model's rule (complete_from_step_time).
   SimulationResult& r = out.result;
-  r = analytic;
+  r.layout = layout;
   r.step_time_s = out.timeline.step_time_s;
   r.time.compute_s = b.compute_s;
   r.time.optimizer_s = b.optimizer_s;
@@ -83,14 +75,6 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   r.exposed_dp_s = exposed(StreamKind::kDataParallel) + exposed(StreamKind::kDataParallelGather);
   r.time.exposed_communication_s = b.exposed_communication_s();
 
-  const double gpus = layout.total_gpus();
-  r.tokens_per_s = static_cast<double>(layout.gbs) * static_cast<double>(model.seq_length) /
-                   r.step_time_s;
-  r.tokens_per_s_per_gpu = r.tokens_per_s / gpus;
-  const double peak = gpus * cluster.gpu.peak_bf16_flops_per_s * r.step_time_s;
-  r.mfu = r.model_flops_per_step / peak;
-  r.hfu = r.hardware_flops_per_step / peak;
-
   // Memory: each stage's model states with its simulated activation peak; the
   // stage that needs most.
   for (int s = 0; s < stages; ++s) {
@@ -98,8 +82,7 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
     m.activations = out.timeline.stages[static_cast<std::size_t>(s)].peak_activation_bytes;
     if (s == 0 || m.total() > r.memory.total()) r.memory = m;
   }
-  r.fits_memory = r.memory.total() <= static_cast<double>(cluster.gpu.memory_bytes);
-  r.limiter = limiter_of(r);
+  complete_from_step_time(r, model, cluster);
   return out;
 }
 

@@ -3,11 +3,16 @@
 // analytical engine reports (SimulationResult) plus the timeline, the
 // critical path and per-stage detail.
 //
-// The step time, its breakdown and the activation memory come from the
-// timeline; FLOPs, model-state memory and the optimizer step's duration from
-// the analytical model (they do not depend on the schedule). The breakdown is
-// that of the stage with the most compute (stage_breakdown.h), the
-// counterpart of the analytical model's slowest stage.
+// Each stage's tasks are costed at the rates it runs at under the run's
+// conditions (sim/compute/stage_rates.h: launch mode, power cap). The step
+// time, its breakdown and the activation memory come from the timeline; what
+// does not depend on the schedule from the closed forms both engines share:
+// FLOPs and what follows from the step time (complete_from_step_time), each
+// stage's model-state memory (stage_memory), the optimizer step's duration
+// (task_costs.h), and, under a power cap, the step's HFU at the burst clock
+// (the analytical model's). The breakdown is that of the stage with the most
+// compute (stage_breakdown.h), the counterpart of the analytical model's
+// slowest stage.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "sim/analytic/simulation_result.h"
+#include "sim/compute/stage_rates.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
@@ -46,6 +52,10 @@ struct EventOptions {
   EngineOptions engine{kComputeSlowdownUnderComm, true};
   /// Off for callers that need only the step time (it is the slowest part).
   bool critical_path = true;
+  /// The run's conditions (stage_rates.h); default the profile's own for the
+  /// layout (run_conditions). `run --compare` times tasks with every kernel
+  /// launched (task_timing_conditions).
+  std::optional<RunConditions> conditions;
 };
 
 struct EventSimulation {

@@ -8,6 +8,7 @@
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
 #include "sim/memory/activation_memory.h"
+#include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
 
@@ -92,6 +93,28 @@ double stage_extra_bytes(const ModelConfig& m, const ParallelLayout& l, const Pi
   return stage_activation_bytes(m, one, stage, here) - layers;
 }
 
+// What a stage's compute tasks cost at its clock.
+struct ClockCosts {
+  double clock_slowdown = 1;
+  LayerCosts dense, moe;
+  PassTime embedding, output;
+  double optimizer_step_s = 0;
+};
+
+ClockCosts clock_costs(const ModelConfig& m, const ParallelLayout& l, const PipelineSplit& split,
+                       const ClusterConfig& cluster, const LinkRates& links, const StageRates& rates, int stage) {
+  const DeviceRates r = rates.stage(stage);
+  ClockCosts out;
+  out.clock_slowdown = rates.clock_slowdown(stage);
+  out.dense = layer_costs(m, l, r, cluster, links, false);
+  out.moe = m.moe ? layer_costs(m, l, r, cluster, links, true) : out.dense;
+  out.embedding = embedding_time(m, l, r);
+  out.output = output_layer_time(m, l, r);
+  out.optimizer_step_s =
+      optimizer_step_time_s(optimizer_params_per_gpu(largest_stage_params_per_gpu(m, l, split), l), r);
+  return out;
+}
+
 LinkKind link_of(const GroupPlacement& group) {
   if (group.size <= 1) return LinkKind::kNone;
   return group.crosses_nodes() ? LinkKind::kNetwork : LinkKind::kNvlink;
@@ -101,13 +124,17 @@ LinkKind link_of(const GroupPlacement& group) {
 
 std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
                                  const ClusterConfig& cluster, const CostProfile& profile,
-                                 const ParallelLayout& l, double optimizer_step_s) {
-  const DeviceRates rates = device_rates(cluster.gpu, profile, l.precision);
+                                 const ParallelLayout& l, const StageRates& rates) {
   const LinkRates links = link_rates(cluster, profile);
-  const LayerCosts dense = layer_costs(m, l, rates, cluster, links, false);
-  const LayerCosts moe = m.moe ? layer_costs(m, l, rates, cluster, links, true) : dense;
-  const PassTime embedding = embedding_time(m, l, rates);
-  const PassTime output = output_layer_time(m, l, rates);
+  // One costing per clock: stages at the same clock share it.
+  std::vector<ClockCosts> clocks;
+  std::vector<std::size_t> clock_of_stage;
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    std::size_t c = 0;
+    while (c < clocks.size() && clocks[c].clock_slowdown != rates.clock_slowdown(s)) ++c;
+    if (c == clocks.size()) clocks.push_back(clock_costs(m, l, plan.shape.split, cluster, links, rates, s));
+    clock_of_stage.push_back(c);
+  }
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
   const int n = cluster.gpus_per_node;
   const double tied_s = tied_embedding_reduce_time_s(m, l, cluster, links);
@@ -150,8 +177,11 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
   for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
     const Task& t = plan.tasks[i];
     TaskCost& c = out[i];
+    const ClockCosts& clock = clocks[clock_of_stage[static_cast<std::size_t>(t.stage)]];
+    const PassTime& embedding = clock.embedding;
+    const PassTime& output = clock.output;
     const LayerCosts& layer =
-        t.layer != kNoIndex && t.layer >= m.dense_layers() ? moe : dense;
+        t.layer != kNoIndex && t.layer >= m.dense_layers() ? clock.moe : clock.dense;
     const int p = index(t.pass);
     switch (t.kind) {
       case TaskKind::kCompute:
@@ -229,7 +259,7 @@ std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& m,
         c.link = tied_link;
         break;
       case TaskKind::kOptimizerStep:
-        c.duration_s = optimizer_step_s;
+        c.duration_s = clock.optimizer_step_s;
         break;
     }
   }

@@ -14,6 +14,8 @@
 //    tail the block cannot hide (Wang et al. 2023, the analytical model's
 //    max(c/tp, c − GEMMs) when the GEMMs hide the rest);
 //  - the dispatch and the combine all-to-all are half of the layer's EP time each;
+//  - each stage's compute at its own clock (a power cap: stage_rates.h), its
+//    communication at the links' rates;
 //  - under ZeRO-3 a bucket is an FSDP unit: its gather and reduce-scatter are
 //    fsdp_unit_comm's (sim/comm/fsdp_comm.h), as in the analytical model.
 #pragma once
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/compute/stage_rates.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
@@ -39,10 +42,12 @@ struct TaskCost {
   double activation_bytes = 0;
 };
 
-/// One cost per task of `plan` (built for `layout`). `optimizer_step_s` is the
-/// analytical model's optimizer time (SimulationResult::time.optimizer_s).
+/// One cost per task of `plan` (built for `layout`), each stage's compute and
+/// optimizer step at its own `rates` (stage_rates.h), communication at the
+/// profile's link rates. The optimizer step is the analytical model's: the
+/// stage holding most weights per GPU (largest_stage_params_per_gpu).
 std::vector<TaskCost> task_costs(const Plan& plan, const ModelConfig& model,
                                  const ClusterConfig& cluster, const CostProfile& profile,
-                                 const ParallelLayout& layout, double optimizer_step_s);
+                                 const ParallelLayout& layout, const StageRates& rates);
 
 }  // namespace sextant::sim

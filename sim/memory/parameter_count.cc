@@ -122,4 +122,20 @@ StageParams stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l,
   return out;
 }
 
+StageParams largest_stage_params_per_gpu(const ModelConfig& m, const ParallelLayout& l,
+                                         const PipelineSplit& split) {
+  StageParams params;
+  for (int s = 0; s < l.pp; ++s) {
+    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;  // holds no more
+    const StageParams here = stage_params_per_gpu(m, l, split.stage(s));
+    if (s == 0 || here.total() > params.total()) params = here;
+  }
+  return params;
+}
+
+double optimizer_params_per_gpu(const StageParams& params, const ParallelLayout& l) {
+  return l.zero >= 1 ? params.dense / (static_cast<double>(l.dp) * l.cp) + params.expert / l.expert_dp()
+                     : params.total();
+}
+
 }  // namespace sextant::sim

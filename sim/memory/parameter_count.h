@@ -53,5 +53,13 @@ StageParams stage_params_per_gpu(const ModelConfig& model, const ParallelLayout&
 /// The same for a stage of a split already computed (what the hot paths use).
 StageParams stage_params_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
                                  const StageLayers& stage);
+/// The stage whose GPUs hold the most: its data-parallel sync and its
+/// optimizer step are the step's (both engines; every stage steps together).
+StageParams largest_stage_params_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
+                                         const PipelineSplit& split);
+/// The parameters one GPU's optimizer updates: all it holds, or its shard with
+/// the distributed optimizer (zero >= 1): dense ones over dp·cp, expert ones
+/// over expert-dp.
+double optimizer_params_per_gpu(const StageParams& params, const ParallelLayout& layout);
 
 }  // namespace sextant::sim

@@ -16,7 +16,7 @@ set -uo pipefail
 build=${1:?usage: calibration_check.sh BUILD_DIR [OUT]}
 out=${2:-${OUT:-out/calibration-check}}
 steps=${STEPS:-10}
-# FIT_ARGS: the fit-profile model; default the power-cap model (sim/analytic/power_cap.h),
+# FIT_ARGS: the fit-profile model; default the power-cap model (sim/compute/power_cap.h),
 # FIT_ARGS= for the linear one (compute_time_factor and overheads).
 fit_args=${FIT_ARGS---power-cap}
 # CLUSTER (default dgx-h100): the cluster preset of the GPU the runs are on, for the simulations.

@@ -109,7 +109,7 @@ TEST(ProfileFit, NeedsThreeRuns) {
   EXPECT_THROW(fit_profile(sim::load_profile_file(kFixture), cluster, runs), sim::ConfigError);
 }
 
-// Runs generated with a power cap (sim/analytic/power_cap.h) at HFU 0.4: the
+// Runs generated with a power cap (sim/compute/power_cap.h) at HFU 0.4: the
 // power-cap fit finds it on the 0.001 grid, and predicts every run exactly.
 TEST(ProfileFit, PowerCapFitRecoversTheCapOfNoiselessRuns) {
   const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);

@@ -8,6 +8,7 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/compute/device_rates.h"
+#include "sim/compute/stage_rates.h"
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/event/event_simulation.h"
@@ -24,16 +25,17 @@ TEST(LaunchMode, SeveralRanksLaunchEveryKernel) {
   ParallelLayout one;
   ParallelLayout four = one;
   four.dp = 4;
-  EXPECT_FALSE(as_engine_launches(engine, one).kernels_launched);
-  EXPECT_TRUE(as_engine_launches(engine, four).kernels_launched);
+  EXPECT_EQ(engine_launch_mode(engine, one), LaunchMode::kGraphReplay);
+  EXPECT_EQ(engine_launch_mode(engine, four), LaunchMode::kKernelsLaunched);
   // The gap after each kernel: the graph's 1.5 µs, a stream launch's 4 µs (the fixture's).
   EXPECT_DOUBLE_EQ(device_rates(GpuConfig{}, engine, Precision::kBf16).measured_kernel_gap_s, 1.5e-6);
-  EXPECT_DOUBLE_EQ(device_rates(GpuConfig{}, with_launched_kernels(engine), Precision::kBf16).measured_kernel_gap_s,
-                   4.0e-6);
+  EXPECT_DOUBLE_EQ(
+      device_rates(GpuConfig{}, engine, Precision::kBf16, LaunchMode::kKernelsLaunched).measured_kernel_gap_s,
+      4.0e-6);
   // Other software's profiles say nothing of our engine's launches.
   CostProfile published = engine;
   published.software = Software::kMegatronPublished;
-  EXPECT_FALSE(as_engine_launches(published, four).kernels_launched);
+  EXPECT_EQ(engine_launch_mode(published, four), LaunchMode::kGraphReplay);
 }
 
 // Both simulators cost a layout of several ranks as launched, whatever the
@@ -44,23 +46,25 @@ TEST(LaunchMode, BothSimulatorsCostSeveralRanksLaunched) {
   m.hidden_dropout = m.attention_dropout = 0;
   const ClusterConfig cluster = catalog.cluster("dgx-h100");
   const CostProfile engine = engine_profile();
-  const CostProfile launched = with_launched_kernels(engine);
   ParallelLayout one;
   one.mbs = 4;
   one.gbs = 4;
   ParallelLayout two = one;
   two.dp = 2;
   two.gbs = 8;
+  const RunConditions launched = task_timing_conditions(engine, one);  // every kernel launched
+  EventOptions timed;
+  timed.conditions = launched;
   // One GPU: launching costs 2.5 µs more a kernel (about 500 kernels a step).
   const double graph_s = simulate_analytic(m, cluster, engine, one).step_time_s;
-  EXPECT_GT(simulate_analytic(m, cluster, launched, one).step_time_s, graph_s + 400 * 2.5e-6);
-  EXPECT_GT(simulate_event(m, cluster, launched, one, EventOptions{}).result.step_time_s,
+  EXPECT_GT(simulate_analytic(m, cluster, engine, one, launched).step_time_s, graph_s + 400 * 2.5e-6);
+  EXPECT_GT(simulate_event(m, cluster, engine, one, timed).result.step_time_s,
             simulate_event(m, cluster, engine, one, EventOptions{}).result.step_time_s + 400 * 2.5e-6);
   // Two ranks: launched either way.
   EXPECT_DOUBLE_EQ(simulate_analytic(m, cluster, engine, two).step_time_s,
-                   simulate_analytic(m, cluster, launched, two).step_time_s);
+                   simulate_analytic(m, cluster, engine, two, launched).step_time_s);
   EXPECT_DOUBLE_EQ(simulate_event(m, cluster, engine, two, EventOptions{}).result.step_time_s,
-                   simulate_event(m, cluster, launched, two, EventOptions{}).result.step_time_s);
+                   simulate_event(m, cluster, engine, two, timed).result.step_time_s);
 }
 
 }  // namespace

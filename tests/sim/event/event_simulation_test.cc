@@ -37,8 +37,8 @@ TEST_P(UniformStages, BubbleFractionIsNarayanans) {
   const ClusterConfig cluster = testing::dgx_a100();
   const ParallelLayout l = pipeline_layout(pp, vpp, m);
   const Plan plan = build_plan(model, l);
-  std::vector<TaskCost> costs =
-      task_costs(plan, model, cluster, testing::ideal_profile(cluster.gpu.name), l, 0.0);
+  const CostProfile profile = testing::ideal_profile(cluster.gpu.name);
+  std::vector<TaskCost> costs = task_costs(plan, model, cluster, profile, l, stage_rates(cluster.gpu, profile, l, {}));
   for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
     const Task& t = plan.tasks[i];
     const bool layer = t.kind == TaskKind::kCompute &&

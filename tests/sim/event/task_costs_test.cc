@@ -5,6 +5,8 @@
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
+#include "sim/core/config_loader.h"
+#include "sim/memory/parameter_count.h"
 #include "sim/plan/plan_builder.h"
 #include "tests/support/test_models.h"
 
@@ -59,7 +61,7 @@ TEST(TaskCosts, SplitTheAnalyticalLayerTimeIntoBlocks) {
 
   for (const PipelineSchedule schedule : {PipelineSchedule::kOneFOneB, PipelineSchedule::kZeroBubbleH1}) {
     const Plan plan = build_plan(m, l, with_schedule(schedule));
-    const std::vector<TaskCost> costs = task_costs(plan, m, cluster, profile, l, 0.0);
+    const std::vector<TaskCost> costs = task_costs(plan, m, cluster, profile, l, stage_rates(cluster.gpu, profile, l, {}));
     const LayerTotals sum = layer_totals(plan, costs, 20);  // on stage 1
     EXPECT_NEAR(sum.forward, t.forward_s, 1e-15);
     EXPECT_NEAR(sum.backward + sum.weight, t.backward_s, 1e-15);
@@ -88,7 +90,7 @@ TEST(TaskCosts, OverlappedTensorParallelLeavesOneChunk) {
   l.gbs = 1;
   const LayerComm c = layer_comm(m, l, cluster, link_rates(cluster, profile), false);
   const Plan plan = build_plan(m, l);
-  const std::vector<TaskCost> costs = task_costs(plan, m, cluster, profile, l, 0.0);
+  const std::vector<TaskCost> costs = task_costs(plan, m, cluster, profile, l, stage_rates(cluster.gpu, profile, l, {}));
   for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
     const Task& t = plan.tasks[i];
     if (t.layer != 0 || t.pass != Pass::kForward || t.block != Block::kAttention) continue;
@@ -100,6 +102,37 @@ TEST(TaskCosts, OverlappedTensorParallelLeavesOneChunk) {
       EXPECT_DOUBLE_EQ(costs[i].duration_s, c.tp_forward_s / 2 / 8);
     }
   }
+}
+
+// Each stage's tasks at its own rates (stage_rates.h): a stage slowed by 1.25
+// (a power cap) runs its layers and its optimizer step at stage(1)'s rates,
+// the other at the burst clock's; the sends between them at the links' rates.
+TEST(TaskCosts, EachStageAtItsOwnRates) {
+  const ModelConfig m = testing::gpt3_175b();
+  const ClusterConfig cluster = testing::dgx_a100();
+  // A measured profile: its kernel times are multiplied by compute_time_factor.
+  const CostProfile profile =
+      load_profile_file(std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
+  ParallelLayout l;
+  l.tp = 8;
+  l.pp = 2;
+  l.gbs = 4;
+  l.recompute = Recompute::kNone;
+  StageRates rates = stage_rates(cluster.gpu, profile, l, {});
+  rates.clock_slowdowns = {1.0, 1.25};
+  const Plan plan = build_plan(m, l);
+  const std::vector<TaskCost> costs = task_costs(plan, m, cluster, profile, l, rates);
+  const double local_params = optimizer_params_per_gpu(largest_stage_params_per_gpu(m, l, plan.shape.split), l);
+  for (int s = 0; s < 2; ++s) {
+    const PassTime t = layer_time(m, l, rates.stage(s), false);
+    const LayerTotals sum = layer_totals(plan, costs, s == 0 ? 0 : 48);  // the first layer of each stage
+    EXPECT_NEAR(sum.forward, t.forward_s, 1e-15) << "stage " << s;
+    EXPECT_NEAR(sum.backward + sum.weight, t.backward_s, 1e-15) << "stage " << s;
+    for (std::uint32_t i = plan.stage_begin[static_cast<std::size_t>(s)]; i < plan.stage_begin[static_cast<std::size_t>(s) + 1]; ++i)
+      if (plan.tasks[i].kind == TaskKind::kOptimizerStep)
+        EXPECT_DOUBLE_EQ(costs[i].duration_s, optimizer_step_time_s(local_params, rates.stage(s))) << "stage " << s;
+  }
+  EXPECT_GT(layer_totals(plan, costs, 48).forward, 1.2 * layer_totals(plan, costs, 0).forward);
 }
 
 // The PassTime parts: attention plus MLP are the totals, which are unchanged.

@@ -17,15 +17,11 @@
 // profile's fit parameter `power_cap_hfu` (fitted by `sextant fit-profile` on
 // our own engine runs). Every kernel's time is scaled by f_burst / f (memory-
 // bound kernels less so in truth: the one-factor approximation of this model).
+// sim/compute/stage_rates.h applies these slowdowns to each stage's rates.
 #pragma once
 
 #include <span>
 #include <vector>
-
-#include "sim/core/hardware_config.h"
-#include "sim/core/cost_profile.h"
-#include "sim/core/model_config.h"
-#include "sim/core/parallel_layout.h"
 
 namespace sextant::sim {
 
@@ -45,31 +41,10 @@ double power_cap_slowdown(double burst_hfu, double cap_hfu);
 /// FLOPs, counted at the burst clock's kernel efficiencies (first order:
 /// memory-bound kernels draw less than their time suggests). One stage, or
 /// stages of equal compute, is exactly the uniform model above, the one the
-/// profile's power_cap_hfu was fitted with. Returns each stage's f_burst / f
+/// profile's power_cap_hfu was fitted with (one stage: power_cap_slowdown of
+/// the step's HFU, whatever its compute). Returns each stage's f_burst / f
 /// (all 1 when cap_hfu <= 0).
 std::vector<double> stage_power_cap_slowdowns(std::span<const double> stage_compute_s, double burst_hfu,
                                               double cap_hfu);
-
-/// Whether the profile's fit has a power cap (power_cap_hfu > 0).
-bool has_power_cap(const CostProfile& profile);
-
-/// The fit's power_cap_hfu; 0 when the profile has none.
-double power_cap_hfu(const CostProfile& profile);
-
-/// The profile at the burst clock: its power cap removed (unchanged without one).
-CostProfile without_power_cap(const CostProfile& profile);
-
-/// `profile` with every kernel `slowdown` times as long: the fit's
-/// compute_time_factor multiplied by it (added when absent).
-CostProfile with_compute_slowdown(const CostProfile& profile, double slowdown);
-
-/// The profile with its power cap resolved for this model and layout: the
-/// step's HFU predicted without the cap (analytic model), and the fit's
-/// compute_time_factor multiplied by power_cap_slowdown of it; the cap itself
-/// removed. The profile unchanged when it has no cap. Every GPU of the layout
-/// at one clock: for one pipeline stage; with several both engines resolve
-/// the cap per stage (stage_power_cap_slowdowns).
-CostProfile with_power_cap_resolved(const ModelConfig& model, const ClusterConfig& cluster,
-                                    const CostProfile& profile, const ParallelLayout& layout);
 
 }  // namespace sextant::sim

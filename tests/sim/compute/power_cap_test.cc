@@ -1,6 +1,6 @@
-// The power-capped clock (sim/analytic/power_cap.h): the slowdown's cube law,
+// The power-capped clock (sim/compute/power_cap.h): the slowdown's cube law,
 // and both engines costing a layout at the same sustained clock.
-#include "sim/analytic/power_cap.h"
+#include "sim/compute/power_cap.h"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/compute/stage_rates.h"
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/event/event_simulation.h"
@@ -21,6 +22,14 @@ TEST(PowerCap, SlowdownIsTheCubeRootOfTheActivityOverTheCap) {
   EXPECT_NEAR(power_cap_slowdown(0.8, 0.4), std::cbrt(2.0), 1e-12);   // 1.2599
   EXPECT_NEAR(power_cap_slowdown(0.54, 0.4), std::cbrt(1.35), 1e-12);  // 1.1052
   EXPECT_DOUBLE_EQ(power_cap_slowdown(0.9, 0.0), 1.0);   // no cap
+}
+
+// `profile` with every kernel `factor` times as long: every stage at one
+// sustained clock, for comparison.
+CostProfile at_one_clock(const CostProfile& profile, double factor) {
+  CostProfile slowed = profile;
+  slowed.fit = ProfileFit{"", {{std::string(kFitComputeTimeFactor), factor}}, 0, 0};
+  return slowed;
 }
 
 struct Fixture {
@@ -37,16 +46,17 @@ struct Fixture {
   }
 };
 
-TEST(PowerCap, ResolvedProfileScalesEveryKernelByTheSlowdownOfTheBurstHfu) {
+TEST(PowerCap, ResolvedStageRatesScaleEveryKernelByTheSlowdownOfTheBurstHfu) {
   Fixture f;
   const SimulationResult at_burst = simulate_analytic(f.model, f.cluster, f.burst, f.layout);
   CostProfile capped = f.burst;
   const double cap = 0.5 * at_burst.hfu;  // binds: slowdown 2^(1/3)
   capped.fit = ProfileFit{"", {{std::string(kFitPowerCapHfu), cap}}, 0, 0};
-  ASSERT_TRUE(has_power_cap(capped));
-  const CostProfile resolved = with_power_cap_resolved(f.model, f.cluster, capped, f.layout);
-  EXPECT_FALSE(has_power_cap(resolved));
-  EXPECT_NEAR(resolved.fit->parameter(kFitComputeTimeFactor, 0), std::cbrt(2.0), 1e-12);
+  const RunConditions conditions = run_conditions(capped, f.layout);
+  ASSERT_TRUE(conditions.power_capped());
+  const StageRates resolved = stage_rates(f.cluster.gpu, capped, f.layout, conditions, {{1.0}, at_burst.hfu});
+  EXPECT_DOUBLE_EQ(resolved.burst.compute_time_factor, 1.0);  // the cap applied once, to the stage's rates
+  EXPECT_NEAR(resolved.stage(0).compute_time_factor, std::cbrt(2.0), 1e-12);
   // One GPU: the step is kernels plus host time, the kernels' part scaled by 2^(1/3).
   const SimulationResult sustained = simulate_analytic(f.model, f.cluster, capped, f.layout);
   EXPECT_GT(sustained.step_time_s, 1.2 * at_burst.step_time_s);
@@ -96,7 +106,7 @@ TEST(PowerCap, APipelinesStagesRunAtTheirOwnClocks) {
   const EventSimulation e = simulate_event(f.model, f.cluster, capped, f.layout, EventOptions{});
   const double burst_s = simulate_event(f.model, f.cluster, f.burst, f.layout, EventOptions{}).result.step_time_s;
   const double uniform_s =
-      simulate_event(f.model, f.cluster, with_compute_slowdown(f.burst, std::cbrt(1.25)), f.layout, EventOptions{})
+      simulate_event(f.model, f.cluster, at_one_clock(f.burst, std::cbrt(1.25)), f.layout, EventOptions{})
           .result.step_time_s;
   // The last stage's compute share is above the mean, so it is slowed by more
   // than the uniform cube root of 1.25; the step follows it.
@@ -107,7 +117,7 @@ TEST(PowerCap, APipelinesStagesRunAtTheirOwnClocks) {
   // The analytic model resolves the cap per stage as well: the engines agree as at one clock.
   const double analytic_s = simulate_analytic(f.model, f.cluster, capped, f.layout).step_time_s;
   EXPECT_NEAR(analytic_s / e.result.step_time_s, 1.0, 0.02);
-  EXPECT_GT(analytic_s, simulate_analytic(f.model, f.cluster, with_compute_slowdown(f.burst, std::cbrt(1.25)),
+  EXPECT_GT(analytic_s, simulate_analytic(f.model, f.cluster, at_one_clock(f.burst, std::cbrt(1.25)),
                                           f.layout).step_time_s);
 }
 
