@@ -185,7 +185,7 @@ if [[ $gpus -ge 2 ]]; then
   run_one tp2_sp --nproc-per-node 2 --layout tp=2,sp=1,mbs=2,gbs=8
   run_one pp2 --nproc-per-node 2 --layout pp=2,mbs=2,gbs=8
   run_one pp2_vpp2 --nproc-per-node 2 --layout pp=2,vpp=2,mbs=2,gbs=8
-  pairs="single dp2 1e-5 1e-2|single dp2_zero1 1e-5 1e-2|single tp2 2e-2 5e-2|single tp2_sp 2e-2 5e-2"
+  pairs="single dp2 1e-5 1e-2|single dp2_zero1 1e-5 1e-2|single tp2 1e-4 1e-2|single tp2_sp 1e-4 1e-2"
   pairs="$pairs|tp2 tp2_sp 5e-3 1e-2|single pp2 1e-5 1e-2|single pp2_vpp2 1e-5 1e-2"
   if [[ $gpus -ge 4 ]]; then
     run_one pp2_dp2_zero1 --nproc-per-node 4 --layout pp=2,dp=2,zero=1,mbs=2,gbs=8
@@ -194,13 +194,15 @@ if [[ $gpus -ge 2 ]]; then
   if [[ $gpus -ge 8 ]]; then
     run_one tp2_pp2_dp2 --nproc-per-node 8 --layout tp=2,pp=2,dp=2,mbs=2,gbs=8
     run_one tp2_pp2_dp2_zero1 --nproc-per-node 8 --layout tp=2,pp=2,dp=2,dist_opt=1,mbs=2,gbs=8
-    pairs="$pairs|single tp2_pp2_dp2 2e-2 5e-2|tp2_pp2_dp2 tp2_pp2_dp2_zero1 1e-5 1e-2"
+    pairs="$pairs|single tp2_pp2_dp2 1e-4 1e-2|tp2_pp2_dp2 tp2_pp2_dp2_zero1 1e-5 1e-2"
   fi
   # dp: step 1 is the same forward of the same weights and tokens (1e-5: cuBLASLt may
   # pick another algorithm in another process); later steps differ by NCCL's summation
   # order, ~1e-3 of an update, far below 1e-2 of the loss. tp: each rank draws its
-  # shards from its own random stream, so the weights are not the one-GPU run's: only
-  # the same start (about ln(vocab), 2e-2) and a loss that falls like it (5e-2).
+  # shards as their blocks of the one-GPU run's tensors (engine/trainer_arrays.h), so
+  # step 1 is the same model with its row-parallel sums in bf16 in another order
+  # (measured <= 2e-6 on 4 x H200; 1e-4; ranks drawing from streams of their own
+  # were 3e-4 off), and later steps differ as dp's do (1e-2).
   # tp2_sp against tp2: the same shards from the same streams, the same sums
   # (sequence parallelism moves where the residual is added, one extra bf16
   # rounding per row-parallel output): 5e-3 at step 1, 1e-2 at the last.

@@ -8,7 +8,7 @@
 #   (5/7/7/5 layers), tp=2 pp=2, tp=2 sp=1 pp=2, tp=2 dp=2 zero=1 and pp=2 dp=2 zero=1; each run's
 #   losses against the one-GPU run's with tests/engine/run_gpu_parallel_checks.sh's tolerances
 #   (no tp: 1e-5 at step 1, the same forward of the same weights; 1e-2 at step 20, the sums' order;
-#   tp: 2e-2 / 5e-2, its ranks draw their shards from other random streams). Then checkpoints
+#   tp: 1e-4 / 1e-2, the same model with its row-parallel bf16 sums in another order). Then checkpoints
 #   moved between layouts of four ranks: tp=2 pp=2 saved at step 3, loaded into pp=4 vpp=2 and into
 #   dp=4 zero=1 (steps 4-5 against the saving run's: 1e-2 / 2e-2, tp's bf16 partial sums).
 # speed: GPT-1.3B (seq 2048) with --compare (the event simulator's step beside the measured one):
@@ -83,7 +83,7 @@ def load(name):
         return None
 failed = 0
 one = load("single")
-no_tp, with_tp = (1e-5, 1e-2), (2e-2, 5e-2)
+no_tp, with_tp = (1e-5, 1e-2), (1e-4, 1e-2)
 parity = {"dp4": no_tp, "dp4_zero1": no_tp, "tp4_sp": with_tp, "pp4": no_tp, "pp4_vpp2": no_tp,
           "pp4_uneven": no_tp, "tp2_pp2": with_tp, "tp2_sp_pp2": with_tp, "tp2_dp2_zero1": with_tp,
           "pp2_dp2_zero1": no_tp}

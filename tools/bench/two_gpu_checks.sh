@@ -4,7 +4,7 @@
 # GPT-350M (seq 512, mbs 2, gbs 8, 20 steps) alone and at dp=2, dp=2 zero=1, tp=2, tp=2 sp=1,
 # pp=2 and pp=2 vpp=2 with --nproc-per-node 2; each run's losses against the one-GPU run's (the
 # tolerances of tests/engine/run_gpu_parallel_checks.sh: dp and pp 1e-5 on step 1 and 1e-2 after,
-# tp 2e-2 / 5e-2 — tp draws its shards from other random streams); then GPT-1.3B mbs 4 alone
+# tp 1e-4 / 1e-2 — tp's shards are the one-GPU model's, its row-parallel bf16 sums in another order); then GPT-1.3B mbs 4 alone
 # (gbs 4) and at dp=2 (gbs 8), 30 steps: dp=2 scaling = tokens/s(dp2) / (2 x tokens/s(one)).
 set -uo pipefail
 build=${1:?usage: two_gpu_checks.sh BUILD_DIR OUT_DIR}
@@ -37,8 +37,8 @@ def load(n):
     try: return json.load(open(os.path.join(out, n + ".json")))
     except Exception as e: return None
 one = load("single")
-tol = {"dp2": (1e-5, 1e-2), "dp2_zero1": (1e-5, 1e-2), "tp2": (2e-2, 5e-2), "tp2_sp": (2e-2, 5e-2),
-       "tp2_sp_overlap": (2e-2, 5e-2), "pp2": (1e-5, 1e-2), "pp2_vpp2": (1e-5, 1e-2)}
+tol = {"dp2": (1e-5, 1e-2), "dp2_zero1": (1e-5, 1e-2), "tp2": (1e-4, 1e-2), "tp2_sp": (1e-4, 1e-2),
+       "tp2_sp_overlap": (1e-4, 1e-2), "pp2": (1e-5, 1e-2), "pp2_vpp2": (1e-5, 1e-2)}
 print("| layout | loss step 1 | loss step 20 | vs one GPU (step 1, step 20) | within tolerance | tokens/s |")
 print("|---|---:|---:|---|---|---:|")
 for n, (t1, tl) in tol.items():
