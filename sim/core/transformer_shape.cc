@@ -25,6 +25,14 @@ TransformerShape transformer_shape_of(const ModelConfig& model, const ParallelLa
   s.learned_positions = model.position_embedding == PositionEmbedding::kLearnedAbsolute;
   s.tie_embeddings = model.tie_embeddings;
   s.rope_theta = static_cast<float>(model.rotary_base);
+  if (model.moe) {
+    s.experts = model.moe->num_experts;
+    s.ep = layout.ep;
+    s.local_experts = model.moe->num_experts / layout.ep;
+    s.router_topk = model.moe->router_topk;
+    s.expert_ffn_hidden = static_cast<int>(model.moe->ffn_hidden_size / layout.etp);
+    s.first_dense_layers = model.moe->first_dense_layers;
+  }
   return s;
 }
 

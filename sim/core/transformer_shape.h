@@ -57,6 +57,27 @@ struct TransformerShape {
   /// engine/tensor_parallel/overlap_schedule.h). Same results, other timing.
   bool tp_comm_overlap = false;
 
+  /// Mixture of Experts (Megatron-Core's MoELayer, Shazeer et al. 2017): from
+  /// layer first_dense_layers on, the MLP block is `experts` SwiGLU or GELU
+  /// experts of expert_ffn_hidden each, every token routed to router_topk of
+  /// them (kernels/moe_router.h); ep ranks hold local_experts each (Lepikhin et
+  /// al. 2021, GShard). experts = 0: every MLP is dense (ffn_hidden).
+  int experts = 0;
+  int local_experts = 0;
+  int router_topk = 0;
+  int expert_ffn_hidden = 0;
+  int first_dense_layers = 0;
+  int ep = 1;
+
+  bool moe() const { return experts > 0; }
+  /// Whether layer `layer` (of the whole model) has an MoE block.
+  bool moe_layer(int layer) const { return moe() && layer >= first_dense_layers; }
+  /// One expert's first projection: expert_ffn_hidden for GELU, [gate | up] for SwiGLU.
+  int expert_fc1_width() const { return gelu ? expert_ffn_hidden : 2 * expert_ffn_hidden; }
+  /// (token, choice) pairs this rank routes in a micro-batch: tokens x top-k,
+  /// the rows the permutation makes when nothing is dropped.
+  std::int64_t routed_pairs() const { return tokens() * router_topk; }
+
   /// The head dimension the attention kernels run at: 64 or 128, or the head
   /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).
   int attention_head_dim() const { return head_dim == 64 ? 64 : 128; }
