@@ -156,12 +156,16 @@ void Trainer::plan_memory() {
   // stage_program.h), the pass's scratch shared by all (transformer.h). One
   // chunk in one slot (pp = 1) needs no overlay.
   const bool overlays = program_.slots > 1 || chunks_.size() > 1;
+  transformer::MoeOptions moe = options_.moe;
+  // Each micro-batch's router losses enter the step's loss as their mean over
+  // the global batch's gbs / mbs micro-batches, as the language-model loss does.
+  moe.router_loss_weight = static_cast<float>(layout_.mbs) / static_cast<float>(layout_.gbs);
   for (int s = 0; s < program_.slots; ++s) {
     const ArenaPlan::Overlay slot = overlays ? memory.add_overlay("activation slot " + std::to_string(s)) : 0;
     for (std::size_t c = 0; c < chunks_.size(); ++c)
       chunks_[c].slots.push_back(std::make_unique<Transformer>(
           chunks_[c].shape, layout_.recompute, microbatches_, memory, chunks_[c].parts,
-          overlays ? ArenaPlan::Place{slot, static_cast<int>(c)} : ArenaPlan::Place{}));
+          overlays ? ArenaPlan::Place{slot, static_cast<int>(c)} : ArenaPlan::Place{}, moe));
   }
   arena_ = std::make_unique<DeviceArena>(memory);
   buffers_ = bind_optimizer_buffers(*arena_, optimizer);
@@ -434,6 +438,7 @@ StepResult Trainer::step(std::span<const std::int32_t> inputs, std::span<const s
   // behaviour with a loss scaler, and the only safe one with bf16).
   result.skipped = !std::isfinite(result.grad_norm);
   result.tasks = timer_.collect();
+  result.moe = take_moe_statistics();
   if (!result.skipped) ++steps_done_;
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
@@ -504,6 +509,25 @@ void Trainer::restore(const checkpoint::TrainerState& s) {
   settle_parameter_gathers();  // before the weights are overwritten
   write_trainer_state(buffers_, s, "Trainer::restore", stream_);
   steps_done_ = static_cast<int>(s.steps_done);
+}
+
+}  // namespace sextant::engine
+
+namespace sextant::engine {
+
+transformer::MoeStatistics Trainer::take_moe_statistics() {
+  // Chunks hold other layers (concatenated in chunk order); a chunk's slots the
+  // same layers (summed).
+  transformer::MoeStatistics all;
+  for (Chunk& chunk : chunks_) {
+    transformer::MoeStatistics of_chunk;
+    for (auto& slot : chunk.slots) transformer::accumulate(of_chunk, slot->take_moe_statistics());
+    all.expert_tokens.insert(all.expert_tokens.end(), of_chunk.expert_tokens.begin(), of_chunk.expert_tokens.end());
+    all.aux_loss_sum += of_chunk.aux_loss_sum;
+    all.z_loss_sum += of_chunk.z_loss_sum;
+    all.layer_passes += of_chunk.layer_passes;
+  }
+  return all;
 }
 
 }  // namespace sextant::engine

@@ -144,6 +144,9 @@ struct TrainerOptions {
   /// rank hangs on a peer that stopped. NCCL users' 10 minutes (PyTorch's
   /// default process-group timeout).
   std::chrono::milliseconds comm_timeout = std::chrono::minutes(10);
+  /// How an MoE model's layers route and balance (its router_loss_weight is
+  /// the trainer's to set: mbs / gbs).
+  transformer::MoeOptions moe;
 };
 
 struct StepResult {
@@ -154,6 +157,8 @@ struct StepResult {
   bool skipped = false;  // non-finite gradient norm: no update (as Megatron skips)
   double seconds = 0;    // wall time of the step, host to host
   std::vector<TaskTime> tasks;  // when time_tasks
+  /// What this rank's MoE layers routed in the step (empty for a dense model).
+  transformer::MoeStatistics moe;
 };
 
 class Trainer {
@@ -206,6 +211,10 @@ class Trainer {
   /// The data-parallel buckets (empty at dp = 1), in buffer order.
   const std::vector<GradientBucketRange>& gradient_buckets() const { return buckets_; }
   std::size_t tasks_per_step() const { return program_.actions.size(); }
+  /// What this rank's MoE layers routed since the last call: tokens per expert
+  /// of each MoE layer of its chunks, in chunk then layer order, summed over
+  /// the activation slots; the router losses' sums. Empty for a dense model.
+  transformer::MoeStatistics take_moe_statistics();
 
   // By the whole model's names, of tensors this rank holds (std::out_of_range otherwise).
   /// Sets the fp32 master copy and the bf16 weights (rounded) of one tensor

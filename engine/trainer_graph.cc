@@ -13,7 +13,9 @@ namespace sextant::engine {
 bool Trainer::runs_as_graph() const {
   // With any group the collectives meet the other ranks from the host (the
   // in-process communicator) or join NCCL's queue: launched one by one.
-  return options_.use_cuda_graph && !timer_.enabled() && groups_in_use().empty();
+  // An MoE layer waits on the host for its experts' row counts (moe_layer.h),
+  // which a graph cannot.
+  return options_.use_cuda_graph && !timer_.enabled() && groups_in_use().empty() && !shape_.moe();
 }
 
 void Trainer::queue_step(int step) {
@@ -70,6 +72,7 @@ void Trainer::tune_gemms() {
     for (auto& slot : chunk.slots) slot->set_tune_gemms(false);
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
   timer_.collect();  // the pass's task times are not a step's
+  take_moe_statistics();  // nor its routing
 }
 
 }  // namespace sextant::engine

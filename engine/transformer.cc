@@ -7,13 +7,17 @@ namespace sextant::engine {
 using transformer::to_size;
 
 Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute, int microbatches,
-                         ArenaPlan& plan, const StageParts& parts, ArenaPlan::Place stored)
+                         ArenaPlan& plan, const StageParts& parts, ArenaPlan::Place stored,
+                         const transformer::MoeOptions& moe)
     : context_(shape),
       recompute_(recompute),
       norm_(context_),
       embedding_(context_, residual_),
       attention_(context_, residual_, norm_),
       mlp_(context_, residual_, norm_),
+      moe_(shape.moe() ? std::make_unique<transformer::MoeLayer>(context_, residual_, norm_, moe, parts.first_layer)
+                       : nullptr),
+      first_layer_(parts.first_layer),
       output_(context_, residual_, norm_) {
   const TransformerShape& s = context_.shape();
   const std::size_t T = to_size(s.tokens());
@@ -52,13 +56,17 @@ Transformer::Transformer(const TransformerShape& shape, sim::Recompute recompute
   if (s.sequence_parallel) reserve_sequence_parallel(r);
   if (s.tp > 1) output_.reserve_cross_entropy(r);
   attention_.reserve_pass(r);
-  mlp_.reserve_pass(r);
+  bool dense_mlp = false;
+  for (int i = 0; i < s.num_layers; ++i) dense_mlp = dense_mlp || !s.moe_layer(first_layer_ + i);
+  if (dense_mlp) mlp_.reserve_pass(r);
+  if (moe_) moe_->reserve_pass(r);
   if (parts.embedding) embedding_.reserve_tokens(microbatches, r);
   if (parts.output) output_.reserve_targets(microbatches, r);
   norm_.reserve_workspace(r);
   context_.reserve_bias_workspace(r);
   if (parts.embedding) embedding_.reserve_workspace(r);
   attention_.reserve_workspace(r);
+  if (moe_) moe_->reserve_workspace(r);
   context_.reserve_gemm_workspace(r);
 }
 
@@ -86,13 +94,15 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout, 
   const bool full = recompute_ == sim::Recompute::kFull;
   attention_.bind(full);
   mlp_.bind(full);
+  if (moe_) moe_->bind(full);
   if (full)
     for (std::size_t i = 1; i < residual_.mid.size(); ++i) residual_.mid[i] = residual_.mid[0];
   context_.bind(layout, parameters, stream, tensor_parallel);
 }
 
-transformer::ResidualBlock& Transformer::block(Part part, int /*layer*/) {
+transformer::ResidualBlock& Transformer::block(Part part, int layer) {
   if (part == Part::kAttention) return attention_;
+  if (context_.shape().moe_layer(first_layer_ + layer)) return *moe_;
   return mlp_;
 }
 

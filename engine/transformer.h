@@ -63,6 +63,7 @@
 #include "engine/transformer/embedding.h"
 #include "engine/transformer/mlp.h"
 #include "engine/transformer/model_context.h"
+#include "engine/transformer/moe_layer.h"
 #include "engine/transformer/norm.h"
 #include "engine/transformer/output_layer.h"
 #include "engine/transformer/residual_stream.h"
@@ -95,8 +96,11 @@ class Transformer {
   /// sequence; a pipeline stage's activation slot (an ArenaPlan overlay) for a
   /// Transformer of one chunk in one slot, the residual stream's gradient
   /// first so that it sits at the same place for every chunk of the slot.
+  /// `moe`: how an MoE model's layers route (shape.moe(): MoE layers from
+  /// shape.first_dense_layers on, counted in the whole model from parts.first_layer).
   Transformer(const TransformerShape& shape, sim::Recompute recompute, int microbatches,
-              ArenaPlan& plan, const StageParts& parts = {}, ArenaPlan::Place stored = {});
+              ArenaPlan& plan, const StageParts& parts = {}, ArenaPlan::Place stored = {},
+              const transformer::MoeOptions& moe = {});
 
   /// Points the buffers into `arena` (made from the plan above) and the
   /// parameters into `parameters`; before any task runs. `tensor_parallel`:
@@ -165,6 +169,8 @@ class Transformer {
   std::int32_t* targets() const { return output_.targets(); }
   float* losses() const { return output_.losses(); }
   const TransformerShape& shape() const { return context_.shape(); }
+  /// What this model's MoE layers routed since the last call (empty without them).
+  transformer::MoeStatistics take_moe_statistics() { return moe_ ? moe_->take_statistics() : transformer::MoeStatistics{}; }
 
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -184,6 +190,8 @@ class Transformer {
   transformer::Embedding embedding_;
   transformer::SelfAttention attention_;
   transformer::Mlp mlp_;
+  std::unique_ptr<transformer::MoeLayer> moe_;  // an MoE model's MoE layers' block
+  int first_layer_ = 0;                         // the whole model's index of layer 0
   transformer::OutputLayer output_;
 };
 

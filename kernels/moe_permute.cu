@@ -32,15 +32,17 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Sums the token's mapped rows of `source`, each times its weight (1 without weights).
+// Sums the token's mapped rows of `source`, each times its weight (1 without
+// weights), onto its row of `residual` when that is not null; rounds once.
 __global__ void __launch_bounds__(kThreads)
     gather_sum_kernel(__nv_bfloat16* out, const __nv_bfloat16* source, const float* topk_weights,
-                      const std::int32_t* token_rows, int topk, int cols) {
+                      const std::int32_t* token_rows, int topk, int cols, const __nv_bfloat16* residual) {
   const int t = blockIdx.x;
   const std::int32_t* rows = token_rows + static_cast<std::int64_t>(t) * topk;
   const float* weights = topk_weights != nullptr ? topk_weights + static_cast<std::int64_t>(t) * topk : nullptr;
   for (int c = threadIdx.x * kBf16PerVector; c < cols; c += kThreads * kBf16PerVector) {
     float sum[kBf16PerVector] = {};
+    if (residual != nullptr) detail::load_bf16x8(residual + row_offset(t, cols) + c, sum);
     for (int j = 0; j < topk; ++j) {
       const std::int32_t r = rows[j];
       if (r < 0) continue;
@@ -136,18 +138,19 @@ void moe_permute_backward(Bf16* dx, const Bf16* dpermuted, const std::int32_t* t
   check("moe_permute_backward", tokens, topk, cols, dx, dpermuted, nullptr);
   if (tokens == 0) return;
   gather_sum_kernel<<<tokens, kThreads, 0, stream>>>(detail::cuda_bf16(dx), detail::cuda_bf16(dpermuted),
-                                                     nullptr, token_rows, topk, cols);
+                                                     nullptr, token_rows, topk, cols, nullptr);
   SEXTANT_CHECK_LAUNCH("gather_sum_kernel<permute_backward>");
 }
 
 void moe_unpermute_forward(Bf16* out, const Bf16* expert_out, const float* topk_weights,
                            const std::int32_t* token_rows, int tokens, int topk, int cols,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const Bf16* residual) {
   check("moe_unpermute_forward", tokens, topk, cols, out, expert_out, nullptr);
   if (tokens == 0) return;
   require_argument(topk_weights != nullptr, "moe_unpermute_forward", "topk_weights must not be null");
   gather_sum_kernel<<<tokens, kThreads, 0, stream>>>(detail::cuda_bf16(out), detail::cuda_bf16(expert_out),
-                                                     topk_weights, token_rows, topk, cols);
+                                                     topk_weights, token_rows, topk, cols,
+                                                     detail::cuda_bf16(residual));
   SEXTANT_CHECK_LAUNCH("gather_sum_kernel<unpermute_forward>");
 }
 

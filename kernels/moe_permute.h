@@ -45,9 +45,12 @@ void moe_permute_backward(Bf16* dx, const Bf16* dpermuted, const std::int32_t* t
 
 /// out: (tokens, cols) bf16, written; expert_out: (rows, cols) bf16;
 /// topk_weights: (tokens, topk) fp32 (the router's weights).
+/// residual: (tokens, cols) bf16 or null: added to the sum before its one
+/// rounding (the MoE block's residual add, as the dense MLP's fc2 adds it in its
+/// GEMM's epilogue); it may alias out.
 void moe_unpermute_forward(Bf16* out, const Bf16* expert_out, const float* topk_weights,
                            const std::int32_t* token_rows, int tokens, int topk, int cols,
-                           cudaStream_t stream);
+                           cudaStream_t stream, const Bf16* residual = nullptr);
 
 /// dexpert_out: (rows, cols) bf16, each mapped row written (and padding rows zeroed);
 /// dtopk_weights: (tokens, topk) fp32, written; dout: (tokens, cols) bf16;

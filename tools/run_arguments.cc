@@ -83,6 +83,13 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   const auto policy = engine::parse_nonfinite_policy(s.on_nonfinite_text);
   if (!policy) throw_option_error("--on-nonfinite", "", "'" + s.on_nonfinite_text + "': accepted: stop, skip");
   s.on_nonfinite = *policy;
+  if (s.moe_grouped_gemm == "cublas-grouped")
+    s.moe.gemm_backend = kernels::MoeGemmBackend::kCublasGrouped;
+  else if (s.moe_grouped_gemm == "cublaslt-loop")
+    s.moe.gemm_backend = kernels::MoeGemmBackend::kCublasLtLoop;
+  else if (s.moe_grouped_gemm != "auto")
+    throw_option_error("--moe-grouped-gemm", "", "'" + s.moe_grouped_gemm +
+                                                     "': accepted: auto, cublas-grouped, cublaslt-loop");
   return s;
 }
 

@@ -87,6 +87,21 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   add_number_option(*cmd, "--init-method-std", s.init_std,
                     "std of the normal weight initialisation", 0.0, 1.0)
       ->capture_default_str();
+  add_number_option(*cmd, "--moe-aux-loss-coeff", s.moe.aux_loss_coeff,
+                    "MoE models: alpha of the Switch load-balancing loss (Fedus et al. 2021, eq. 4;\n"
+                    "Megatron's --moe-aux-loss-coeff); 0 turns it off", 0.0, 1.0)
+      ->capture_default_str();
+  add_number_option(*cmd, "--moe-z-loss-coeff", s.moe.z_loss_coeff,
+                    "MoE models: the router z-loss coefficient (ST-MoE; e.g. 1e-3); 0: off", 0.0, 1.0)
+      ->capture_default_str();
+  add_number_option(*cmd, "--moe-capacity-factor", s.moe.capacity_factor,
+                    "MoE models: each expert keeps at most factor x tokens x top-k / experts\n"
+                    "(the rest are dropped, the residual carries them); 0: dropless", 0.0, 1000.0)
+      ->capture_default_str();
+  cmd->add_option("--moe-grouped-gemm", s.moe_grouped_gemm,
+                  "MoE models: the experts' GEMMs: auto (by rows per expert), cublas-grouped\n"
+                  "(cublasGemmGroupedBatchedEx) or cublaslt-loop (one cuBLASLt product per expert)")
+      ->capture_default_str();
   add_whole_number_option(*cmd, "--seed", s.seed, "seed of the weights and of the data order", 0,
                           INT64_MAX)
       ->capture_default_str();

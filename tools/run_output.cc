@@ -11,6 +11,7 @@
 #include "sim/core/preset_catalog.h"
 #include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
+#include "tools/run_moe_output.h"
 
 namespace sextant::tools {
 
@@ -205,6 +206,7 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
       for (const auto& [kind, seconds] : task_seconds) tasks[kind] = seconds / timed_steps;
       j["task_seconds_per_step"] = tasks;
     }
+    if (!record.moe.expert_tokens.empty()) j["moe"] = moe_json(record.moe);
     if (compare) j["compare"] = compare_json(*compare);
     out << j.dump() << "\n";
   } else {
@@ -225,6 +227,7 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
     out << " total " << fixed(arena_bytes / kGiB, 2) << " vs "
         << fixed(predicted.total() / kGiB, 2) << " ("
         << sim::format_percent(arena_bytes / predicted.total() - 1) << ")\n";
+    print_moe_summary(out, record.moe);
     if (timed_steps > 0) {
       std::vector<std::pair<double, std::string>> rows;
       double total = 0;

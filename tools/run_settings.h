@@ -16,6 +16,7 @@
 #include "engine/data/token_batches.h"
 #include "engine/model/lr_schedule.h"
 #include "engine/model/nonfinite_step.h"
+#include "engine/transformer/moe_options.h"
 #include "engine/model/transformer_shape.h"
 #include "sim/core/cost_profile.h"
 #include "sim/core/hardware_config.h"
@@ -81,6 +82,10 @@ struct RunSettings {
   /// --comm-timeout-s: the longest a rank waits for a step's collectives
   /// before every group is aborted and the run fails naming the collective.
   double comm_timeout_s = 600;
+  /// An MoE model's routing options (--moe-*); --moe-grouped-gemm as given
+  /// ("auto", "cublas-grouped", "cublaslt-loop"), parsed into moe.gemm_backend.
+  engine::transformer::MoeOptions moe;
+  std::string moe_grouped_gemm = "auto";
 };
 
 /// `sextant run`'s exit code after a non-finite step under --on-nonfinite stop

@@ -33,6 +33,7 @@
 #include "tools/rank_output_path.h"
 #include "tools/run_compare.h"
 #include "tools/run_measured_compare.h"
+#include "tools/run_moe_output.h"
 #include "tools/run_output.h"
 #include "tools/run_settings.h"
 
@@ -107,6 +108,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   options.time_tasks = s.time_tasks;
   options.tune_gemms = s.tune_gemms;
   options.use_cuda_graph = s.use_cuda_graph;
+  options.moe = s.moe;
   options.comm_timeout = std::chrono::milliseconds(static_cast<long long>(s.comm_timeout_s * 1000));
   std::unique_ptr<engine::Trainer> trainer;
   try {
@@ -182,10 +184,13 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   hooks.stop_requested = [] { return g_interrupted.load(); };
   hooks.save = save;
   hooks.watchdog = watchdog ? &*watchdog : nullptr;
+  engine::transformer::MoeStatistics moe_since_log;  // an MoE model's routing since the last progress line
   hooks.after_step = [&](const engine::StepResult& r, int steps_so_far, std::size_t peak_bytes) {
+    engine::transformer::accumulate(moe_since_log, r.moe);
     if (steps_so_far % s.log_interval != 0 && steps_so_far != s.steps) return;
-    progress << progress_line(facts, r, peak_bytes);
+    progress << progress_line(facts, r, peak_bytes) << moe_progress_line(moe_since_log);
     progress.flush();
+    moe_since_log = {};
   };
   engine::training::TrainingRecord record;
   try {

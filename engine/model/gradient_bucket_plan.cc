@@ -22,10 +22,7 @@ std::vector<FinalWrite> final_writes(const ParameterLayout& layout) {
   };
   for (int l = 0; l < layout.num_layers(); ++l) {
     const LayerTensors& t = layout.layer(l);
-    for (const int tensor : {t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight,
-                             t.proj_bias, t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias,
-                             t.fc2_weight, t.fc2_bias})
-      set(tensor, sim::Block::kAttention, l);
+    for (const int tensor : t.all()) set(tensor, sim::Block::kAttention, l);
   }
   set(layout.final_norm_gamma(), sim::Block::kOutput, sim::kNoIndex);
   set(layout.final_norm_beta(), sim::Block::kOutput, sim::kNoIndex);
@@ -81,7 +78,7 @@ std::vector<ElementRange> gradient_bucket_ranges(const ParameterLayout& layout, 
   // least bucket_elements without splitting a layer): the output (final norm
   // and output layer), each layer, the embeddings, as [begin, end) element
   // ranges of the layout, which holds each one contiguously (parameter_layout.h).
-  auto unit_of = [&](std::initializer_list<int> members) {
+  auto unit_of = [&](std::span<const int> members) {
     ElementRange u{layout.total_elements(), 0};
     for (const int t : members) {
       if (t == LayerTensors::kAbsent) continue;
@@ -93,15 +90,15 @@ std::vector<ElementRange> gradient_bucket_ranges(const ParameterLayout& layout, 
   };
   std::vector<ElementRange> reverse;  // in Megatron's order: the output first, the embeddings last
   const bool tied_output = layout.lm_head() == layout.wte();
-  const ElementRange output =
-      unit_of({layout.final_norm_gamma(), layout.final_norm_beta(), tied_output ? LayerTensors::kAbsent : layout.lm_head()});
+  const int output_tensors[] = {layout.final_norm_gamma(), layout.final_norm_beta(),
+                                tied_output ? LayerTensors::kAbsent : layout.lm_head()};
+  const ElementRange output = unit_of(output_tensors);
   if (output.first < output.second) reverse.push_back(output);
   for (int l = layout.num_layers() - 1; l >= 0; --l) {
-    const LayerTensors& t = layout.layer(l);
-    reverse.push_back(unit_of({t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight, t.proj_bias,
-                               t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias, t.fc2_weight, t.fc2_bias}));
+    reverse.push_back(unit_of(layout.layer(l).all()));
   }
-  const ElementRange embedding = unit_of({layout.wte(), layout.wpe()});  // or a tied copy of wte
+  const int embedding_tensors[] = {layout.wte(), layout.wpe()};
+  const ElementRange embedding = unit_of(embedding_tensors);  // or a tied copy of wte
 
   // Cut from the output down; the embeddings join the bucket still open.
   std::vector<ElementRange> cut;  // reverse order
@@ -198,10 +195,7 @@ std::vector<std::vector<int>> first_parameter_reads(const ParameterLayout& layou
     if (tensor != LayerTensors::kAbsent) reader[static_cast<std::size_t>(tensor)] = std::min(reader[static_cast<std::size_t>(tensor)], k);
   };
   for (int l = 0; l < layout.num_layers(); ++l) {
-    const LayerTensors& t = layout.layer(l);
-    for (const int tensor : {t.norm1_gamma, t.norm1_beta, t.qkv_weight, t.qkv_bias, t.proj_weight, t.proj_bias,
-                             t.norm2_gamma, t.norm2_beta, t.fc1_weight, t.fc1_bias, t.fc2_weight, t.fc2_bias})
-      set(tensor, layer[static_cast<std::size_t>(l)]);
+    for (const int tensor : layout.layer(l).all()) set(tensor, layer[static_cast<std::size_t>(l)]);
   }
   for (const int tensor : {layout.final_norm_gamma(), layout.final_norm_beta(), layout.lm_head(), layout.wte()})
     set(tensor, output);

@@ -59,7 +59,7 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
     if (s.bias) l.proj_bias = add(p + "proj_bias", 1, h, false, ParameterInit::kZeros);
     l.norm2_gamma = add(p + "norm2_gamma", 1, h, false, ParameterInit::kOnes);
     if (s.layernorm) l.norm2_beta = add(p + "norm2_beta", 1, h, false, ParameterInit::kZeros);
-    if (s.bias) {
+    if (s.bias) {  // (an MoE model has none: transformer_shape_problems)
       l.fc2_bias = add(p + "fc2_bias", 1, h, false, ParameterInit::kZeros);
       l.qkv_bias = add(p + "qkv_bias", 1, s.qkv_width(), false, ParameterInit::kZeros);
       split(l.qkv_bias, 1, qkv_blocks);
@@ -70,6 +70,19 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
     split(l.qkv_weight, 0, qkv_blocks);  // column-parallel: output rows
     l.proj_weight = add(p + "proj_weight", h, s.q_width(), true, ParameterInit::kScaledNormal);
     split(l.proj_weight, 1, {s.q_width()});  // row-parallel: input columns
+    if (s.moe_layer(parts.first_layer + i)) {
+      // Megatron-Core initialises the router and the experts' first linear
+      // layers with init_method, their second with output_layer_init_method,
+      // as the dense MLP's (moe/router.py, moe/experts.py).
+      l.router_weight = add(p + "router_weight", s.experts, h, true, ParameterInit::kNormal);
+      const std::int64_t experts = s.local_experts;
+      l.expert_fc1_weight =
+          add(p + "expert_fc1_weight", experts * s.expert_fc1_width(), h, true, ParameterInit::kNormal);
+      l.expert_fc2_weight = add(p + "expert_fc2_weight", experts * h, s.expert_ffn_hidden, true,
+                                ParameterInit::kScaledNormal);
+      for (const int t : {l.expert_fc1_weight, l.expert_fc2_weight}) tensors_[static_cast<std::size_t>(t)].expert = true;
+      continue;
+    }
     l.fc1_weight = add(p + "fc1_weight", s.fc1_width(), h, true, ParameterInit::kNormal);
     split(l.fc1_weight, 0, fc1_blocks);
     l.fc2_weight = add(p + "fc2_weight", h, s.ffn_hidden, true, ParameterInit::kScaledNormal);

@@ -13,7 +13,9 @@
 //   wte (vocab, hidden), wpe (seq, hidden) with learned positions,
 //   layers.<i>.{norm1_gamma, norm1_beta, qkv_weight, qkv_bias, proj_weight,
 //   proj_bias, norm2_gamma, norm2_beta, fc1_weight, fc1_bias, fc2_weight,
-//   fc2_bias}, final_norm_gamma, final_norm_beta, lm_head (untied only).
+//   fc2_bias}, final_norm_gamma, final_norm_beta, lm_head (untied only);
+//   an MoE layer has layers.<i>.{router_weight, expert_fc1_weight,
+//   expert_fc2_weight} in place of its fc1 and fc2.
 // Under tensor parallelism each rank holds its shard (TransformerShape): wte
 // and lm_head (vocab / tp, hidden) rows of the padded vocabulary.
 // qkv_weight's rows are [Q heads | K heads | V heads]; fc1_weight's rows for
@@ -21,6 +23,7 @@
 // --add-bias-linear models.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -71,6 +74,10 @@ struct ParameterTensor {
   /// gradient is summed over the group before it is used (Megatron's
   /// sequence_parallel parameters, whose gradients it all-reduces over tp).
   bool partial_gradient_over_tp = false;
+  /// An expert's weights (expert_fc1_weight, expert_fc2_weight): split over the
+  /// ep ranks by experts, their gradients reduced over the expert-data-parallel
+  /// group instead of dp x cp (Megatron-Core's MoE parallel folding).
+  bool expert = false;
   std::size_t elements() const { return static_cast<std::size_t>(rows * cols); }
 };
 
@@ -84,6 +91,19 @@ struct LayerTensors {
   int norm2_gamma = kAbsent, norm2_beta = kAbsent;
   int fc1_weight = kAbsent, fc1_bias = kAbsent;
   int fc2_weight = kAbsent, fc2_bias = kAbsent;
+  // An MoE layer's MLP (TransformerShape::moe_layer) in place of fc1 and fc2:
+  // the router's linear layer (experts, hidden), and the local experts'
+  // weights one after another, (local experts x fc1 width, hidden) and
+  // (local experts x hidden, expert ffn) — each expert's block PyTorch's
+  // (out, in), as kernels/moe_grouped_gemm.h reads them.
+  int router_weight = kAbsent;
+  int expert_fc1_weight = kAbsent, expert_fc2_weight = kAbsent;
+
+  /// Every index above, in this order (kAbsent where the model has none).
+  std::array<int, 15> all() const {
+    return {norm1_gamma, norm1_beta, qkv_weight, qkv_bias, proj_weight, proj_bias, norm2_gamma, norm2_beta,
+            fc1_weight, fc1_bias, fc2_weight, fc2_bias, router_weight, expert_fc1_weight, expert_fc2_weight};
+  }
 };
 
 /// The part of the model a pipeline stage's model chunk holds

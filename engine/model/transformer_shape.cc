@@ -3,7 +3,40 @@
 #include <algorithm>
 #include <limits>
 
+#include "kernels/moe_router.h"
+
 namespace sextant::engine {
+
+namespace {
+
+// What the engine's MoE layer (engine/transformer/moe_layer.h) runs: routed
+// experts without biases or shared experts, on one tensor-parallel rank, within
+// the MoE kernels' limits (kernels/moe_router.h).
+template <typename Need>
+void moe_shape_problems(const TransformerShape& s, const sim::ModelConfig& model, Need& need) {
+  const sim::MoeConfig& moe = *model.moe;
+  need(moe.num_experts >= 1 && moe.num_experts <= kernels::kMoeMaxExperts,
+       "moe.num_experts " + std::to_string(moe.num_experts) + ": the engine's router takes 1 to " +
+           std::to_string(kernels::kMoeMaxExperts));
+  need(moe.router_topk >= 1 && moe.router_topk <= std::min(moe.num_experts, kernels::kMoeMaxTopk),
+       "moe.router_topk " + std::to_string(moe.router_topk) + ": must be 1 to min(num_experts, " +
+           std::to_string(kernels::kMoeMaxTopk) + ")");
+  need(s.local_experts * s.ep == s.experts, "ep = " + std::to_string(s.ep) + " must divide moe.num_experts " +
+                                                std::to_string(moe.num_experts));
+  need(s.expert_ffn_hidden > 0 && s.expert_ffn_hidden % 8 == 0,
+       "moe.ffn_hidden_size " + std::to_string(moe.ffn_hidden_size) + " must be a positive multiple of 8");
+  need(moe.shared_expert_ffn_hidden_size == 0,
+       "moe.shared_expert_ffn_hidden_size: the engine's MoE layer has routed experts only so far; "
+       "set it to 0 or simulate this model instead of running it");
+  need(!s.bias, "add_bias_linear with MoE layers: the engine's experts have no biases (as Mixtral, Qwen3-MoE "
+                "and DeepSeek-V3); set add_bias_linear: false");
+  need(s.tp == 1, "tp = " + std::to_string(s.tp) + " with MoE layers: the engine runs MoE models without "
+                  "tensor parallelism so far; use tp=1 (dp and pp work)");
+  need(model.activation == sim::Activation::kSwiglu || model.activation == sim::Activation::kGelu,
+       "the experts' activation: the engine's MoE layer runs SwiGLU or GELU");
+}
+
+}  // namespace
 
 std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
                                                     const sim::ModelConfig& model) {
@@ -11,7 +44,7 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
   auto need = [&](bool ok, std::string what) {
     if (!ok) problems.push_back(std::move(what));
   };
-  need(!model.moe, "mixture-of-experts layers: the engine trains dense models only so far");
+  if (model.moe) moe_shape_problems(s, model, need);
   need(!model.mla,
        "multi-head latent attention (mla: q_lora_rank, kv_lora_rank, ...): the engine builds "
        "standard and grouped-query attention only; simulate this model instead of running it");

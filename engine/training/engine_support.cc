@@ -38,8 +38,8 @@ void refuse_unexecuted_knobs(const sim::PartialLayout& p) {
   for (const auto& [knob, name] : {std::pair{p.moe_a2a_overlap, "moe_a2a_overlap"},
                                    std::pair{p.moe_shared_expert_overlap, "moe_shared_expert_overlap"}})
     if (knob && *knob)
-      refuse("--layout", name, "1: the engine trains dense models (ep is not executed yet, issue 13); "
-                                           "accepted: 0");
+      refuse("--layout", name, "1: overlaps the expert-parallel all-to-all, which the engine does not run yet "
+                                           "(ep = 1); accepted: 0");
 }
 
 // Pipeline parallelism (engine/pipeline/): pp, vpp, the schedule (1F1B, or
@@ -77,7 +77,8 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
     if (knob && *knob != 1)
       refuse("--layout", name,
           std::to_string(*knob) + ": `sextant run` trains data-, tensor- and pipeline-parallel layouts "
-              "(dp, tp, pp, vpp) so far; " + what + " is not executed yet (issue 13), so " + name + " must be 1 (or left out)");
+              "(dp, tp, pp, vpp; MoE models with every expert on each GPU) so far; " + what +
+              " is not executed yet, so " + name + " must be 1 (or left out)");
   }
 }
 

@@ -50,6 +50,7 @@ TrainingRecord train(Trainer& trainer, data::TokenBatches& data, StopVote& vote,
     record.losses.push_back(r.loss);
     record.lrs.push_back(r.lr);
     record.grad_norms.push_back(r.grad_norm);
+    transformer::accumulate(record.moe, r.moe);
     if (i - settings.first_batch >= settings.untimed_steps) {
       record.step_seconds.push_back(r.seconds);
       if (!r.tasks.empty()) {

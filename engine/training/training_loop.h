@@ -69,6 +69,7 @@ struct TrainingRecord {
   bool interrupted = false;           // a rank asked to stop
   std::optional<NonFiniteStop> nonfinite;
   int batches_drawn = 0;              // the data stream's position at the end (first_batch + steps trained)
+  transformer::MoeStatistics moe;     // this rank's MoE layers' routing over the steps trained here
 
   int steps() const { return static_cast<int>(losses.size()); }
   /// The median of step_seconds (0 when none was timed).

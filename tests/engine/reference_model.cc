@@ -14,6 +14,7 @@
 #include <numbers>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 namespace sextant::engine::testing {
 namespace {
@@ -49,10 +50,15 @@ void visit_tensors(Weights& w, const ReferenceConfig& c, Visit visit) {
     visit_if(gpt, p + "proj_bias", l.proj_bias, h);
     visit_if(true, p + "norm2_gamma", l.norm2_gamma, h);
     visit_if(gpt, p + "norm2_beta", l.norm2_beta, h);
-    visit_if(true, p + "fc1_weight", l.fc1_weight, c.fc1_dim() * h);
-    visit_if(gpt, p + "fc1_bias", l.fc1_bias, c.ffn_hidden);
-    visit_if(true, p + "fc2_weight", l.fc2_weight, h * c.ffn_hidden);
-    visit_if(gpt, p + "fc2_bias", l.fc2_bias, h);
+    const bool dense = !c.moe();
+    const std::size_t experts = dense ? 0 : c.experts;
+    visit_if(dense, p + "fc1_weight", l.fc1_weight, c.fc1_dim() * h);
+    visit_if(dense && gpt, p + "fc1_bias", l.fc1_bias, c.ffn_hidden);
+    visit_if(dense, p + "fc2_weight", l.fc2_weight, h * c.ffn_hidden);
+    visit_if(dense && gpt, p + "fc2_bias", l.fc2_bias, h);
+    visit_if(!dense, p + "router_weight", l.router_weight, experts * h);
+    visit_if(!dense, p + "expert_fc1_weight", l.expert_fc1_weight, experts * c.expert_fc1_dim() * h);
+    visit_if(!dense, p + "expert_fc2_weight", l.expert_fc2_weight, experts * h * c.expert_ffn);
   }
   visit_if(true, "final_norm_gamma", w.final_norm_gamma, h);
   visit_if(gpt, "final_norm_beta", w.final_norm_beta, h);
@@ -71,7 +77,7 @@ std::vector<std::string> problems_with(const ReferenceConfig& c, const Reference
   };
   positive("num_layers", c.num_layers);
   positive("hidden", c.hidden);
-  positive("ffn_hidden", c.ffn_hidden);
+  if (!c.moe()) positive("ffn_hidden", c.ffn_hidden);
   positive("heads", c.heads);
   positive("kv_heads", c.kv_heads);
   positive("head_dim", c.head_dim);
@@ -85,6 +91,15 @@ std::vector<std::string> problems_with(const ReferenceConfig& c, const Reference
   if (!(c.norm_eps > 0)) problems.push_back("norm_eps (" + std::to_string(c.norm_eps) + ") must be positive");
   if (!(c.rope_theta > 0))
     problems.push_back("rope_theta (" + std::to_string(c.rope_theta) + ") must be positive");
+  if (c.experts < 0) problems.push_back("experts (" + std::to_string(c.experts) + ") must not be negative");
+  if (c.moe()) {
+    if (c.topk < 1 || c.topk > c.experts)
+      problems.push_back("topk (" + std::to_string(c.topk) + ") must be in [1, experts " +
+                         std::to_string(c.experts) + "]");
+    positive("expert_ffn", c.expert_ffn);
+    if (!(c.aux_loss_coeff >= 0))
+      problems.push_back("aux_loss_coeff (" + std::to_string(c.aux_loss_coeff) + ") must not be negative");
+  }
   if (!problems.empty() || w == nullptr) return problems;  // sizes below need a valid config
 
   if (static_cast<int>(w->layers.size()) != c.num_layers)
@@ -384,11 +399,11 @@ double gelu_derivative(double u) {
 // SiLU (Swish with beta = 1): s(x) = x sigmoid(x); s'(x) = sigmoid(x) (1 + x (1 - sigmoid(x))).
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
-// GPT: g = gelu(u), u (rows, ffn). Llama: SwiGLU (Shazeer 2020, section 2,
-// FFN_SwiGLU = (Swish_1(xW) * xV) W2), u (rows, 2 ffn) = [gate | up] per row,
-// g = silu(gate) * up. Returns g (rows, ffn).
-Vector mlp_activation_forward(const ReferenceConfig& c, const Vector& u, int rows) {
-  const int f = c.ffn_hidden;
+// GPT: g = gelu(u), u (rows, f). Llama: SwiGLU (Shazeer 2020, section 2,
+// FFN_SwiGLU = (Swish_1(xW) * xV) W2), u (rows, 2 f) = [gate | up] per row,
+// g = silu(gate) * up. Returns g (rows, f); f is the dense MLP's ffn_hidden or
+// an expert's expert_ffn.
+Vector mlp_activation_forward(const ReferenceConfig& c, int f, const Vector& u, int rows) {
   Vector g(static_cast<std::size_t>(rows) * f);
   for (int r = 0; r < rows; ++r) {
     for (int i = 0; i < f; ++i) {
@@ -404,8 +419,7 @@ Vector mlp_activation_forward(const ReferenceConfig& c, const Vector& u, int row
 }
 
 // The backward of mlp_activation_forward: returns du, shaped as u.
-Vector mlp_activation_backward(const ReferenceConfig& c, const Vector& u, const Vector& dg, int rows) {
-  const int f = c.ffn_hidden;
+Vector mlp_activation_backward(const ReferenceConfig& c, int f, const Vector& u, const Vector& dg, int rows) {
   Vector du(u.size());
   for (int r = 0; r < rows; ++r) {
     for (int i = 0; i < f; ++i) {
@@ -423,6 +437,168 @@ Vector mlp_activation_backward(const ReferenceConfig& c, const Vector& u, const 
   return du;
 }
 
+// --- Mixture of experts ------------------------------------------------------
+
+// A copy of `size` values of `w` from `offset`: one expert's block of rows.
+Vector block(const Vector& w, std::size_t offset, std::size_t size) {
+  return Vector(w.begin() + static_cast<std::ptrdiff_t>(offset),
+                w.begin() + static_cast<std::ptrdiff_t>(offset + size));
+}
+
+// What the backward pass needs of an MoE layer. A (token t, choice j) pair is
+// number t * topk + j; each expert's rows are its pairs in token order.
+struct MoeCache {
+  ReferenceMoeRouting routing;
+  Vector probs;                          // (rows, experts) softmax of the logits
+  std::vector<std::vector<int>> pairs;   // per expert: its pairs
+  std::vector<Vector> in, u, g, out;     // per expert: (n_e, hidden), (n_e, fc1), (n_e, f), (n_e, hidden)
+};
+
+// The MoE MLP (Shazeer et al. 2017, eqs. 1, 3-5; Fedus et al. 2021; Megatron-
+// Core's softmax-then-top-k router with normalised weights), per token t of
+// m (rows, hidden):
+//   z_t = Wr m_t;  p_t = softmax(z_t);  S_t = the topk experts of largest p
+//   (ties: lower index first);  w_tj = p_{t,e_j} / sum_{l in S_t} p_{t,l}
+//   (= the softmax of the selected logits);
+//   y_t = sum_j w_tj E_{e_j}(m_t),  E_e(m) = W2_e act(W1_e m), no biases.
+// And the Switch loss's statistics over the rows as one group (Fedus et al.
+// 2021, eq. 4, f divided by k as Megatron-Core): f_i = count_i / (k T),
+// P_i = (1/T) sum_t p_ti, routing.aux_loss = N sum_i f_i P_i. Returns y.
+Vector moe_forward(const ReferenceConfig& c, const ReferenceLayer& l, const Vector& m, int rows,
+                   MoeCache& cache) {
+  const int hidden = c.hidden, E = c.experts, k = c.topk, fc1 = c.expert_fc1_dim(), f = c.expert_ffn;
+  ReferenceMoeRouting& r = cache.routing;
+  r.logits = linear_forward(m, rows, hidden, l.router_weight, {}, E);
+  cache.probs.assign(r.logits.size(), 0.0);
+  r.topk_ids.assign(static_cast<std::size_t>(rows) * k, 0);
+  r.topk_weights.assign(static_cast<std::size_t>(rows) * k, 0.0);
+  r.expert_tokens.assign(E, 0);
+  r.min_selection_margin = std::numeric_limits<double>::infinity();
+  cache.pairs.assign(E, {});
+  std::vector<int> order(E);
+  for (int t = 0; t < rows; ++t) {
+    const double* z = &r.logits[at(t, E, 0)];
+    double* p = &cache.probs[at(t, E, 0)];
+    const double max_z = *std::max_element(z, z + E);
+    double sum = 0;
+    for (int e = 0; e < E; ++e) sum += p[e] = std::exp(z[e] - max_z);
+    for (int e = 0; e < E; ++e) p[e] /= sum;
+    for (int e = 0; e < E; ++e) order[e] = e;
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    if (k < E) r.min_selection_margin = std::min(r.min_selection_margin, z[order[k - 1]] - z[order[k]]);
+    double selected = 0;
+    for (int j = 0; j < k; ++j) selected += p[order[j]];
+    for (int j = 0; j < k; ++j) {
+      const int e = order[j];
+      r.topk_ids[at(t, k, j)] = e;
+      r.topk_weights[at(t, k, j)] = p[e] / selected;
+      ++r.expert_tokens[e];
+      cache.pairs[e].push_back(t * k + j);
+    }
+  }
+
+  r.aux_loss = 0;
+  for (int e = 0; e < E; ++e) {
+    double prob_sum = 0;
+    for (int t = 0; t < rows; ++t) prob_sum += cache.probs[at(t, E, e)];
+    const double f_e = r.expert_tokens[e] / (static_cast<double>(k) * rows);
+    r.aux_loss += E * f_e * (prob_sum / rows);
+  }
+
+  Vector y(static_cast<std::size_t>(rows) * hidden, 0.0);
+  cache.in.assign(E, {});
+  cache.u.assign(E, {});
+  cache.g.assign(E, {});
+  cache.out.assign(E, {});
+  for (int e = 0; e < E; ++e) {
+    const std::vector<int>& pairs = cache.pairs[e];
+    const int n = static_cast<int>(pairs.size());
+    Vector& in = cache.in[e];
+    in.resize(static_cast<std::size_t>(n) * hidden);
+    for (int i = 0; i < n; ++i)
+      std::copy_n(&m[at(pairs[i] / k, hidden, 0)], hidden, &in[at(i, hidden, 0)]);
+    const Vector w1 = block(l.expert_fc1_weight, at(e, fc1, 0) * hidden, static_cast<std::size_t>(fc1) * hidden);
+    const Vector w2 = block(l.expert_fc2_weight, at(e, hidden, 0) * f, static_cast<std::size_t>(hidden) * f);
+    cache.u[e] = linear_forward(in, n, hidden, w1, {}, fc1);
+    cache.g[e] = mlp_activation_forward(c, f, cache.u[e], n);
+    cache.out[e] = linear_forward(cache.g[e], n, f, w2, {}, hidden);
+    for (int i = 0; i < n; ++i) {
+      const double weight = r.topk_weights[pairs[i]];
+      for (int o = 0; o < hidden; ++o) y[at(pairs[i] / k, hidden, o)] += weight * cache.out[e][at(i, hidden, o)];
+    }
+  }
+  return y;
+}
+
+// The backward of moe_forward for dL/dy = dy plus, when aux_loss_coeff > 0,
+// d(aux_loss_coeff * routing.aux_loss): returns dm (rows, hidden) and adds to
+// the router's and the experts' weight gradients. The selection and the
+// counts are constants (piecewise: the loss is smooth where no selection ties).
+//   dw_tj = <dy_t, E_{e_j}(m_t)>;  an expert's output gradient is w_tj dy_t;
+//   dz_{t,e_j} = w_tj (dw_tj - sum_l w_tl dw_tl)   (softmax over the selected),
+//   0 for the unselected;
+//   aux: dL/dp_ti = alpha N f_i / T =: a_i, so
+//   dz_ti += p_ti (a_i - sum_l p_tl a_l)   (softmax Jacobian);
+//   dWr += dz^T m;  dm = sum_j (E_{e_j}'s input gradient) + dz Wr.
+Vector moe_backward(const ReferenceConfig& c, const ReferenceLayer& l, ReferenceLayer& gl, const Vector& m,
+                    int rows, const MoeCache& cache, const Vector& dy) {
+  const int hidden = c.hidden, E = c.experts, k = c.topk, fc1 = c.expert_fc1_dim(), f = c.expert_ffn;
+  const ReferenceMoeRouting& r = cache.routing;
+  Vector dm(static_cast<std::size_t>(rows) * hidden, 0.0);
+  Vector dweights(static_cast<std::size_t>(rows) * k, 0.0);
+  for (int e = 0; e < E; ++e) {
+    const std::vector<int>& pairs = cache.pairs[e];
+    const int n = static_cast<int>(pairs.size());
+    if (n == 0) continue;
+    Vector dout(static_cast<std::size_t>(n) * hidden);
+    for (int i = 0; i < n; ++i) {
+      const int t = pairs[i] / k;
+      const double weight = r.topk_weights[pairs[i]];
+      double dot = 0;
+      for (int o = 0; o < hidden; ++o) {
+        dot += dy[at(t, hidden, o)] * cache.out[e][at(i, hidden, o)];
+        dout[at(i, hidden, o)] = weight * dy[at(t, hidden, o)];
+      }
+      dweights[pairs[i]] = dot;
+    }
+    const std::size_t w1_offset = at(e, fc1, 0) * hidden, w1_size = static_cast<std::size_t>(fc1) * hidden;
+    const std::size_t w2_offset = at(e, hidden, 0) * f, w2_size = static_cast<std::size_t>(hidden) * f;
+    const Vector w1 = block(l.expert_fc1_weight, w1_offset, w1_size);
+    const Vector w2 = block(l.expert_fc2_weight, w2_offset, w2_size);
+    Vector dw1(w1_size, 0.0), dw2(w2_size, 0.0);
+    const Vector dg = linear_backward(cache.g[e], n, f, w2, hidden, dout, dw2, nullptr);
+    const Vector du = mlp_activation_backward(c, f, cache.u[e], dg, n);
+    const Vector din = linear_backward(cache.in[e], n, hidden, w1, fc1, du, dw1, nullptr);
+    for (std::size_t i = 0; i < w1_size; ++i) gl.expert_fc1_weight[w1_offset + i] += dw1[i];
+    for (std::size_t i = 0; i < w2_size; ++i) gl.expert_fc2_weight[w2_offset + i] += dw2[i];
+    for (int i = 0; i < n; ++i)
+      for (int o = 0; o < hidden; ++o) dm[at(pairs[i] / k, hidden, o)] += din[at(i, hidden, o)];
+  }
+
+  Vector dlogits(static_cast<std::size_t>(rows) * E, 0.0);
+  Vector aux_grad(E, 0.0);  // a_i = dL/dp_ti, the same for every token
+  if (c.aux_loss_coeff > 0)
+    for (int e = 0; e < E; ++e)
+      aux_grad[e] = c.aux_loss_coeff * E * (r.expert_tokens[e] / (static_cast<double>(k) * rows)) / rows;
+  for (int t = 0; t < rows; ++t) {
+    double weighted = 0;
+    for (int j = 0; j < k; ++j) weighted += r.topk_weights[at(t, k, j)] * dweights[at(t, k, j)];
+    for (int j = 0; j < k; ++j) {
+      const double w = r.topk_weights[at(t, k, j)];
+      dlogits[at(t, E, r.topk_ids[at(t, k, j)])] += w * (dweights[at(t, k, j)] - weighted);
+    }
+    if (c.aux_loss_coeff > 0) {
+      const double* p = &cache.probs[at(t, E, 0)];
+      double mean_a = 0;
+      for (int e = 0; e < E; ++e) mean_a += p[e] * aux_grad[e];
+      for (int e = 0; e < E; ++e) dlogits[at(t, E, e)] += p[e] * (aux_grad[e] - mean_a);
+    }
+  }
+  const Vector dm_router = linear_backward(m, rows, hidden, l.router_weight, E, dlogits, gl.router_weight, nullptr);
+  for (std::size_t i = 0; i < dm.size(); ++i) dm[i] += dm_router[i];
+  return dm;
+}
+
 // --- The whole model ---------------------------------------------------------
 
 struct LayerActivations {
@@ -435,8 +611,9 @@ struct LayerActivations {
   Vector x_mid;       // (rows, hidden) x_in + attention
   NormCache norm2;
   Vector m;           // (rows, hidden) norm2(x_mid)
-  Vector u;           // (rows, fc1_dim) fc1's output
-  Vector g;           // (rows, ffn) after GELU or SwiGLU
+  Vector u;           // (rows, fc1_dim) fc1's output (dense)
+  Vector g;           // (rows, ffn) after GELU or SwiGLU (dense)
+  MoeCache moe;       // (MoE)
 };
 
 struct Activations {
@@ -445,6 +622,7 @@ struct Activations {
   Vector h;             // (rows, hidden) the final norm's output
   Vector logits;        // (rows, vocab)
   Vector token_losses;  // (rows)
+  double aux_loss = 0;  // sum over MoE layers of aux_loss_coeff * routing.aux_loss (0 when off)
 };
 
 const Vector& output_weight(const ReferenceConfig& c, const ReferenceWeights& w) {
@@ -481,9 +659,15 @@ Activations forward(const ReferenceConfig& c, const ReferenceWeights& w,
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += o[i];
     la.x_mid = x;
     la.m = norm_forward(layernorm, x, rows, hidden, l.norm2_gamma, l.norm2_beta, c.norm_eps, la.norm2);
-    la.u = linear_forward(la.m, rows, hidden, l.fc1_weight, l.fc1_bias, c.fc1_dim());
-    la.g = mlp_activation_forward(c, la.u, rows);
-    const Vector y = linear_forward(la.g, rows, c.ffn_hidden, l.fc2_weight, l.fc2_bias, hidden);
+    Vector y;
+    if (c.moe()) {
+      y = moe_forward(c, l, la.m, rows, la.moe);
+      if (c.aux_loss_coeff > 0) act.aux_loss += c.aux_loss_coeff * la.moe.routing.aux_loss;
+    } else {
+      la.u = linear_forward(la.m, rows, hidden, l.fc1_weight, l.fc1_bias, c.fc1_dim());
+      la.g = mlp_activation_forward(c, c.ffn_hidden, la.u, rows);
+      y = linear_forward(la.g, rows, c.ffn_hidden, l.fc2_weight, l.fc2_bias, hidden);
+    }
     for (std::size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
 
@@ -517,7 +701,7 @@ ReferenceWeights zeros_like(const ReferenceConfig& c) {
   return z;
 }
 
-// The backward of forward() for the mean of the token losses.
+// The backward of forward() for the mean of the token losses plus act.aux_loss.
 ReferenceWeights backward(const ReferenceConfig& c, const ReferenceWeights& w,
                           const std::vector<int>& tokens, const std::vector<int>& targets,
                           const Activations& act) {
@@ -550,12 +734,17 @@ ReferenceWeights backward(const ReferenceConfig& c, const ReferenceWeights& w,
     const LayerActivations& la = act.layers[li];
     const int batch = rows / c.seq;
 
-    // x_out = x_mid + fc2(act(fc1(norm2(x_mid)))): dx_mid = dx + the branch's.
-    const Vector dg = linear_backward(la.g, rows, c.ffn_hidden, l.fc2_weight, hidden, dx, gl.fc2_weight,
-                                      c.gpt() ? &gl.fc2_bias : nullptr);
-    const Vector du = mlp_activation_backward(c, la.u, dg, rows);
-    const Vector dm = linear_backward(la.m, rows, hidden, l.fc1_weight, c.fc1_dim(), du, gl.fc1_weight,
-                                      c.gpt() ? &gl.fc1_bias : nullptr);
+    // x_out = x_mid + fc2(act(fc1(norm2(x_mid)))) (or the MoE MLP): dx_mid = dx + the branch's.
+    Vector dm;
+    if (c.moe()) {
+      dm = moe_backward(c, l, gl, la.m, rows, la.moe, dx);
+    } else {
+      const Vector dg = linear_backward(la.g, rows, c.ffn_hidden, l.fc2_weight, hidden, dx, gl.fc2_weight,
+                                        c.gpt() ? &gl.fc2_bias : nullptr);
+      const Vector du = mlp_activation_backward(c, c.ffn_hidden, la.u, dg, rows);
+      dm = linear_backward(la.m, rows, hidden, l.fc1_weight, c.fc1_dim(), du, gl.fc1_weight,
+                           c.gpt() ? &gl.fc1_bias : nullptr);
+    }
     norm_backward(layernorm, dm, rows, hidden, l.norm2_gamma, la.norm2, dx, gl.norm2_gamma,
                   layernorm ? &gl.norm2_beta : nullptr);
 
@@ -583,7 +772,8 @@ ReferenceWeights backward(const ReferenceConfig& c, const ReferenceWeights& w,
 
 double reference_loss(const ReferenceConfig& config, const ReferenceWeights& weights,
                       const std::vector<int>& tokens, const std::vector<int>& targets, int batch) {
-  return mean(forward(config, weights, tokens, targets, batch).token_losses);
+  const Activations act = forward(config, weights, tokens, targets, batch);
+  return mean(act.token_losses) + act.aux_loss;
 }
 
 double reference_loss_and_gradients(const ReferenceConfig& config, const ReferenceWeights& weights,
@@ -592,7 +782,7 @@ double reference_loss_and_gradients(const ReferenceConfig& config, const Referen
   if (gradients == nullptr) throw std::invalid_argument("reference model: gradients is null");
   const Activations act = forward(config, weights, tokens, targets, batch);
   *gradients = backward(config, weights, tokens, targets, act);
-  return mean(act.token_losses);
+  return mean(act.token_losses) + act.aux_loss;
 }
 
 std::vector<double> reference_token_losses(const ReferenceConfig& config,
@@ -600,6 +790,20 @@ std::vector<double> reference_token_losses(const ReferenceConfig& config,
                                            const std::vector<int>& tokens,
                                            const std::vector<int>& targets, int batch) {
   return forward(config, weights, tokens, targets, batch).token_losses;
+}
+
+std::vector<ReferenceMoeRouting> reference_moe_routing(const ReferenceConfig& config,
+                                                       const ReferenceWeights& weights,
+                                                       const std::vector<int>& tokens, int batch) {
+  std::vector<ReferenceMoeRouting> routing;
+  if (!config.moe()) {
+    check(config, &weights, &tokens, &tokens, batch);
+    return routing;
+  }
+  // The targets do not change the routing; the tokens are valid ones.
+  Activations act = forward(config, weights, tokens, tokens, batch);
+  for (LayerActivations& la : act.layers) routing.push_back(std::move(la.moe.routing));
+  return routing;
 }
 
 ReferenceWeights reference_random_weights(const ReferenceConfig& config, std::uint64_t seed,

@@ -1,7 +1,9 @@
 // The CPU reference model checked against itself and against arithmetic done
 // by hand: hand-written gradients against central finite differences of the
 // forward pass, the loss of an untrained model, causality, grouped-query
-// attention against duplicated key/value heads, and the rotary embedding.
+// attention against duplicated key/value heads, the rotary embedding, and the
+// Mixture-of-Experts layers (routing, the load-balancing loss, and an MoE of
+// identical experts against the dense MLP).
 #include "tests/engine/reference_model.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -34,6 +37,16 @@ ReferenceConfig tiny_config(Family family, bool tie) {
   c.seq = 5;
   c.family = family;
   c.tie_embeddings = tie;
+  return c;
+}
+
+// tiny_config with every MLP an MoE layer: 4 experts of width 8, top-2.
+ReferenceConfig moe_config(Family family, bool tie, double aux_loss_coeff) {
+  ReferenceConfig c = tiny_config(family, tie);
+  c.experts = 4;
+  c.topk = 2;
+  c.expert_ffn = 8;
+  c.aux_loss_coeff = aux_loss_coeff;
   return c;
 }
 
@@ -76,6 +89,8 @@ struct GradientCase {
   const char* name;
   Family family;
   bool tie;
+  bool moe = false;  // moe_config instead of tiny_config
+  double aux_loss_coeff = 0;
 };
 
 void PrintTo(const GradientCase& c, std::ostream* os) { *os << c.name; }
@@ -94,10 +109,24 @@ class ReferenceGradientTest : public ::testing::TestWithParam<GradientCase> {};
 // of 1e-4 and more that is < 1e-6 relative; the 1e-9 absolute floor covers the
 // few entries near zero, where a relative error means nothing. A wrong index,
 // a missing term or a wrong constant errs by order 1 relative.
+//
+// MoE: the loss is smooth only while no top-k selection changes. A step of
+// 1e-5 moves a router logit by about 1e-5 (|m| ~ 4, router weights ~0.3,
+// through every layer below), so the test first asserts that every token's
+// k-th and (k+1)-th logits are at least 1e-3 apart in every layer: no
+// difference quotient here crosses a selection boundary.
 TEST_P(ReferenceGradientTest, EveryTensorMatchesCentralDifferences) {
-  const ReferenceConfig c = tiny_config(GetParam().family, GetParam().tie);
+  const GradientCase& param = GetParam();
+  const ReferenceConfig c = param.moe ? moe_config(param.family, param.tie, param.aux_loss_coeff)
+                                      : tiny_config(param.family, param.tie);
   ReferenceWeights w = reference_random_weights(c, 2024, 0.3);
   const Batch b = random_batch(c, kBatch, 7);
+  double margin = std::numeric_limits<double>::infinity();
+  for (const ReferenceMoeRouting& layer : reference_moe_routing(c, w, b.tokens, kBatch))
+    margin = std::min(margin, layer.min_selection_margin);
+  if (c.moe()) {
+    ASSERT_GT(margin, 1e-3) << "a top-k selection is too close to a tie for finite differences";
+  }
 
   ReferenceWeights grad;
   const double loss = reference_loss_and_gradients(c, w, b.tokens, b.targets, kBatch, &grad);
@@ -138,19 +167,26 @@ TEST_P(ReferenceGradientTest, EveryTensorMatchesCentralDifferences) {
     ++tensors;
   }
   // GPT: wte, wpe, 12 per layer, 2 final-norm tensors (+ lm_head untied);
-  // Llama: wte, 6 per layer, final_norm_gamma (+ lm_head untied).
-  const int per_model = c.family == Family::kGpt ? 2 + 12 * 2 + 2 : 1 + 6 * 2 + 1;
+  // Llama: wte, 6 per layer, final_norm_gamma (+ lm_head untied). An MoE
+  // layer trades fc1/fc2 (and GPT's two biases) for the router and the two
+  // expert tensors: GPT 11 per layer, Llama 7.
+  const int per_layer = c.family == Family::kGpt ? (c.moe() ? 11 : 12) : (c.moe() ? 7 : 6);
+  const int per_model = (c.family == Family::kGpt ? 2 + 2 : 1 + 1) + per_layer * c.num_layers;
   EXPECT_EQ(tensors, per_model + (c.tie_embeddings ? 0 : 1));
-  std::cout << "  " << GetParam().name << ": loss " << loss << ", " << entries << " entries of "
-            << tensors << " tensors, worst relative error " << worst_relative
-            << " (gradients above 1e-4)\n";
+  std::cout << "  " << param.name << ": loss " << loss << ", " << entries << " entries of " << tensors
+            << " tensors, worst relative error " << worst_relative << " (gradients above 1e-4)";
+  if (c.moe()) std::cout << ", smallest top-k logit margin " << margin;
+  std::cout << "\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, ReferenceGradientTest,
                          ::testing::Values(GradientCase{"gpt_tied", Family::kGpt, true},
                                            GradientCase{"gpt_untied", Family::kGpt, false},
                                            GradientCase{"llama_gqa_untied", Family::kLlama, false},
-                                           GradientCase{"llama_gqa_tied", Family::kLlama, true}),
+                                           GradientCase{"llama_gqa_tied", Family::kLlama, true},
+                                           GradientCase{"llama_moe_untied", Family::kLlama, false, true, 0},
+                                           GradientCase{"llama_moe_aux_tied", Family::kLlama, true, true, 1e-2},
+                                           GradientCase{"gpt_moe_aux_untied", Family::kGpt, false, true, 1e-2}),
                          [](const ::testing::TestParamInfo<GradientCase>& info) {
                            return std::string(info.param.name);
                          });
@@ -228,6 +264,162 @@ TEST(ReferenceModelTest, TiedEmbeddingsEqualACopiedOutputProjection) {
             reference_loss(untied, copied, b.tokens, b.targets, kBatch));
 }
 
+// --- Mixture of experts -----------------------------------------------------------
+
+// An MoE layer whose every expert holds the dense MLP's weights computes
+// sum_j w_j MLP(m) = MLP(m), the weights summing to 1: the dense model's loss
+// to rounding (the sum of the weights is 1 within an ulp or two). The
+// gradients agree too: the experts' summed gradients are the dense fc1/fc2's,
+// every other tensor's the same, and the router's vanishes (each dw_j is the
+// same, so w_j (dw_j - sum_l w_l dw_l) = 0). GPT's dense MLP has its biases
+// zeroed (the experts have none). Aux loss off.
+TEST(ReferenceMoeTest, IdenticalExpertsEqualTheDenseMlp) {
+  for (Family family : {Family::kLlama, Family::kGpt}) {
+    ReferenceConfig dense = tiny_config(family, false);
+    dense.ffn_hidden = 8;
+    ReferenceConfig moe = moe_config(family, false, 0);
+    const ReferenceWeights router = reference_random_weights(moe, 23, 0.3);
+    ReferenceWeights w = reference_random_weights(dense, 29, 0.3);
+    ReferenceWeights experts = w;
+    for (std::size_t l = 0; l < w.layers.size(); ++l) {
+      if (family == Family::kGpt) {
+        w.layers[l].fc1_bias.assign(w.layers[l].fc1_bias.size(), 0.0);
+        w.layers[l].fc2_bias.assign(w.layers[l].fc2_bias.size(), 0.0);
+      }
+      ReferenceLayer& e = experts.layers[l];
+      e.router_weight = router.layers[l].router_weight;
+      e.expert_fc1_weight.clear();
+      e.expert_fc2_weight.clear();
+      for (int i = 0; i < moe.experts; ++i) {
+        e.expert_fc1_weight.insert(e.expert_fc1_weight.end(), e.fc1_weight.begin(), e.fc1_weight.end());
+        e.expert_fc2_weight.insert(e.expert_fc2_weight.end(), e.fc2_weight.begin(), e.fc2_weight.end());
+      }
+      e.fc1_weight.clear();
+      e.fc1_bias.clear();
+      e.fc2_weight.clear();
+      e.fc2_bias.clear();
+    }
+    const Batch b = random_batch(dense, kBatch, 31);
+    ReferenceWeights dense_grad, moe_grad;
+    const double want = reference_loss_and_gradients(dense, w, b.tokens, b.targets, kBatch, &dense_grad);
+    const double got = reference_loss_and_gradients(moe, experts, b.tokens, b.targets, kBatch, &moe_grad);
+    EXPECT_NEAR(got, want, 1e-12);
+    EXPECT_NE(got, std::log(11.0));  // not a vacuous model
+
+    for (const std::string& name : tensor_names(dense_grad, dense)) {
+      const std::vector<double>& d = tensor(dense_grad, dense, name);
+      std::vector<double> m(d.size(), 0.0);
+      const std::string fc1 = ".fc1_weight", fc2 = ".fc2_weight";
+      if (name.ends_with("bias") && name.find(".fc") != std::string::npos) continue;  // zeroed, absent
+      if (name.ends_with(fc1) || name.ends_with(fc2)) {
+        const std::string prefix = name.substr(0, name.size() - fc1.size());
+        const std::vector<double>& stacked =
+            tensor(moe_grad, moe, prefix + (name.ends_with(fc1) ? ".expert_fc1_weight" : ".expert_fc2_weight"));
+        ASSERT_EQ(stacked.size(), d.size() * moe.experts) << name;
+        for (std::size_t i = 0; i < stacked.size(); ++i) m[i % d.size()] += stacked[i];
+      } else {
+        m = tensor(moe_grad, moe, name);
+      }
+      ASSERT_EQ(m.size(), d.size()) << name;
+      for (std::size_t i = 0; i < d.size(); ++i) EXPECT_NEAR(m[i], d[i], 1e-12) << name << "[" << i << "]";
+    }
+    for (int l = 0; l < moe.num_layers; ++l)
+      for (double g : tensor(moe_grad, moe, "layers." + std::to_string(l) + ".router_weight"))
+        EXPECT_NEAR(g, 0.0, 1e-14);
+  }
+}
+
+// The routing's invariants on random weights: k distinct experts per token by
+// descending weight, weights summing to 1, counts summing to rows x k, the
+// counts agreeing with the ids; and the total loss is the cross-entropy plus
+// alpha times the layers' aux_loss.
+TEST(ReferenceMoeTest, RoutesEachTokenToItsTopkExperts) {
+  const ReferenceConfig c = moe_config(Family::kLlama, true, 1e-2);
+  ReferenceConfig no_aux = c;
+  no_aux.aux_loss_coeff = 0;
+  const ReferenceWeights w = reference_random_weights(c, 37, 0.3);
+  const Batch b = random_batch(c, kBatch, 41);
+  const int rows = kBatch * c.seq, k = c.topk;
+  const std::vector<ReferenceMoeRouting> routing = reference_moe_routing(c, w, b.tokens, kBatch);
+  ASSERT_EQ(routing.size(), 2u);
+  double aux = 0;
+  for (const ReferenceMoeRouting& r : routing) {
+    ASSERT_EQ(r.topk_ids.size(), static_cast<std::size_t>(rows * k));
+    std::vector<int> counts(c.experts, 0);
+    for (int t = 0; t < rows; ++t) {
+      EXPECT_NE(r.topk_ids[t * k], r.topk_ids[t * k + 1]);
+      EXPECT_GE(r.topk_weights[t * k], r.topk_weights[t * k + 1]);
+      EXPECT_NEAR(r.topk_weights[t * k] + r.topk_weights[t * k + 1], 1.0, 1e-15);
+      // The selected logits are the largest: each beats every unselected one.
+      for (int e = 0; e < c.experts; ++e) {
+        if (e != r.topk_ids[t * k] && e != r.topk_ids[t * k + 1]) {
+          EXPECT_GT(r.logits[t * c.experts + r.topk_ids[t * k + 1]], r.logits[t * c.experts + e]);
+        }
+      }
+      // w_0 / w_1 = exp(z_0 - z_1): the softmax over the selected logits.
+      EXPECT_NEAR(r.topk_weights[t * k] / r.topk_weights[t * k + 1],
+                  std::exp(r.logits[t * c.experts + r.topk_ids[t * k]] -
+                           r.logits[t * c.experts + r.topk_ids[t * k + 1]]),
+                  1e-13);
+      for (int j = 0; j < k; ++j) ++counts[r.topk_ids[t * k + j]];
+    }
+    EXPECT_EQ(r.expert_tokens, counts);
+    EXPECT_GT(r.aux_loss, 0.0);
+    aux += r.aux_loss;
+  }
+  EXPECT_NEAR(reference_loss(c, w, b.tokens, b.targets, kBatch),
+              reference_loss(no_aux, w, b.tokens, b.targets, kBatch) + 1e-2 * aux, 1e-15);
+  const ReferenceConfig dense = tiny_config(Family::kLlama, true);
+  EXPECT_TRUE(
+      reference_moe_routing(dense, reference_random_weights(dense, 1, 0.3), b.tokens, kBatch).empty());
+}
+
+// A zero router gives every expert probability 1/4: the tie goes to the lower
+// indices, so every token picks experts 0 and 1 with weight 1/2 each, and the
+// Switch loss is N sum_i f_i P_i = 4 (1/2 x 1/4 + 1/2 x 1/4) = 1 (Megatron's
+// k-normalised f makes a uniform router's loss alpha x 1 at any k). The load is
+// as unbalanced as it can be, yet the loss is 1 because P is uniform: only P
+// carries gradient, pushing probability away from the overloaded experts.
+TEST(ReferenceMoeTest, AZeroRouterBreaksTiesTowardsLowerExperts) {
+  const ReferenceConfig c = moe_config(Family::kLlama, true, 1e-2);
+  ReferenceWeights w = reference_random_weights(c, 43, 0.3);
+  for (ReferenceLayer& l : w.layers) l.router_weight.assign(l.router_weight.size(), 0.0);
+  const Batch b = random_batch(c, kBatch, 47);
+  for (const ReferenceMoeRouting& r : reference_moe_routing(c, w, b.tokens, kBatch)) {
+    for (int t = 0; t < kBatch * c.seq; ++t) {
+      EXPECT_EQ(r.topk_ids[2 * t], 0);
+      EXPECT_EQ(r.topk_ids[2 * t + 1], 1);
+      EXPECT_EQ(r.topk_weights[2 * t], 0.5);
+      EXPECT_EQ(r.topk_weights[2 * t + 1], 0.5);
+    }
+    EXPECT_EQ(r.expert_tokens, (std::vector<int>{10, 10, 0, 0}));
+    EXPECT_DOUBLE_EQ(r.aux_loss, 1.0);
+    EXPECT_EQ(r.min_selection_margin, 0.0);
+  }
+  // The aux loss's share of the router gradient: the gradient with the aux
+  // loss minus the gradient without it (the forward pass is the same).
+  ReferenceConfig no_aux = c;
+  no_aux.aux_loss_coeff = 0;
+  ReferenceWeights with_grad, without_grad;
+  reference_loss_and_gradients(c, w, b.tokens, b.targets, kBatch, &with_grad);
+  reference_loss_and_gradients(no_aux, w, b.tokens, b.targets, kBatch, &without_grad);
+  // Last layer: nothing above it depends on the aux term, so the difference is
+  // the aux term's dWr = sum_t dz_t m_t^T (to rounding) with
+  // dz_ti = p_i (a_i - sum_l p_l a_l), a_i = alpha N f_i / T:
+  // a = 1e-2 x 4 x (1/2, 1/2, 0, 0) / 10 = (2e-3, 2e-3, 0, 0), p = 1/4, so
+  // dz_t = (2.5e-4, 2.5e-4, -2.5e-4, -2.5e-4) for every token: rows 0 and 1 of
+  // the difference are 2.5e-4 sum_t m_t, rows 2 and 3 their negation.
+  const std::vector<double>& with = with_grad.layers[1].router_weight;
+  const std::vector<double>& without = without_grad.layers[1].router_weight;
+  for (int i = 0; i < c.hidden; ++i) {
+    const double column = with[i] - without[i];  // expert 0
+    EXPECT_NE(column, 0.0);
+    EXPECT_NEAR(with[c.hidden + i] - without[c.hidden + i], column, 1e-15);        // expert 1: the same
+    EXPECT_NEAR(with[2 * c.hidden + i] - without[2 * c.hidden + i], -column, 1e-15);  // experts 2, 3: opposite
+    EXPECT_NEAR(with[3 * c.hidden + i] - without[3 * c.hidden + i], -column, 1e-15);
+  }
+}
+
 // --- Rotary position embedding ---------------------------------------------------
 
 // At position 0 every angle is 0: cos = 1 and sin = 0 exactly, so the rotation
@@ -300,6 +492,30 @@ TEST(ReferenceModelTest, NamesTensorsAsTheEngine) {
                                       "layers.0.fc1_weight", "layers.0.fc1_bias", "layers.0.fc2_weight",
                                       "layers.0.fc2_bias", "final_norm_gamma", "final_norm_beta"}));
   for (double gamma : tensor(gw, g, "final_norm_gamma")) EXPECT_NEAR(gamma, 1.0, 0.1);
+
+  ReferenceConfig m = moe_config(Family::kLlama, true, 0);
+  m.num_layers = 1;
+  ReferenceWeights mw = reference_random_weights(m, 1, 0.1);
+  EXPECT_EQ(tensor_names(mw, m),
+            (std::vector<std::string>{"wte", "layers.0.norm1_gamma", "layers.0.qkv_weight",
+                                      "layers.0.proj_weight", "layers.0.norm2_gamma", "layers.0.router_weight",
+                                      "layers.0.expert_fc1_weight", "layers.0.expert_fc2_weight",
+                                      "final_norm_gamma"}));
+  EXPECT_EQ(tensor(mw, m, "layers.0.router_weight").size(), 4u * 16);         // (experts, hidden)
+  EXPECT_EQ(tensor(mw, m, "layers.0.expert_fc1_weight").size(), 4u * 16 * 16);  // (4 x [gate | up] 2 x 8, 16)
+  EXPECT_EQ(tensor(mw, m, "layers.0.expert_fc2_weight").size(), 4u * 16 * 8);   // (4 x 16, 8)
+  EXPECT_TRUE(mw.layers[0].fc1_weight.empty());
+
+  ReferenceConfig gm = moe_config(Family::kGpt, true, 0);
+  gm.num_layers = 1;
+  ReferenceWeights gmw = reference_random_weights(gm, 1, 0.1);
+  EXPECT_EQ(tensor_names(gmw, gm),
+            (std::vector<std::string>{"wte", "wpe", "layers.0.norm1_gamma", "layers.0.norm1_beta",
+                                      "layers.0.qkv_weight", "layers.0.qkv_bias", "layers.0.proj_weight",
+                                      "layers.0.proj_bias", "layers.0.norm2_gamma", "layers.0.norm2_beta",
+                                      "layers.0.router_weight", "layers.0.expert_fc1_weight",
+                                      "layers.0.expert_fc2_weight", "final_norm_gamma", "final_norm_beta"}));
+  EXPECT_EQ(tensor(gmw, gm, "layers.0.expert_fc1_weight").size(), 4u * 8 * 16);  // GELU: (4 x 8, 16)
 }
 
 TEST(ReferenceModelTest, ReportsEveryProblemWithTheValues) {
@@ -330,6 +546,18 @@ TEST(ReferenceModelTest, ReportsEveryProblemWithTheValues) {
   }
   EXPECT_THROW(reference_loss(good, reference_random_weights(good, 1, 0.1), b.tokens, b.targets, 3),
                std::invalid_argument);  // 10 tokens for a batch of 3 x 5
+
+  ReferenceConfig moe = moe_config(Family::kLlama, true, -1);
+  moe.topk = 5;
+  moe.expert_ffn = 0;
+  try {
+    reference_random_weights(moe, 1, 0.1);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "reference model: topk (5) must be in [1, experts 4]; expert_ffn (0) must be positive; "
+                 "aux_loss_coeff (-1.000000) must not be negative");
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -171,6 +172,86 @@ INSTANTIATE_TEST_SUITE_P(
         GradientCase{"llama_gqa_full_recompute", {true, false}, 2, 2, sim::Recompute::kFull},
         GradientCase{"gpt_head_dim_40_padded", {false, true, 2}, 2, 2, sim::Recompute::kNone}),
     [](const ::testing::TestParamInfo<GradientCase>& info) { return std::string(info.param.name); });
+
+// An MoE model (tiny_model's Llama with every MLP 4 SwiGLU experts of 64,
+// top-2, the Switch loss at 1e-2) against the CPU model: every gradient, the
+// router's and the experts' included, and the routing the engine counted.
+// One micro-batch (the reference takes the Switch loss over the whole batch).
+// The weights are drawn until every token's k-th choice leads its (k+1)-th by
+// 0.02 in the CPU model's logits (std about 0.7), so that the engine's bf16
+// activations (a few 1e-3 off in the logits: 2^-9 per element over 64 terms,
+// and the first layer's error in the second's input) route every token as the
+// CPU model does.
+class MoeGradientTest : public kernels::testing::GpuTestWithParam<sim::Recompute> {};
+
+TEST_P(MoeGradientTest, EveryGradientMatchesTheCpuReference) {
+  sim::ModelConfig model = tiny_model({true, false});
+  model.moe = sim::MoeConfig{};
+  model.moe->num_experts = 4;
+  model.moe->router_topk = 2;
+  model.moe->ffn_hidden_size = 64;
+  constexpr int kSequences = 2;
+  const TransformerShape shape = transformer_shape_of(model, kSequences, static_cast<int>(model.seq_length));
+  ASSERT_TRUE(transformer_shape_problems(shape, model).empty());
+  TrainerOptions options;
+  options.moe.aux_loss_coeff = 1e-2f;
+  Trainer trainer(model, testing::one_gpu_layout(kSequences, kSequences, GetParam()), options);
+  ReferenceConfig config = reference_config(model, shape);
+  config.experts = 4;
+  config.topk = 2;
+  config.expert_ffn = 64;
+  config.aux_loss_coeff = options.moe.aux_loss_coeff;
+
+  const Batch batch = random_batch(rng(), kSequences, shape.seq, shape.vocab);
+  const std::vector<int> tokens(batch.inputs.begin(), batch.inputs.end());
+  const std::vector<int> targets(batch.targets.begin(), batch.targets.end());
+  ReferenceWeights weights;
+  std::vector<testing::ReferenceMoeRouting> routing;
+  bool robust = false;
+  for (int attempt = 0; attempt < 2000 && !robust; ++attempt) {
+    weights = testing::reference_random_weights(config, rng()(), 0.15);
+    testing::for_each_tensor(weights, config, [](const std::string&, std::vector<double>& values) {
+      for (double& v : values) v = rounded_to_bf16(v);
+    });
+    routing = testing::reference_moe_routing(config, weights, tokens, kSequences);
+    robust = std::all_of(routing.begin(), routing.end(),
+                         [](const testing::ReferenceMoeRouting& r) { return r.min_selection_margin > 0.02; });
+  }
+  ASSERT_TRUE(robust) << "no draw of 2000 routes every token by a margin of 0.02";
+  testing::for_each_tensor(weights, config, [&](const std::string& name, std::vector<double>& values) {
+    trainer.set_parameter(name, std::vector<float>(values.begin(), values.end()));
+  });
+
+  const double loss = trainer.forward_backward(batch.inputs, batch.targets);
+  ReferenceWeights reference_gradients;
+  const double reference_loss =
+      testing::reference_loss_and_gradients(config, weights, tokens, targets, kSequences, &reference_gradients);
+  EXPECT_NEAR(loss, reference_loss, 1e-2 * reference_loss);
+  const transformer::MoeStatistics statistics = trainer.take_moe_statistics();
+  ASSERT_EQ(statistics.expert_tokens.size(), routing.size());
+  for (std::size_t l = 0; l < routing.size(); ++l)
+    for (std::size_t e = 0; e < 4; ++e)
+      EXPECT_EQ(statistics.expert_tokens[l][e], routing[l].expert_tokens[e]) << "layer " << l << " expert " << e;
+
+  double worst = 0;
+  std::string worst_name;
+  testing::for_each_tensor(reference_gradients, config, [&](const std::string& name, std::vector<double>& want) {
+    const std::vector<float> got = trainer.gradient(name);
+    ASSERT_EQ(got.size(), want.size()) << name;
+    const double error = relative_l2_error(got, want);
+    EXPECT_LT(error, 3e-2) << name;
+    if (error > worst) {
+      worst = error;
+      worst_name = name;
+    }
+  });
+  std::cout << "  moe " << sim::to_string(GetParam()) << ": loss " << loss << " (reference " << reference_loss
+            << "), worst relative L2 error " << worst << " (" << worst_name << ")\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Recompute, MoeGradientTest,
+                         ::testing::Values(sim::Recompute::kNone, sim::Recompute::kFull),
+                         [](const auto& info) { return std::string(sim::to_string(info.param)); });
 
 class TrainerTest : public GpuTest {};
 

@@ -170,6 +170,28 @@ TEST_P(MoePermuteTest, UnpermuteForwardSumsWeightedRows) {
   EXPECT_TRUE(all_close(to_double(d_out.download()), want.sum, std::ldexp(1.0, -8), want.atol));
 }
 
+// The MoE block's residual add rides on the un-permutation: out = residual + sum,
+// rounded once, the residual's row alone for a token whose choices all dropped.
+TEST_P(MoePermuteTest, UnpermuteForwardAddsTheResidual) {
+  const Case c = GetParam();
+  const auto expert_out = testing::random_bf16(rng(), static_cast<std::size_t>(routing_.rows) * c.cols, 0.0, 1.0);
+  const auto residual = testing::random_bf16(rng(), static_cast<std::size_t>(c.tokens) * c.cols, 0.0, 1.0);
+  DeviceBuffer<Bf16> d_expert_out(expert_out), d_out(residual);  // in place: out aliases the residual
+  DeviceBuffer<float> d_weights(weights_);
+  DeviceBuffer<std::int32_t> d_rows(routing_.token_rows);
+
+  moe_unpermute_forward(d_out.get(), d_expert_out.get(), d_weights.get(), d_rows.get(), c.tokens, c.topk, c.cols,
+                        nullptr, d_out.get());
+
+  ChoiceSums want = choice_sums(routing_, c, expert_out, weights_);
+  for (std::size_t i = 0; i < want.sum.size(); ++i) {
+    const double r = to_float(residual[i]);
+    want.sum[i] += r;
+    want.atol[i] += std::ldexp(std::abs(r), -8);
+  }
+  EXPECT_TRUE(all_close(to_double(d_out.download()), want.sum, std::ldexp(1.0, -8), want.atol));
+}
+
 TEST_P(MoePermuteTest, UnpermuteBackwardGivesRowAndWeightGradients) {
   const Case c = GetParam();
   const auto expert_out = testing::random_bf16(rng(), static_cast<std::size_t>(routing_.rows) * c.cols, 0.0, 1.0);

@@ -40,7 +40,8 @@ TEST(RunLaunch, ModelParallelLayoutsStopEveryRankBeforeTheyMeet) {
   CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout cp=2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--layout: cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts "
-                       "(dp, tp, pp, vpp) so far; context parallelism is not executed yet (issue 13)"),
+                       "(dp, tp, pp, vpp; MoE models with every expert on each GPU) so far; context "
+                       "parallelism is not executed yet"),
             std::string::npos) << r.err;
   // pp=2 with vpp=2: gpt-350m's 24 layers split into 4 chunks of 6, but one
   // micro-batch per replica is not a multiple of pp.
@@ -96,7 +97,7 @@ TEST(RunLaunch, KnobsTheEngineDoesNotExecuteAreRefusedNotIgnored) {
   TempDir dir;
   for (const auto& [layout, message] :
        {std::pair{"grad_reduce_in_fp32=0", "grad_reduce_in_fp32: 0: the engine reduces gradients in fp32; accepted: 1"},
-        std::pair{"moe_a2a_overlap=1", "moe_a2a_overlap: 1: the engine trains dense models"}}) {
+        std::pair{"moe_a2a_overlap=1", "moe_a2a_overlap: 1: overlaps the expert-parallel all-to-all"}}) {
     const CommandResult r = run_sextant(dir, std::string("run --model gpt-350m --layout ") + layout);
     EXPECT_EQ(r.exit_code, 2) << layout;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;

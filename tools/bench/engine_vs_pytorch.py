@@ -24,6 +24,11 @@ Every MFU in the table is computed here, with one formula for all three columns:
 flops_per_token * tokens/s / --peak-flops, flops_per_token = 6 P + 12 L (heads * head_dim) s
 (torch_reference.flops_per_token; Narayanan et al. 2021, eq. 3). The engine's own MFU (the
 simulator's matmul-only count, about 0.3 % lower for GPT-1.3B) stays in results.json.
+MoE presets (configs/models/moe-*.yaml) are accepted: P is then the active parameters (the router
+and router_topk experts per MoE layer, as Megatron's MoE FLOP count; results.json has both
+"parameters" and "active_parameters"), and the torch runs get --moe-impl (default auto: grouped
+GEMM when torch._grouped_mm works, else one matmul per expert). The engine's own reported MFU
+counts its own way and is kept, not compared, as for dense models.
 
 Usage (on the GPU machine, from anywhere):
   python3 tools/bench/engine_vs_pytorch.py --sextant build-gpu/tools/sextant \\
@@ -83,6 +88,8 @@ def torch_command(args, model, mode):
         cmd += ["--seq-length", str(args.seq_length)]
     if args.torch_no_compile:
         cmd.append("--no-compile")
+    if model["spec"].is_moe:
+        cmd += ["--moe-impl", args.moe_impl]
     return cmd
 
 
@@ -298,6 +305,8 @@ def parse_args(argv):
                    help=f"comma-separated presets (configs/models/NAME.yaml) or YAML paths "
                         f"(default {DEFAULT_MODELS})")
     p.add_argument("--mbs", type=int, default=4, help="micro-batch = global batch (default 4)")
+    p.add_argument("--moe-impl", choices=ref.MOE_IMPLS, default="auto",
+                   help="torch_reference.py's --moe-impl for MoE presets (default auto)")
     p.add_argument("--steps", type=int, default=30,
                    help="sextant: steps in all (median of 4..S); torch: timed steps (default 30)")
     p.add_argument("--warmup", type=int, default=10,
@@ -388,7 +397,8 @@ def main(argv=None):
     summary = {
         "settings": {k: getattr(args, k) for k in (
             "sextant", "mbs", "steps", "warmup", "seq_length", "timeout", "deadline_s",
-            "skip_engine", "skip_torch", "torch_no_compile", "peak_flops", "python")},
+            "skip_engine", "skip_torch", "torch_no_compile", "peak_flops", "python",
+            "moe_impl")},
         "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "host": platform.node(),
         "models": {},
@@ -399,11 +409,16 @@ def main(argv=None):
         summary["models"][m["name"]] = {
             "file": m["path"], "parameters": ref.parameter_count(spec),
             "flops_per_token": ref.flops_per_token(spec), "seq": spec.seq_length, "runs": {}}
+        if spec.is_moe:
+            summary["models"][m["name"]]["active_parameters"] = ref.parameter_count(spec, active=True)
 
     if args.dry_run:
         for m in models:
             s = m["spec"]
             print(f"# {s.describe()}")
+            if s.is_moe:
+                print(f"#   MoE: {ref.parameter_count(s, active=True) / 1e9:.3f} B of the "
+                      f"parameters active per token (FLOPs count these)")
             print(f"#   {ref.parameter_count(s) / 1e9:.3f} B parameters, "
                   f"{ref.flops_per_token(s) / 1e9:.3f} GFLOP/token; at "
                   f"{100:.0f} % MFU {args.peak_flops / ref.flops_per_token(s):,.0f} tokens/s")

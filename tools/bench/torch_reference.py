@@ -13,7 +13,29 @@ built from the same configs/models/*.yaml:
   position_embedding_type learned_absolute, add_bias_linear true, tie_embeddings false).
   Init: N(0, 0.02); the projections feeding the residual (attention output, fc2) N(0, 0.02/sqrt(2L))
   (Megatron's scaled_init_method_normal; Radford et al. 2019). Biases 0, norm gains 1.
-  Dropout: none (the engine has none). MoE presets are refused.
+  Dropout: none (the engine has none).
+  MoE presets (`moe:` num_experts E, router_topk k, ffn_hidden_size f; first_dense_layers dense
+               layers first; no shared experts, no biases): the MLP of each MoE layer as
+               engine/transformer/moe_layer.h (Megatron-Core's MoELayer, dropless): router logits
+               x Wr^T with x and Wr cast to fp32, softmax over the E experts, top-k, the k weights
+               renormalised to sum 1; the Switch loss (Fedus et al. 2021) alpha E sum_i f_i P_i,
+               f_i = pairs routed to i / (k T), P_i = expert i's mean probability over the T tokens,
+               alpha = --moe-aux-loss-coeff (default 1e-2), summed over layers and added to the
+               loss; the T k pairs sorted by expert (torch.argsort, stable), each expert's
+               fc1 -> SwiGLU (GELU) -> fc2, then out[t] = sum_j w_tj y_(t,j) (index_add in fp32).
+               Weights as the engine's layout: router_weight (E, h), expert_fc1_weight
+               (E, 2f, h) rows [gate | up] per expert, expert_fc2_weight (E, h, f); init router and
+               fc1 N(0, 0.02), fc2 N(0, 0.02/sqrt(2L)).
+               --moe-impl grouped: torch._grouped_mm (PyTorch >= 2.8; bf16 CUTLASS kernels on
+               sm90) over all experts, offs = int32 cumulative row ends on the GPU, mat_b the
+               (E, in, out) transposed view of the (E, out, in) weight, no host sync; loop: one
+               F.linear per expert over its rows, the rows per expert read to the host (a sync,
+               as Megatron's tokens_per_expert.cpu()); auto (default): grouped if a probe (forward,
+               backward, compared with per-expert matmuls, at the model's shapes) passes, else
+               loop. A grouped request that fails the probe falls back to loop and says why in
+               "moe_impl_fallback"; "moe_impl_used" names what ran. If torch.compile fails on an
+               MoE model the run goes on eager: "compiled": false, "compile_error" (the loop's
+               .tolist() is a graph break, which compile accepts).
 
 Training: random tokens drawn on the GPU (a new batch each step), mean cross-entropy, AdamW
 (fused, lr 3e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on matrices only, as the engine),
@@ -29,7 +51,11 @@ by torch.cuda.synchronize() and time.perf_counter(); the step time is the median
   flops_per_token = 6 P + 12 L (heads * head_dim) s   (Narayanan et al. 2021, eq. 3; PaLM, Chowdhery
                     et al. 2022, appendix B): P = every parameter, the embedding counted once when
                     tied, learned positions, biases and norms included; attention counted over the
-                    full s x s matrix although the kernel is causal
+                    full s x s matrix although the kernel is causal.
+                    MoE (eq. 3 adapted to active parameters, as Megatron's MoE FLOP count): P =
+                    the active parameters, i.e. per MoE layer the router (E h: 6 E h FLOPs per
+                    token) and k experts' fc1 + fc2 (6 k (2f h + f h) for SwiGLU) in place of
+                    all E experts; routing, top-k, permutation and aux loss are not counted
   MFU             = flops_per_token * tokens/s / --peak-flops
 Memory: torch.cuda.max_memory_allocated / max_memory_reserved over the whole run, and the device
 memory in use (cudaMemGetInfo: total - free, CUDA context included, as `sextant run` reports it),
@@ -40,6 +66,8 @@ Usage:
       --mode amp --json
   python3 tools/bench/torch_reference.py --model configs/models/llama3-8b.yaml --mbs 1 \\
       --seq-length 4096 --mode bf16 --dry-run       # no torch needed: shapes, parameters, FLOPs
+  python3 tools/bench/torch_reference.py --model moe-mixtral-tiny --mbs 2 --mode bf16 \\
+      --moe-impl grouped --json                     # MoE; the JSON has active_parameters too
 
 With --json the last line of stdout is one JSON object (keys below, see result_record); progress
 goes to stderr. Out of GPU memory is an outcome, not a crash: the JSON line carries
@@ -113,6 +141,27 @@ class ModelSpec:
     rope: bool                 # else learned absolute positions
     add_bias_linear: bool
     rotary_base: float
+    # Mixture of experts (the preset's `moe:` block); num_experts 0 = dense.
+    num_experts: int = 0
+    router_topk: int = 0
+    moe_ffn_hidden_size: int = 0   # each expert's ffn width
+    moe_first_dense_layers: int = 0
+
+    @property
+    def is_moe(self):
+        return self.num_experts > 0
+
+    def layer_is_moe(self, layer):
+        return self.is_moe and layer >= self.moe_first_dense_layers
+
+    @property
+    def num_moe_layers(self):
+        return self.num_layers - self.moe_first_dense_layers if self.is_moe else 0
+
+    @property
+    def expert_fc1_width(self):
+        """An expert's fc1 output: f for GELU, [gate | up] = 2 f for SwiGLU."""
+        return self.moe_ffn_hidden_size if self.gelu else 2 * self.moe_ffn_hidden_size
 
     @property
     def q_width(self):
@@ -139,7 +188,10 @@ class ModelSpec:
                 f"{'layernorm' if self.layernorm else 'rmsnorm'}, "
                 f"{'rope' if self.rope else 'learned positions'}, "
                 f"{'biases' if self.add_bias_linear else 'no biases'}, "
-                f"{'tied' if self.tie_embeddings else 'untied'} embeddings")
+                f"{'tied' if self.tie_embeddings else 'untied'} embeddings"
+                + (f"; MoE {self.num_experts} experts top-{self.router_topk}, expert ffn "
+                   f"{self.moe_ffn_hidden_size}, {self.num_moe_layers} of {self.num_layers} "
+                   f"layers" if self.is_moe else ""))
 
 
 _KEY_LINE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*:")
@@ -333,9 +385,45 @@ def model_spec_from_mapping(data, path, lines=None, seq_length=None, warn=None):
     if position == "rope" and head_dim and head_dim % 2:
         report("kv_channels", f"head dimension {head_dim} must be even for rotary embeddings")
     moe = data.get("moe")
+    experts = topk = moe_ffn = first_dense = 0
     if moe not in (None, {}):
-        report("moe", "mixture-of-experts presets are not supported: the engine trains dense "
-                      "models only, so there is nothing to compare with")
+        if not isinstance(moe, dict):
+            report("moe", f"got {moe!r}; expected a block of num_experts, router_topk, "
+                          f"ffn_hidden_size")
+        else:
+            def moe_int(key, required, default=0, minimum=1):
+                v = moe.get(key)
+                if v is None:
+                    if required:
+                        report("moe", f"{key}: missing (a positive integer)")
+                    return default
+                if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+                    report("moe", f"{key}: got {v!r}; expected an integer >= {minimum}")
+                    return default
+                return v
+            experts = moe_int("num_experts", True)
+            topk = moe_int("router_topk", True)
+            moe_ffn = moe_int("ffn_hidden_size", True)
+            first_dense = moe_int("first_dense_layers", False, minimum=0)
+            shared = moe_int("shared_expert_ffn_hidden_size", False, minimum=0)
+            if experts and topk and topk > experts:
+                report("moe", f"router_topk {topk} must be at most num_experts ({experts})")
+            if layers and first_dense >= layers:
+                report("moe", f"first_dense_layers {first_dense} must be below num_layers ({layers})")
+            if shared:
+                report("moe", "shared_expert_ffn_hidden_size > 0: shared experts are not "
+                              "modelled by this reference")
+            if bias:
+                report("add_bias_linear", "true with moe: expert biases are not modelled by "
+                                          "this reference (the MoE presets have none)")
+            extra = sorted(set(moe) - {"num_experts", "router_topk", "ffn_hidden_size",
+                                       "first_dense_layers", "shared_expert_ffn_hidden_size",
+                                       "expert_load_factor"})
+            if extra:
+                report("moe", f"unknown key(s) {', '.join(extra)}")
+            if moe.get("expert_load_factor") not in (None, 1, 1.0) and warn:
+                warn(f"{path}: moe.expert_load_factor ignored (a simulator setting; the "
+                     f"reference routes what the router chooses)")
     for key in ("hidden_dropout", "attention_dropout"):
         v = number(key, 0.0)
         if v and warn:
@@ -350,7 +438,8 @@ def model_spec_from_mapping(data, path, lines=None, seq_length=None, warn=None):
                      vocab_size=vocab, seq_length=seq, gelu=activation == "gelu",
                      layernorm=normalization == "layernorm", tie_embeddings=tie,
                      rope=position == "rope", add_bias_linear=bias,
-                     rotary_base=float(rotary_base))
+                     rotary_base=float(rotary_base), num_experts=experts, router_topk=topk,
+                     moe_ffn_hidden_size=moe_ffn, moe_first_dense_layers=first_dense)
 
 
 def resolve_model_path(name_or_path):
@@ -372,17 +461,29 @@ def load_model_spec(name_or_path, seq_length=None, warn=None):
 
 # ----------------------------------------------------------------------------- counts
 
-def parameter_count(spec):
+def expert_parameter_count(spec):
+    """One expert's weights: fc1 (fc1 width, h) and fc2 (h, f); no biases (refused with MoE)."""
+    return spec.hidden_size * spec.expert_fc1_width + spec.moe_ffn_hidden_size * spec.hidden_size
+
+
+def parameter_count(spec, active=False):
     """Every parameter the model holds; a tied embedding once. Equals the engine's
-    ParameterLayout::parameter_count() and, on the GPU, sum(p.numel()) of the module below."""
+    ParameterLayout::parameter_count() and, on the GPU, sum(p.numel()) of the module below.
+    An MoE layer holds the router (experts, h) and every expert's fc1 and fc2 in place of fc1 and
+    fc2. active=True: the parameters one token uses, i.e. only router_topk experts per MoE layer
+    (the router, attention, norms and embeddings in full); the same as the total for dense models."""
     h, b = spec.hidden_size, spec.add_bias_linear
     norm = 2 * h if spec.layernorm else h
-    per_layer = (2 * norm
+    attention = (2 * norm
                  + h * spec.qkv_width + (spec.qkv_width if b else 0)
-                 + spec.q_width * h + (h if b else 0)
-                 + h * spec.fc1_width + (spec.fc1_width if b else 0)
+                 + spec.q_width * h + (h if b else 0))
+    dense_mlp = (h * spec.fc1_width + (spec.fc1_width if b else 0)
                  + spec.ffn_hidden_size * h + (h if b else 0))
-    total = spec.vocab_size * h + spec.num_layers * per_layer + norm
+    experts_used = spec.router_topk if active else spec.num_experts
+    moe_mlp = spec.num_experts * h + experts_used * expert_parameter_count(spec)
+    total = (spec.vocab_size * h + spec.num_layers * attention
+             + (spec.num_layers - spec.num_moe_layers) * dense_mlp
+             + spec.num_moe_layers * moe_mlp + norm)
     if not spec.rope:
         total += spec.seq_length * h
     if not spec.tie_embeddings:
@@ -393,9 +494,13 @@ def parameter_count(spec):
 def flops_per_token(spec, seq_length=None):
     """Model FLOPs of one trained token (forward + backward): 6 P + 12 L (a d) s.
     Narayanan et al. 2021 (SC'21), eq. 3, and Chowdhery et al. 2022 (PaLM), appendix B: 2 FLOPs
-    per multiply-add, backward twice the forward; attention over the full s x s matrix."""
+    per multiply-add, backward twice the forward; attention over the full s x s matrix.
+    MoE: P = the active parameters (parameter_count(spec, active=True)), as Megatron's MoE FLOP
+    count does: per MoE layer router_topk experts' fc1 + fc2 (6 x their weights), the router
+    (6 h E), attention and the rest as dense. Routing, softmax, top-k, the permutation and the
+    auxiliary loss are not counted (no matmuls)."""
     s = spec.seq_length if seq_length is None else seq_length
-    return 6 * parameter_count(spec) + 12 * spec.num_layers * spec.q_width * s
+    return 6 * parameter_count(spec, active=True) + 12 * spec.num_layers * spec.q_width * s
 
 
 def mfu(spec, tokens_per_s, peak_flops_per_s, seq_length=None):
@@ -452,10 +557,115 @@ def _sdpa_takes_enable_gqa():
     return (major, minor) >= (2, 5)
 
 
+MOE_IMPLS = ("grouped", "loop", "auto")
+MOE_AUX_LOSS_COEFF = 1e-2  # Megatron's --moe-aux-loss-coeff as the engine defaults it (moe_options.h)
+
+
+def _activation(spec, u):
+    if spec.gelu:
+        return F.gelu(u, approximate="tanh")
+    gate, up = u.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def grouped_mm_problem(device, dtype, spec):
+    """None when torch._grouped_mm runs forward and backward here at this model's expert shapes
+    (uneven groups, an empty one included) and agrees with per-expert matmuls; else why not."""
+    if not hasattr(torch, "_grouped_mm"):
+        return f"torch {torch.__version__} has no torch._grouped_mm (PyTorch >= 2.8 needed)"
+    try:
+        e, h, w = spec.num_experts, spec.hidden_size, spec.expert_fc1_width
+        gen = torch.Generator(device=device).manual_seed(0)
+        sizes = [(16 * i + 8) % 40 for i in range(e)]  # 8, 24, 0, 16, ... uneven, one empty
+        sizes[-1] = 0
+        rows = sum(sizes)
+        x = torch.randn(rows, h, device=device, generator=gen).to(torch.bfloat16).requires_grad_()
+        wt = (torch.randn(e, w, h, device=device, generator=gen) * 0.02).to(dtype).requires_grad_()
+        offs = torch.tensor(sizes, device=device).cumsum(0).to(torch.int32)
+        out = torch._grouped_mm(x, wt.to(torch.bfloat16).transpose(-2, -1), offs=offs)
+        out.float().square().sum().backward()
+        ref_out = torch.cat([xi @ wt[i].to(torch.bfloat16).t()
+                             for i, xi in enumerate(x.detach().split(sizes))])
+        torch.cuda.synchronize(device)
+        if out.shape != ref_out.shape or not torch.allclose(out.float(), ref_out.float(),
+                                                            rtol=2e-2, atol=2e-2):
+            return "torch._grouped_mm disagrees with per-expert matmuls"
+        if x.grad is None or wt.grad is None or not bool(torch.isfinite(wt.grad).all()):
+            return "torch._grouped_mm's backward gave no or non-finite gradients"
+    except Exception as error:  # noqa: BLE001 -- any failure means: use the loop
+        return f"torch._grouped_mm failed: {type(error).__name__}: {str(error)[:300]}"
+    return None
+
+
+class MoeMlp(_Module):
+    """The MLP of an MoE layer as engine/transformer/moe_layer.h computes it (Megatron-Core's
+    MoELayer, dropless, one rank): router logits (T, E) = x Wr^T in fp32, softmax over experts,
+    top-k, the k weights renormalised to sum 1; the Switch auxiliary loss (Fedus et al. 2021)
+    alpha E sum_i f_i P_i, f_i = tokens routed to i / (k T), P_i = mean router probability of i;
+    the T k (token, choice) pairs sorted by expert (stable), each expert's fc1, activation, fc2
+    on its rows, then out[t] = sum_j w_tj * expert output of (t, j).
+    Parameters (engine names): router_weight (E, h), expert_fc1_weight (E, fc1 width, h) with each
+    expert's rows [gate | up], expert_fc2_weight (E, h, f); PyTorch's (out, in) per expert.
+    impl "grouped": torch._grouped_mm over all experts at once (no host sync);
+    "loop": one matmul per expert over its rows (the rows per expert read to the host, a sync)."""
+
+    def __init__(self, spec, impl, aux_loss_coeff):
+        super().__init__()
+        self.spec = spec
+        self.impl = impl
+        self.aux_loss_coeff = aux_loss_coeff
+        e, h = spec.num_experts, spec.hidden_size
+        self.router_weight = nn.Parameter(torch.empty(e, h))
+        self.expert_fc1_weight = nn.Parameter(torch.empty(e, spec.expert_fc1_width, h))
+        self.expert_fc2_weight = nn.Parameter(torch.empty(e, h, spec.moe_ffn_hidden_size))
+
+    def _experts_grouped(self, xs, counts):
+        offs = counts.cumsum(0).to(torch.int32)  # each expert's end row, on the device
+        bf16 = torch.bfloat16
+        u = torch._grouped_mm(xs.to(bf16), self.expert_fc1_weight.to(bf16).transpose(-2, -1),
+                              offs=offs)
+        a = _activation(self.spec, u)
+        return torch._grouped_mm(a, self.expert_fc2_weight.to(bf16).transpose(-2, -1), offs=offs)
+
+    def _experts_loop(self, xs, counts):
+        outs = []
+        for i, xi in enumerate(xs.split(counts.tolist())):  # .tolist(): a host sync
+            a = _activation(self.spec, F.linear(xi, self.expert_fc1_weight[i]))
+            outs.append(F.linear(a, self.expert_fc2_weight[i]))
+        return torch.cat(outs)
+
+    def forward(self, x):  # x: (b, s, h) -> (out (b, s, h), aux loss scalar fp32)
+        sp = self.spec
+        shape = x.shape
+        xt = x.reshape(-1, shape[-1])  # (T, h)
+        tokens, k, e = xt.shape[0], sp.router_topk, sp.num_experts
+        with torch.autocast(device_type=x.device.type, enabled=False):
+            logits = F.linear(xt.float(), self.router_weight.float())  # (T, E) fp32
+        probs = logits.softmax(dim=-1)
+        top_p, top_ids = probs.topk(k, dim=-1)  # (T, k)
+        top_w = top_p / top_p.sum(dim=-1, keepdim=True)
+        flat_ids = top_ids.reshape(-1)  # (T k), pair p = t k + j
+        counts = torch.bincount(flat_ids, minlength=e)  # (E) pairs per expert
+        # Switch loss: alpha E sum_i (count_i / (k T)) * mean_t probs[t, i]; counts carry no gradient.
+        aux = (self.aux_loss_coeff * e
+               * (counts.float() / (k * tokens) * probs.mean(dim=0)).sum())
+        order = torch.argsort(flat_ids, stable=True)  # pairs sorted by expert
+        token_of = order // k
+        xs = xt[token_of]  # (P, h): the permuted rows
+        if self.impl == "grouped":
+            y = self._experts_grouped(xs, counts)
+        else:
+            y = self._experts_loop(xs, counts)
+        y = y * top_w.reshape(-1)[order].to(y.dtype)[:, None]
+        out = torch.zeros(tokens, shape[-1], dtype=torch.float32, device=x.device)
+        out = out.index_add(0, token_of, y.float())  # the un-permutation, summed in fp32
+        return out.to(x.dtype).reshape(shape), aux
+
+
 class Block(_Module):
     """One pre-norm transformer layer; tensor names follow the engine's parameter layout."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, moe=None):
         super().__init__()
         self.spec = spec
         h, bias = spec.hidden_size, spec.add_bias_linear
@@ -463,12 +673,14 @@ class Block(_Module):
         self.qkv = nn.Linear(h, spec.qkv_width, bias=bias)  # rows [Q heads | K heads | V heads]
         self.proj = nn.Linear(spec.q_width, h, bias=bias)
         self.norm2 = _norm(spec)
-        self.fc1 = nn.Linear(h, spec.fc1_width, bias=bias)  # SwiGLU: rows [gate | up]
-        self.fc2 = nn.Linear(spec.ffn_hidden_size, h, bias=bias)
+        self.moe = moe  # an MoeMlp in place of fc1 and fc2, or None
+        if moe is None:
+            self.fc1 = nn.Linear(h, spec.fc1_width, bias=bias)  # SwiGLU: rows [gate | up]
+            self.fc2 = nn.Linear(spec.ffn_hidden_size, h, bias=bias)
         self.gqa = spec.num_query_groups != spec.num_attention_heads
         self.sdpa_gqa = self.gqa and _sdpa_takes_enable_gqa()
 
-    def forward(self, x, rope):  # x: (b, s, h)
+    def forward(self, x, rope):  # x: (b, s, h) -> (x, MoE aux loss or None)
         sp = self.spec
         b, s, _ = x.shape
         qkv = self.qkv(self.norm1(x))  # (b, s, q + 2 kv)
@@ -488,25 +700,26 @@ class Block(_Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = y.transpose(1, 2).reshape(b, s, sp.q_width)
         x = x + self.proj(y)
+        if self.moe is not None:
+            m, aux = self.moe(self.norm2(x))
+            return x + m, aux
         u = self.fc1(self.norm2(x))  # (b, s, fc1_width)
-        if sp.gelu:
-            a = F.gelu(u, approximate="tanh")
-        else:
-            gate, up = u.chunk(2, dim=-1)
-            a = F.silu(gate) * up
-        return x + self.fc2(a)
+        return x + self.fc2(_activation(sp, u)), None
 
 
 class Transformer(_Module):
-    """forward(tokens, targets) -> mean cross-entropy; tokens, targets: (b, s) int64."""
+    """forward(tokens, targets) -> mean cross-entropy (+ the MoE layers' auxiliary losses, summed
+    over layers as Megatron adds each layer's); tokens, targets: (b, s) int64."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, moe_impl="loop", moe_aux_loss_coeff=MOE_AUX_LOSS_COEFF):
         super().__init__()
         self.spec = spec
         h = spec.hidden_size
         self.wte = nn.Embedding(spec.vocab_size, h)
         self.wpe = None if spec.rope else nn.Embedding(spec.seq_length, h)
-        self.layers = nn.ModuleList(Block(spec) for _ in range(spec.num_layers))
+        self.layers = nn.ModuleList(
+            Block(spec, MoeMlp(spec, moe_impl, moe_aux_loss_coeff) if spec.layer_is_moe(i) else None)
+            for i in range(spec.num_layers))
         self.final_norm = _norm(spec)
         self.lm_head = None if spec.tie_embeddings else nn.Linear(h, spec.vocab_size, bias=False)
         # A plain attribute, not a buffer: model.to(bfloat16) must leave the angles in fp32.
@@ -518,21 +731,26 @@ class Transformer(_Module):
         if self.wpe is not None:
             x = x + self.wpe.weight[:s]
         rope = None if self.rope is None else (self.rope[0][:s], self.rope[1][:s])
+        aux_total = None
         for layer in self.layers:
-            x = layer(x, rope)
+            x, aux = layer(x, rope)
+            if aux is not None:
+                aux_total = aux if aux_total is None else aux_total + aux
         x = self.final_norm(x)
         head = self.wte.weight if self.lm_head is None else self.lm_head.weight
         logits = F.linear(x, head)  # (b, s, V)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+        return loss if aux_total is None else loss + aux_total
 
 
 def init_weights(model, spec, std=INIT_STD):
-    """Megatron's init_method_normal / scaled_init_method_normal (Shoeybi et al. 2019)."""
+    """Megatron's init_method_normal / scaled_init_method_normal (Shoeybi et al. 2019); the
+    router and expert fc1 N(0, std), expert fc2 (it feeds the residual) N(0, std/sqrt(2L))."""
     scaled = std / math.sqrt(2 * spec.num_layers)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() >= 2:
-                residual_out = name.endswith(("proj.weight", "fc2.weight"))
+                residual_out = name.endswith(("proj.weight", "fc2.weight", "expert_fc2_weight"))
                 p.normal_(0.0, scaled if residual_out else std)
             elif "norm" in name and name.endswith("weight"):
                 p.fill_(1.0)
@@ -570,8 +788,22 @@ def run_benchmark(args, spec):
     torch.cuda.set_device(device)
     _allow_tf32()
     torch.manual_seed(args.seed)
+    moe_info = {}
+    impl = "loop"
+    if spec.is_moe:
+        impl = args.moe_impl
+        if impl in ("grouped", "auto"):
+            problem = grouped_mm_problem(device, torch.bfloat16 if args.mode == "bf16"
+                                         else torch.float32, spec)
+            if problem is None:
+                impl = "grouped"
+            else:
+                _log(f"note: --moe-impl {args.moe_impl}: {problem}; using the per-expert loop")
+                moe_info["moe_impl_fallback"] = problem
+                impl = "loop"
+        moe_info["moe_impl_used"] = impl
     with device:  # parameters and rotary tables are created on the GPU directly
-        model = Transformer(spec)
+        model = Transformer(spec, moe_impl=impl, moe_aux_loss_coeff=args.moe_aux_loss_coeff)
     init_weights(model, spec)
     built = sum(p.numel() for p in model.parameters())
     expected = parameter_count(spec)
@@ -585,6 +817,7 @@ def run_benchmark(args, spec):
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
         lr=args.lr, betas=ADAM_BETAS, eps=ADAM_EPS, fused=True)
+    compiled = not args.no_compile
     step_fn = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if args.mode == "amp"
                 else contextlib.nullcontext())
@@ -611,7 +844,18 @@ def run_benchmark(args, spec):
     for i in range(args.warmup + args.steps):
         torch.cuda.synchronize(device)
         start = time.perf_counter()
-        loss = train_step()
+        try:
+            loss = train_step()
+        except Exception as error:  # noqa: BLE001 -- MoE under torch.compile: retry eager
+            if not (i == 0 and compiled and spec.is_moe) or _is_out_of_memory(error):
+                raise
+            traceback.print_exc(file=sys.stderr)
+            _log("note: torch.compile failed on the MoE model; running eager")
+            moe_info["compile_error"] = f"{type(error).__name__}: {str(error)[:300]}"
+            compiled, step_fn = False, model
+            optimizer.zero_grad(set_to_none=True)
+            torch._dynamo.reset()
+            loss = train_step()
         torch.cuda.synchronize(device)
         seconds = time.perf_counter() - start
         losses.append(loss.item())
@@ -629,7 +873,8 @@ def run_benchmark(args, spec):
         peak_memory_bytes=torch.cuda.max_memory_allocated(device),
         peak_reserved_bytes=torch.cuda.max_memory_reserved(device),
         peak_device_memory_bytes=peak_device_bytes,
-        loss_first=losses[0], loss_last=losses[-1], step_times_s=step_seconds)
+        loss_first=losses[0], loss_last=losses[-1], step_times_s=step_seconds,
+        compiled=compiled, **moe_info)
 
 
 def result_record(args, spec, **measured):
@@ -647,6 +892,12 @@ def result_record(args, spec, **measured):
         "flops_per_token": flops_per_token(spec),
         "peak_flops_per_s": args.peak_flops,
     }
+    if spec.is_moe:
+        record.update({
+            "active_parameters": parameter_count(spec, active=True),
+            "num_experts": spec.num_experts, "router_topk": spec.router_topk,
+            "moe_ffn_hidden_size": spec.moe_ffn_hidden_size, "moe_layers": spec.num_moe_layers,
+            "moe_impl": args.moe_impl, "moe_aux_loss_coeff": args.moe_aux_loss_coeff})
     record.update(measured)
     if "tokens_per_s" in measured:
         record["mfu"] = mfu(spec, measured["tokens_per_s"], args.peak_flops)
@@ -664,13 +915,21 @@ def print_summary(record):
         return
     if record.get("dry_run"):
         print(f"dry run: {record['description']}")
+        if "active_parameters" in record:
+            print(f"  MoE: {record['parameters'] / 1e9:.3f} B parameters in all, "
+                  f"{record['active_parameters'] / 1e9:.3f} B active per token "
+                  f"({record['router_topk']} of {record['num_experts']} experts in "
+                  f"{record['moe_layers']} layers), --moe-impl {record['moe_impl']}, "
+                  f"aux loss coeff {record['moe_aux_loss_coeff']:g}")
         print(f"  {record['parameters'] / 1e9:.3f} B parameters, "
               f"{record['flops_per_token'] / 1e9:.3f} GFLOP per token; would train "
               f"{record['warmup_steps']} warm-up + {record['timed_steps']} timed steps of "
               f"mbs {record['mbs']} x seq {record['seq']}, mode {record['mode']}, "
               f"compile {record['compile']}")
         return
-    print(f"{record['model']} ({record['mode']}, compile {record['compile']}) on "
+    moe = (f", MoE {record.get('moe_impl_used', '?')}" if "active_parameters" in record else "")
+    print(f"{record['model']} ({record['mode']}, compile {record.get('compiled', record['compile'])}"
+          f"{moe}) on "
           f"{record.get('gpu', '?')}, torch {record.get('torch_version', '?')}")
     print(f"  median of {record['timed_steps']} steps: {record['step_time_s'] * 1e3:.1f} ms/step, "
           f"{record['tokens_per_s']:,.0f} tokens/s, {record['tflops_per_s']:.1f} TFLOP/s, "
@@ -704,6 +963,11 @@ def parse_args(argv):
     p.add_argument("--device", type=int, default=0, help="CUDA device index")
     p.add_argument("--log-interval", type=int, default=10, help="progress line every N timed steps")
     p.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    p.add_argument("--moe-impl", choices=MOE_IMPLS, default="auto",
+                   help="MoE experts: grouped = torch._grouped_mm, loop = one matmul per expert "
+                        "(a host sync), auto = grouped when it works here, else loop (default)")
+    p.add_argument("--moe-aux-loss-coeff", type=float, default=MOE_AUX_LOSS_COEFF,
+                   help="the Switch load-balancing loss's alpha (default 1e-2, as the engine)")
     p.add_argument("--dry-run", action="store_true",
                    help="check the model file and print what would run; needs no torch or GPU")
     args = p.parse_args(argv)
@@ -716,6 +980,8 @@ def parse_args(argv):
         p.error(f"--seq-length {args.seq_length}: must be at least 1")
     if args.peak_flops <= 0:
         p.error(f"--peak-flops {args.peak_flops}: must be positive")
+    if args.moe_aux_loss_coeff < 0:
+        p.error(f"--moe-aux-loss-coeff {args.moe_aux_loss_coeff}: must be at least 0")
     return args
 
 

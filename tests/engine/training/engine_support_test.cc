@@ -54,8 +54,9 @@ TEST(EngineSupport, ModelParallelKnobsSayWhatIsExecuted) {
     ADD_FAILURE() << "cp=2 accepted";
   } catch (const sim::ConfigError& e) {
     EXPECT_EQ(e.diagnostics().at(0).message,
-              "2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, vpp) so far; "
-              "context parallelism is not executed yet (issue 13), so cp must be 1 (or left out)");
+              "2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, vpp; MoE "
+              "models with every expert on each GPU) so far; context parallelism is not executed yet, so cp "
+              "must be 1 (or left out)");
   }
   EXPECT_NO_THROW(refuse_model_parallel(sim::parse_layout("cp=1,ep=1,etp=1,tp=8")));
 }

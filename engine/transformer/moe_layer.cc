@@ -1,0 +1,379 @@
+#include "engine/transformer/moe_layer.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <span>
+
+#include "kernels/cuda_check.h"
+#include "kernels/gelu.h"
+#include "kernels/moe_load_balancing.h"
+#include "kernels/moe_permute.h"
+#include "kernels/parameter_init.h"
+#include "kernels/swiglu.h"
+
+namespace sextant::engine::transformer {
+namespace {
+
+constexpr auto kAct = MemoryCategory::kActivations;
+
+// The experts' GEMMs: one cuBLASLt product per expert pays the host's launch
+// and setup of each (10.7 us per expert: the slope of the loop's time over the
+// expert count at 16-256 rows, our H100 measurement in
+// reports/measurements/2026-11-27-h100-moe-kernels) but then runs at the dense
+// GEMM's rate (500-740 TFLOP/s from 1,024 rows per expert); cuBLAS's grouped
+// GEMM launches once but stayed near 300 TFLOP/s at every size. The loop wins
+// only when an expert's product keeps the GPU busier than the host takes to
+// launch the next one: fc1's FLOPs per expert at the loop's rate (500 TFLOP/s,
+// the low end measured) above 10.7 us, i.e. more than 5.35 GFLOP per expert.
+// Both tiny presets of the measurement agree: moe-mixtral-tiny at 1,024 rows x
+// 1,024 x 7,168 (15 GFLOP) ran the loop 3 % faster, moe-fine-tiny at 512 rows x
+// 512 x 384 (0.2 GFLOP) the grouped GEMM 2.6x faster
+// (reports/measurements/2026-11-27-h100-moe-engine).
+constexpr double kLoopHostSecondsPerExpert = 10.7e-6;
+constexpr double kLoopFlopsPerSecond = 500e12;
+
+kernels::MoeGemmBackend faster_backend(const TransformerShape& s) {
+  const double rows_per_expert = static_cast<double>(s.routed_pairs()) / s.local_experts;
+  const double fc1_flops_per_expert = 2.0 * rows_per_expert * s.hidden * s.expert_fc1_width();
+  return fc1_flops_per_expert / kLoopFlopsPerSecond > kLoopHostSecondsPerExpert
+             ? kernels::MoeGemmBackend::kCublasLtLoop
+             : kernels::MoeGemmBackend::kCublasGrouped;
+}
+
+}  // namespace
+
+struct MoeLayer::Sizes {
+  int tokens = 0;        // T
+  int experts = 0;       // E (all local: ep = 1)
+  int topk = 0;          // k
+  int hidden = 0;        // h
+  int ffn = 0;           // f, one expert's width
+  int fc1 = 0;           // f (GELU) or 2f (SwiGLU)
+  int rows_bound = 0;    // P: the permuted rows the routing can make
+  int group_tokens = 0;  // tokens per Switch-loss balancing group
+  int groups = 0;
+};
+
+MoeLayer::Sizes MoeLayer::sizes() const {
+  const TransformerShape& s = context_.shape();
+  Sizes z;
+  z.tokens = static_cast<int>(s.tokens());
+  z.experts = s.local_experts;
+  z.topk = s.router_topk;
+  z.hidden = s.hidden;
+  z.ffn = s.expert_ffn_hidden;
+  z.fc1 = s.expert_fc1_width();
+  z.rows_bound = static_cast<int>(kernels::moe_permuted_rows_bound(z.tokens, z.topk, z.experts, routing_options()));
+  z.group_tokens = options_.aux_loss_per_sequence ? s.seq : z.tokens;
+  z.groups = z.tokens / z.group_tokens;
+  return z;
+}
+
+kernels::MoeRouterOptions MoeLayer::router_options() const {
+  kernels::MoeRouterOptions o;
+  o.topk = context_.shape().router_topk;
+  o.score_function = options_.score_function;
+  o.normalize_topk = options_.normalize_topk;
+  return o;
+}
+
+kernels::MoeRouterLossOptions MoeLayer::loss_options() const {
+  kernels::MoeRouterLossOptions o;
+  o.aux_loss_coeff = static_cast<float>(options_.aux_loss_coeff);
+  o.aux_group_tokens = options_.aux_loss_per_sequence ? context_.shape().seq : 0;
+  o.z_loss_coeff = static_cast<float>(options_.z_loss_coeff);
+  return o;
+}
+
+kernels::MoeRoutingOptions MoeLayer::routing_options() const {
+  const TransformerShape& s = context_.shape();
+  kernels::MoeRoutingOptions o;
+  if (options_.capacity_factor > 0)
+    o.capacity = kernels::moe_expert_capacity(static_cast<int>(s.tokens()), s.router_topk, s.local_experts,
+                                              options_.capacity_factor);
+  o.drop_policy = options_.drop_policy;
+  o.pad_to_capacity = options_.pad_to_capacity && o.capacity > 0;
+  return o;
+}
+
+kernels::MoePadding MoeLayer::padding(const Stored& a) const {
+  const kernels::MoeRoutingOptions o = routing_options();
+  if (!o.pad_to_capacity) return {};
+  return {a.kept, context_.shape().local_experts, o.capacity};
+}
+
+MoeLayer::MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, const MoeOptions& options,
+                   int first_layer)
+    : ResidualBlock(context, stream, norm, "norm2"),
+      options_(options),
+      first_layer_(first_layer),
+      stored_(to_size(context.shape().num_layers)),
+      expert_rows_(to_size(context.shape().num_layers)) {
+  const TransformerShape& s = context.shape();
+  backend_ = options_.gemm_backend.value_or(faster_backend(s));
+  readback_.resize(2 * to_size(s.local_experts));
+  for (int layer = 0; layer < s.num_layers; ++layer)
+    if (s.moe_layer(first_layer_ + layer)) statistics_.expert_tokens.emplace_back(to_size(s.local_experts), 0);
+}
+
+MoeLayer::~MoeLayer() = default;
+
+ResidualBlock::Ends MoeLayer::ends(int layer) const {
+  const LayerTensors& w = context_.layout().layer(layer);
+  Ends e;
+  e.input = stream_.mid[to_size(layer)];
+  e.output = stream_.next_input(layer);
+  e.norm_gamma = w.norm2_gamma;
+  e.norm_beta = w.norm2_beta;
+  e.input_bias = w.proj_bias;
+  return e;
+}
+
+void MoeLayer::reserve_stored(int layer, BufferReserver& r) {
+  const Sizes z = sizes();
+  const std::size_t T = to_size(z.tokens), E = to_size(z.experts), k = to_size(z.topk), P = to_size(z.rows_bound);
+  Stored& a = stored_[to_size(layer)];
+  const std::string p = layer_prefix(layer) + "moe.";
+  r.own(a.logits, p + "logits", kAct, T * E);
+  r.own(a.topk_ids, p + "topk_ids", kAct, T * k);
+  r.own(a.topk_weights, p + "topk_weights", kAct, T * k);
+  r.own(a.row_lse, p + "row_lse", kAct, T);
+  r.own(a.row_score_sum, p + "row_score_sum", kAct, T);
+  r.own(a.token_rows, p + "token_rows", kAct, T * k);
+  r.own(a.kept, p + "kept_per_expert", kAct, E);
+  if (options_.aux_loss_coeff != 0.0) r.own(a.aux_counts, p + "aux_counts", kAct, to_size(z.groups) * E);
+  r.own(a.permuted, p + "permuted", kAct, P * to_size(z.hidden));
+  r.own(a.fc1_out, p + "fc1_out", kAct, P * to_size(z.fc1));
+  r.own(a.act, p + "act", kAct, P * to_size(z.ffn));
+  r.own(a.expert_out, p + "expert_out", kAct, P * to_size(z.hidden));
+}
+
+void MoeLayer::reserve_pass(BufferReserver& r) {
+  const Sizes z = sizes();
+  const std::size_t T = to_size(z.tokens), E = to_size(z.experts), k = to_size(z.topk), P = to_size(z.rows_bound);
+  r.shared(counts_, "moe.counts", kAct, 2 * E);
+  r.shared(losses_, "moe.losses", kAct, 2);
+  r.shared(prob_sums_, "moe.prob_sums", kAct, to_size(z.groups) * E);
+  r.shared(dexpert_out_, "grad.moe.expert_out", kAct, P * to_size(z.hidden));
+  r.shared(dact_, "grad.moe.act", kAct, P * to_size(z.ffn));
+  if (!context_.shape().gelu) r.shared(dfc1_, "grad.moe.fc1_out", kAct, P * to_size(z.fc1));
+  r.shared(dpermuted_, "grad.moe.permuted", kAct, P * to_size(z.hidden));
+  r.shared(dtopk_weights_, "grad.moe.topk_weights", kAct, T * k);
+  r.shared(dlogits_, "grad.moe.logits", kAct, T * E);
+  r.shared(dlogits_bf16_, "grad.moe.logits_bf16", kAct, T * E);
+}
+
+void MoeLayer::reserve_workspace(BufferReserver& r) {
+  const Sizes z = sizes();
+  constexpr auto kWork = MemoryCategory::kOther;  // workspaces, as the GEMMs' and the norms'
+  r.shared(routing_workspace_, "moe.routing_workspace", kWork,
+           kernels::moe_routing_map_workspace_bytes(z.tokens, z.topk, z.experts));
+  r.shared(statistics_workspace_, "moe.statistics_workspace", kWork,
+           kernels::moe_aux_loss_statistics_workspace_bytes(z.tokens, z.experts, z.group_tokens));
+  r.shared(grouped_workspace_, "moe.grouped_gemm_workspace", kWork,
+           kernels::MoeGroupedGemm::workspace_bytes(z.experts));
+  // The grouped backend computes an fp32 weight gradient in bf16 first (kernels/moe_grouped_gemm.h).
+  if (backend_ == kernels::MoeGemmBackend::kCublasGrouped)
+    r.shared(grouped_staging_, "moe.grouped_gemm_staging", kWork,
+             to_size(z.experts) * to_size(z.hidden) * to_size(std::max(z.fc1, z.ffn)));
+}
+
+void MoeLayer::bind(bool full_recompute) {
+  ResidualBlock::bind(full_recompute);
+  if (full_recompute)
+    for (std::size_t i = 1; i < stored_.size(); ++i) stored_[i] = stored_[0];
+  grouped_ = std::make_unique<kernels::MoeGroupedGemm>(backend_, sizes().experts, grouped_workspace_,
+                                                       kernels::MoeGroupedGemm::workspace_bytes(sizes().experts));
+}
+
+void MoeLayer::route(int layer, const Bf16* x) {
+  const Sizes z = sizes();
+  const LayerTensors& w = context_.layout().layer(layer);
+  const Stored& a = stored_[to_size(layer)];
+  cudaStream_t stream = context_.stream();
+  // logits (T, E) fp32 = x (T, h) · Wrᵀ, Wr (E, h).
+  kernels::GemmArgs g;
+  g.m = z.tokens;
+  g.n = z.experts;
+  g.k = z.hidden;
+  g.a = x;
+  g.b = context_.weight(w.router_weight);
+  g.transpose_b = kernels::Transpose::kYes;
+  g.c = a.logits;
+  g.c_type = kernels::GemmOutput::kFp32;
+  context_.gemm().run(g, stream);
+
+  const kernels::MoeRouterOptions router = router_options();
+  const kernels::MoeRouterLossOptions losses = loss_options();
+  kernels::moe_router_forward(a.topk_ids, a.topk_weights, a.row_lse, a.row_score_sum, counts_, a.logits, nullptr,
+                              z.tokens, z.experts, router, stream);
+  const bool aux = losses.aux_loss_coeff != 0.0f;
+  if (aux)
+    kernels::moe_aux_loss_statistics(prob_sums_, a.aux_counts, a.logits, a.row_lse, a.row_score_sum, a.topk_ids,
+                                     z.tokens, z.experts, router, z.group_tokens, statistics_workspace_,
+                                     kernels::moe_aux_loss_statistics_workspace_bytes(z.tokens, z.experts,
+                                                                                      z.group_tokens),
+                                     stream);
+  // The losses' values, for the log: the z-loss's from the log-sum-exps alone.
+  kernels::MoeRouterLossOptions reported = losses;
+  if (!aux) reported.aux_loss_coeff = 0.0f;
+  kernels::moe_router_loss_values(aux ? losses_ : nullptr, losses_ + 1, prob_sums_, a.aux_counts, a.row_lse,
+                                  z.tokens, z.experts, z.topk, reported, stream);
+  kernels::moe_routing_map(a.token_rows, a.kept, counts_ + z.experts, a.topk_ids, a.topk_weights, z.tokens, z.topk,
+                           z.experts, routing_options(), routing_workspace_,
+                           kernels::moe_routing_map_workspace_bytes(z.tokens, z.topk, z.experts), stream);
+
+  // The grouped GEMMs launch with each expert's rows: wait for them here.
+  std::array<float, 2> loss_values{};
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(readback_.data(), counts_, readback_.size() * sizeof(std::int32_t),
+                                     cudaMemcpyDeviceToHost, stream));
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(loss_values.data(), losses_, sizeof(loss_values), cudaMemcpyDeviceToHost,
+                                     stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const auto E = to_size(z.experts);
+  expert_rows_[to_size(layer)].assign(readback_.begin() + static_cast<std::ptrdiff_t>(E), readback_.end());
+
+  // The statistics count each layer's forward once, not full recomputation's again.
+  int moe_index = 0;
+  for (int l = 0; l < layer; ++l) moe_index += context_.shape().moe_layer(first_layer_ + l) ? 1 : 0;
+  std::vector<std::int64_t>& tokens = statistics_.expert_tokens[to_size(moe_index)];
+  for (std::size_t e = 0; e < E; ++e) tokens[e] += readback_[e];
+  statistics_.aux_loss_sum += aux ? loss_values[0] / losses.aux_loss_coeff : 0.0;
+  statistics_.z_loss_sum += losses.z_loss_coeff != 0.0f ? loss_values[1] / losses.z_loss_coeff : 0.0;
+  ++statistics_.layer_passes;
+}
+
+void MoeLayer::forward(int layer, bool recompute) {
+  const Sizes z = sizes();
+  const LayerTensors& w = context_.layout().layer(layer);
+  const Stored& a = stored_[to_size(layer)];
+  cudaStream_t stream = context_.stream();
+  const Bf16* x = normed_input(layer);
+  if (recompute) {
+    // Full recomputation reruns the router on the same input: the same choices.
+    const std::vector<std::int32_t> rows = expert_rows_[to_size(layer)];
+    const MoeStatistics kept_statistics = statistics_;
+    route(layer, x);
+    statistics_ = kept_statistics;
+    expert_rows_[to_size(layer)] = rows;
+  } else {
+    route(layer, x);
+  }
+  const std::vector<std::int32_t>& rows = expert_rows_[to_size(layer)];
+  const int used = std::accumulate(rows.begin(), rows.end(), 0);
+
+  kernels::moe_permute_forward(a.permuted, x, a.token_rows, z.tokens, z.topk, z.hidden, padding(a), stream);
+  grouped_->forward(a.fc1_out, a.permuted, context_.weight(w.expert_fc1_weight), rows, z.hidden, z.fc1, stream);
+  if (context_.shape().gelu)
+    kernels::gelu_forward(a.act, a.fc1_out, nullptr, used, z.ffn, stream);
+  else
+    kernels::swiglu_forward(a.act, a.fc1_out, used, z.ffn, stream);
+  grouped_->forward(a.expert_out, a.act, context_.weight(w.expert_fc2_weight), rows, z.ffn, z.hidden, stream);
+  if (recompute) return;  // the next layer's input is stored
+  const Ends e = ends(layer);
+  kernels::moe_unpermute_forward(e.output, a.expert_out, a.topk_weights, a.token_rows, z.tokens, z.topk, z.hidden,
+                                 stream, e.input);
+}
+
+void MoeLayer::backward(int layer) {
+  const Sizes z = sizes();
+  const LayerTensors& w = context_.layout().layer(layer);
+  const Stored& a = stored_[to_size(layer)];
+  cudaStream_t stream = context_.stream();
+  const std::vector<std::int32_t>& rows = expert_rows_[to_size(layer)];
+  const int used = std::accumulate(rows.begin(), rows.end(), 0);
+  const float beta = context_.accumulate_gradients() ? 1.0f : 0.0f;
+  constexpr auto kFp32 = kernels::GemmOutput::kFp32;
+
+  // out = residual + Σ_j w_j · expert_out: the rows' and the weights' gradients.
+  kernels::moe_unpermute_backward(dexpert_out_, dtopk_weights_, output_gradient(), a.expert_out, a.topk_weights,
+                                  a.token_rows, z.tokens, z.topk, z.hidden, padding(a), stream);
+  const Bf16* w2 = context_.weight(w.expert_fc2_weight);
+  grouped_->backward_input(dact_, dexpert_out_, w2, rows, z.ffn, z.hidden, stream);
+  grouped_->backward_weight(context_.gradient(w.expert_fc2_weight), kFp32, beta, dexpert_out_, a.act, rows, z.ffn,
+                            z.hidden, grouped_staging_, stream);
+  Bf16* dfc1 = dfc1_;
+  if (context_.shape().gelu) {
+    kernels::gelu_backward(dact_, nullptr, dact_, a.fc1_out, nullptr, used, z.ffn, nullptr, 0, stream);
+    dfc1 = dact_;
+  } else {
+    kernels::swiglu_backward(dfc1_, dact_, a.fc1_out, used, z.ffn, stream);
+  }
+  const Bf16* w1 = context_.weight(w.expert_fc1_weight);
+  grouped_->backward_input(dpermuted_, dfc1, w1, rows, z.hidden, z.fc1, stream);
+  grouped_->backward_weight(context_.gradient(w.expert_fc1_weight), kFp32, beta, dfc1, a.permuted, rows, z.hidden,
+                            z.fc1, grouped_staging_, stream);
+  // The input gradient: the copies' sum, then the router's share added to it.
+  kernels::moe_permute_backward(stream_.scratch, dpermuted_, a.token_rows, z.tokens, z.topk, z.hidden, stream);
+  router_backward(layer, stream_.scratch);
+  finish_backward(layer);
+}
+
+void MoeLayer::router_backward(int layer, Bf16* dx) {
+  const Sizes z = sizes();
+  const LayerTensors& w = context_.layout().layer(layer);
+  const Stored& a = stored_[to_size(layer)];
+  cudaStream_t stream = context_.stream();
+  kernels::moe_router_backward(dlogits_, a.logits, a.topk_ids, dtopk_weights_, a.aux_counts, z.tokens, z.experts,
+                               router_options(), loss_options(), options_.router_loss_weight, stream);
+  // The router's two GEMMs take the logits' gradient in bf16 (cuBLASLt's
+  // tensor-core products take one input type); its fp32 values are rounded once.
+  kernels::convert_to_bf16(dlogits_bf16_, dlogits_, to_size(z.tokens) * to_size(z.experts), stream);
+  const Bf16* router_weight = context_.weight(w.router_weight);
+  // dx (T, h) += dlogits (T, E) · Wr (E, h).
+  kernels::GemmArgs dx_args;
+  dx_args.m = z.tokens;
+  dx_args.n = z.hidden;
+  dx_args.k = z.experts;
+  dx_args.a = dlogits_bf16_;
+  dx_args.b = router_weight;
+  dx_args.c = dx;
+  dx_args.beta = 1.0f;
+  context_.gemm().run(dx_args, stream);
+  // dWr (E, h) (+)= dlogitsᵀ (E, T) · x (T, h).
+  kernels::GemmArgs dw_args;
+  dw_args.m = z.experts;
+  dw_args.n = z.hidden;
+  dw_args.k = z.tokens;
+  dw_args.a = dlogits_bf16_;
+  dw_args.transpose_a = kernels::Transpose::kYes;
+  dw_args.b = stored_normed_input(layer);
+  dw_args.c = context_.gradient(w.router_weight);
+  dw_args.c_type = kernels::GemmOutput::kFp32;
+  dw_args.beta = context_.accumulate_gradients() ? 1.0f : 0.0f;
+  context_.gemm().run(dw_args, stream);
+}
+
+void accumulate(MoeStatistics& total, const MoeStatistics& more) {
+  if (total.expert_tokens.empty()) {
+    total = more;
+    return;
+  }
+  for (std::size_t l = 0; l < std::min(total.expert_tokens.size(), more.expert_tokens.size()); ++l)
+    for (std::size_t e = 0; e < std::min(total.expert_tokens[l].size(), more.expert_tokens[l].size()); ++e)
+      total.expert_tokens[l][e] += more.expert_tokens[l][e];
+  total.aux_loss_sum += more.aux_loss_sum;
+  total.z_loss_sum += more.z_loss_sum;
+  total.layer_passes += more.layer_passes;
+}
+
+double busiest_expert_load(const std::vector<std::int64_t>& expert_tokens) {
+  if (expert_tokens.empty()) return 0.0;
+  const std::int64_t sum = std::accumulate(expert_tokens.begin(), expert_tokens.end(), std::int64_t{0});
+  if (sum == 0) return 0.0;
+  const std::int64_t busiest = *std::max_element(expert_tokens.begin(), expert_tokens.end());
+  return static_cast<double>(busiest) * static_cast<double>(expert_tokens.size()) / static_cast<double>(sum);
+}
+
+MoeStatistics MoeLayer::take_statistics() {
+  MoeStatistics taken = statistics_;
+  for (auto& layer : statistics_.expert_tokens) std::fill(layer.begin(), layer.end(), 0);
+  statistics_.aux_loss_sum = statistics_.z_loss_sum = 0.0;
+  statistics_.layer_passes = 0;
+  return taken;
+}
+
+}  // namespace sextant::engine::transformer

@@ -1,0 +1,134 @@
+// The MLP block of an MoE layer, Megatron-Core's MoELayer (Shazeer et al. 2017;
+// Fedus et al. 2021; Megatron-Core's moe/ documentation): norm2, the router,
+// the tokens permuted to their experts, the experts' MLPs as grouped GEMMs, and
+// the weighted outputs summed back into the residual stream.
+//
+// Forward, T tokens of hidden h, E experts, top-k, P = T·k routed pairs:
+//   logits (T, E) fp32 = x · Wrᵀ               one GEMM, bf16 in, fp32 out (Megatron's
+//                                                --moe-router-dtype fp32 keeps the router in fp32)
+//   top-k ids and weights, the losses' statistics   kernels/moe_router.h, moe_load_balancing.h
+//   the routing map: each pair's permuted row       kernels/moe_routing_map.h
+//   the rows per expert copied to the host          a sync, as Megatron's tokens_per_expert.cpu():
+//                                                   the grouped GEMMs launch with the sizes
+//   permuted (P, h) = x's rows, one per pair        kernels/moe_permute.h
+//   fc1 (P, fc1w), SwiGLU or GELU (P, f), fc2 (P, h)   per expert, kernels/moe_grouped_gemm.h
+//   out = residual + Σ_j w_tj · fc2 row of (t, j)   the un-permutation, residual fused
+// Backward: the same in reverse; the router's gradient (its top-k weights' and
+// the losses') reaches x through the router GEMM, added to the permutation's.
+//
+// Stored per layer for the backward: the logits, the top-k choices and weights,
+// the routing map, the Switch loss's counts, and the permuted input, fc1's output,
+// the activation and fc2's output (P rows each); the rows per expert on the host.
+// One tensor-parallel rank and one expert-parallel rank so far
+// (transformer_shape_problems refuses others).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/transformer/moe_options.h"
+#include "engine/transformer/residual_block.h"
+#include "kernels/moe_grouped_gemm.h"
+#include "kernels/moe_permute.h"
+
+namespace sextant::engine::transformer {
+
+/// What a model's MoE layers routed since the statistics were last taken.
+struct MoeStatistics {
+  /// [MoE layer of this model, in order][expert]: tokens whose top-k chose the
+  /// expert (before any capacity drops them), summed over the forward passes.
+  std::vector<std::vector<std::int64_t>> expert_tokens;
+  /// Sums over layers and passes of the router losses' values (each a
+  /// micro-batch's mean; without the coefficient), and the passes summed.
+  double aux_loss_sum = 0.0;
+  double z_loss_sum = 0.0;
+  std::int64_t layer_passes = 0;
+};
+
+/// Adds `more` into `total` layer by layer and expert by expert (an empty
+/// total takes `more` as it is).
+void accumulate(MoeStatistics& total, const MoeStatistics& more);
+/// The busiest expert's tokens over the mean (1: balanced): what the
+/// simulator's moe.expert_load_factor describes. 0 when no token was routed.
+double busiest_expert_load(const std::vector<std::int64_t>& expert_tokens);
+
+class MoeLayer : public ResidualBlock {
+ public:
+  /// `first_layer`: the whole model's index of this model's layer 0 (a pipeline chunk's).
+  MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, const MoeOptions& options,
+           int first_layer);
+  ~MoeLayer() override;
+
+  void reserve_pass(BufferReserver& r) override;
+  void reserve_workspace(BufferReserver& r) override;
+  void bind(bool full_recompute) override;
+
+  /// recompute: the block again without the un-permutation (the next layer's
+  /// input is stored); fc2 runs, as the backward reads its output.
+  void forward(int layer, bool recompute) override;
+  void backward(int layer) override;
+
+  /// The statistics since the last call, which clears them.
+  MoeStatistics take_statistics();
+  kernels::MoeGemmBackend gemm_backend() const { return backend_; }
+
+ protected:
+  Ends ends(int layer) const override;
+  void reserve_stored(int layer, BufferReserver& r) override;
+  bool recompute_writes_output() const override { return false; }
+
+ private:
+  struct Stored {
+    float* logits = nullptr;           // (T, E) fp32
+    std::int32_t* topk_ids = nullptr;  // (T, k)
+    float* topk_weights = nullptr;     // (T, k) fp32
+    float* row_lse = nullptr;          // (T) fp32
+    float* row_score_sum = nullptr;    // (T) fp32
+    std::int32_t* token_rows = nullptr;  // (T, k): each pair's permuted row, or -1 (dropped)
+    std::int32_t* kept = nullptr;        // (E): pairs each expert kept (the padding's bound)
+    float* aux_counts = nullptr;       // (balancing groups, E) fp32, with the Switch loss
+    Bf16* permuted = nullptr;          // (P, h)
+    Bf16* fc1_out = nullptr;           // (P, fc1w)
+    Bf16* act = nullptr;               // (P, f)
+    Bf16* expert_out = nullptr;        // (P, h)
+  };
+  struct Sizes;
+  Sizes sizes() const;
+  kernels::MoeRouterOptions router_options() const;
+  kernels::MoeRouterLossOptions loss_options() const;
+  kernels::MoeRoutingOptions routing_options() const;
+  kernels::MoePadding padding(const Stored& a) const;
+  /// The router's forward and the routing map of `layer`, then the rows per
+  /// expert (and the statistics) read back to the host.
+  void route(int layer, const Bf16* x);
+  /// The router GEMM's backward: the input gradient added into `dx`, the weight's gradient.
+  void router_backward(int layer, Bf16* dx);
+
+  MoeOptions options_;
+  int first_layer_;
+  kernels::MoeGemmBackend backend_;
+  std::vector<Stored> stored_;                        // per layer
+  std::vector<std::vector<std::int32_t>> expert_rows_;  // per layer, on the host: each expert's rows
+  std::vector<std::int32_t> readback_;                // the router's counts and the expert rows
+  MoeStatistics statistics_;
+  std::unique_ptr<kernels::MoeGroupedGemm> grouped_;
+
+  // One pass's buffers and the workspaces.
+  std::int32_t* counts_ = nullptr;  // (2E): the router's tokens per expert, then the rows per expert
+  float* losses_ = nullptr;         // (2): the aux loss's and the z-loss's values
+  float* prob_sums_ = nullptr;      // (groups, E)
+  char* routing_workspace_ = nullptr;
+  char* statistics_workspace_ = nullptr;
+  char* grouped_workspace_ = nullptr;
+  Bf16* grouped_staging_ = nullptr;  // the grouped backend's bf16 weight gradient
+  Bf16* dexpert_out_ = nullptr;      // (P, h)
+  Bf16* dact_ = nullptr;             // (P, f)
+  Bf16* dfc1_ = nullptr;             // (P, fc1w), SwiGLU only (GELU's backward runs in place)
+  Bf16* dpermuted_ = nullptr;        // (P, h)
+  float* dtopk_weights_ = nullptr;   // (T, k)
+  float* dlogits_ = nullptr;         // (T, E)
+  Bf16* dlogits_bf16_ = nullptr;     // (T, E)
+};
+
+}  // namespace sextant::engine::transformer

@@ -1,0 +1,57 @@
+#include "tools/run_moe_output.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "sim/core/text_format.h"
+
+namespace sextant::tools {
+namespace {
+
+using engine::transformer::MoeStatistics;
+
+std::vector<double> loads_of(const MoeStatistics& s) {
+  std::vector<double> loads;
+  for (const auto& layer : s.expert_tokens) loads.push_back(engine::transformer::busiest_expert_load(layer));
+  return loads;
+}
+
+// The mean of a router loss's value over layers and passes; < 0 when none was taken.
+double mean_loss(double sum, const MoeStatistics& s) {
+  return s.layer_passes > 0 ? sum / static_cast<double>(s.layer_passes) : -1.0;
+}
+
+}  // namespace
+
+std::string moe_progress_line(const MoeStatistics& s) {
+  if (s.expert_tokens.empty()) return "";
+  std::string line = "       moe  busiest expert / mean by layer:";
+  for (const double load : loads_of(s)) line += " " + sim::format_fixed(load, 2);
+  if (s.aux_loss_sum > 0) line += "; Switch loss " + sim::format_fixed(mean_loss(s.aux_loss_sum, s), 4);
+  if (s.z_loss_sum > 0) line += "; z-loss " + sim::format_fixed(mean_loss(s.z_loss_sum, s), 3);
+  return line + "\n";
+}
+
+nlohmann::ordered_json moe_json(const MoeStatistics& s) {
+  nlohmann::ordered_json j;
+  j["expert_tokens"] = s.expert_tokens;
+  j["busiest_expert_load"] = loads_of(s);
+  j["switch_loss"] = s.aux_loss_sum > 0 ? nlohmann::ordered_json(mean_loss(s.aux_loss_sum, s)) : nullptr;
+  j["z_loss"] = s.z_loss_sum > 0 ? nlohmann::ordered_json(mean_loss(s.z_loss_sum, s)) : nullptr;
+  return j;
+}
+
+void print_moe_summary(std::ostream& out, const MoeStatistics& s) {
+  if (s.expert_tokens.empty()) return;
+  const std::vector<double> loads = loads_of(s);
+  out << "MoE routing over the run (this rank's tokens): busiest expert / mean by layer";
+  for (const double load : loads) out << " " << sim::format_fixed(load, 2);
+  out << " (worst " << sim::format_fixed(*std::max_element(loads.begin(), loads.end()), 2)
+      << ": the simulator's moe.expert_load_factor)";
+  if (s.aux_loss_sum > 0) out << "; Switch loss " << sim::format_fixed(mean_loss(s.aux_loss_sum, s), 4) << " (1: balanced)";
+  out << "\n";
+}
+
+}  // namespace sextant::tools

@@ -1,0 +1,28 @@
+// What `sextant run` says about an MoE model's routing (issue 25): per MoE
+// layer, the busiest expert's tokens over the mean (the simulator's
+// moe.expert_load_factor, measured), and the router losses' mean values —
+// on a progress line per log interval, in the summary, and in --format json.
+// This rank's tokens (with dp > 1, each rank routes its own).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <ostream>
+#include <string>
+
+#include "engine/transformer/moe_layer.h"
+
+namespace sextant::tools {
+
+/// "  moe  busiest expert / mean by layer: 1.31 1.12; Switch loss 1.004\n", or
+/// "" when the statistics hold no MoE layer.
+std::string moe_progress_line(const engine::transformer::MoeStatistics& statistics);
+
+/// {"expert_tokens": [[per expert] per layer], "busiest_expert_load": [per layer],
+///  "switch_loss": mean over layers and passes (null when off), "z_loss": ... }
+nlohmann::ordered_json moe_json(const engine::transformer::MoeStatistics& statistics);
+
+/// The summary's lines (nothing without MoE layers).
+void print_moe_summary(std::ostream& out, const engine::transformer::MoeStatistics& statistics);
+
+}  // namespace sextant::tools
