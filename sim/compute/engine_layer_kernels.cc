@@ -17,12 +17,15 @@
 //    fc1 (and wider models' fc2/proj) run bias_gradient;
 //  - heads of a dimension other than 64 or 128 are copied into padded
 //    buffers around flash attention (4 copies forward, 4 backward);
+//  - an MoE layer's MLP is the MoE block of engine_moe_kernels.cc (router,
+//    routing map, a host sync, permutation, the experts' GEMMs, un-permutation);
 //  - our fused cross-entropy kernel (loss and gradient in one pass);
 //  - AdamW on fp32 master weights after a gradient-norm pass, the forward and
 //    backward of the step replayed as one CUDA graph, and the host's per-step
 //    work (token upload, loss read-back) — in engine_optimizer_step_time_s.
 // Each kernel takes its time from the measured tables (kernel_costs.h); the
 // roofline bytes given with it count what the kernel reads and writes.
+#include "sim/compute/engine_moe_kernels.h"
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
 #include "sim/core/transformer_shape.h"
@@ -32,11 +35,6 @@ namespace sextant::sim {
 namespace {
 
 using K = ElementwiseKernel;
-
-// A memory-bound copy with no table of its own (copy_heads): bytes at the HBM rate.
-double copy_time_s(double bytes, const DeviceRates& r) {
-  return r.compute_time_factor * bytes / r.memory_bytes_per_s + r.measured_kernel_gap_s;
-}
 
 // One rank's widths as the engine runs them (sim/core/transformer_shape.h,
 // the engine's own shape), in the doubles the cost formulas take.
@@ -110,7 +108,7 @@ double linear(PassTime& t, const Shapes& s, double in, double out, bool bias_ker
 }  // namespace
 
 PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
-                           bool /*moe_layer: the engine has no MoE layers*/) {
+                           bool moe_layer) {
   const TransformerShape shape = transformer_shape_of(m, l);
   const Shapes s = shapes_of(shape);
   const double T = s.tokens;
@@ -143,7 +141,8 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     // output gradient in, dQ, dK, dV back. Each reads its narrow and writes its padded rows.
     const double narrow = 2.0 * T * (s.q + 2 * s.kv), wide = narrow * padded / head_dim;
     const double out_narrow = 2.0 * T * s.q, out_wide = out_narrow * padded / head_dim;
-    const double copies = copy_time_s(narrow + wide, r) + copy_time_s(out_narrow + out_wide, r);
+    const double copies = untabled_memory_kernel_s(narrow + wide, r) +
+                          untabled_memory_kernel_s(out_narrow + out_wide, r);
     t.forward_s += copies;
     t.backward_s += copies;
   }
@@ -160,13 +159,33 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   t.attention_backward_s = t.backward_s;
   t.attention_weight_gradient_s = t.weight_gradient_s;
 
+  // norm2, then the MLP block, or in an MoE layer the MoE block (engine_moe_kernels.cc).
+  t.forward_s += norm_forward_s(s, r);
+  t.backward_s += norm_backward_s(s, r);
+  if (moe_layer && shape.moe()) {
+    // The launches the host issues for the attention block and norm2, as costed
+    // above: forward norm1, QKV, [RoPE], [4 pad copies], attention, projection,
+    // norm2; backward the projection's two gradients [+ bias_gradient], [4 copies],
+    // attention, [RoPE], QKV's two [+ bias_gradient], norm1 and norm2.
+    const int rope = s.rope ? 1 : 0, pad = shape.attention_padded() ? 4 : 0;
+    const DenseLaunches rest{t.forward_s, t.backward_s, 5 + rope + pad,
+                             7 + (residual_bias_kernels ? 1 : 0) + pad + rope + (s.bias ? 1 : 0)};
+    const PassTime moe = engine_moe_block_time(shape, m.moe ? m.moe->expert_load_factor : 1.0,
+                                               rest, r);
+    t.forward_s += moe.forward_s;
+    t.backward_s += moe.backward_s;
+    t.gemm_forward_s += moe.gemm_forward_s;
+    t.gemm_backward_s += moe.gemm_backward_s;
+    t.weight_gradient_s += moe.weight_gradient_s;
+    t.full_recompute_skipped_s = moe.full_recompute_skipped_s;
+    return t;
+  }
+
   // MLP block. Forward: norm2, fc1 (+bias+GELU epilogue, or then SwiGLU), fc2
   // (+bias, + residual as C). Backward: fc2 grads (GELU backward in the
   // input-gradient epilogue), [SwiGLU backward], fc1 grads (+ bias_gradient),
   // norm2 backward. Full recomputation reruns the block without fc2 (the next
   // layer's input is stored), so fc2's forward is what it skips.
-  t.forward_s += norm_forward_s(s, r);
-  t.backward_s += norm_backward_s(s, r);
   // GELU's input (T, f) bf16: written by fc1's epilogue, read by fc2's DGELU.
   // (A GELU model without biases runs cuBLASLt's GELU_AUX epilogue, costed as
   // the measured BIAS_GELU_AUX one: the bias adds T·f reads of one row.)

@@ -89,4 +89,8 @@ double elementwise_time_s(ElementwiseKernel kernel, double rows, double width,
   return f * roofline_bytes / r.memory_bytes_per_s + r.kernel_overhead_s;
 }
 
+double untabled_memory_kernel_s(double bytes, const DeviceRates& r) {
+  return r.compute_time_factor * bytes / r.memory_bytes_per_s + r.measured_kernel_gap_s;
+}
+
 }  // namespace sextant::sim

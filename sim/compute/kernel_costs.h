@@ -52,4 +52,9 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
 double elementwise_time_s(ElementwiseKernel kernel, double rows, double width,
                           double roofline_bytes, const DeviceRates& rates);
 
+/// A memory-bound kernel no table measures (the engine's head copies, its MoE
+/// routing kernels): `bytes` read and written at the achieved HBM rate, plus
+/// the gap a measured kernel leaves on the stream (measured_kernel_gap_s).
+double untabled_memory_kernel_s(double bytes, const DeviceRates& rates);
+
 }  // namespace sextant::sim

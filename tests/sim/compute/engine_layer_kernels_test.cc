@@ -17,6 +17,7 @@
 #include "sim/compute/prediction_interval.h"
 #include "sim/core/config_loader.h"
 #include "sim/core/preset_catalog.h"
+#include "tests/sim/compute/engine_profile_fixture.h"
 
 namespace sextant::sim {
 namespace {
@@ -25,21 +26,8 @@ constexpr double kGap = 1.5e-6;
 double gemm(double m, double k, double n) { return 2 * m * k * n / 600e12 + kGap; }
 double bytes(double b) { return b / 2.8e12 + kGap; }
 
-struct Fixture {
-  PresetCatalog catalog{SEXTANT_TEST_CONFIG_DIR};
-  CostProfile profile =
-      load_profile_file(std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml");
-  GpuConfig gpu = catalog.gpu("h100-sxm-80gb");
-  DeviceRates rates() const { return device_rates(gpu, profile, Precision::kBf16); }
-};
-
-ParallelLayout one_gpu(int mbs, Recompute recompute = Recompute::kNone) {
-  ParallelLayout l;
-  l.mbs = mbs;
-  l.gbs = mbs;
-  l.recompute = recompute;
-  return l;
-}
+using Fixture = test_fixtures::EngineProfileFixture;
+using test_fixtures::one_gpu;
 
 TEST(EngineLayerKernels, Gpt13bLayerIsTheSumOfItsMeasuredKernels) {
   const Fixture f;
@@ -113,6 +101,40 @@ TEST(EngineLayerKernels, SoftwarePicksTheKernelList) {
   // residual reads and the (T, 8192) GELU input at 0.84·3.35e12 B/s = 71.5 µs.
   const double T = 8192, epilogues = (2 * 2.0 * T * 2048 + 2.0 * T * 8192) / (0.84 * 3.35e12);
   EXPECT_NEAR(engine.gemm_forward_s - megatron.gemm_forward_s, epilogues, 1e-10);
+}
+
+// Dense layers stay where they were before the MoE block came (values printed
+// by the code at 87b5196, from the fixture and from the measured H100 profile,
+// mbs 2): a dense model must not move.
+TEST(EngineLayerKernels, DenseLayersUnchangedByTheMoeBlock) {
+  const Fixture f;
+  const CostProfile h100 =
+      load_profile_file(std::string(SEXTANT_TEST_CONFIG_DIR) + "/profiles/measured/h100-sxm-80gb.yaml");
+  const DeviceRates fixture = f.rates();
+  const DeviceRates measured = device_rates(f.gpu, h100, Precision::kBf16);
+  struct Case {
+    const DeviceRates* rates;
+    const char* model;
+    double forward_s, backward_s, weight_gradient_s, skipped_s;
+  };
+  const Case cases[] = {
+      {&fixture, "llama3.2-1b", 0.0052303844315774711, 0.012086382671069863,
+       0.0036595861974116468, 0.00094160791037668909},
+      {&fixture, "gpt-1.3b", 0.00084333395467613061, 0.0018709959277621716,
+       0.00076191421000000288, 0.00023652700259416579},
+      {&measured, "llama3.2-1b", 0.0039947194324153543, 0.010482295919827817,
+       0.0024364090558772148, 0.00063116740000000043},
+      {&measured, "gpt-1.3b", 0.00063797233280714165, 0.0014543044012528283,
+       0.00054607960000000041, 0.00015606739999999945},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.model);
+    const PassTime t = layer_time(f.catalog.model(c.model), one_gpu(2), *c.rates, false);
+    EXPECT_EQ(t.forward_s, c.forward_s);
+    EXPECT_EQ(t.backward_s, c.backward_s);
+    EXPECT_EQ(t.weight_gradient_s, c.weight_gradient_s);
+    EXPECT_EQ(t.full_recompute_skipped_s, c.skipped_s);
+  }
 }
 
 TEST(PredictionInterval, NinetyPercentFromTheFitsResidualSd) {

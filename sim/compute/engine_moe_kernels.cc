@@ -1,0 +1,276 @@
+// The engine's MoE block, kernel by kernel (engine/transformer/moe_layer.cc over
+// kernels/moe_router.h, moe_load_balancing.h, moe_routing_map.h, moe_permute.h,
+// moe_grouped_gemm.h), for one micro-batch on one rank: T tokens, E local
+// experts, top-k, hidden h, expert width f (fc1 2f wide for SwiGLU), the
+// busiest rank's P = T·k·expert_load_factor routed rows, n = P/E per expert.
+//
+// Forward (norm2 before it is the dense block's, engine_layer_kernels.cc):
+//   router GEMM         logits (T, E) fp32 = x (T, h) · Wr^T, bf16 inputs
+//   moe_router_forward  one warp per token: reads the logits, writes top-k ids
+//                       and weights (T, k) and the row's log-sum-exp (T)
+//   aux loss            moe_aux_loss_statistics (reads the logits again) and
+//                       moe_router_loss_values (Megatron's aux loss on: our
+//                       runs train with its default coefficient, 1e-2)
+//   moe_routing_map     memset, count, expert starts, iota, CUB radix sort of
+//                       the T·k expert ids, rows by position (dropless)
+//   row counts          cudaMemcpyAsync of E int32 to the host and
+//                       cudaStreamSynchronize: cuBLAS takes the sizes on the host
+//   --- host sync ---
+//   moe_permute_forward reads x (T, h), writes the permuted rows (P, h)
+//   fc1                 per expert (n, fc1) = (n, h) · W1_e^T
+//   activation          SwiGLU (P, 2f) -> (P, f), or GELU (P, f)
+//   fc2                 per expert (n, h) = (n, f) · W2_e^T
+//   moe_unpermute_forward  y (T, h) = residual + Σ_k weight · expert row: reads
+//                       (P, h), the residual (T, h) and the weights, writes (T, h)
+// Backward:
+//   moe_unpermute_backward  reads dy (T, h) and the expert rows (P, h), writes
+//                       their gradient (P, h) and the weights' (T, k) fp32
+//   fc2                 input gradient (n, f) and weight gradient (h x f per expert, fp32)
+//   activation backward (P, f)
+//   fc1                 input gradient (n, h) and weight gradient (fc1 x h per expert, fp32)
+//   moe_permute_backward  reads (P, h), writes dx (T, h)
+//   moe_router_backward reads the fp32 logits, writes dlogits (T, E) fp32
+//   cast                dlogits to bf16 (T, E)
+//   router GEMMs        dx += dlogits · Wr (accumulated into the bf16 input
+//                       gradient, read as C), dWr (E, h) += dlogits^T · x, fp32
+// (norm2's backward after them is the dense block's.)
+//
+// Kernels with a measured table (GEMMs, SwiGLU) take their time from it
+// (kernel_costs.h); the routing kernels have none and are costed by their bytes
+// (untabled_memory_kernel_s).
+//
+// The host sync: the host waits for the row counts, so after it the GPU runs
+// each kernel only once the host has launched it (the step is no CUDA graph:
+// a graph cannot hold the sync). The forward of a layer, from one sync to the
+// next, is played as the host's and the GPU's queues (host_issued_launches.h:
+// time_after_sync_s): the kernels after the sync, the next layer's attention
+// block and norm2 (DenseLaunches, their GPU time and launch count), then the
+// kernels up to its sync. Each launch costs the host host_launch_s (the
+// measured stream launch gap), a cuBLASLt product of the loop backend
+// kLoopHostPerProductS. The backward has no sync (the row counts are kept from
+// the forward): its launches are bounded by the host's and the GPU's sums
+// (time_host_or_gpu_bound_s). What the host leaves the GPU idle is added to the
+// block's forward and backward.
+#include "sim/compute/engine_moe_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "sim/compute/host_issued_launches.h"
+
+namespace sextant::sim {
+
+namespace {
+
+using K = ElementwiseKernel;
+
+// Fitted on our measurement of the engine's two backends on one H100,
+// reports/measurements/2026-11-27-h100-moe-kernels/moe_gemm_fwd.csv (forward
+// products (n, 2048) x (2048, 1536) per expert, E in {8, 32, 128}, n in 16..16384):
+//
+// The loop backend: one cuBLASLt product per expert, each issued by the host.
+// Below 256 rows per expert the loop's time grows with the experts, not the
+// rows: the slope over E from 8 to 128 experts is 10.9, 10.7 and 10.6 us per
+// expert at 16, 64 and 256 rows (the GPU needs ~5 us for such a product), so
+// the host's time to issue one product is their mean.
+constexpr double kLoopHostPerProductS = 10.7e-6;
+// The grouped backend (cublasGemmGroupedBatchedEx): max(fixed + per-expert time,
+// FLOPs / rate), least squares on ln time over the 18 grouped points (grid
+// search, rms log error 0.089): 32 us + 2.2 us per expert, 310e12 FLOP/s. The
+// rate is taken as a fraction of the profile's bf16 GEMM rate, 310e12 over the
+// measured H100 profile's 0.89 x 989.4e12 (configs/profiles/measured/
+// h100-sxm-80gb.yaml, gemm_efficiency), so other GPUs scale with their own.
+// The measurement timed forward products only: the input and weight gradients
+// are costed with the same fit by their FLOPs (not measured).
+constexpr double kGroupedFixedS = 32e-6;
+constexpr double kGroupedPerExpertS = 2.2e-6;
+constexpr double kGroupedRateOfDenseGemmRate = 310e12 / (0.89 * 989.4e12);
+// The grouped backend fills its device pointer tables, 64 experts per launch
+// (kernels/moe_grouped_gemm.cu, kPointersPerLaunch), before each product.
+constexpr double kExpertsPerPointerLaunch = 64;
+// CUB's onesweep radix sort (cub/device/dispatch/dispatch_radix_sort.cuh): a
+// histogram kernel and an exclusive-sum kernel, then one onesweep kernel per
+// digit of 8 bits, each reading and writing the keys and values (4 + 4 bytes).
+constexpr double kRadixSortDigitBits = 8;
+
+// One grouped-backend product of `flops` over `experts` groups.
+double grouped_product_s(double flops, double experts, const DeviceRates& r) {
+  const double rate = kGroupedRateOfDenseGemmRate * r.bf16_gemm_flops_per_s;
+  return r.compute_time_factor *
+         std::max(kGroupedFixedS + kGroupedPerExpertS * experts, flops / rate);
+}
+
+// The block's launches in the order the host issues them, and their GPU time.
+struct Launches {
+  std::vector<KernelLaunch> list;
+  double gpu_s = 0;
+  void add(double gpu, double host) {
+    list.push_back({gpu, host});
+    gpu_s += gpu;
+  }
+  // A product of `launches` kernels (the loop's E products, the grouped call's
+  // table fills and GEMM), each taken as an equal share of its GPU and host time,
+  // so the GPU can start the first before the host has issued the last.
+  void add_product(double gpu, double host, double launches) {
+    for (double i = 0; i < launches; ++i) list.push_back({gpu / launches, host / launches});
+    gpu_s += gpu;
+  }
+};
+
+// The kernel launches of one expert product on `backend` over `experts`: one per
+// expert for the loop; for the grouped call its pointer-table fills and the GEMM
+// (the fp32 weight gradient's staging add is one more).
+double product_launches(ExpertGemmBackend backend, double experts) {
+  return backend == ExpertGemmBackend::kCublasLtLoop
+             ? experts
+             : 1 + std::ceil(experts / kExpertsPerPointerLaunch);
+}
+
+}  // namespace
+
+ExpertGemmBackend engine_expert_gemm_backend(double rows_per_expert) {
+  return rows_per_expert >= kEngineMoeLoopMinRowsPerExpert ? ExpertGemmBackend::kCublasLtLoop
+                                                           : ExpertGemmBackend::kCublasGrouped;
+}
+
+ExpertLinearTimes engine_expert_linear_times(double rows, double in, double out, double experts,
+                                             const DeviceRates& r) {
+  ExpertLinearTimes e;
+  e.backend = engine_expert_gemm_backend(rows);
+  if (rows <= 0 || in <= 0 || out <= 0 || experts <= 0) return e;
+  if (e.backend == ExpertGemmBackend::kCublasLtLoop) {
+    // E products of the expert's shape, each timed from the measured dense
+    // tables (the weight gradient accumulated in fp32 by cuBLASLt itself).
+    const LinearTimes one = linear_times(rows, in, out, 1, r);
+    e.gpu = {experts * one.forward_s, experts * one.input_gradient_s,
+             experts * one.weight_gradient_s};
+    const double host = experts * kLoopHostPerProductS;
+    e.host = {host, host, host};
+    return e;
+  }
+  // One grouped call (and its pointer-table fills) per product; 2·n·in·out FLOPs per expert.
+  const double flops = 2.0 * rows * in * out * experts;
+  const double product = grouped_product_s(flops, experts, r);
+  // cuBLAS's grouped GEMM writes bf16 only (kernels/moe_grouped_gemm.h): the fp32
+  // weight gradient is staged in bf16 and added by one more kernel (read 2,
+  // read and write 4 + 4 bytes per weight).
+  const double staging_add = untabled_memory_kernel_s(10.0 * experts * in * out, r);
+  e.gpu = {product, product, product + staging_add};
+  const double host = product_launches(e.backend, experts) * host_launch_s(r);
+  e.host = {host, host, host + host_launch_s(r)};
+  return e;
+}
+
+PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor,
+                               const DenseLaunches& rest, const DeviceRates& r) {
+  PassTime t;
+  if (!shape.moe()) return t;
+  const double T = static_cast<double>(shape.tokens());
+  const double E = static_cast<double>(shape.local_experts);
+  const double h = static_cast<double>(shape.hidden);
+  const double f = static_cast<double>(shape.expert_ffn_hidden);
+  const double fc1 = static_cast<double>(shape.expert_fc1_width());
+  const double pairs = static_cast<double>(shape.routed_pairs());  // T·k, what the router sorts
+  const double P = pairs * load_factor;  // the busiest rank's expert rows
+  const double n = P / E;
+  const double host = host_launch_s(r);
+  const double hbm = r.memory_bytes_per_s / r.compute_time_factor;
+
+  // Forward, before the sync. The router GEMM's table times a bf16 output; it
+  // writes fp32 logits: 2 more bytes per logit.
+  const LinearTimes router = linear_times(T, h, E, 1, r);
+  Launches before;
+  const double router_forward = router.forward_s + 2.0 * T * E / hbm;
+  before.add(router_forward, host);
+  // moe_router_forward: logits 4 bytes each; ids and weights 4 + 4 per pair; lse 4 per token.
+  before.add(untabled_memory_kernel_s(4.0 * T * E + 8.0 * pairs + 4.0 * T, r), host);
+  // Aux loss: the statistics re-read the logits; the loss values read E sums.
+  before.add(untabled_memory_kernel_s(4.0 * T * E, r), host);
+  before.add(untabled_memory_kernel_s(8.0 * E, r), host);
+  // moe_routing_map, dropless (kernels/moe_routing_map.cu): memset of the E
+  // counts, count_pairs (read the ids), expert_starts, iota (write the slots),
+  // the radix sort of the ids with their slots, rows_by_position (read the
+  // sorted ids and slots, write the rows).
+  before.add(untabled_memory_kernel_s(4.0 * E, r), host);
+  before.add(untabled_memory_kernel_s(4.0 * pairs, r), host);
+  before.add(untabled_memory_kernel_s(8.0 * E, r), host);
+  before.add(untabled_memory_kernel_s(4.0 * pairs, r), host);
+  const double id_bits = std::max(1.0, std::ceil(std::log2(E)));
+  const double digits = std::ceil(id_bits / kRadixSortDigitBits);
+  before.add(untabled_memory_kernel_s(4.0 * pairs, r), host);  // histogram
+  before.add(untabled_memory_kernel_s(8.0 * E, r), host);      // exclusive sum of the digit counts
+  for (double d = 0; d < digits; ++d) before.add(untabled_memory_kernel_s(16.0 * pairs, r), host);
+  before.add(untabled_memory_kernel_s(12.0 * pairs, r), host);
+  // The row counts' copy to the host (4·E bytes: its time is the launch's).
+  before.add(r.measured_kernel_gap_s, host);
+
+  // Forward, after the sync.
+  const ExpertLinearTimes g1 = engine_expert_linear_times(n, h, fc1, E, r);
+  const ExpertLinearTimes g2 = engine_expert_linear_times(n, f, h, E, r);
+  Launches after;
+  // moe_permute_forward: x (T, h) and the rows (4 bytes per pair) in, (P, h) out.
+  after.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * P * h, r), host);
+  const double launches = product_launches(g1.backend, E);  // g2's backend is g1's: same rows
+  after.add_product(g1.gpu.forward_s, g1.host.forward_s, launches);
+  const double activation_forward =
+      shape.gelu ? untabled_memory_kernel_s(4.0 * P * f, r)  // GELU: read and write (P, f)
+                 : elementwise_time_s(K::kSwigluForward, P, f, 6.0 * P * f, r);
+  after.add(activation_forward, host);
+  after.add_product(g2.gpu.forward_s, g2.host.forward_s, launches);
+  // moe_unpermute_forward: the expert rows (P, h), the rows and weights (4 + 4 per
+  // pair) and the residual (T, h) in, y (T, h) out.
+  const double unpermute = untabled_memory_kernel_s(2.0 * P * h + 8.0 * pairs + 4.0 * T * h, r);
+  after.add(unpermute, host);
+
+  // One sync to the next: this block's kernels after the sync, the next layer's
+  // attention block and norm2, this block's kernels before the sync.
+  // (The rest's kernels are taken as equal shares of its time.)
+  Launches cycle = after;
+  cycle.add_product(rest.forward_gpu_s, rest.forward_launches * host, rest.forward_launches);
+  cycle.list.insert(cycle.list.end(), before.list.begin(), before.list.end());
+  const double forward_gpu = before.gpu_s + after.gpu_s;
+  const double forward_idle = time_after_sync_s(cycle.list) - (forward_gpu + rest.forward_gpu_s);
+  t.forward_s = forward_gpu + forward_idle;
+  t.gemm_forward_s = router_forward + g1.gpu.forward_s + g2.gpu.forward_s;
+  // Full recomputation stores the layer's output (the next layer's input): the
+  // un-permutation that writes it is what it skips, as fc2 in the dense block.
+  t.full_recompute_skipped_s = unpermute;
+
+  // Backward.
+  Launches back;
+  // moe_unpermute_backward: dy (T, h), the expert rows (P, h), rows and weights in;
+  // their gradient (P, h) and the weights' (4 per pair) out.
+  back.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * P * h + 12.0 * pairs, r), host);
+  const double staged = g1.backend == ExpertGemmBackend::kCublasGrouped ? 1 : 0;
+  back.add_product(g2.gpu.input_gradient_s, g2.host.input_gradient_s, launches);
+  back.add_product(g2.gpu.weight_gradient_s, g2.host.weight_gradient_s, launches + staged);
+  const double activation_backward =
+      shape.gelu ? untabled_memory_kernel_s(6.0 * P * f, r)  // read dy and x, write dx
+                 : elementwise_time_s(K::kSwigluBackward, P, f, 10.0 * P * f, r);
+  back.add(activation_backward, host);
+  back.add_product(g1.gpu.input_gradient_s, g1.host.input_gradient_s, launches);
+  back.add_product(g1.gpu.weight_gradient_s, g1.host.weight_gradient_s, launches + staged);
+  // moe_permute_backward: (P, h) and the rows in, dx (T, h) out.
+  back.add(untabled_memory_kernel_s(2.0 * P * h + 4.0 * pairs + 2.0 * T * h, r), host);
+  // moe_router_backward: logits in, dlogits out (4 + 4 per logit), with the ids,
+  // weights and their gradients (12 per pair); the cast to bf16 (4 + 2 per logit).
+  back.add(untabled_memory_kernel_s(8.0 * T * E + 12.0 * pairs, r), host);
+  back.add(untabled_memory_kernel_s(6.0 * T * E, r), host);
+  // dx += dlogits · Wr: the input gradient read as C (2 bytes per element of dx).
+  const double router_input_gradient = router.input_gradient_s + 2.0 * T * h / hbm;
+  back.add(router_input_gradient, host);
+  back.add(router.weight_gradient_s, host);
+  Launches layer = back;
+  layer.add_product(rest.backward_gpu_s, rest.backward_launches * host, rest.backward_launches);
+  const double backward_idle =
+      time_host_or_gpu_bound_s(layer.list) - (back.gpu_s + rest.backward_gpu_s);
+  t.backward_s = back.gpu_s + backward_idle;
+  t.weight_gradient_s =
+      g1.gpu.weight_gradient_s + g2.gpu.weight_gradient_s + router.weight_gradient_s;
+  t.gemm_backward_s = g1.gpu.input_gradient_s + g2.gpu.input_gradient_s + router_input_gradient +
+                      t.weight_gradient_s;
+  return t;
+}
+
+}  // namespace sextant::sim

@@ -1,0 +1,66 @@
+// Our engine's MoE block (engine/transformer/moe_layer.cc; ep = 1, tp = 1),
+// which takes the place of the dense MLP block in an MoE layer of
+// engine_layer_kernels.cc: the router, the routing map, the permutation, the
+// experts' grouped GEMMs and the un-permutation (kernels/moe_*.h), costed kernel
+// by kernel. The kernel list is written in engine_moe_kernels.cc.
+//
+// Two things set this block apart from the dense one:
+//  - the experts' products run on one of two backends chosen by the mean rows
+//    per expert (engine_expert_gemm_backend), each with its own cost;
+//  - the router copies the experts' row counts to the host and waits for them
+//    (cuBLAS needs the sizes to launch), so every MoE layer's forward restarts
+//    the host's race with the GPU (host_issued_launches.h).
+#pragma once
+
+#include "sim/compute/device_rates.h"
+#include "sim/compute/kernel_costs.h"
+#include "sim/compute/layer_time.h"
+#include "sim/core/transformer_shape.h"
+
+namespace sextant::sim {
+
+/// Mean routed rows per expert (routed pairs / local experts) from which the
+/// engine runs one cuBLASLt product per expert instead of cuBLAS's grouped GEMM.
+/// The engine's own choice (its placeholder, 256), restated here as sim/ may not
+/// include kernels/: keep it equal to the engine's threshold. Our measurement
+/// (reports/measurements/2026-11-27-h100-moe-kernels/) puts the crossover
+/// between 256 and 1,024 rows: at 128 experts x 256 rows the grouped GEMM took
+/// 692 us against the loop's 1,352 us.
+inline constexpr double kEngineMoeLoopMinRowsPerExpert = 256;
+
+/// The two backends of the engine's expert products (kernels/moe_grouped_gemm.h).
+enum class ExpertGemmBackend { kCublasGrouped, kCublasLtLoop };
+ExpertGemmBackend engine_expert_gemm_backend(double rows_per_expert);
+
+/// One expert linear layer (in_width -> out_width) over all `experts`, each
+/// with `rows_per_expert` rows, on the backend the engine picks for them: each
+/// product's GPU time (all experts together; the grouped backend's fp32 weight
+/// gradient with its staging add), and the host's time to issue it.
+struct ExpertLinearTimes {
+  ExpertGemmBackend backend = ExpertGemmBackend::kCublasGrouped;
+  LinearTimes gpu;
+  LinearTimes host;
+};
+ExpertLinearTimes engine_expert_linear_times(double rows_per_expert, double in_width,
+                                             double out_width, double experts,
+                                             const DeviceRates& rates);
+
+/// The rest of the layer, around which the MoE block's host race runs: the
+/// attention block and norm2 (engine_layer_kernels.cc), each pass's GPU time and launches.
+struct DenseLaunches {
+  double forward_gpu_s = 0;
+  double backward_gpu_s = 0;
+  int forward_launches = 0;
+  int backward_launches = 0;
+};
+
+/// The MoE block of one layer for one micro-batch on one rank, norm2 excluded
+/// (engine_layer_kernels.cc costs it with the dense block's), the router's host
+/// sync included: forward_s and backward_s carry the block's kernels and the
+/// time the host's launches leave the GPU idle over the whole layer (`rest`).
+/// The busiest rank's rows are routed_pairs() x expert_load_factor (as
+/// megatron_layer_kernels.cc takes them).
+PassTime engine_moe_block_time(const TransformerShape& shape, double expert_load_factor,
+                               const DenseLaunches& rest, const DeviceRates& rates);
+
+}  // namespace sextant::sim

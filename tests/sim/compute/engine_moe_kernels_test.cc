@@ -1,0 +1,137 @@
+// The engine's MoE block (sim/compute/engine_moe_kernels.cc) costed from the
+// fixture profile tests/data/profiles/engine-measured-tiny.yaml, whose tables
+// follow one rate each: linear forward 2·T·in·out / 600e12 s (input gradient
+// 1.05x, weight gradient 1.10x), element-wise bytes / 2.8e12 s, each measured
+// kernel plus the graph's 1.5 us gap; the host launches a kernel in 4 us
+// (overheads.kernel_launch_s).
+#include "sim/compute/engine_moe_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "sim/compute/device_rates.h"
+#include "sim/compute/kernel_costs.h"
+#include "sim/compute/layer_kernels.h"
+#include "sim/core/config_loader.h"
+#include "sim/core/preset_catalog.h"
+#include "sim/core/transformer_shape.h"
+#include "tests/sim/compute/engine_profile_fixture.h"
+
+namespace sextant::sim {
+namespace {
+
+constexpr double kGap = 1.5e-6;
+constexpr double kHostLaunch = 4e-6;
+// Kernels with no table (the routing kernels, the staging add) move their bytes
+// at the profile's achieved HBM rate, 0.84 x 3.35e12 B/s.
+constexpr double kHbm = 0.84 * 3.35e12;
+
+using Fixture = test_fixtures::EngineProfileFixture;
+using test_fixtures::one_gpu;
+
+TEST(EngineMoeKernels, BackendByRowsPerExpert) {
+  EXPECT_EQ(engine_expert_gemm_backend(255.9), ExpertGemmBackend::kCublasGrouped);
+  EXPECT_EQ(engine_expert_gemm_backend(kEngineMoeLoopMinRowsPerExpert),
+            ExpertGemmBackend::kCublasLtLoop);
+}
+
+// moe-mixtral-tiny at mbs 4: 8192 tokens x top-2 over 8 experts = 2048 rows each,
+// the loop backend: fc1 (2048, 1024) -> (2048, 7168) is 8 products from the table.
+TEST(EngineMoeKernels, LoopBackendIsExpertsTimesOneTableGemm) {
+  const Fixture f;
+  const DeviceRates r = f.rates();
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(2048, 1024, 7168, 8, r);
+  EXPECT_EQ(fc1.backend, ExpertGemmBackend::kCublasLtLoop);
+  const LinearTimes one = linear_times(2048, 1024, 7168, 1, r);
+  EXPECT_DOUBLE_EQ(fc1.gpu.forward_s, 8 * one.forward_s);
+  EXPECT_DOUBLE_EQ(fc1.gpu.input_gradient_s, 8 * one.input_gradient_s);
+  EXPECT_DOUBLE_EQ(fc1.gpu.weight_gradient_s, 8 * one.weight_gradient_s);
+  // The table's rate: 8 x (2·2048·1024·7168 / 600e12 + 1.5 us) = 8 x 51.6 us.
+  EXPECT_NEAR(fc1.gpu.forward_s, 8 * (2.0 * 2048 * 1024 * 7168 / 600e12 + kGap), 1e-9);
+  // The host issues 8 cuBLASLt products at 10.7 us each (fitted on
+  // reports/measurements/2026-11-27-h100-moe-kernels).
+  EXPECT_NEAR(fc1.host.forward_s, 8 * 10.7e-6, 1e-15);
+}
+
+// moe-fine-tiny at mbs 1: 2048 tokens x top-8 over 128 experts = 128 rows each,
+// below the loop's 256: cuBLAS's grouped GEMM, whose fit says max(32 us + 2.2 us
+// per expert, FLOPs / (310/(0.89·989.4) of the profile's GEMM rate)). fc1 is
+// (128, 512) -> (128, 384): 2·128·512·384·128 = 6.4 GFLOP, 30 us at that rate,
+// so the fixed 32 + 2.2·128 = 313.6 us sets it.
+TEST(EngineMoeKernels, FineGrainedShapeRunsTheGroupedBackend) {
+  const Fixture f;
+  const DeviceRates r = f.rates();
+  const ModelConfig m = f.catalog.model("moe-fine-tiny");
+  const TransformerShape s = transformer_shape_of(m, one_gpu(1));
+  const double rows = static_cast<double>(s.routed_pairs()) / s.local_experts;
+  ASSERT_EQ(rows, 128);
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(rows, 512, 384, 128, r);
+  EXPECT_EQ(fc1.backend, ExpertGemmBackend::kCublasGrouped);
+  const double rate = 310e12 / (0.89 * 989.4e12) * r.bf16_gemm_flops_per_s;
+  EXPECT_LT(2.0 * 128 * 512 * 384 * 128 / rate, 313.6e-6);
+  EXPECT_NEAR(fc1.gpu.forward_s, 313.6e-6, 1e-12);
+  EXPECT_NEAR(fc1.gpu.input_gradient_s, 313.6e-6, 1e-12);
+  // The fp32 weight gradient adds the bf16 staging buffer into it: 10 bytes per weight.
+  EXPECT_NEAR(fc1.gpu.weight_gradient_s, 313.6e-6 + 10.0 * 128 * 512 * 384 / kHbm + kGap, 1e-12);
+  // One GEMM call and two pointer-table fills (64 experts each), 4 us each to launch.
+  EXPECT_NEAR(fc1.host.forward_s, 3 * kHostLaunch, 1e-15);
+}
+
+// The layer's forward holds its GEMMs and more: norms, attention, the routing
+// kernels and the host's launches after the sync.
+TEST(EngineMoeKernels, MoeLayerForwardExceedsItsGemms) {
+  const Fixture f;
+  const DeviceRates r = f.rates();
+  const ModelConfig m = f.catalog.model("moe-mixtral-tiny");
+  const PassTime t = layer_time(m, one_gpu(4), r, true);
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(2048, 1024, 7168, 8, r);
+  const ExpertLinearTimes fc2 = engine_expert_linear_times(2048, 3584, 1024, 8, r);
+  // The router GEMM writes fp32 logits: 2 bytes per logit beyond the bf16 product.
+  const double router = linear_times(8192, 1024, 8, 1, r).forward_s + 2.0 * 8192 * 8 / kHbm;
+  const double moe_gemms = fc1.gpu.forward_s + fc2.gpu.forward_s + router;
+  EXPECT_GT(t.forward_s - t.attention_forward_s, moe_gemms);
+  EXPECT_GT(t.forward_s, t.gemm_forward_s);
+  EXPECT_NEAR(t.gemm_forward_s - moe_gemms,
+              linear_times(8192, 1024, 1536, 1, r).forward_s +   // QKV: 16 + 2·4 heads of 64
+                  fused_linear_times(8192, 1024, 1024, {ForwardEpilogue::kResidual, {},
+                                                        2.0 * 8192 * 1024, 0}, r).forward_s,
+              1e-12);
+  // The weight gradients: the experts' and the router's, beside QKV's and the projection's.
+  EXPECT_GT(t.weight_gradient_s, fc1.gpu.weight_gradient_s + fc2.gpu.weight_gradient_s);
+  EXPECT_GT(t.backward_s, t.weight_gradient_s);
+}
+
+// moe-fine-tiny at mbs 2: 256 rows per expert, the loop backend: 128 products of
+// ~2 us each per GEMM, issued at 10.7 us each, so the backward is the host's
+// launches: four expert products (fc2's and fc1's two gradients) x 128 x 10.7 us,
+// the block's 7 other kernels (un-permute, SwiGLU, permute, router, cast, the
+// router's two GEMMs) and the attention block's and norm2's 8 (projection x2,
+// attention, RoPE, QKV x2, norm1, norm2) at 4 us: 5478.4 + 60 = 5538.4 us.
+TEST(EngineMoeKernels, ManySmallExpertsOnTheLoopAreHostBound) {
+  const Fixture f;
+  const DeviceRates r = f.rates();
+  const ModelConfig m = f.catalog.model("moe-fine-tiny");
+  const PassTime t = layer_time(m, one_gpu(2), r, true);
+  EXPECT_NEAR(t.backward_s, 4 * 128 * 10.7e-6 + 15 * kHostLaunch, 1e-12);
+  // The forward issues fc1's and fc2's 128 products after the sync.
+  EXPECT_GT(t.forward_s, 2 * 128 * 10.7e-6);
+}
+
+// Layouts the engine's MoE block does not run (ep > 1 here) keep Megatron's list.
+TEST(EngineMoeKernels, ExpertParallelLayoutsKeepMegatronsList) {
+  const Fixture f;
+  const DeviceRates r = f.rates();
+  const ModelConfig m = f.catalog.model("moe-mixtral-tiny");
+  ParallelLayout l = one_gpu(2);
+  l.ep = 2;
+  l.dp = 2;
+  const PassTime engine = layer_time(m, l, r, true);
+  const PassTime megatron = megatron_layer_time(m, l, r, true);
+  EXPECT_EQ(engine.forward_s, megatron.forward_s);
+  EXPECT_EQ(engine.backward_s, megatron.backward_s);
+}
+
+}  // namespace
+}  // namespace sextant::sim
