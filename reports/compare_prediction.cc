@@ -21,7 +21,7 @@ ComparePrediction predict_for_compare(const sim::ModelConfig& model,
   p.step_time_interval_s = sim::step_time_interval_s(p.step_time_s, profile);
   // The tasks are measured with their kernels launched one by one (CUDA events
   // cannot time inside a graph replay): predict them so (sim/compute/stage_rates.h).
-  options.conditions = sim::task_timing_conditions(profile, layout);
+  options.conditions = sim::task_timing_conditions(profile, model, layout);
   const sim::EventSimulation e = sim::simulate_event(model, cluster, profile, layout, options);
   for (std::uint32_t i = e.plan.stage_begin[0]; i < e.plan.stage_begin[1]; ++i)
     p.task_seconds_per_step[task_kind(sim::task_name(e.plan, e.plan.tasks[i]))] +=

@@ -273,7 +273,7 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const MemoryBreakdown& memory, const PipelineSplit& split) {
-  return simulate_analytic(m, cluster, profile, l, memory, split, run_conditions(profile, l));
+  return simulate_analytic(m, cluster, profile, l, memory, split, run_conditions(profile, m, l));
 }
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,

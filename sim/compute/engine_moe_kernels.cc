@@ -129,15 +129,14 @@ double product_launches(ExpertGemmBackend backend, double experts) {
 
 }  // namespace
 
-ExpertGemmBackend engine_expert_gemm_backend(double rows_per_expert) {
-  return rows_per_expert >= kEngineMoeLoopMinRowsPerExpert ? ExpertGemmBackend::kCublasLtLoop
-                                                           : ExpertGemmBackend::kCublasGrouped;
+ExpertGemmBackend engine_expert_gemm_backend(const TransformerShape& shape) {
+  return shape.expert_gemms_in_loop() ? ExpertGemmBackend::kCublasLtLoop : ExpertGemmBackend::kCublasGrouped;
 }
 
-ExpertLinearTimes engine_expert_linear_times(double rows, double in, double out, double experts,
-                                             const DeviceRates& r) {
+ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double rows, double in, double out,
+                                             double experts, const DeviceRates& r) {
   ExpertLinearTimes e;
-  e.backend = engine_expert_gemm_backend(rows);
+  e.backend = backend;
   if (rows <= 0 || in <= 0 || out <= 0 || experts <= 0) return e;
   if (e.backend == ExpertGemmBackend::kCublasLtLoop) {
     // E products of the expert's shape, each timed from the measured dense
@@ -206,8 +205,9 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
   before.add(r.measured_kernel_gap_s, host);
 
   // Forward, after the sync.
-  const ExpertLinearTimes g1 = engine_expert_linear_times(n, h, fc1, E, r);
-  const ExpertLinearTimes g2 = engine_expert_linear_times(n, f, h, E, r);
+  const ExpertGemmBackend backend = engine_expert_gemm_backend(shape);
+  const ExpertLinearTimes g1 = engine_expert_linear_times(backend, n, h, fc1, E, r);
+  const ExpertLinearTimes g2 = engine_expert_linear_times(backend, n, f, h, E, r);
   Launches after;
   // moe_permute_forward: x (T, h) and the rows (4 bytes per pair) in, (P, h) out.
   after.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * P * h, r), host);

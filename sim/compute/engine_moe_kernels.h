@@ -19,21 +19,13 @@
 
 namespace sextant::sim {
 
-/// Mean routed rows per expert (routed pairs / local experts) from which the
-/// engine runs one cuBLASLt product per expert instead of cuBLAS's grouped GEMM.
-/// The engine's own choice (its placeholder, 256), restated here as sim/ may not
-/// include kernels/: keep it equal to the engine's threshold. Our measurement
-/// (reports/measurements/2026-11-27-h100-moe-kernels/) puts the crossover
-/// between 256 and 1,024 rows: at 128 experts x 256 rows the grouped GEMM took
-/// 692 us against the loop's 1,352 us.
-inline constexpr double kEngineMoeLoopMinRowsPerExpert = 256;
-
 /// The two backends of the engine's expert products (kernels/moe_grouped_gemm.h).
 enum class ExpertGemmBackend { kCublasGrouped, kCublasLtLoop };
-ExpertGemmBackend engine_expert_gemm_backend(double rows_per_expert);
+/// The engine's choice for `shape` (TransformerShape::expert_gemms_in_loop).
+ExpertGemmBackend engine_expert_gemm_backend(const TransformerShape& shape);
 
 /// One expert linear layer (in_width -> out_width) over all `experts`, each
-/// with `rows_per_expert` rows, on the backend the engine picks for them: each
+/// with `rows_per_expert` rows, on `backend`: each
 /// product's GPU time (all experts together; the grouped backend's fp32 weight
 /// gradient with its staging add), and the host's time to issue it.
 struct ExpertLinearTimes {
@@ -41,7 +33,7 @@ struct ExpertLinearTimes {
   LinearTimes gpu;
   LinearTimes host;
 };
-ExpertLinearTimes engine_expert_linear_times(double rows_per_expert, double in_width,
+ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double rows_per_expert, double in_width,
                                              double out_width, double experts,
                                              const DeviceRates& rates);
 

@@ -2,9 +2,10 @@
 
 namespace sextant::sim {
 
-LaunchMode engine_launch_mode(const CostProfile& profile, const ParallelLayout& layout) {
-  return profile.software == Software::kSextantEngine && layout.total_gpus() > 1 ? LaunchMode::kKernelsLaunched
-                                                                               : LaunchMode::kGraphReplay;
+LaunchMode engine_launch_mode(const CostProfile& profile, const ModelConfig& model, const ParallelLayout& layout) {
+  const bool launched = layout.total_gpus() > 1 || model.moe_layers() > 0;
+  return profile.software == Software::kSextantEngine && launched ? LaunchMode::kKernelsLaunched
+                                                                  : LaunchMode::kGraphReplay;
 }
 
 double measured_kernel_gap_s(const CostProfile& profile, LaunchMode mode) {

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "sim/core/cost_profile.h"
+#include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 
 namespace sextant::sim {
@@ -22,10 +23,12 @@ enum class LaunchMode : std::uint8_t {
   kKernelsLaunched,  // every kernel launched from the host
 };
 
-/// How our engine runs `layout` where `profile` describes it: every kernel
-/// launched on more than one GPU, a graph replay on one. Other software's
+/// How our engine runs `model` under `layout` where `profile` describes it:
+/// every kernel launched on more than one GPU or for a model with MoE layers
+/// (each waits on the host for its experts' row counts, which a graph cannot:
+/// engine/transformer/moe_layer.h), a graph replay otherwise. Other software's
 /// profiles say nothing of our engine's launches: kGraphReplay, as measured.
-LaunchMode engine_launch_mode(const CostProfile& profile, const ParallelLayout& layout);
+LaunchMode engine_launch_mode(const CostProfile& profile, const ModelConfig& model, const ParallelLayout& layout);
 
 /// How the engine times tasks (`run --compare`, `--timing`): every kernel
 /// launched, as CUDA events cannot time inside a graph replay.

@@ -7,15 +7,15 @@
 
 namespace sextant::sim {
 
-RunConditions run_conditions(const CostProfile& profile, const ParallelLayout& layout) {
+RunConditions run_conditions(const CostProfile& profile, const ModelConfig& model, const ParallelLayout& layout) {
   RunConditions c;
-  c.launch_mode = engine_launch_mode(profile, layout);
+  c.launch_mode = engine_launch_mode(profile, model, layout);
   if (profile.fit) c.power_cap_hfu = profile.fit->parameter(kFitPowerCapHfu, 0.0);
   return c;
 }
 
-RunConditions task_timing_conditions(const CostProfile& profile, const ParallelLayout& layout) {
-  RunConditions c = run_conditions(profile, layout);
+RunConditions task_timing_conditions(const CostProfile& profile, const ModelConfig& model, const ParallelLayout& layout) {
+  RunConditions c = run_conditions(profile, model, layout);
   c.launch_mode = kTaskTimingLaunchMode;
   return c;
 }

@@ -44,11 +44,12 @@ struct RunConditions {
 /// The conditions our engine runs `layout` under where `profile` describes
 /// it: its launch mode (engine_launch_mode) and the fit's power_cap_hfu (none
 /// without a fit or where the fit has none).
-RunConditions run_conditions(const CostProfile& profile, const ParallelLayout& layout);
+RunConditions run_conditions(const CostProfile& profile, const ModelConfig& model, const ParallelLayout& layout);
 
 /// The same with the engine timing its tasks (kTaskTimingLaunchMode), as
 /// `run --compare` measures them.
-RunConditions task_timing_conditions(const CostProfile& profile, const ParallelLayout& layout);
+RunConditions task_timing_conditions(const CostProfile& profile, const ModelConfig& model,
+                                     const ParallelLayout& layout);
 
 /// The step played at the burst clock, which sets each stage's clock under a
 /// power cap (stage_power_cap_slowdowns).

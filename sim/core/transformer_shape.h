@@ -77,6 +77,23 @@ struct TransformerShape {
   /// (token, choice) pairs this rank routes in a micro-batch: tokens x top-k,
   /// the rows the permutation makes when nothing is dropped.
   std::int64_t routed_pairs() const { return tokens() * router_topk; }
+  /// Whether the experts' GEMMs run as one cuBLASLt product per expert rather
+  /// than cuBLAS's grouped GEMM (kernels/moe_grouped_gemm.h). The loop pays the
+  /// host's launch and setup of each product (10.7 us per expert: the slope of
+  /// its time over the expert count at 16-256 rows) but then runs at the dense
+  /// GEMM's rate (500-740 TFLOP/s from 1,024 rows per expert), where the
+  /// grouped GEMM stayed near 300 TFLOP/s at every size (our H100 measurement,
+  /// reports/measurements/2026-11-27-h100-moe-kernels). So the loop is chosen
+  /// when an expert's fc1 keeps the GPU busy longer than the host takes to
+  /// launch the next at the loop's low end of 500 TFLOP/s: more than
+  /// 10.7 us x 500 TFLOP/s = 5.35 GFLOP per expert, at the mean rows.
+  bool expert_gemms_in_loop() const {
+    constexpr double kLoopHostSecondsPerExpert = 10.7e-6;
+    constexpr double kLoopFlopsPerSecond = 500e12;
+    const double rows_per_expert = static_cast<double>(routed_pairs()) / local_experts;
+    const double fc1_flops_per_expert = 2.0 * rows_per_expert * hidden * expert_fc1_width();
+    return fc1_flops_per_expert / kLoopFlopsPerSecond > kLoopHostSecondsPerExpert;
+  }
 
   /// The head dimension the attention kernels run at: 64 or 128, or the head
   /// dimension zero-padded to 128 (kernels/head_copy.h; GPT-3 2.7B's 80).

@@ -37,7 +37,7 @@ StageRates event_stage_rates(const Plan& plan, const ModelConfig& model, const C
 EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostProfile& profile, const ParallelLayout& layout,
                                const EventOptions& options) {
-  const RunConditions conditions = options.conditions.value_or(run_conditions(profile, layout));
+  const RunConditions conditions = options.conditions.value_or(run_conditions(profile, model, layout));
   EventSimulation out;
   PlanOptions plan_options;
   plan_options.schedule = options.schedule;

@@ -6,7 +6,8 @@
 #
 #   bash tools/bench/moe_checks.sh BIN_DIR OUT_DIR [PARTS]
 #
-# PARTS: a comma-separated subset of tests,runs,balance,torch (default: all).
+# PARTS: a comma-separated subset of tests,runs,compare,profile,balance,torch
+# (default: all).
 # BIN_DIR holds sextant, sextant_kernel_tests, sextant_engine_tests,
 # sextant_moe_trainer_tests and, in data/, vim-doc_text_document.{bin,idx}
 # (run_engine_checks.sh says how it is made). Outputs go to OUT_DIR; a short
@@ -14,7 +15,7 @@
 set -uo pipefail
 bin=${1:?usage: moe_checks.sh BIN_DIR OUT_DIR [PARTS]}
 out=${2:?usage: moe_checks.sh BIN_DIR OUT_DIR [PARTS]}
-parts=",${3:-tests,runs,balance,torch},"
+parts=",${3:-tests,runs,compare,profile,balance,torch},"
 wants() { [[ $parts == *",$1,"* ]]; }
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -66,6 +67,30 @@ for backend in cublaslt-loop cublas-grouped; do
   run "fine-tiny_mbs4_$backend" --model moe-fine-tiny --layout mbs=4,gbs=32 --steps 30 --moe-grouped-gemm "$backend"
 done
 run "fine-tiny_mbs1_auto" --model moe-fine-tiny --layout mbs=1,gbs=32 --steps 30
+fi
+
+if wants compare; then
+  echo "== run --compare: measured tasks against the simulator's (the engine's measured H100 profile)"
+  for spec in "mixtral-tiny moe-mixtral-tiny mbs=2,gbs=16" "mixtral-tiny moe-mixtral-tiny mbs=4,gbs=16" \
+              "fine-tiny moe-fine-tiny mbs=1,gbs=16" "fine-tiny moe-fine-tiny mbs=4,gbs=16"; do
+    read -r short model layout <<<"$spec"
+    name="compare_${short}_${layout%%,*}"
+    "${sextant[@]}" run --model "$model" --layout "$layout" --steps 12 --compare \
+      --profile configs/profiles/measured/h100-sxm-80gb.yaml >"$out/$name.txt" 2>&1
+    summary+=("$(printf '%-34s exit %d  %s' "$name" "$?" "$(grep -E '^  (step|mlp|attention)' "$out/$name.txt" | head -n 6 | tr '\n' ' ')")")
+  done
+fi
+
+if wants profile && command -v nsys >/dev/null 2>&1; then
+  echo "== nsys: where an MoE step's time goes (mixtral-tiny mbs 2, fine-tiny mbs 4)"
+  for spec in "mixtral moe-mixtral-tiny mbs=2,gbs=16" "fine moe-fine-tiny mbs=4,gbs=16"; do
+    read -r short model layout <<<"$spec"
+    nsys profile -o "$out/nsys_$short" --force-overwrite true -t cuda,nvtx "${sextant[@]}" run --model "$model" \
+      --layout "$layout" --steps 6 >"$out/nsys_${short}_run.txt" 2>&1
+    nsys stats -r cuda_gpu_kern_sum,cuda_api_sum --format csv -o "$out/nsys_$short" "$out/nsys_$short.nsys-rep" \
+      >/dev/null 2>&1
+    rm -f "$out/nsys_$short.nsys-rep" "$out/nsys_$short.sqlite"
+  done
 fi
 
 data="$bin/data/vim-doc_text_document"

@@ -31,10 +31,21 @@ constexpr double kHbm = 0.84 * 3.35e12;
 using Fixture = test_fixtures::EngineProfileFixture;
 using test_fixtures::one_gpu;
 
-TEST(EngineMoeKernels, BackendByRowsPerExpert) {
-  EXPECT_EQ(engine_expert_gemm_backend(255.9), ExpertGemmBackend::kCublasGrouped);
-  EXPECT_EQ(engine_expert_gemm_backend(kEngineMoeLoopMinRowsPerExpert),
-            ExpertGemmBackend::kCublasLtLoop);
+// The engine's choice (TransformerShape::expert_gemms_in_loop): the loop when an
+// expert's fc1 takes the GPU longer at 500 TFLOP/s than the host's 10.7 us
+// launch, i.e. above 5.35 GFLOP per expert.
+TEST(EngineMoeKernels, BackendByTheFlopsOfAnExpertsProduct) {
+  const Fixture f;
+  const ModelConfig mixtral = f.catalog.model("moe-mixtral-tiny");
+  const ModelConfig fine = f.catalog.model("moe-fine-tiny");
+  // 8 experts, 1,024 rows x 1,024 x 7,168: 15 GFLOP per expert.
+  EXPECT_EQ(engine_expert_gemm_backend(transformer_shape_of(mixtral, one_gpu(2))), ExpertGemmBackend::kCublasLtLoop);
+  // 512 rows: 7.5 GFLOP; no tokens at all: nothing to keep the GPU busy.
+  EXPECT_EQ(engine_expert_gemm_backend(transformer_shape_of(mixtral, one_gpu(1))), ExpertGemmBackend::kCublasLtLoop);
+  EXPECT_EQ(engine_expert_gemm_backend(transformer_shape_of(mixtral, one_gpu(0))), ExpertGemmBackend::kCublasGrouped);
+  // 128 experts, 512 rows x 512 x 384: 0.2 GFLOP per expert, even at mbs 16 (3.2 GFLOP).
+  EXPECT_EQ(engine_expert_gemm_backend(transformer_shape_of(fine, one_gpu(4))), ExpertGemmBackend::kCublasGrouped);
+  EXPECT_EQ(engine_expert_gemm_backend(transformer_shape_of(fine, one_gpu(16))), ExpertGemmBackend::kCublasGrouped);
 }
 
 // moe-mixtral-tiny at mbs 4: 8192 tokens x top-2 over 8 experts = 2048 rows each,
@@ -42,7 +53,7 @@ TEST(EngineMoeKernels, BackendByRowsPerExpert) {
 TEST(EngineMoeKernels, LoopBackendIsExpertsTimesOneTableGemm) {
   const Fixture f;
   const DeviceRates r = f.rates();
-  const ExpertLinearTimes fc1 = engine_expert_linear_times(2048, 1024, 7168, 8, r);
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 2048, 1024, 7168, 8, r);
   EXPECT_EQ(fc1.backend, ExpertGemmBackend::kCublasLtLoop);
   const LinearTimes one = linear_times(2048, 1024, 7168, 1, r);
   EXPECT_DOUBLE_EQ(fc1.gpu.forward_s, 8 * one.forward_s);
@@ -67,7 +78,7 @@ TEST(EngineMoeKernels, FineGrainedShapeRunsTheGroupedBackend) {
   const TransformerShape s = transformer_shape_of(m, one_gpu(1));
   const double rows = static_cast<double>(s.routed_pairs()) / s.local_experts;
   ASSERT_EQ(rows, 128);
-  const ExpertLinearTimes fc1 = engine_expert_linear_times(rows, 512, 384, 128, r);
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasGrouped, rows, 512, 384, 128, r);
   EXPECT_EQ(fc1.backend, ExpertGemmBackend::kCublasGrouped);
   const double rate = 310e12 / (0.89 * 989.4e12) * r.bf16_gemm_flops_per_s;
   EXPECT_LT(2.0 * 128 * 512 * 384 * 128 / rate, 313.6e-6);
@@ -86,8 +97,8 @@ TEST(EngineMoeKernels, MoeLayerForwardExceedsItsGemms) {
   const DeviceRates r = f.rates();
   const ModelConfig m = f.catalog.model("moe-mixtral-tiny");
   const PassTime t = layer_time(m, one_gpu(4), r, true);
-  const ExpertLinearTimes fc1 = engine_expert_linear_times(2048, 1024, 7168, 8, r);
-  const ExpertLinearTimes fc2 = engine_expert_linear_times(2048, 3584, 1024, 8, r);
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 2048, 1024, 7168, 8, r);
+  const ExpertLinearTimes fc2 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 2048, 3584, 1024, 8, r);
   // The router GEMM writes fp32 logits: 2 bytes per logit beyond the bf16 product.
   const double router = linear_times(8192, 1024, 8, 1, r).forward_s + 2.0 * 8192 * 8 / kHbm;
   const double moe_gemms = fc1.gpu.forward_s + fc2.gpu.forward_s + router;
@@ -103,20 +114,20 @@ TEST(EngineMoeKernels, MoeLayerForwardExceedsItsGemms) {
   EXPECT_GT(t.backward_s, t.weight_gradient_s);
 }
 
-// moe-fine-tiny at mbs 2: 256 rows per expert, the loop backend: 128 products of
-// ~2 us each per GEMM, issued at 10.7 us each, so the backward is the host's
-// launches: four expert products (fc2's and fc1's two gradients) x 128 x 10.7 us,
-// the block's 7 other kernels (un-permute, SwiGLU, permute, router, cast, the
-// router's two GEMMs) and the attention block's and norm2's 8 (projection x2,
-// attention, RoPE, QKV x2, norm1, norm2) at 4 us: 5478.4 + 60 = 5538.4 us.
-TEST(EngineMoeKernels, ManySmallExpertsOnTheLoopAreHostBound) {
+// Why the engine does not loop over many small experts: moe-fine-tiny at mbs 2
+// (256 rows per expert, 128 experts) on the loop would issue 128 products at
+// 10.7 us of host time each, each a small GEMM far below the GPU's rate; the
+// grouped GEMM does the same work in less time.
+TEST(EngineMoeKernels, ManySmallExpertsOnTheLoopWouldBeHostBound) {
   const Fixture f;
   const DeviceRates r = f.rates();
-  const ModelConfig m = f.catalog.model("moe-fine-tiny");
-  const PassTime t = layer_time(m, one_gpu(2), r, true);
-  EXPECT_NEAR(t.backward_s, 4 * 128 * 10.7e-6 + 15 * kHostLaunch, 1e-12);
-  // The forward issues fc1's and fc2's 128 products after the sync.
-  EXPECT_GT(t.forward_s, 2 * 128 * 10.7e-6);
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 256, 512, 384, 128, r);
+  EXPECT_NEAR(fc1.host.forward_s, 128 * 10.7e-6, 1e-12);
+  const ExpertLinearTimes grouped = engine_expert_linear_times(ExpertGemmBackend::kCublasGrouped, 256, 512, 384, 128, r);
+  EXPECT_LT(std::max(grouped.gpu.forward_s, grouped.host.forward_s), std::max(fc1.gpu.forward_s, fc1.host.forward_s));
+  // And the engine's choice for that shape is the grouped GEMM.
+  EXPECT_EQ(engine_expert_gemm_backend(transformer_shape_of(f.catalog.model("moe-fine-tiny"), one_gpu(2))),
+            ExpertGemmBackend::kCublasGrouped);
 }
 
 // Layouts the engine's MoE block does not run (ep > 1 here) keep Megatron's list.

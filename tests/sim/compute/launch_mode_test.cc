@@ -25,17 +25,23 @@ TEST(LaunchMode, SeveralRanksLaunchEveryKernel) {
   ParallelLayout one;
   ParallelLayout four = one;
   four.dp = 4;
-  EXPECT_EQ(engine_launch_mode(engine, one), LaunchMode::kGraphReplay);
-  EXPECT_EQ(engine_launch_mode(engine, four), LaunchMode::kKernelsLaunched);
+  EXPECT_EQ(engine_launch_mode(engine, ModelConfig{}, one), LaunchMode::kGraphReplay);
+  EXPECT_EQ(engine_launch_mode(engine, ModelConfig{}, four), LaunchMode::kKernelsLaunched);
   // The gap after each kernel: the graph's 1.5 µs, a stream launch's 4 µs (the fixture's).
   EXPECT_DOUBLE_EQ(device_rates(GpuConfig{}, engine, Precision::kBf16).measured_kernel_gap_s, 1.5e-6);
   EXPECT_DOUBLE_EQ(
       device_rates(GpuConfig{}, engine, Precision::kBf16, LaunchMode::kKernelsLaunched).measured_kernel_gap_s,
       4.0e-6);
+  // An MoE model's layers wait on the host for their experts' rows: no graph, even on one GPU.
+  ModelConfig moe;
+  moe.num_layers = 2;
+  moe.moe = MoeConfig{};
+  moe.moe->num_experts = 8;
+  EXPECT_EQ(engine_launch_mode(engine, moe, one), LaunchMode::kKernelsLaunched);
   // Other software's profiles say nothing of our engine's launches.
   CostProfile published = engine;
   published.software = Software::kMegatronPublished;
-  EXPECT_EQ(engine_launch_mode(published, four), LaunchMode::kGraphReplay);
+  EXPECT_EQ(engine_launch_mode(published, ModelConfig{}, four), LaunchMode::kGraphReplay);
 }
 
 // Both simulators cost a layout of several ranks as launched, whatever the
@@ -52,7 +58,7 @@ TEST(LaunchMode, BothSimulatorsCostSeveralRanksLaunched) {
   ParallelLayout two = one;
   two.dp = 2;
   two.gbs = 8;
-  const RunConditions launched = task_timing_conditions(engine, one);  // every kernel launched
+  const RunConditions launched = task_timing_conditions(engine, m, one);  // every kernel launched
   EventOptions timed;
   timed.conditions = launched;
   // One GPU: launching costs 2.5 µs more a kernel (about 500 kernels a step).

@@ -52,7 +52,7 @@ TEST(PowerCap, ResolvedStageRatesScaleEveryKernelByTheSlowdownOfTheBurstHfu) {
   CostProfile capped = f.burst;
   const double cap = 0.5 * at_burst.hfu;  // binds: slowdown 2^(1/3)
   capped.fit = ProfileFit{"", {{std::string(kFitPowerCapHfu), cap}}, 0, 0};
-  const RunConditions conditions = run_conditions(capped, f.layout);
+  const RunConditions conditions = run_conditions(capped, f.model, f.layout);
   ASSERT_TRUE(conditions.power_capped());
   const StageRates resolved = stage_rates(f.cluster.gpu, capped, f.layout, conditions, {{1.0}, at_burst.hfu});
   EXPECT_DOUBLE_EQ(resolved.burst.compute_time_factor, 1.0);  // the cap applied once, to the stage's rates

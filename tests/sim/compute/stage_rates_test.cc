@@ -33,17 +33,17 @@ TEST(RunConditions, FollowTheProfileAndTheLayout) {
   CostProfile profile = engine_profile();
   const ParallelLayout one = pipeline_of(1);
   const ParallelLayout four = pipeline_of(4);
-  EXPECT_EQ(run_conditions(profile, one).launch_mode, LaunchMode::kGraphReplay);
-  EXPECT_EQ(run_conditions(profile, four).launch_mode, LaunchMode::kKernelsLaunched);
-  EXPECT_FALSE(run_conditions(profile, four).power_capped());  // no fit, no cap
+  EXPECT_EQ(run_conditions(profile, ModelConfig{}, one).launch_mode, LaunchMode::kGraphReplay);
+  EXPECT_EQ(run_conditions(profile, ModelConfig{}, four).launch_mode, LaunchMode::kKernelsLaunched);
+  EXPECT_FALSE(run_conditions(profile, ModelConfig{}, four).power_capped());  // no fit, no cap
 
   profile.fit = ProfileFit{"", {{std::string(kFitPowerCapHfu), 0.42}}, 0, 0};
-  const RunConditions capped = run_conditions(profile, one);
+  const RunConditions capped = run_conditions(profile, ModelConfig{}, one);
   EXPECT_DOUBLE_EQ(capped.power_cap_hfu, 0.42);
   EXPECT_FALSE(capped.at_burst_clock().power_capped());
   EXPECT_EQ(capped.at_burst_clock().launch_mode, LaunchMode::kGraphReplay);
   // Timing tasks launches every kernel, even on one GPU; the cap stays.
-  const RunConditions timed = task_timing_conditions(profile, one);
+  const RunConditions timed = task_timing_conditions(profile, ModelConfig{}, one);
   EXPECT_EQ(timed.launch_mode, LaunchMode::kKernelsLaunched);
   EXPECT_DOUBLE_EQ(timed.power_cap_hfu, 0.42);
 }
@@ -72,7 +72,7 @@ TEST(StageRates, EachStageUnderThePowerCapAndTheLaunchMode) {
   CostProfile profile = engine_profile();
   profile.fit = ProfileFit{"", {{std::string(kFitComputeTimeFactor), 1.04}, {std::string(kFitPowerCapHfu), 0.47}}, 0, 0};
   const ParallelLayout four = pipeline_of(4);
-  const RunConditions conditions = run_conditions(profile, four);
+  const RunConditions conditions = run_conditions(profile, ModelConfig{}, four);
   const StageRates rates = stage_rates(h100(), profile, four, conditions, {{1.0, 1.0, 1.0, 1.4}, 0.5});
   ASSERT_EQ(rates.clock_slowdowns.size(), 4u);
   for (int s = 0; s < 3; ++s) {
@@ -96,7 +96,7 @@ TEST(StageRates, OneStageRunsAtTheUniformModelsClock) {
   CostProfile profile = engine_profile();
   profile.fit = ProfileFit{"", {{std::string(kFitPowerCapHfu), 0.4}}, 0, 0};
   const ParallelLayout one = pipeline_of(1);
-  const StageRates rates = stage_rates(h100(), profile, one, run_conditions(profile, one), {{123.0}, 0.8});
+  const StageRates rates = stage_rates(h100(), profile, one, run_conditions(profile, ModelConfig{}, one), {{123.0}, 0.8});
   EXPECT_NEAR(rates.stage(0).compute_time_factor, std::cbrt(2.0), 1e-12);
   EXPECT_DOUBLE_EQ(rates.stage(0).measured_kernel_gap_s, 1.5e-6);  // one GPU: the graph replay's gap
 }
@@ -105,10 +105,10 @@ TEST(StageRates, APowerCapNeedsEveryStagesBurstClockCompute) {
   CostProfile profile = engine_profile();
   profile.fit = ProfileFit{"", {{std::string(kFitPowerCapHfu), 0.4}}, 0, 0};
   const ParallelLayout four = pipeline_of(4);
-  EXPECT_THROW(stage_rates(h100(), profile, four, run_conditions(profile, four), {{1.0, 1.0}, 0.5}),
+  EXPECT_THROW(stage_rates(h100(), profile, four, run_conditions(profile, ModelConfig{}, four), {{1.0, 1.0}, 0.5}),
                std::invalid_argument);
   // Without a cap the load is not read.
-  EXPECT_NO_THROW(stage_rates(h100(), profile, four, run_conditions(profile, four).at_burst_clock()));
+  EXPECT_NO_THROW(stage_rates(h100(), profile, four, run_conditions(profile, ModelConfig{}, four).at_burst_clock()));
 }
 
 }  // namespace
