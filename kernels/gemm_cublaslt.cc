@@ -125,8 +125,24 @@ struct CublasLtGemm::Problem {
 
 namespace {
 
+// The size the algorithm is chosen for: the varying dimension's power-of-two
+// bucket (VaryingDim), the others as they are.
+int bucket_of(int size) {
+  int bucket = 64;
+  while (bucket < size) bucket *= 2;
+  return bucket;
+}
+
+GemmArgs chosen_for(const GemmArgs& a) {
+  GemmArgs b = a;
+  if (a.varying == VaryingDim::kM) b.m = bucket_of(a.m);
+  if (a.varying == VaryingDim::kK) b.k = bucket_of(a.k);
+  return b;
+}
+
 std::string problem_key(const GemmArgs& a) {
   std::string key = shape(a);
+  if (a.varying != VaryingDim::kNone) key += a.varying == VaryingDim::kM ? " m varies" : " k varies";
   key += a.transpose_a == Transpose::kYes ? " T" : " N";
   key += a.transpose_b == Transpose::kYes ? "T" : "N";
   key += a.c_type == GemmOutput::kBf16 ? " bf16" : " fp32";
@@ -143,7 +159,8 @@ constexpr int kHeuristicCandidates = 16;
 
 }  // namespace
 
-CublasLtGemm::Problem& CublasLtGemm::problem(const GemmArgs& args) {
+CublasLtGemm::Problem& CublasLtGemm::problem(const GemmArgs& actual) {
+  const GemmArgs args = chosen_for(actual);
   std::string key = problem_key(args);
   if (auto found = problems_.find(key); found != problems_.end()) return *found->second;
 
@@ -217,7 +234,27 @@ CublasLtGemm::Problem& CublasLtGemm::problem(const GemmArgs& args) {
   return result;
 }
 
+namespace {
+
+void set_layout(cublasLtMatrixLayout_t layout, std::uint64_t rows, std::uint64_t cols) {
+  const std::int64_t ld = static_cast<std::int64_t>(rows);
+  SEXTANT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof(rows)));
+  SEXTANT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof(cols)));
+  SEXTANT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof(ld)));
+}
+
+}  // namespace
+
 void CublasLtGemm::launch(const GemmArgs& args, Problem& p, int algorithm, cudaStream_t stream) {
+  if (args.varying != VaryingDim::kNone) {
+    // The descriptors were made for the bucket's size: this call's own (the
+    // same column-major views as problem() makes).
+    const bool ta = args.transpose_a == Transpose::kYes;
+    const bool tb = args.transpose_b == Transpose::kYes;
+    set_layout(p.first.desc, tb ? args.k : args.n, tb ? args.n : args.k);
+    set_layout(p.second.desc, ta ? args.m : args.k, ta ? args.k : args.m);
+    set_layout(p.out.desc, args.n, args.m);
+  }
   if (args.bias != nullptr) {
     const void* bias = args.bias;
     set_attribute(p.op.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);

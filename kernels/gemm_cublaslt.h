@@ -39,6 +39,13 @@ enum class Transpose { kNo, kYes };
 // bf16 bias: reports/measurements/2026-11-22-h100-profile-1.3b/gemm.txt.)
 enum class GemmEpilogue { kNone, kBias, kGelu, kBiasGelu, kGeluBackward };
 enum class GemmOutput { kBf16, kFp32 };
+/// The dimension of a product whose size changes from call to call (an MoE
+/// expert's rows: m of its forward and input gradient, k of its weight
+/// gradient), or none. CublasLtGemm then picks the algorithm once per power of
+/// two of that size (the smallest at least 64 and at least the size) and runs
+/// each call at its own size: cuBLASLt's heuristic, tens of microseconds of host
+/// time, runs once per bucket instead of once per size.
+enum class VaryingDim { kNone, kM, kK };
 
 struct GemmArgs {
   int m = 0, n = 0, k = 0;
@@ -57,6 +64,7 @@ struct GemmArgs {
   Bf16* gelu_input = nullptr;  // (m, n) bf16: written by kGelu/kBiasGelu when not null (the
                                // values GELU was applied to, after the bias); read by the
                                // GELU backward epilogues, which need it
+  VaryingDim varying = VaryingDim::kNone;
   int sm_count_target = 0;  // > 0: choose algorithms for this many multiprocessors, the
                             // rest being busy with a concurrent stream's kernels
                             // (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); 0: all of them

@@ -146,6 +146,7 @@ void MoeGroupedGemm::forward(Bf16* y, const Bf16* x, const Bf16* weights,
   p.gemms = per_expert(rows_per_expert, [&](std::int64_t e, std::int64_t start, int rows) {
     GemmArgs g;
     g.m = rows, g.n = out, g.k = in;
+    g.varying = VaryingDim::kM;  // each expert's rows change with the routing
     g.a = x + start * in;
     g.b = weights + e * out * in, g.transpose_b = Transpose::kYes;  // (out, in) = (n, k)
     g.c = y + start * out;
@@ -162,6 +163,7 @@ void MoeGroupedGemm::backward_input(Bf16* dx, const Bf16* dy, const Bf16* weight
   p.gemms = per_expert(rows_per_expert, [&](std::int64_t e, std::int64_t start, int rows) {
     GemmArgs g;
     g.m = rows, g.n = in, g.k = out;
+    g.varying = VaryingDim::kM;
     g.a = dy + start * out;
     g.b = weights + e * out * in;  // (out, in) = (k, n)
     g.c = dx + start * in;
@@ -189,6 +191,7 @@ void MoeGroupedGemm::backward_weight(void* dweights, GemmOutput dweights_type, f
   p.gemms = per_expert(rows_per_expert, [&](std::int64_t e, std::int64_t start, int rows) {
     GemmArgs g;
     g.m = out, g.n = in, g.k = rows;
+    g.varying = VaryingDim::kK;
     g.a = dy + start * out, g.transpose_a = Transpose::kYes;  // (rows, out) = (k, m)
     g.b = x + start * in;                                    // (rows, in) = (k, n)
     g.c = target + e * expert_bytes;

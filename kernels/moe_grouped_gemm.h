@@ -18,7 +18,8 @@
 //   into a caller's staging buffer and added into the fp32 one by a second kernel:
 //   one more bf16 rounding of each product than the loop.
 // - kCublasLtLoop: one cuBLASLt product per expert with rows (kernels/gemm_cublaslt.h),
-//   each shape's algorithm chosen once and cached; an fp32 weight gradient is
+//   each shape's algorithm chosen once per power of two of the rows (VaryingDim:
+//   the rows change with every routing) and cached; an fp32 weight gradient is
 //   accumulated by cuBLASLt itself. One launch per expert, so many small experts
 //   pay a launch each.
 // Both take the row counts on the host: cuBLAS needs the sizes to launch (the

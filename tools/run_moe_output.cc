@@ -28,7 +28,10 @@ double mean_loss(double sum, const MoeStatistics& s) {
 std::string moe_progress_line(const MoeStatistics& s) {
   if (s.expert_tokens.empty()) return "";
   std::string line = "       moe  busiest expert / mean by layer:";
-  for (const double load : loads_of(s)) line += " " + sim::format_fixed(load, 2);
+  for (const double load : loads_of(s)) {
+    line += ' ';
+    line += sim::format_fixed(load, 2);
+  }
   if (s.aux_loss_sum > 0) line += "; Switch loss " + sim::format_fixed(mean_loss(s.aux_loss_sum, s), 4);
   if (s.z_loss_sum > 0) line += "; z-loss " + sim::format_fixed(mean_loss(s.z_loss_sum, s), 3);
   return line + "\n";

@@ -19,30 +19,6 @@ namespace {
 
 constexpr auto kAct = MemoryCategory::kActivations;
 
-// The experts' GEMMs: one cuBLASLt product per expert pays the host's launch
-// and setup of each (10.7 us per expert: the slope of the loop's time over the
-// expert count at 16-256 rows, our H100 measurement in
-// reports/measurements/2026-11-27-h100-moe-kernels) but then runs at the dense
-// GEMM's rate (500-740 TFLOP/s from 1,024 rows per expert); cuBLAS's grouped
-// GEMM launches once but stayed near 300 TFLOP/s at every size. The loop wins
-// only when an expert's product keeps the GPU busier than the host takes to
-// launch the next one: fc1's FLOPs per expert at the loop's rate (500 TFLOP/s,
-// the low end measured) above 10.7 us, i.e. more than 5.35 GFLOP per expert.
-// Both tiny presets of the measurement agree: moe-mixtral-tiny at 1,024 rows x
-// 1,024 x 7,168 (15 GFLOP) ran the loop 3 % faster, moe-fine-tiny at 512 rows x
-// 512 x 384 (0.2 GFLOP) the grouped GEMM 2.6x faster
-// (reports/measurements/2026-11-27-h100-moe-engine).
-constexpr double kLoopHostSecondsPerExpert = 10.7e-6;
-constexpr double kLoopFlopsPerSecond = 500e12;
-
-kernels::MoeGemmBackend faster_backend(const TransformerShape& s) {
-  const double rows_per_expert = static_cast<double>(s.routed_pairs()) / s.local_experts;
-  const double fc1_flops_per_expert = 2.0 * rows_per_expert * s.hidden * s.expert_fc1_width();
-  return fc1_flops_per_expert / kLoopFlopsPerSecond > kLoopHostSecondsPerExpert
-             ? kernels::MoeGemmBackend::kCublasLtLoop
-             : kernels::MoeGemmBackend::kCublasGrouped;
-}
-
 }  // namespace
 
 struct MoeLayer::Sizes {
@@ -113,7 +89,13 @@ MoeLayer::MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, co
       stored_(to_size(context.shape().num_layers)),
       expert_rows_(to_size(context.shape().num_layers)) {
   const TransformerShape& s = context.shape();
-  backend_ = options_.gemm_backend.value_or(faster_backend(s));
+  // The faster by the FLOPs of an expert's product against the host's launch
+  // of each (TransformerShape::expert_gemms_in_loop). Measured on the tiny
+  // presets (reports/measurements/2026-11-27-h100-moe-engine): moe-mixtral-tiny
+  // at mbs 2 (15 GFLOP per expert) ran the loop 3 % faster, moe-fine-tiny at
+  // mbs 4 (0.2 GFLOP) the grouped GEMM 2.6x faster.
+  backend_ = options_.gemm_backend.value_or(s.expert_gemms_in_loop() ? kernels::MoeGemmBackend::kCublasLtLoop
+                                                                      : kernels::MoeGemmBackend::kCublasGrouped);
   readback_.resize(2 * to_size(s.local_experts));
   for (int layer = 0; layer < s.num_layers; ++layer)
     if (s.moe_layer(first_layer_ + layer)) statistics_.expert_tokens.emplace_back(to_size(s.local_experts), 0);

@@ -169,6 +169,29 @@ TEST_F(GemmEpilogueTest, BiasAndBiasGeluWithSavedInput) {
   EXPECT_TRUE(all_close(to_double(d_c.download()), activated, 1e-2, atol)) << "bias + GELU";
 }
 
+// A product whose rows (m) or depth (k) change per call, as an MoE expert's
+// do: every size matches the reference, and sizes in one power-of-two bucket
+// share one problem (one heuristic call) while another bucket makes a second.
+TEST_F(GemmFixture, VaryingSizesShareOneAlgorithmPerBucket) {
+  for (const VaryingDim dim : {VaryingDim::kM, VaryingDim::kK}) {
+    gemm_ = std::make_unique<CublasLtGemm>(workspace_->get(), kCublasLtWorkspaceBytes);
+    for (const int size : {130, 200, 256, 97, 300}) {  // buckets 256, 256, 256, 128, 512
+      // The forward (NT) with m varying; the weight gradient (TN) with k varying.
+      const Case s = dim == VaryingDim::kM ? Case{size, 192, 64, false, true} : Case{96, 128, size, true, false};
+      const auto a = testing::random_bf16(rng(), static_cast<std::size_t>(s.m) * s.k, 0.0, 1.0);
+      const auto b = testing::random_bf16(rng(), static_cast<std::size_t>(s.k) * s.n, 0.0, 1.0);
+      DeviceBuffer<Bf16> d_a(a), d_b(b), d_c(static_cast<std::size_t>(s.m) * s.n);
+      GemmArgs g = args(s, d_a, d_b, d_c.get());
+      g.varying = dim;
+      gemm_->run(g, nullptr);
+      Product want = reference(to_double(a), to_double(b), s);
+      for (auto& x : want.abs_sum) x *= s.k * std::ldexp(1.0, -23);
+      EXPECT_TRUE(all_close(to_double(d_c.download()), want.c, 1e-2, want.abs_sum)) << "size " << size;
+    }
+    EXPECT_EQ(gemm_->chosen_algorithms().size(), 3u) << "one problem per bucket (128, 256, 512)";
+  }
+}
+
 TEST(GemmCheck, NamesTheProblem) {
   alignas(16) static Bf16 h[16];
   GemmArgs g;
