@@ -22,6 +22,77 @@ TEST(RunLaunch, PrintSbatchWritesTheSlurmScript) {
             std::string::npos) << r.out;
 }
 
+// --print-sbatch writes nothing for a job `run` would refuse on its nodes x GPUs
+// ranks (exit 2, one message naming the option), the same checks in the same words.
+TEST(RunLaunch, PrintSbatchRefusesWhatRunRefusesBeforeWritingAnything) {
+  TempDir dir;
+  struct Case {
+    const char* arguments;
+    const char* message;
+  };
+  const Case cases[] = {
+      // An unknown model.
+      {"--model no-such-model", "no-such-model"},
+      // 16 heads of gpt-350m over tp=3 (3 nodes of 1 GPU: the ranks fit, the heads do not).
+      {"--nodes 3 --gpus-per-node 1 --model gpt-350m --layout tp=3",
+       "--layout: tp: 3: num_attention_heads (16) of model 'gpt-350m' must be a multiple of tp"},
+      // tp·pp = 64 ranks asked of 2 nodes of 8 GPUs.
+      {"--nodes 2 --model gpt-350m --layout tp=8,pp=8",
+       "--layout: tp·cp·pp = 64 does not divide the 16 ranks the launcher started"},
+      // dp given, more than the nodes hold.
+      {"--nodes 1 --model gpt-350m --layout dp=16",
+       "tp·cp·dp·pp = 16 is not the 8 ranks the launcher started"},
+      // A knob the engine does not execute.
+      {"--nodes 1 --model gpt-350m --layout cp=2", "context parallelism is not executed yet"},
+      {"--nodes 1 --model gpt-350m --layout zero=3", "--layout: zero"},
+      // A batch the ranks cannot share.
+      {"--nodes 1 --model gpt-350m --layout mbs=2,gbs=6", "--layout"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run_sextant(dir, std::string("run --print-sbatch ") + c.arguments);
+    EXPECT_EQ(r.exit_code, 2) << c.arguments;
+    EXPECT_EQ(r.out, "") << c.arguments;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.arguments << "\n" << r.err;
+  }
+}
+
+TEST(RunLaunch, PrintSbatchAcceptsOnlySlurmTimeFormats) {
+  TempDir dir;
+  const std::string job = "run --print-sbatch --nodes 1 --model gpt-350m --steps 10 --time ";
+  for (const char* time : {"99:99:99", "'01:00:00;reboot'", "'01:00:00\n#SBATCH --account=x'", "1h", "0"}) {
+    const CommandResult r = run_sextant(dir, job + time);
+    EXPECT_EQ(r.exit_code, 2) << time;
+    EXPECT_EQ(r.out, "") << time;
+    EXPECT_NE(r.err.find("--time: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("accepted: Slurm's forms minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS"),
+              std::string::npos) << r.err;
+  }
+  const CommandResult r = run_sextant(dir, job + "1-12:00");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("#SBATCH --time=1-12:00\n"), std::string::npos) << r.out;
+}
+
+TEST(RunLaunch, PrintSbatchQuotesOrRefusesEveryValueThatReachesTheScript) {
+  TempDir dir;
+  // A ';' in a value is quoted on the srun line, never run.
+  CommandResult r = run_sextant(dir, "run --print-sbatch --nodes 1 --model gpt-350m --steps 10 --save 'ck;pt'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" --save 'ck;pt'\n"), std::string::npos) << r.out;
+  // A newline is refused (shown escaped).
+  r = run_sextant(dir, "run --print-sbatch --nodes 1 --model gpt-350m --steps 10 --save 'ck\n#SBATCH --x'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("'ck\\n#SBATCH --x' holds a control character"), std::string::npos) << r.err;
+  // Node and GPU counts: whole numbers in range.
+  r = run_sextant(dir, "run --print-sbatch --nodes 0 --model gpt-350m");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--nodes: expected a whole number from 1 to"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --print-sbatch --gpus-per-node 1000 --model gpt-350m");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus-per-node: expected a whole number from 1 to 64, got '1000'"), std::string::npos)
+      << r.err;
+}
+
 TEST(RunLaunch, ALayoutThatDoesNotFitTheRanksStopsEveryRank) {
   // 2 ranks, tp=3: each rank refuses the layout (exit 2); the supervisor exits 2 with the message.
   TempDir dir;
