@@ -7,6 +7,9 @@
 #include "engine/training/engine_support.h"
 #include "tools/numeric_option.h"
 #include "tools/run_layout.h"
+#ifdef SEXTANT_HAVE_NCCL
+#include "tools/visible_gpu.h"
+#endif
 
 namespace sextant::tools {
 
@@ -56,6 +59,8 @@ LaunchedJob join_launched_job(const std::optional<engine::launch::RankEnvironmen
   if (!rank) return job;
   job.world_rank = rank->rank;
 #ifdef SEXTANT_HAVE_NCCL
+  // Each rank's GPU is checked before NCCL's setup selects it (cudaSetDevice).
+  require_visible_gpu("rank " + std::to_string(rank->rank), "local rank", rank->local_rank);
   job.communicators = engine::comm::join_job(*rank, layout, std::cerr);
 #else
   (void)layout;

@@ -1,5 +1,10 @@
 // `sextant run`'s launch options through the binary (no GPU needed).
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "tests/support/run_sextant.h"
 #include "tests/support/temp_dir.h"
@@ -171,6 +176,41 @@ TEST(RunLaunch, KnobsTheEngineDoesNotExecuteAreRefusedNotIgnored) {
     const CommandResult r = run_sextant(dir, std::string("run --model gpt-350m --layout ") + layout);
     EXPECT_EQ(r.exit_code, 2) << layout;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+// Without a GPU every rank path says so as plain `run` does (exit 2), never a
+// CUDA error from cudaSetDevice (exit 1): the ranks --nproc-per-node starts,
+// and a rank started by Slurm, by Open MPI or by torchrun-style variables.
+TEST(RunLaunch, RanksWithoutAGpuSaySoAndExitTwo) {
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";
+  TempDir dir;
+  const std::string job = "run --model gpt-350m --seq-length 128 --layout mbs=1 --steps 1";
+  auto expect_refused = [](const CommandResult& r, const std::string& path) {
+    EXPECT_EQ(r.exit_code, 2) << path << "\n" << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << path << "\n" << r.err;
+    const bool explained = r.err.find("no CUDA GPU is visible") != std::string::npos ||
+                           r.err.find("built without") != std::string::npos;
+    EXPECT_TRUE(explained) << path << "\n" << r.err;
+  };
+  const CommandResult local = run_sextant(dir, "run --nproc-per-node 2 " + job.substr(4));
+  if (local.exit_code == 0) GTEST_SKIP() << "this machine has GPUs";
+  expect_refused(local, "--nproc-per-node 2");
+  EXPECT_NE(local.err.find("rank 1: no CUDA GPU is visible"), std::string::npos) << local.err;
+  // One rank of a job of one, as each launcher describes it (a world of one
+  // needs no peer to meet, so the rank reaches its GPU check alone).
+  const std::vector<std::vector<std::pair<const char*, const char*>>> launchers = {
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_STEP_NODELIST", "localhost"}},
+      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+       {"MASTER_ADDR", "127.0.0.1"}},
+      {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}},
+  };
+  for (const auto& variables : launchers) {
+    for (const auto& [name, value] : variables) ::setenv(name, value, 1);
+    const CommandResult r = run_sextant(dir, job);
+    for (const auto& [name, value] : variables) ::unsetenv(name);
+    expect_refused(r, variables.front().first);
+    EXPECT_NE(r.err.find("rank 0: no CUDA GPU is visible"), std::string::npos) << r.err;
   }
 }
 
