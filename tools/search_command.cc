@@ -140,7 +140,7 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       "  sextant search --model gpt3-175b --cluster dgx-a100 --gpus 64 --global-batch 64 \\\n"
       "      --explain --layout tp=8,pp=1,mbs=1");
   cmd->alias("plan");
-  add_planning_options(*cmd, o->planning, true);
+  add_planning_options(*cmd, o->planning);
   add_whole_number_option(*cmd, "--gpus", o->gpus, "number of GPUs", 1, kMostGpus)->required();
   add_whole_number_option(*cmd, "--top", o->top, "how many layouts to print", 1, 1000)
       ->capture_default_str();

@@ -43,6 +43,27 @@ TEST(CliInputs, NumericOptionsAreRefusedInPlainWords) {
                  "sextant: error: --lr: expected a number from 0 to 1, got 'inf'\n" + kHelp);
 }
 
+// simulate and search plan for the model and cluster the user names: nothing
+// is assumed (simulate once answered for GPT-3 175B on DGX A100 when both were
+// left out). Both missing are said at once, each with where to find presets.
+TEST(CliInputs, ModelAndClusterAreRequiredNotAssumed) {
+  TempDir dir;
+  const std::string model_missing =
+      "sextant: error: --model: required: a model preset name, a model YAML or a HuggingFace config.json "
+      "(`sextant presets` lists the presets, e.g. --model gpt3-175b)\n";
+  const std::string cluster_missing =
+      "sextant: error: --cluster: required: a cluster preset name or a cluster YAML (`sextant presets` lists "
+      "the presets, e.g. --cluster dgx-a100)\n";
+  for (const std::string command : {"simulate", "search"}) {
+    const std::string gpus = " --gpus 1536 --layout tp=8,pp=16,dp=12,mbs=1,gbs=1536";
+    expect_refused(run_sextant(dir, command + gpus), model_missing + cluster_missing);
+    expect_refused(run_sextant(dir, command + gpus + " --cluster dgx-a100"), model_missing);
+    expect_refused(run_sextant(dir, command + gpus + " --model gpt3-175b"), cluster_missing);
+    const CommandResult named = run_sextant(dir, command + gpus + " --model gpt3-175b --cluster dgx-a100");
+    EXPECT_EQ(named.exit_code, 0) << named.err;
+  }
+}
+
 TEST(CliInputs, AMistypedSubcommandGetsASuggestion) {
   TempDir dir;
   expect_refused(run_sextant(dir, "simulat --gpus 8"),
@@ -175,11 +196,11 @@ TEST(CliInputs, NodesSizesAPresetCluster) {
 TEST(CliInputs, DirectoriesAndEmptyPrefixes) {
   TempDir dir;
   std::filesystem::create_directory(dir.file("empty"));
-  expect_refused(run_sextant(dir, "simulate --model empty --gpus 8"),
+  expect_refused(run_sextant(dir, "simulate --model empty --cluster dgx-a100 --gpus 8"),
                  "sextant: error: --model: 'empty' is a directory without a config.json; give a "
                  "model preset name, a model .yaml file, a HuggingFace config.json or the folder "
                  "holding one\n");
-  expect_refused(run_sextant(dir, "simulate --profile empty --gpus 8 --layout tp=8,pp=1,dp=1"),
+  expect_refused(run_sextant(dir, "simulate --model gpt3-175b --cluster dgx-a100 --profile empty --gpus 8 --layout tp=8,pp=1,dp=1"),
                  "sextant: error: --profile: 'empty' is a directory; give a profile preset name or "
                  "a .yaml file\n");
   write_file(dir.file("c.jsonl"), "{\"text\": \"a\"}\n");
@@ -199,7 +220,7 @@ std::string tiny_model(const std::string& name) {
 TEST(CliInputs, NamesAreValidatedAndCsvIsQuoted) {
   TempDir dir;
   write_file(dir.file("bad.yaml"), "name: \"ab\xff\"\n" + tiny_model("x").substr(10));
-  expect_refused(run_sextant(dir, "simulate --model ./bad.yaml --gpus 1 --format json "
+  expect_refused(run_sextant(dir, "simulate --model ./bad.yaml --cluster dgx-h100 --gpus 1 --format json "
                                   "--layout tp=1,pp=1,dp=1,gbs=1"),
                  "sextant: error: ./bad.yaml:1:7: name: is not valid UTF-8 (byte 0xff at byte 2)\n");
   // A name with a comma and a quote: one field, RFC 4180 (quotes doubled).
