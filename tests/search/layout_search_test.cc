@@ -310,5 +310,33 @@ TEST(SplitOptions, EachSplitOnceUnderItsFirstSpelling) {
                           [](const SplitKnobs& k) { return k.first_stage_layers == 1 && k.last_stage_layers == 1; }));
 }
 
+// Issue 29: ZeRO-3's overlaps are what the model does, not knobs. Its layouts
+// carry both overlaps on (the table shows ovl=gp, as the model overlaps them),
+// and with an overlap turned off the search offers no ZeRO-3 layout (it could
+// not honour the knob) instead of ignoring it.
+TEST_F(LayoutSearch, ZeroThreeLayoutsOverlapAndAreNotOfferedWithAnOverlapOff) {
+  model = catalog.model("llama3-8b");
+  cluster = catalog.cluster("dgx-h100");
+  profile = catalog.profile("", cluster.gpu.name);
+  partial = sim::parse_layout("zero=3,gbs=256");
+  SearchOptions options;
+  options.top = 20;
+  const SearchResult zero3 = search_layouts(model, cluster, profile, 64, partial, options);
+  ASSERT_FALSE(zero3.best.empty());
+  for (const sim::SimulationResult& r : zero3.best) {
+    ASSERT_EQ(r.layout.zero, 3);
+    if (r.layout.dp * r.layout.cp > 1) {
+      EXPECT_TRUE(r.layout.overlap_grad_reduce && r.layout.overlap_param_gather) << r.layout.to_spec();
+    }
+  }
+  options.top = 200;
+  for (const char* off : {"overlap_grad_reduce=0,gbs=256", "overlap_param_gather=0,gbs=256"}) {
+    partial = sim::parse_layout(off);
+    const SearchResult r = search_layouts(model, cluster, profile, 64, partial, options);
+    ASSERT_FALSE(r.best.empty()) << off;
+    for (const sim::SimulationResult& x : r.best) EXPECT_LT(x.layout.zero, 3) << off << ": " << x.layout.to_spec();
+  }
+}
+
 }  // namespace
 }  // namespace sextant::search

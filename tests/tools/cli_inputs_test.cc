@@ -64,6 +64,25 @@ TEST(CliInputs, ModelAndClusterAreRequiredNotAssumed) {
   }
 }
 
+// Issue 29: with zero=3 the data-parallel overlaps change nothing in the model
+// (ZeRO-3 always overlaps), so =0 is refused by name, and the search table
+// shows ZeRO-3 rows with the overlaps the model applies (ovl=gp).
+TEST(CliInputs, ZeroThreeOverlapsAreRefusedOffAndShownOn) {
+  TempDir dir;
+  const CommandResult off = run_sextant(
+      dir, "simulate --model llama3-8b --cluster dgx-h100 --gpus 64 --layout tp=1,pp=1,dp=64,zero=3,"
+           "overlap_grad_reduce=0,gbs=256");
+  EXPECT_EQ(off.exit_code, 2);
+  EXPECT_EQ(off.out, "");
+  EXPECT_NE(off.err.find("sextant: error: --layout:1:24: overlap_grad_reduce: overlap_grad_reduce=0 cannot be "
+                         "modelled with zero=3"),
+            std::string::npos) << off.err;
+  const CommandResult table = run_sextant(
+      dir, "search --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 256 --layout zero=3,tp=1 --top 3");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("zero=3 megatron-fsdp ovl=gp "), std::string::npos) << table.out;
+}
+
 TEST(CliInputs, AMistypedSubcommandGetsASuggestion) {
   TempDir dir;
   expect_refused(run_sextant(dir, "simulat --gpus 8"),
