@@ -95,9 +95,13 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                                                 Recompute::kFull}
                        : std::vector<Recompute>{Recompute::kNone, Recompute::kFull});
   // ZeRO-2/3 need pp = 1 (layout_check): try them only there.
+  // ZeRO-3 always overlaps its gathers and reduce-scatters (parse_layout
+  // refuses turning that off with zero=3): not offered where an overlap is off.
+  const bool overlaps_off = p.overlap_grad_reduce == false || p.overlap_param_gather == false;
   const std::vector<int> zeros =
       given_or(p.zero, p.fsdp ? std::vector<int>{3}  // naming the FSDP implementation means zero=3
-                       : g.pp == 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0, 1});
+                       : g.pp > 1 ? std::vector<int>{0, 1}
+                       : overlaps_off ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1, 2, 3});
   const std::vector<Precision> precisions = given_or(
       p.precision, c.allow_fp8 ? std::vector<Precision>{Precision::kBf16, Precision::kFp8}
                                : std::vector<Precision>{Precision::kBf16});
@@ -123,13 +127,18 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                 for (int zero : zeros)
                   for (Precision precision : precisions)
                     // Overlap flags only where they change something: a data-parallel
-                    // group to sync, and not ZeRO-3 (which always prefetches).
+                    // group to sync. ZeRO-3 always overlaps both (it prefetches the next
+                    // layer's weights and reduce-scatters during the backward), so its
+                    // layouts say so, as the model computes them.
                     for (bool grad_overlap : given_or(
-                             p.overlap_grad_reduce, data_parallel && zero < 3
-                                                        ? both : std::vector<bool>{false}))
+                             p.overlap_grad_reduce, !data_parallel ? std::vector<bool>{false}
+                                                    : zero == 3   ? std::vector<bool>{true}
+                                                                  : both))
                       for (bool gather_overlap : given_or(
-                               p.overlap_param_gather, data_parallel && (zero == 1 || zero == 2)
-                                                           ? both : std::vector<bool>{false}))
+                               p.overlap_param_gather, !data_parallel ? std::vector<bool>{false}
+                                                       : zero == 3    ? std::vector<bool>{true}
+                                                       : zero >= 1    ? both
+                                                                      : std::vector<bool>{false}))
                         for (bool tp_overlap : given_or(
                                  p.tp_comm_overlap,
                                  g.tp > 1 && sp ? both : std::vector<bool>{false})) {

@@ -18,6 +18,43 @@ bool valid_split(const ModelConfig& m, int pp, int vpp, const SplitKnobs& k) {
   return check_pipeline_split(m, l) == SplitProblem::kNone;
 }
 
+// The layers each (rank, chunk) holds under `k`: two spellings of one split
+// (first_stage_layers=7,last_stage_layers=7 and the even split of 56 layers
+// over pp=8, say) hold the same, and the model sees only this.
+std::vector<ChunkLayers> chunks_of(const ModelConfig& m, int pp, int vpp, const SplitKnobs& k) {
+  ParallelLayout l;
+  l.pp = pp;
+  l.vpp = vpp;
+  k.apply_to(l);
+  const PipelineSplit split = pipeline_split(m, l);
+  std::vector<ChunkLayers> chunks;
+  for (int s = 0; s < pp; ++s)
+    for (int c = 0; c < vpp; ++c) chunks.push_back(split.chunk(s, c));
+  return chunks;
+}
+
+bool same_chunks(const std::vector<ChunkLayers>& a, const std::vector<ChunkLayers>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const ChunkLayers& x, const ChunkLayers& y) {
+    return x.first_layer == y.first_layer && x.num_layers == y.num_layers && x.embedding == y.embedding &&
+           x.loss == y.loss;
+  });
+}
+
+// `options` with each split kept once, under its first spelling (the order
+// split_options proposes: the even split, the accounting, first/last, ...).
+std::vector<SplitKnobs> distinct_splits(const ModelConfig& m, int pp, int vpp, const std::vector<SplitKnobs>& options) {
+  std::vector<SplitKnobs> out;
+  std::vector<std::vector<ChunkLayers>> seen;
+  for (const SplitKnobs& k : options) {
+    std::vector<ChunkLayers> chunks = chunks_of(m, pp, vpp, k);
+    if (std::any_of(seen.begin(), seen.end(), [&](const auto& other) { return same_chunks(chunks, other); }))
+      continue;
+    seen.push_back(std::move(chunks));
+    out.push_back(k);
+  }
+  return out;
+}
+
 int round_up(int value, int multiple) { return (value + multiple - 1) / multiple * multiple; }
 
 // First/last splits giving each end at most what a middle rank holds (the
@@ -116,7 +153,7 @@ std::vector<SplitKnobs> split_options(const ModelConfig& m, int pp, int vpp) {
   add(SplitKnobs{0, 0, true, false, ""});
   for (const SplitKnobs& k : first_last_options(m, pp, vpp)) out.push_back(k);
   if (out.empty()) add(SplitKnobs{0, 0, false, false, balanced_pp_layout(m.num_layers, pp, vpp)});
-  return out;
+  return distinct_splits(m, pp, vpp, out);
 }
 
 SplitKnobs default_split(const ModelConfig& m, int pp, int vpp) {

@@ -27,7 +27,10 @@ struct SplitKnobs {
 SplitKnobs given_split(const sim::PartialLayout& partial);
 
 /// Every valid split of `model` over pp ranks × vpp chunks the search tries,
-/// the default (`default_split`) first. Empty when none is valid.
+/// the default (`default_split`) first, each once: knobs that put the same
+/// layers on every (rank, chunk) are one split (the first spelling kept), so
+/// the search never ranks one layout under several spellings. Empty when
+/// none is valid.
 std::vector<SplitKnobs> split_options(const sim::ModelConfig& model, int pp, int vpp);
 
 /// The split tried first: even where the layers divide; else the first valid

@@ -13,9 +13,11 @@
 #include "sim/compute/prediction_interval.h"
 #include "sim/core/config_error.h"
 #include "sim/core/config_loader.h"
+#include "sim/core/gpu_preset_name.h"
 #include "sim/core/preset_catalog.h"
 #include "engine/calibration/profile_fit.h"
 #include "tools/commands.h"
+#include "tools/run_cluster.h"
 #include "tools/run_compare.h"
 
 namespace sextant::tools {
@@ -38,12 +40,13 @@ std::string read_file(const std::string& path, const std::string& option) {
   return text.str();
 }
 
-// Every *.json of `dir`: one `run --compare --format json` output each.
-std::vector<CompareReport> read_runs(const std::string& dir) {
+// Every *.json of `dir`: one `run --compare --format json` output each;
+// `files` gets their paths, in the same order.
+std::vector<CompareReport> read_runs(const std::string& dir, std::vector<std::string>& files) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
     throw sim::ConfigError({{"--runs", 0, 0, "", "'" + dir + "' is not a folder"}});
-  std::vector<std::string> files;
+  files.clear();
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (entry.path().extension() == ".json") files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
@@ -84,12 +87,43 @@ std::vector<engine::calibration::MeasuredStep> measured_steps(const sim::PresetC
   return steps;
 }
 
+// The profile, the cluster and the runs must describe one GPU, as `simulate`
+// requires of a profile and its cluster: a fit of H200 runs predicted on an
+// H100 would fold the difference between the chips into the fitted factors.
+// Every mismatch is said at once, with the cluster preset that has the GPU.
+void check_one_gpu(const sim::PresetCatalog& catalog, const FitOptions& o, const sim::ClusterConfig& cluster,
+                   const sim::CostProfile& profile, const std::vector<CompareReport>& runs,
+                   const std::vector<std::string>& files) {
+  const std::string& gpu = cluster.gpu.name;
+  auto fix = [&](const std::string& wanted) {
+    const std::string other = cluster_of_gpu(catalog, wanted);
+    return other.empty() ? std::string("; give a --cluster whose GPU is ") + wanted
+                         : "; give --cluster " + other + " (its GPU is " + wanted + ")";
+  };
+  std::vector<sim::Diagnostic> problems;
+  if (profile.gpu != gpu)
+    problems.push_back({"--cluster", 0, 0, "",
+                        "'" + o.cluster + "' has GPU " + gpu + " but --profile " + o.profile + " is for " +
+                            profile.gpu + fix(profile.gpu)});
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const CompareReport& run = runs[i];
+    const std::string trained_on = run.device.empty() ? "" : sim::gpu_preset_name(run.device);
+    if (!trained_on.empty() && trained_on != gpu)
+      problems.push_back({files[i], 0, 0, "device",
+                          "trained on " + run.device + " (" + trained_on + ") but --cluster " + o.cluster +
+                              " has GPU " + gpu + fix(trained_on) + ", or leave this run out of --runs"});
+  }
+  sim::throw_if_any(problems);
+}
+
 int run_fit(const FitOptions& o, const CommonOptions& common, std::ostream& out) {
   const sim::PresetCatalog catalog(common.configs_dir);
   const sim::ClusterConfig cluster = catalog.cluster(o.cluster);
   const std::string profile_text = read_file(o.profile, "--profile");
   sim::CostProfile profile = sim::load_profile_text(profile_text, o.profile);
-  const std::vector<CompareReport> runs = read_runs(o.runs_dir);
+  std::vector<std::string> files;
+  const std::vector<CompareReport> runs = read_runs(o.runs_dir, files);
+  check_one_gpu(catalog, o, cluster, profile, runs, files);
   const std::vector<engine::calibration::MeasuredStep> steps = measured_steps(catalog, runs);
   engine::calibration::ProfileFitResult r = o.power_cap ? engine::calibration::fit_power_cap(profile, cluster, steps)
                                                         : engine::calibration::fit_profile(profile, cluster, steps);
@@ -154,7 +188,9 @@ CommandRunner add_fit_profile_command(CLI::App& app, const CommonOptions& common
       ->required();
   cmd->add_option("--profile", o->profile, "the measured profile to fit (YAML)")->required();
   cmd->add_option("--out", o->out, "where to write the fitted profile")->required();
-  cmd->add_option("--cluster", o->cluster, "cluster preset the runs' GPU belongs to")->capture_default_str();
+  cmd->add_option("--cluster", o->cluster,
+                  "cluster preset the runs' GPU belongs to: its GPU must be the profile's and the runs'")
+      ->capture_default_str();
   cmd->add_flag("--power-cap", o->power_cap,
                 "fit the power-cap model instead (one parameter, power_cap_hfu: the HFU at the calibrated\n"
                 "burst clock above which the sustained clock falls as HFU^(-1/3); sim/compute/power_cap.h)");

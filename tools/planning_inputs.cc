@@ -1,5 +1,7 @@
 #include "tools/planning_inputs.h"
 
+#include <vector>
+
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/numeric_option.h"
@@ -7,7 +9,27 @@
 
 namespace sextant::tools {
 
+namespace {
+
+// --model and --cluster are what is planned for: never assumed (a default
+// would answer for a job the user did not name), both said at once when missing.
+void require_model_and_cluster(const PlanningArguments& a) {
+  std::vector<sim::Diagnostic> missing;
+  if (a.model.empty())
+    missing.push_back({"--model", 0, 0, "",
+                       "required: a model preset name, a model YAML or a HuggingFace config.json "
+                       "(`sextant presets` lists the presets, e.g. --model gpt3-175b)"});
+  if (a.cluster.empty())
+    missing.push_back({"--cluster", 0, 0, "",
+                       "required: a cluster preset name or a cluster YAML "
+                       "(`sextant presets` lists the presets, e.g. --cluster dgx-a100)"});
+  sim::throw_if_any(missing);
+}
+
+}  // namespace
+
 PlanningInputs load_planning_inputs(const std::string& configs_dir, const PlanningArguments& a) {
+  require_model_and_cluster(a);
   const sim::PresetCatalog catalog(configs_dir);
   PlanningInputs in;
   in.model = catalog.model(a.model, a.seq_length);
@@ -46,19 +68,13 @@ SimulationContext simulation_context(const PlanningInputs& in, const PlanningArg
   return c;
 }
 
-void add_planning_options(CLI::App& cmd, PlanningArguments& a, bool presets_required) {
-  CLI::Option* model = cmd.add_option(
-      "--model", a.model,
-      "model preset name (configs/models), a model YAML, or a HuggingFace config.json");
-  CLI::Option* cluster = cmd.add_option(
-      "--cluster", a.cluster, "cluster preset name (configs/clusters) or a cluster YAML");
-  if (presets_required) {
-    model->required();
-    cluster->required();
-  } else {
-    model->capture_default_str();
-    cluster->capture_default_str();
-  }
+void add_planning_options(CLI::App& cmd, PlanningArguments& a) {
+  cmd.add_option("--model", a.model,
+                 "required: model preset name (configs/models; `sextant presets` lists them), a\n"
+                 "model YAML, or a HuggingFace config.json");
+  cmd.add_option("--cluster", a.cluster,
+                 "required: cluster preset name (configs/clusters; `sextant presets` lists them)\n"
+                 "or a cluster YAML");
   cmd.add_option("--layout", a.layout,
                  "comma-separated knob=value list; knobs left out are searched:\n"
                  "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp (0|1), recompute (none|selective|full),\n"

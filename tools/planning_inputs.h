@@ -35,19 +35,20 @@ struct PlanningInputs {
   sim::PartialLayout layout;  // gbs is always set
 };
 
-/// Loads and cross-checks; throws sim::ConfigError (exit code 2) naming the
-/// option at fault: a --global-batch that contradicts gbs=, no global batch at all.
 /// The SimulationContext of these inputs (names, GPU count, --mfu convention).
 struct SimulationContext;
 SimulationContext simulation_context(const PlanningInputs& in, const PlanningArguments& arguments,
                                      long gpus, const std::string& engine);
 
+/// Loads and cross-checks; throws sim::ConfigError (exit code 2) naming the
+/// option at fault: --model or --cluster not given (both required: nothing is
+/// assumed), a --global-batch that contradicts gbs=, no global batch at all.
 PlanningInputs load_planning_inputs(const std::string& configs_dir,
                                     const PlanningArguments& arguments);
 
 /// Registers --model, --cluster, --layout, --global-batch, --seq-length, --nodes,
-/// --profile and --framework on `command`; with `presets_required` --model and --cluster must be given.
-void add_planning_options(CLI::App& command, PlanningArguments& arguments, bool presets_required);
+/// --profile and --framework on `command` (load_planning_inputs requires --model and --cluster).
+void add_planning_options(CLI::App& command, PlanningArguments& arguments);
 
 /// Throws unless the cluster has `gpus` GPUs.
 void check_gpu_count(long gpus, const sim::ClusterConfig& cluster);

@@ -182,6 +182,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
   add_whole_number_option(*cmd, "--gpus", a->gpus, "GPUs of this node to train on (one so far)", 1,
                           kMostGpus);
   return [a, &common](std::ostream& out) {
+    if (a->launch.print_sbatch) checked_batch_job(*a, common.configs_dir);  // nothing written for a job `run` refuses
     if (const auto code = engine::launch::launch_or_continue(
             a->launch, engine::launch::process_environment(),
             engine::launch::this_process_arguments(), engine::launch::this_executable(), out,

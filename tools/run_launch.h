@@ -6,10 +6,12 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "engine/launch/run_launcher.h"
 #include "sim/core/parallel_layout.h"
 #include "tools/run_arguments.h"
+#include "tools/run_settings.h"
 #ifdef SEXTANT_HAVE_NCCL
 #include "engine/comm/world_setup.h"
 #endif
@@ -28,6 +30,17 @@ struct LaunchedJob {
 /// --layout refused as every rank refuses it, before they meet; sets `a`'s
 /// device and world size.
 std::optional<engine::launch::RankEnvironment> launched_rank(RunArguments& a);
+
+/// --print-sbatch's job checked before a line is written, as `run` checks
+/// each of its ranks: the launch values that reach the script (--time in
+/// Slurm's forms, --nodes x --gpus-per-node), then the model, the layout over
+/// those nodes x GPUs ranks and all else `run` refuses before it touches a
+/// GPU (checked_settings, prepare_run). Throws sim::ConfigError (exit code 2).
+PreparedRun checked_batch_job(RunArguments& a, const std::string& configs_dir);
+
+/// The most GPUs (tasks) per node --gpus-per-node takes: nodes built hold 8
+/// (DGX, HGX) or 4 (GB200 trays); 64 leaves room, more is a typo.
+constexpr int kMostGpusPerNode = 64;
 
 /// Meets the other ranks, joins NCCL and splits the parallel groups of
 /// `layout` (rank 0 prints the rank map). Without a launcher: rank 0 alone.

@@ -36,6 +36,7 @@
 #include "tools/run_moe_output.h"
 #include "tools/run_output.h"
 #include "tools/run_settings.h"
+#include "tools/visible_gpu.h"
 
 namespace sextant::tools {
 
@@ -60,15 +61,7 @@ struct Device {
 };
 
 Device open_device(int index) {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0)
-    throw_option_error("--device", "", std::string("no CUDA GPU is visible (") +
-                        (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices") +
-                        "); `sextant run` needs one");
-  if (index < 0 || index >= count)
-    throw_option_error("--device", "", std::to_string(index) + ": this machine has " + std::to_string(count) +
-                        " GPU(s), indices 0-" + std::to_string(count - 1));
+  require_visible_gpu("--device", "device", index);
   SEXTANT_CUDA_CHECK(cudaSetDevice(index));
   cudaDeviceProp prop{};
   SEXTANT_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "search/complete_layout.h"
+#include "search/cross_node_tp.h"
 #include "search/explain_layout.h"
 #include "search/layout_search.h"
 #include "search/rescore_with_event.h"
@@ -25,7 +26,7 @@ struct SearchCommandOptions {
   int top = 5;
   bool explain = false;
   int max_tp = 0;
-  bool tp_within_node = false;
+  bool tp_within_node = true;  // practitioners' default; --tp-across-nodes lifts it
   double memory_limit_gib = 0;
   double memory_headroom = 0.05;
   bool fp8 = false;
@@ -114,13 +115,21 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   }
   const SimulationContext context = simulation_context(in, o.planning, o.gpus, o.engine);
   const SearchOutput output{model, cluster, profile, o.gpus, *partial.gbs, o.memory_headroom, context};
+  // What keeping tp inside a node cost, when a TP group across nodes would win.
+  std::optional<sim::SimulationResult> across;
+  // (Analytic times on both sides: not beside the event engine's re-scored ones.)
+  if (constraints.tp_within_node && o.format != "csv" && !event)
+    across = search::faster_cross_node_tp(model, cluster, profile, o.gpus, partial, options, result.best.front());
   if (o.format == "json") {
-    out << search_json(output, result).dump(2) << "\n";
+    nlohmann::json j = search_json(output, result);
+    if (across) j["tp_across_nodes"] = simulation_json(context, *across);
+    out << j.dump(2) << "\n";
   } else if (o.format == "csv") {
     out << simulation_csv_header();
     for (const sim::SimulationResult& r : result.all) out << simulation_csv_row(context, r);
   } else {
     out << search_table(output, result);
+    if (across) out << cross_node_tp_note(cluster, result.best.front(), *across);
   }
   return 0;
 }
@@ -140,7 +149,7 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       "  sextant search --model gpt3-175b --cluster dgx-a100 --gpus 64 --global-batch 64 \\\n"
       "      --explain --layout tp=8,pp=1,mbs=1");
   cmd->alias("plan");
-  add_planning_options(*cmd, o->planning, true);
+  add_planning_options(*cmd, o->planning);
   add_whole_number_option(*cmd, "--gpus", o->gpus, "number of GPUs", 1, kMostGpus)->required();
   add_whole_number_option(*cmd, "--top", o->top, "how many layouts to print", 1, 1000)
       ->capture_default_str();
@@ -149,7 +158,11 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
                 "limits it");
   add_whole_number_option(*cmd, "--max-tp", o->max_tp, "largest tensor-parallel size to consider",
                           1, kMostGpus);
-  cmd->add_flag("--tp-within-node", o->tp_within_node, "keep each TP group inside one node");
+  cmd->add_flag("--tp-within-node", o->tp_within_node,
+                "keep each TP group inside one node, one NVLink domain (the default; the table notes\n"
+                "when a TP group across nodes would be faster)");
+  cmd->add_flag("!--tp-across-nodes", o->tp_within_node,
+                "also consider TP groups spanning nodes (their all-reduces cross the network)");
   add_number_option(*cmd, "--memory-limit-gib", o->memory_limit_gib,
                     "memory per GPU to plan for, below the GPU's (GiB)", 0.001, 1e6);
   add_number_option(*cmd, "--memory-headroom", o->memory_headroom,

@@ -36,6 +36,21 @@ std::string short_layout(const sim::ParallelLayout& l) {
   return out;
 }
 
+std::string cross_node_tp_note(const sim::ClusterConfig& cluster, const sim::SimulationResult& within,
+                               const sim::SimulationResult& across) {
+  char line[1024];
+  std::snprintf(line, sizeof line,
+                "\nnote: TP groups are kept inside one node (%d GPUs, one NVLink domain), as practitioners run them.\n"
+                "  With tp=%d across nodes the model predicts %.1f %% faster (%s vs %s per step):\n  %s\n"
+                "  its tensor-parallel traffic crosses the %.0f GB/s network instead of the %.0f GB/s NVLink;\n"
+                "  give --tp-across-nodes to rank such layouts too.\n",
+                cluster.gpus_per_node, across.layout.tp, 100 * (within.step_time_s / across.step_time_s - 1),
+                format_seconds(across.step_time_s).c_str(), format_seconds(within.step_time_s).c_str(),
+                short_layout(across.layout).c_str(), cluster.inter_node_bandwidth_bytes_per_s / 1e9,
+                cluster.intra_node_bandwidth_bytes_per_s / 1e9);
+  return line;
+}
+
 nlohmann::json search_json(const SearchOutput& o, const search::SearchResult& result) {
   nlohmann::json results = nlohmann::json::array();
   for (const sim::SimulationResult& r : result.best) {

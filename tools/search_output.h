@@ -36,6 +36,11 @@ nlohmann::json search_json(const SearchOutput& output, const search::SearchResul
 /// The best layouts, one line each, with the header, the legend and the footer.
 std::string search_table(const SearchOutput& output, const search::SearchResult& result);
 
+/// The table's note when the best layout with tp across nodes (`across`)
+/// beats the best with tp inside one (`within`): by how much, and the flag.
+std::string cross_node_tp_note(const sim::ClusterConfig& cluster, const sim::SimulationResult& within,
+                               const sim::SimulationResult& across);
+
 /// A progress bar on stderr when it is a terminal, for searches longer than
 /// a second; empty (no bar) otherwise.
 std::function<void(double)> progress_bar();

@@ -21,10 +21,6 @@ namespace sextant::tools {
 
 namespace {
 struct SimulateOptions {
-  SimulateOptions() {
-    planning.model = "gpt3-175b";  // the README's main job: GPT-3 175B on DGX A100
-    planning.cluster = "dgx-a100";
-  }
   PlanningArguments planning;
   long gpus = 0;
   std::string format = "table";
@@ -128,7 +124,7 @@ CommandRunner add_simulate_command(CLI::App& app, const CommonOptions& common) {
       "Example:\n"
       "  sextant simulate --model gpt3-175b --cluster dgx-a100 --gpus 1536 \\\n"
       "      --layout tp=8,pp=16,dp=12,mbs=1,gbs=1536,recompute=selective,sp=1");
-  add_planning_options(*cmd, options->planning, false);
+  add_planning_options(*cmd, options->planning);
   add_whole_number_option(*cmd, "--gpus", options->gpus,
                           "number of GPUs (default: tp*cp*pp*dp when all are in --layout)", 1,
                           kMostGpus);

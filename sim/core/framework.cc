@@ -50,6 +50,11 @@ void restrict_to_framework(PartialLayout& l, const Framework& f, const std::stri
   forbid(l.overlap_grad_reduce, s.overlap_grad_reduce, "overlap_grad_reduce", refused);
   forbid(l.overlap_param_gather, s.overlap_param_gather, "overlap_param_gather", refused);
   forbid(l.tp_comm_overlap, s.tp_comm_overlap, "tp_comm_overlap", refused);
+  // ZeRO-3 overlaps its all-gathers and reduce-scatters (parse_layout): not
+  // with software that cannot overlap them.
+  if (l.zero == 3 && (!s.overlap_grad_reduce || !s.overlap_param_gather))
+    refused.push_back("zero=3 (modelled with its weight all-gathers and gradient reduce-scatters overlapping "
+                      "compute, which this software does not do)");
   if (l.pp.value_or(1) > 1 && l.zero.value_or(0) > s.max_zero_with_pipeline) {
     refused.push_back("zero=" + std::to_string(*l.zero) + " with pp=" + std::to_string(*l.pp) +
                       " (at most zero=" + std::to_string(s.max_zero_with_pipeline) + ")");

@@ -71,7 +71,7 @@ struct StructuralKey {
   std::string_view key;
   std::string_view describes;
 };
-constexpr std::array<StructuralKey, 24> kStructuralKeys = {{
+constexpr std::array<StructuralKey, 27> kStructuralKeys = {{
     {"sliding_window", "sliding-window attention"},
     {"use_sliding_window", "sliding-window attention"},
     {"max_window_layers", "sliding-window attention on some layers"},
@@ -96,6 +96,9 @@ constexpr std::array<StructuralKey, 24> kStructuralKeys = {{
     {"qk_nope_head_dim", "multi-head latent attention (DeepSeek-V2/V3)"},
     {"v_head_dim", "multi-head latent attention (DeepSeek-V2/V3)"},
     {"num_nextn_predict_layers", "multi-token prediction layers (DeepSeek-V3)"},
+    {"scoring_func", "a router scoring function (DeepSeek)"},
+    {"n_group", "grouped, node-limited expert routing (DeepSeek)"},
+    {"topk_group", "grouped, node-limited expert routing (DeepSeek)"},
 }};
 
 // Which of kStructuralKeys each architecture's config class reads (and the
@@ -105,13 +108,14 @@ bool reads_key(const Architecture& a, std::string_view key) {
   const bool qwen = n.substr(0, 4) == "Qwen";
   const bool qwen_moe = n == "Qwen2MoeForCausalLM" || n == "Qwen3MoeForCausalLM";
   if (n.substr(0, 8) == "Deepseek") {
-    // num_nextn_predict_layers: DeepSeek-V3's multi-token-prediction module,
-    // read and not modelled (hf_config.h says so).
+    // num_nextn_predict_layers, scoring_func, n_group, topk_group: read, and
+    // refused unless off (refuse_unmodelled_deepseek_routing).
     return key == "n_routed_experts" || key == "n_shared_experts" ||
            key == "num_experts_per_tok" || key == "moe_intermediate_size" ||
            key == "first_k_dense_replace" || key == "moe_layer_freq" || key == "q_lora_rank" ||
            key == "kv_lora_rank" || key == "qk_rope_head_dim" || key == "qk_nope_head_dim" ||
-           key == "v_head_dim" || key == "num_nextn_predict_layers";
+           key == "v_head_dim" || key == "num_nextn_predict_layers" || key == "scoring_func" ||
+           key == "n_group" || key == "topk_group";
   }
   if (key == "attention_bias") return n == "LlamaForCausalLM" || n.substr(0, 5) == "Qwen3";
   if (key == "mlp_bias") return n == "LlamaForCausalLM";
@@ -359,6 +363,31 @@ void read_deepseek_layers(Reader& r, ModelConfig& m, MoeConfig& e) {
   m.moe = e;
 }
 
+// DeepSeek-V3's keys that change what is computed but that sextant does not
+// model, refused by name rather than read and dropped (issue 29): its
+// multi-token-prediction module (num_nextn_predict_layers extra transformer
+// layers with their own projection and output head: FLOPs, weights, memory),
+// sigmoid router scores, and node-limited routing (each token's experts drawn
+// from topk_group of n_group groups, which bounds the expert all-to-all).
+// Values that describe the modelled model are accepted: 0 MTP layers,
+// softmax scores, topk_group = n_group (no limit). Keys left out are not
+// guessed at.
+void refuse_unmodelled_deepseek_routing(Reader& r) {
+  if (const auto mtp = r.optional_int("num_nextn_predict_layers"); mtp && *mtp != 0)
+    r.map().report("num_nextn_predict_layers",
+                   "is " + std::to_string(*mtp) + ": multi-token prediction (extra transformer layers and "
+                   "output heads) is not modelled; accepted: 0 (simulates the model without its MTP module)");
+  if (const auto scoring = r.optional_string("scoring_func"); scoring && *scoring != "softmax")
+    r.map().report("scoring_func", "is '" + *scoring + "': only softmax router scores are modelled; accepted: softmax");
+  const auto groups = r.optional_int("n_group");
+  const auto chosen = r.optional_int("topk_group");
+  if (groups && chosen && *chosen < *groups)
+    r.map().report("topk_group",
+                   "is " + std::to_string(*chosen) + " of n_group " + std::to_string(*groups) +
+                       ": node-limited routing (experts from at most topk_group groups, which bounds the "
+                       "expert all-to-all) is not modelled; accepted: topk_group equal to n_group (no limit)");
+}
+
 // Multi-head latent attention keys (DeepSeek-V2/V3): q_lora_rank null means no
 // query compression. A query/key head is qk_nope + qk_rope wide and every head
 // has its own keys and values, whatever head_dim and num_key_value_heads say.
@@ -400,6 +429,7 @@ void read_moe(Reader& r, const Architecture& a, ModelConfig& m) {
   e.ffn_hidden_size = r.positive_int("moe_intermediate_size");
   if (a.moe == MoeKind::kDeepseek) {
     read_deepseek_layers(r, m, e);
+    refuse_unmodelled_deepseek_routing(r);
     return;
   }
   if (a.moe == MoeKind::kQwen2Moe) {

@@ -55,10 +55,11 @@
 //                             n_shared_experts · moe_intermediate_size; moe.first_dense_layers
 //                             first_k_dense_replace (moe_layer_freq must be 1); mla.*
 //                             q_lora_rank (null: 0), kv_lora_rank, qk_nope_head_dim,
-//                             qk_rope_head_dim, v_head_dim. num_nextn_predict_layers
-//                             (DeepSeek-V3's multi-token prediction) is read and NOT
-//                             modelled; the router is costed as a softmax top-k (V3's
-//                             sigmoid scores and node-limited routing are not modelled).
+//                             qk_rope_head_dim, v_head_dim. Not modelled, so refused
+//                             by name unless off: num_nextn_predict_layers (DeepSeek-V3's
+//                             multi-token prediction; accepted 0), scoring_func
+//                             (accepted softmax: the router is costed as a softmax
+//                             top-k), topk_group < n_group (node-limited routing).
 //   moe.first_dense_layers    from decoder_sparse_step and mlp_only_layers (Qwen MoE; defaults
 //                             1 and []): layer i is MoE unless i is in mlp_only_layers or
 //                             (i+1) % decoder_sparse_step != 0, as in transformers

@@ -61,9 +61,12 @@ std::string ParallelLayout::to_spec() const {
   out += ",zero=" + std::to_string(zero) + ",schedule=" + std::string(to_string(schedule));
   out += ",precision=" + std::string(to_string(precision)) +
          ",attention=" + std::string(to_string(attention));
-  out += std::string(",overlap_grad_reduce=") + flag(overlap_grad_reduce) +
-         ",overlap_param_gather=" + flag(overlap_param_gather) +
-         ",tp_comm_overlap=" + flag(tp_comm_overlap);
+  // ZeRO-3 always overlaps its gathers and reduce-scatters (parse_layout
+  // refuses turning them off): not spelled out, as fsdp is not below zero=3.
+  if (zero < 3)
+    out += std::string(",overlap_grad_reduce=") + flag(overlap_grad_reduce) +
+           ",overlap_param_gather=" + flag(overlap_param_gather);
+  out += std::string(",tp_comm_overlap=") + flag(tp_comm_overlap);
   if (!grad_reduce_in_fp32) out += ",grad_reduce_in_fp32=0";
   if (moe_a2a_overlap) out += ",moe_a2a_overlap=1";
   if (moe_shared_expert_overlap) out += ",moe_shared_expert_overlap=1";
@@ -165,6 +168,7 @@ class LayoutParser {
             "names the ZeRO-3 implementation; it needs zero=3 (got zero=" +
                 std::to_string(*out.zero) + ")");
     }
+    refuse_overlaps_off_with_zero3(out);
     throw_if_any(std::move(diagnostics_));
     return out;
   }
@@ -182,8 +186,13 @@ class LayoutParser {
     else if (k == "mbs") out.mbs = positive(item);
     else if (k == "gbs") out.gbs = positive(item);
     else if (k == "sp") out.sp = boolean(item);
-    else if (k == "overlap_grad_reduce") out.overlap_grad_reduce = boolean(item);
-    else if (k == "overlap_param_gather") out.overlap_param_gather = boolean(item);
+    else if (k == "overlap_grad_reduce") {
+      out.overlap_grad_reduce = boolean(item);
+      overlap_grad_reduce_column_ = item.column;
+    } else if (k == "overlap_param_gather") {
+      out.overlap_param_gather = boolean(item);
+      overlap_param_gather_column_ = item.column;
+    }
     else if (k == "tp_comm_overlap") out.tp_comm_overlap = boolean(item);
     else if (k == "moe_a2a_overlap") out.moe_a2a_overlap = boolean(item);
     else if (k == "moe_shared_expert_overlap") out.moe_shared_expert_overlap = boolean(item);
@@ -292,8 +301,30 @@ class LayoutParser {
     diagnostics_.push_back({std::string(source_), 1, column, std::move(key), std::move(message)});
   }
 
+  // ZeRO-3 (zero=3, or an fsdp implementation named) always overlaps its
+  // parameter all-gathers and gradient reduce-scatters with compute, and the
+  // model says so (sim/comm/fsdp_comm.h): Megatron-FSDP turns
+  // overlap_grad_reduce and overlap_param_gather on itself when it shards
+  // parameters (optim_grads_params) and asserts the overlapped reduce-scatter;
+  // FSDP2 prefetches and reduce-scatters on its own streams with no switch to
+  // turn that off; DeepSpeed's overlap_comm, which can, is not modelled. So
+  // turning either off with ZeRO-3 would change nothing: refused, not ignored.
+  void refuse_overlaps_off_with_zero3(const PartialLayout& out) {
+    if (out.zero.value_or(out.fsdp ? 3 : 0) != 3) return;
+    const std::string why =
+        "=0 cannot be modelled with zero=3: every ZeRO-3 implementation modelled overlaps it (Megatron-FSDP "
+        "turns it on itself when sharding parameters, FSDP2 has no switch; DeepSpeed's overlap_comm is not "
+        "modelled); leave it out or give 1";
+    if (out.overlap_grad_reduce == false)
+      error(overlap_grad_reduce_column_, "overlap_grad_reduce", "overlap_grad_reduce" + why);
+    if (out.overlap_param_gather == false)
+      error(overlap_param_gather_column_, "overlap_param_gather", "overlap_param_gather" + why);
+  }
+
   std::string_view source_;
   int fsdp_column_ = 0;
+  int overlap_grad_reduce_column_ = 0;
+  int overlap_param_gather_column_ = 0;
   std::vector<Diagnostic> diagnostics_;
 };
 

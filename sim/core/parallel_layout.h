@@ -49,6 +49,8 @@ struct ParallelLayout {
   Schedule schedule = Schedule::kOneFOneB;
   Precision precision = Precision::kBf16;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // With zero=3 both are on (every ZeRO-3 implementation modelled overlaps its
+  // gathers and reduce-scatters; parse_layout refuses =0, to_spec leaves them out).
   bool overlap_grad_reduce = true;   // Megatron --overlap-grad-reduce
   bool overlap_param_gather = false;  // Megatron --overlap-param-gather (needs zero >= 1)
   bool tp_comm_overlap = false;      // Megatron --tp-comm-overlap (needs sp)

@@ -2,10 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
 #include "reports/validation_cases.h"
 #include "search/complete_layout.h"
+#include "search/split_options.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/layout_check.h"
+#include "sim/core/pipeline_split.h"
 #include "sim/core/preset_catalog.h"
 #include "sim/memory/memory_model.h"
 
@@ -233,6 +239,103 @@ TEST_F(LayoutSearch, CompletesLlama405bAtPp8Vpp8) {
   EXPECT_TRUE(c.best->layout.embedding_in_split);
   EXPECT_TRUE(c.best->layout.loss_in_split);
   EXPECT_TRUE(sim::is_valid_layout(model, cluster, 1024, c.best->layout));
+}
+
+// The layers every (rank, chunk) of `l` holds, in order.
+std::vector<std::tuple<int, int, bool, bool>> chunk_layers(const sim::ModelConfig& m, const sim::ParallelLayout& l) {
+  const sim::PipelineSplit split = sim::pipeline_split(m, l);
+  std::vector<std::tuple<int, int, bool, bool>> out;
+  for (int s = 0; s < l.pp; ++s)
+    for (int c = 0; c < l.vpp; ++c) {
+      const sim::ChunkLayers& k = split.chunk(s, c);
+      out.emplace_back(k.first_layer, k.num_layers, k.embedding, k.loss);
+    }
+  return out;
+}
+
+// `l` with its split spelled as the even split: the layout without its spelling.
+sim::ParallelLayout unspelled(sim::ParallelLayout l) {
+  l.first_stage_layers = l.last_stage_layers = 0;
+  l.embedding_in_split = l.loss_in_split = false;
+  l.pp_layout.clear();
+  return l;
+}
+
+// Issue 29: the top-N once showed one layout under several spellings of its
+// pipeline split (the even split of 56 layers over pp=8 also spelt
+// first_stage_layers=7,last_stage_layers=7, first_stage_layers=7, ...). No two
+// results may be the same knobs with the same layers on every (rank, chunk).
+TEST_F(LayoutSearch, TopResultsAreDistinctLayoutsNotSpellingsOfOneSplit) {
+  for (const char* name : {"mixtral-8x7b", "llama3-70b"}) {
+    model = catalog.model(name);
+    cluster = catalog.cluster("dgx-h100");
+    profile = catalog.profile("", cluster.gpu.name);
+    partial = sim::PartialLayout{};
+    partial.gbs = 1024;
+    partial.pp = 8;  // 32 and 80 layers: the even split exists and its spellings are valid
+    SearchOptions options;
+    options.top = 30;
+    const SearchResult r = search_layouts(model, cluster, profile, 512, partial, options);
+    ASSERT_GE(r.best.size(), 2u) << name;
+    for (std::size_t i = 0; i < r.best.size(); ++i)
+      for (std::size_t j = i + 1; j < r.best.size(); ++j) {
+        const sim::ParallelLayout& a = r.best[i].layout;
+        const sim::ParallelLayout& b = r.best[j].layout;
+        EXPECT_FALSE(unspelled(a).to_spec() == unspelled(b).to_spec() &&
+                     chunk_layers(model, a) == chunk_layers(model, b))
+            << name << ": rows " << i + 1 << " and " << j + 1 << " are one layout: " << a.to_spec() << " and "
+            << b.to_spec();
+      }
+  }
+}
+
+// The splits proposed for 32 layers at pp=8 hold the even split once: as
+// itself (first), never again as first/last_stage_layers=4.
+TEST(SplitOptions, EachSplitOnceUnderItsFirstSpelling) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const sim::ModelConfig m = catalog.model("llama3-8b");
+  const std::vector<SplitKnobs> options = split_options(m, 8, 1);
+  ASSERT_FALSE(options.empty());
+  EXPECT_EQ(options.front().first_stage_layers, 0);
+  EXPECT_EQ(options.front().last_stage_layers, 0);
+  EXPECT_TRUE(options.front().pp_layout.empty());
+  for (const SplitKnobs& k : options) {
+    const bool even_respelled = (k.first_stage_layers == 4 || k.first_stage_layers == 0) &&
+                                (k.last_stage_layers == 4 || k.last_stage_layers == 0) &&
+                                k.first_stage_layers + k.last_stage_layers > 0;
+    EXPECT_FALSE(even_respelled) << k.first_stage_layers << "/" << k.last_stage_layers;
+  }
+  // The uneven splits are still proposed (1 layer on each end, 5 on the middle ranks).
+  EXPECT_TRUE(std::any_of(options.begin(), options.end(),
+                          [](const SplitKnobs& k) { return k.first_stage_layers == 1 && k.last_stage_layers == 1; }));
+}
+
+// Issue 29: ZeRO-3's overlaps are what the model does, not knobs. Its layouts
+// carry both overlaps on (the table shows ovl=gp, as the model overlaps them),
+// and with an overlap turned off the search offers no ZeRO-3 layout (it could
+// not honour the knob) instead of ignoring it.
+TEST_F(LayoutSearch, ZeroThreeLayoutsOverlapAndAreNotOfferedWithAnOverlapOff) {
+  model = catalog.model("llama3-8b");
+  cluster = catalog.cluster("dgx-h100");
+  profile = catalog.profile("", cluster.gpu.name);
+  partial = sim::parse_layout("zero=3,gbs=256");
+  SearchOptions options;
+  options.top = 20;
+  const SearchResult zero3 = search_layouts(model, cluster, profile, 64, partial, options);
+  ASSERT_FALSE(zero3.best.empty());
+  for (const sim::SimulationResult& r : zero3.best) {
+    ASSERT_EQ(r.layout.zero, 3);
+    if (r.layout.dp * r.layout.cp > 1) {
+      EXPECT_TRUE(r.layout.overlap_grad_reduce && r.layout.overlap_param_gather) << r.layout.to_spec();
+    }
+  }
+  options.top = 200;
+  for (const char* off : {"overlap_grad_reduce=0,gbs=256", "overlap_param_gather=0,gbs=256"}) {
+    partial = sim::parse_layout(off);
+    const SearchResult r = search_layouts(model, cluster, profile, 64, partial, options);
+    ASSERT_FALSE(r.best.empty()) << off;
+    for (const sim::SimulationResult& x : r.best) EXPECT_LT(x.layout.zero, 3) << off << ": " << x.layout.to_spec();
+  }
 }
 
 }  // namespace

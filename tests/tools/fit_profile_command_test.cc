@@ -85,5 +85,41 @@ TEST(FitProfileCommand, RefusesARunOverSeveralGpus) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("f.yaml")));
 }
 
+// The profile, the cluster and the runs must be one GPU, as simulate requires
+// of a profile and its cluster: H200 runs fitted against the default
+// dgx-h100 are refused, naming the cluster that has the GPU, and nothing is written.
+TEST(FitProfileCommand, RefusesAProfileOrRunsOfAnotherGpuThanTheClusters) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("runs"));
+  sextant::testing::write_file(dir.file("runs/a.json"), run_json("gpt-350m", 1, 8, "none", 0.150));
+  sextant::testing::write_file(dir.file("runs/b.json"), run_json("gpt-350m", 8, 8, "none", 0.097));
+  std::string h200 = run_json("gpt-1.3b", 4, 4, "full", 0.170);
+  h200.replace(h200.find("NVIDIA H100 80GB HBM3"), std::string("NVIDIA H100 80GB HBM3").size(), "NVIDIA H200");
+  sextant::testing::write_file(dir.file("runs/c.json"), h200);
+  const std::string profile = std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/engine-measured-tiny.yaml";
+  CommandResult r = run_sextant(dir, "fit-profile --runs runs --profile " + profile + " --out f.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err, "sextant: error: runs/c.json: device: trained on NVIDIA H200 (h200-sxm-141gb) but --cluster "
+                   "dgx-h100 has GPU h100-sxm-80gb; give --cluster dgx-h200 (its GPU is h200-sxm-141gb), or leave "
+                   "this run out of --runs\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("f.yaml")));
+  // The H100 profile and runs against an H200 cluster: both the profile and the H100 runs are named.
+  std::filesystem::remove(dir.file("runs/c.json"));
+  sextant::testing::write_file(dir.file("runs/c.json"), run_json("gpt-1.3b", 4, 4, "full", 0.170));
+  r = run_sextant(dir, "fit-profile --cluster dgx-h200 --runs runs --profile " + profile + " --out f.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("sextant: error: --cluster: 'dgx-h200' has GPU h200-sxm-141gb but --profile " + profile +
+                       " is for h100-sxm-80gb; give --cluster dgx-h100 (its GPU is h100-sxm-80gb)\n"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sextant: error: runs/a.json: device: trained on NVIDIA H100 80GB HBM3 (h100-sxm-80gb) but "
+                       "--cluster dgx-h200 has GPU h200-sxm-141gb; give --cluster dgx-h100"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("f.yaml")));
+  // The same runs with the profile's cluster fit.
+  r = run_sextant(dir, "fit-profile --cluster dgx-h100 --runs runs --profile " + profile + " --out f.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace sextant::tools

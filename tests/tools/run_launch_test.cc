@@ -1,5 +1,10 @@
 // `sextant run`'s launch options through the binary (no GPU needed).
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
 
 #include "tests/support/run_sextant.h"
 #include "tests/support/temp_dir.h"
@@ -20,6 +25,77 @@ TEST(RunLaunch, PrintSbatchWritesTheSlurmScript) {
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("/sextant run --model llama3-70b --layout tp=8,pp=4 --steps 10\n"),
             std::string::npos) << r.out;
+}
+
+// --print-sbatch writes nothing for a job `run` would refuse on its nodes x GPUs
+// ranks (exit 2, one message naming the option), the same checks in the same words.
+TEST(RunLaunch, PrintSbatchRefusesWhatRunRefusesBeforeWritingAnything) {
+  TempDir dir;
+  struct Case {
+    const char* arguments;
+    const char* message;
+  };
+  const Case cases[] = {
+      // An unknown model.
+      {"--model no-such-model", "no-such-model"},
+      // 16 heads of gpt-350m over tp=3 (3 nodes of 1 GPU: the ranks fit, the heads do not).
+      {"--nodes 3 --gpus-per-node 1 --model gpt-350m --layout tp=3",
+       "--layout: tp: 3: num_attention_heads (16) of model 'gpt-350m' must be a multiple of tp"},
+      // tp·pp = 64 ranks asked of 2 nodes of 8 GPUs.
+      {"--nodes 2 --model gpt-350m --layout tp=8,pp=8",
+       "--layout: tp·cp·pp = 64 does not divide the 16 ranks the launcher started"},
+      // dp given, more than the nodes hold.
+      {"--nodes 1 --model gpt-350m --layout dp=16",
+       "tp·cp·dp·pp = 16 is not the 8 ranks the launcher started"},
+      // A knob the engine does not execute.
+      {"--nodes 1 --model gpt-350m --layout cp=2", "context parallelism is not executed yet"},
+      {"--nodes 1 --model gpt-350m --layout zero=3", "--layout: zero"},
+      // A batch the ranks cannot share.
+      {"--nodes 1 --model gpt-350m --layout mbs=2,gbs=6", "--layout"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = run_sextant(dir, std::string("run --print-sbatch ") + c.arguments);
+    EXPECT_EQ(r.exit_code, 2) << c.arguments;
+    EXPECT_EQ(r.out, "") << c.arguments;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.arguments << "\n" << r.err;
+  }
+}
+
+TEST(RunLaunch, PrintSbatchAcceptsOnlySlurmTimeFormats) {
+  TempDir dir;
+  const std::string job = "run --print-sbatch --nodes 1 --model gpt-350m --steps 10 --time ";
+  for (const char* time : {"99:99:99", "'01:00:00;reboot'", "'01:00:00\n#SBATCH --account=x'", "1h", "0"}) {
+    const CommandResult r = run_sextant(dir, job + time);
+    EXPECT_EQ(r.exit_code, 2) << time;
+    EXPECT_EQ(r.out, "") << time;
+    EXPECT_NE(r.err.find("--time: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("accepted: Slurm's forms minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS"),
+              std::string::npos) << r.err;
+  }
+  const CommandResult r = run_sextant(dir, job + "1-12:00");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("#SBATCH --time=1-12:00\n"), std::string::npos) << r.out;
+}
+
+TEST(RunLaunch, PrintSbatchQuotesOrRefusesEveryValueThatReachesTheScript) {
+  TempDir dir;
+  // A ';' in a value is quoted on the srun line, never run.
+  CommandResult r = run_sextant(dir, "run --print-sbatch --nodes 1 --model gpt-350m --steps 10 --save 'ck;pt'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" --save 'ck;pt'\n"), std::string::npos) << r.out;
+  // A newline is refused (shown escaped).
+  r = run_sextant(dir, "run --print-sbatch --nodes 1 --model gpt-350m --steps 10 --save 'ck\n#SBATCH --x'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("'ck\\n#SBATCH --x' holds a control character"), std::string::npos) << r.err;
+  // Node and GPU counts: whole numbers in range.
+  r = run_sextant(dir, "run --print-sbatch --nodes 0 --model gpt-350m");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--nodes: expected a whole number from 1 to"), std::string::npos) << r.err;
+  r = run_sextant(dir, "run --print-sbatch --gpus-per-node 1000 --model gpt-350m");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpus-per-node: expected a whole number from 1 to 64, got '1000'"), std::string::npos)
+      << r.err;
 }
 
 TEST(RunLaunch, ALayoutThatDoesNotFitTheRanksStopsEveryRank) {
@@ -101,6 +177,41 @@ TEST(RunLaunch, KnobsTheEngineDoesNotExecuteAreRefusedNotIgnored) {
     const CommandResult r = run_sextant(dir, std::string("run --model gpt-350m --layout ") + layout);
     EXPECT_EQ(r.exit_code, 2) << layout;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+// Without a GPU every rank path says so as plain `run` does (exit 2), never a
+// CUDA error from cudaSetDevice (exit 1): the ranks --nproc-per-node starts,
+// and a rank started by Slurm, by Open MPI or by torchrun-style variables.
+TEST(RunLaunch, RanksWithoutAGpuSaySoAndExitTwo) {
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";
+  TempDir dir;
+  const std::string job = "run --model gpt-350m --seq-length 128 --layout mbs=1 --steps 1";
+  auto expect_refused = [](const CommandResult& r, const std::string& path) {
+    EXPECT_EQ(r.exit_code, 2) << path << "\n" << r.err;
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << path << "\n" << r.err;
+    const bool explained = r.err.find("no CUDA GPU is visible") != std::string::npos ||
+                           r.err.find("built without") != std::string::npos;
+    EXPECT_TRUE(explained) << path << "\n" << r.err;
+  };
+  const CommandResult local = run_sextant(dir, "run --nproc-per-node 2 " + job.substr(4));
+  if (local.exit_code == 0) GTEST_SKIP() << "this machine has GPUs";
+  expect_refused(local, "--nproc-per-node 2");
+  EXPECT_NE(local.err.find("rank 1: no CUDA GPU is visible"), std::string::npos) << local.err;
+  // One rank of a job of one, as each launcher describes it (a world of one
+  // needs no peer to meet, so the rank reaches its GPU check alone).
+  const std::vector<std::vector<std::pair<const char*, const char*>>> launchers = {
+      {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"}, {"SLURM_STEP_NODELIST", "localhost"}},
+      {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+       {"MASTER_ADDR", "127.0.0.1"}},
+      {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "127.0.0.1"}},
+  };
+  for (const auto& variables : launchers) {
+    for (const auto& [name, value] : variables) ::setenv(name, value, 1);
+    const CommandResult r = run_sextant(dir, job);
+    for (const auto& [name, value] : variables) ::unsetenv(name);
+    expect_refused(r, variables.front().first);
+    EXPECT_NE(r.err.find("rank 0: no CUDA GPU is visible"), std::string::npos) << r.err;
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/core/config_error.h"
+
 namespace sextant::engine::launch {
 namespace {
 
@@ -34,6 +36,50 @@ TEST(SbatchScript, ShellQuoting) {
   EXPECT_EQ(shell_quote(""), "''");
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
   EXPECT_EQ(shell_quote("$HOME"), "'$HOME'");
+}
+
+}  // namespace
+}  // namespace sextant::engine::launch
+
+namespace sextant::engine::launch {
+namespace {
+
+std::string refusal(const SbatchOptions& o) {
+  try {
+    sbatch_script(o);
+  } catch (const sim::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SbatchScript, RefusesATimeLimitThatIsNotSlurms) {
+  SbatchOptions o;
+  o.command = {"sextant", "run"};
+  o.time_limit = "01:00:00; rm -rf ~";
+  EXPECT_NE(refusal(o).find("--time: '01:00:00; rm -rf ~': "), std::string::npos) << refusal(o);
+  o.time_limit = "2-00:30:00";
+  EXPECT_NE(sbatch_script(o).find("#SBATCH --time=2-00:30:00\n"), std::string::npos);
+}
+
+TEST(SbatchScript, RefusesControlCharactersAndAJobNameSbatchCannotRead) {
+  SbatchOptions o;
+  o.command = {"sextant", "run", "--data", "corpus\n#SBATCH --account=other"};
+  const std::string message = refusal(o);
+  EXPECT_NE(message.find("batch script: the argument 'corpus\\n#SBATCH --account=other' holds a control character"),
+            std::string::npos) << message;
+  EXPECT_EQ(message.find("\n#SBATCH"), std::string::npos) << "the newline is shown escaped";
+  o.command = {"sextant", "run"};
+  o.job_name = "a job";
+  EXPECT_NE(refusal(o).find("job name: 'a job': accepted: letters, digits, '_', '.', '-'"), std::string::npos);
+}
+
+TEST(SbatchScript, QuotesEveryCommandWordAShellWouldSplitOrExpand) {
+  SbatchOptions o;
+  o.command = {"sextant", "run", "--data", "a;b", "--save", "$(reboot)", "--load", "it's"};
+  EXPECT_NE(sbatch_script(o).find("srun --kill-on-bad-exit=1 sextant run --data 'a;b' --save '$(reboot)' --load "
+                                  "'it'\\''s'\n"),
+            std::string::npos) << sbatch_script(o);
 }
 
 }  // namespace

@@ -123,5 +123,22 @@ TEST(RestrictToFramework, RefusesWhatTheSoftwareCannotRun) {
   }
 }
 
+// ZeRO-3 is modelled with its gathers and reduce-scatters overlapping
+// compute: software that cannot overlap gradient reduction is refused it.
+TEST(RestrictToFramework, RefusesZeroThreeWhereTheSoftwareCannotOverlap) {
+  const Framework f = load_framework_text(kDeepSpeedLike, "ds.yaml");
+  PartialLayout l;
+  l.zero = 3;
+  try {
+    restrict_to_framework(l, f, "--layout");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.diagnostics()[0].to_string(),
+              "--layout: framework ds cannot run zero=3 (modelled with its weight all-gathers and gradient "
+              "reduce-scatters overlapping compute, which this software does not do) "
+              "(configs/frameworks/ds.yaml, supports:)");
+  }
+}
+
 }  // namespace
 }  // namespace sextant::sim

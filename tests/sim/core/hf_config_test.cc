@@ -486,6 +486,11 @@ TEST(HfConfig, KeysAnArchitectureDoesNotReadAreRefusedNamingTheKey) {
                   "LlamaForCausalLM does not have (transformers would ignore the key and build a "
                   "different model); sextant refuses rather than simulate that: fix "
                   "architectures or remove the key"});
+  // DeepSeek's routing keys under another architecture.
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"n_group\": 8")),
+            Lines{"config.json:9:34: n_group: describes grouped, node-limited expert routing (DeepSeek), which "
+                  "LlamaForCausalLM does not have (transformers would ignore the key and build a different "
+                  "model); sextant refuses rather than simulate that: fix architectures or remove the key"});
   // Off values describe nothing: accepted.
   EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"sliding_window\": null, \"num_experts\": 0")),
@@ -496,7 +501,23 @@ TEST(HfConfig, DeepSeekV3ReadsLatentAttentionAndItsExperts) {
   // tests/data/hf/deepseek-v3.json: deepseek-ai/DeepSeek-V3 config.json as
   // published (quantization_config left out). seq_length from rope_scaling's
   // original_max_position_embeddings (4096, the pre-training length).
-  const ModelConfig m = load_hf_config_file(kHf + "deepseek-v3.json", 0);
+  // Its multi-token prediction, sigmoid router scores and node-limited routing
+  // are not modelled: refused by name (issue 29), each with what is accepted.
+  const std::string published = sextant::testing::read_file(kHf + "deepseek-v3.json");
+  EXPECT_EQ(text_errors(published),
+            (Lines{"config.json:29:31: num_nextn_predict_layers: is 1: multi-token prediction (extra transformer "
+                   "layers and output heads) is not modelled; accepted: 0 (simulates the model without its MTP "
+                   "module)",
+                   "config.json:45:19: scoring_func: is 'sigmoid': only softmax router scores are modelled; "
+                   "accepted: softmax",
+                   "config.json:48:17: topk_group: is 4 of n_group 8: node-limited routing (experts from at most "
+                   "topk_group groups, which bounds the expert all-to-all) is not modelled; accepted: topk_group "
+                   "equal to n_group (no limit)"}));
+  // The same file with those three off is the model sextant simulates.
+  std::string off = with(published, "\"num_nextn_predict_layers\": 1", "\"num_nextn_predict_layers\": 0");
+  off = with(off, "\"scoring_func\": \"sigmoid\"", "\"scoring_func\": \"softmax\"");
+  off = with(off, "\"topk_group\": 4", "\"topk_group\": 8");
+  const ModelConfig m = load_hf_config_text(off, "config.json", 0);
   EXPECT_EQ(m.num_layers, 61);
   EXPECT_EQ(m.hidden_size, 7168);
   EXPECT_EQ(m.ffn_hidden_size, 18432);  // the three leading dense layers

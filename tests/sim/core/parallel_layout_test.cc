@@ -64,7 +64,7 @@ TEST(ParseLayout, DesignDocExampleParses) {
 
 TEST(ParseLayout, EveryKnobParses) {
   const PartialLayout p = parse_layout(
-      "tp=2,pp=3,vpp=4,dp=5,cp=6,ep=7,etp=8,mbs=9,gbs=10,sp=0,recompute=full,zero=3,"
+      "tp=2,pp=3,vpp=4,dp=5,cp=6,ep=7,etp=8,mbs=9,gbs=10,sp=0,recompute=full,zero=2,"
       "schedule=gpipe,precision=fp8,attention=unfused,overlap_grad_reduce=off,"
       "overlap_param_gather=false,tp_comm_overlap=on");
   EXPECT_EQ(p.tp, 2);
@@ -78,7 +78,7 @@ TEST(ParseLayout, EveryKnobParses) {
   EXPECT_EQ(p.gbs, 10);
   EXPECT_EQ(p.sp, false);
   EXPECT_EQ(p.recompute, Recompute::kFull);
-  EXPECT_EQ(p.zero, 3);
+  EXPECT_EQ(p.zero, 2);
   EXPECT_EQ(p.schedule, Schedule::kGpipe);
   EXPECT_EQ(p.precision, Precision::kFp8);
   EXPECT_EQ(p.attention, AttentionKernel::kUnfused);
@@ -138,6 +138,33 @@ TEST(ParseLayout, FsdpNamesTheZeroThreeImplementation) {
   EXPECT_EQ(parse_layout(l.to_spec()).fsdp, FsdpImplementation::kDeepSpeedZero3);
   l.zero = 1;  // meaningless without zero=3: not spelled out
   EXPECT_EQ(l.to_spec().find("fsdp"), std::string::npos);
+}
+
+// Issue 29: with ZeRO-3 the data-parallel overlaps are not knobs (every
+// implementation modelled overlaps its all-gathers and reduce-scatters), so
+// turning one off is refused by name, with zero=3 or an fsdp implementation
+// given; on is accepted (it is what the model does); a ZeRO-3 spec leaves
+// them out and parses back.
+TEST(ParseLayout, OverlapsCannotBeTurnedOffWithZeroThree) {
+  const std::string why =
+      "=0 cannot be modelled with zero=3: every ZeRO-3 implementation modelled overlaps it (Megatron-FSDP turns "
+      "it on itself when sharding parameters, FSDP2 has no switch; DeepSpeed's overlap_comm is not modelled); "
+      "leave it out or give 1";
+  EXPECT_EQ(errors("zero=3,overlap_grad_reduce=0"),
+            Lines{"--layout:1:8: overlap_grad_reduce: overlap_grad_reduce" + why});
+  EXPECT_EQ(errors("overlap_param_gather=off,fsdp=fsdp2"),
+            Lines{"--layout:1:1: overlap_param_gather: overlap_param_gather" + why});
+  EXPECT_EQ(errors("fsdp=deepspeed-zero3,overlap_grad_reduce=0,overlap_param_gather=0").size(), 2u);
+  EXPECT_EQ(errors("zero=3,overlap_grad_reduce=1,overlap_param_gather=1"), Lines{});
+  EXPECT_EQ(errors("zero=1,overlap_grad_reduce=0,overlap_param_gather=0"), Lines{});
+  ParallelLayout l;
+  l.zero = 3;
+  l.dp = 8;
+  EXPECT_EQ(l.to_spec().find("overlap_grad_reduce"), std::string::npos);
+  EXPECT_EQ(l.to_spec().find("overlap_param_gather"), std::string::npos);
+  EXPECT_EQ(parse_layout(l.to_spec()).zero, 3);
+  l.zero = 1;
+  EXPECT_NE(l.to_spec().find(",overlap_grad_reduce=1,overlap_param_gather=0"), std::string::npos);
 }
 
 TEST(ParseLayout, UnknownKnobListsTheKnobs) {
