@@ -97,8 +97,10 @@ MoeLayer::MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, co
   backend_ = options_.gemm_backend.value_or(s.expert_gemms_in_loop() ? kernels::MoeGemmBackend::kCublasLtLoop
                                                                       : kernels::MoeGemmBackend::kCublasGrouped);
   readback_.resize(2 * to_size(s.local_experts));
-  for (int layer = 0; layer < s.num_layers; ++layer)
+  for (int layer = 0; layer < s.num_layers; ++layer) {
+    moe_index_.push_back(static_cast<int>(statistics_.expert_tokens.size()));
     if (s.moe_layer(first_layer_ + layer)) statistics_.expert_tokens.emplace_back(to_size(s.local_experts), 0);
+  }
 }
 
 MoeLayer::~MoeLayer() = default;
@@ -171,7 +173,7 @@ void MoeLayer::bind(bool full_recompute) {
                                                        kernels::MoeGroupedGemm::workspace_bytes(sizes().experts));
 }
 
-void MoeLayer::route(int layer, const Bf16* x) {
+void MoeLayer::route(int layer, const Bf16* x, bool count_statistics) {
   const Sizes z = sizes();
   const LayerTensors& w = context_.layout().layer(layer);
   const Stored& a = stored_[to_size(layer)];
@@ -219,9 +221,8 @@ void MoeLayer::route(int layer, const Bf16* x) {
   expert_rows_[to_size(layer)].assign(readback_.begin() + static_cast<std::ptrdiff_t>(E), readback_.end());
 
   // The statistics count each layer's forward once, not full recomputation's again.
-  int moe_index = 0;
-  for (int l = 0; l < layer; ++l) moe_index += context_.shape().moe_layer(first_layer_ + l) ? 1 : 0;
-  std::vector<std::int64_t>& tokens = statistics_.expert_tokens[to_size(moe_index)];
+  if (!count_statistics) return;
+  std::vector<std::int64_t>& tokens = statistics_.expert_tokens[to_size(moe_index_[to_size(layer)])];
   for (std::size_t e = 0; e < E; ++e) tokens[e] += readback_[e];
   statistics_.aux_loss_sum += aux ? loss_values[0] / losses.aux_loss_coeff : 0.0;
   statistics_.z_loss_sum += losses.z_loss_coeff != 0.0f ? loss_values[1] / losses.z_loss_coeff : 0.0;
@@ -234,16 +235,8 @@ void MoeLayer::forward(int layer, bool recompute) {
   const Stored& a = stored_[to_size(layer)];
   cudaStream_t stream = context_.stream();
   const Bf16* x = normed_input(layer);
-  if (recompute) {
-    // Full recomputation reruns the router on the same input: the same choices.
-    const std::vector<std::int32_t> rows = expert_rows_[to_size(layer)];
-    const MoeStatistics kept_statistics = statistics_;
-    route(layer, x);
-    statistics_ = kept_statistics;
-    expert_rows_[to_size(layer)] = rows;
-  } else {
-    route(layer, x);
-  }
+  // Full recomputation reruns the router on the same input: the same choices.
+  route(layer, x, !recompute);
   const std::vector<std::int32_t>& rows = expert_rows_[to_size(layer)];
   const int used = std::accumulate(rows.begin(), rows.end(), 0);
 

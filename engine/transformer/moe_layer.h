@@ -100,8 +100,8 @@ class MoeLayer : public ResidualBlock {
   kernels::MoeRoutingOptions routing_options() const;
   kernels::MoePadding padding(const Stored& a) const;
   /// The router's forward and the routing map of `layer`, then the rows per
-  /// expert (and the statistics) read back to the host.
-  void route(int layer, const Bf16* x);
+  /// expert (and, when `count_statistics`, the statistics) read back to the host.
+  void route(int layer, const Bf16* x, bool count_statistics);
   /// The router GEMM's backward: the input gradient added into `dx`, the weight's gradient.
   void router_backward(int layer, Bf16* dx);
 
@@ -110,6 +110,7 @@ class MoeLayer : public ResidualBlock {
   kernels::MoeGemmBackend backend_;
   std::vector<Stored> stored_;                        // per layer
   std::vector<std::vector<std::int32_t>> expert_rows_;  // per layer, on the host: each expert's rows
+  std::vector<int> moe_index_;  // per layer: its index among the MoE layers (statistics_.expert_tokens)
   std::vector<std::int32_t> readback_;                // the router's counts and the expert rows
   MoeStatistics statistics_;
   std::unique_ptr<kernels::MoeGroupedGemm> grouped_;
