@@ -103,6 +103,25 @@ void print_table(const reports::ValidationSummary& s,
   }
 }
 
+// The summary as a Markdown table: every group, the whole set first. README.md
+// embeds this output verbatim (tests/tools/readme_figures_test.cc checks it).
+void print_markdown(const reports::ValidationSummary& s, std::ostream& out) {
+  const auto percent = [](double e) { return fixed("%.1f %%", 100 * e); };
+  out << "| group | predicted | median | p90 | worst |\n|---|---:|---:|---:|---:|\n";
+  out << "| all | " << s.predicted << "/" << s.outcomes.size() << " | "
+      << percent(s.median_abs_error) << " | " << percent(s.p90_abs_error) << " | "
+      << percent(s.worst_abs_error) << " (" << s.worst_case_id << ") |\n";
+  for (const reports::GroupSummary& g : reports::summarize_by_group(s)) {
+    out << "| " << g.dimension << ": " << g.name << " | " << g.predicted << "/" << g.cases << " | ";
+    if (g.predicted == 0) {
+      out << "- | - | - |\n";
+    } else {
+      out << percent(g.median_abs_error) << " | " << percent(g.p90_abs_error) << " | "
+          << percent(g.worst_abs_error) << " |\n";
+    }
+  }
+}
+
 nlohmann::json summary_json(const reports::ValidationSummary& s,
                             const std::vector<std::optional<sim::CostProfile>>& profiles) {
   nlohmann::json cases = nlohmann::json::array();
@@ -153,6 +172,8 @@ int run_validate(const ValidateOptions& o, const CommonOptions& common, std::ost
   const auto profiles = case_profiles(summary, catalog, o.profile);
   if (o.format == "json") {
     out << summary_json(summary, profiles).dump(2) << "\n";
+  } else if (o.format == "markdown") {
+    print_markdown(summary, out);
   } else {
     print_table(summary, profiles, out);
   }
@@ -175,8 +196,10 @@ CommandRunner add_validate_command(CLI::App& app, const CommonOptions& common) {
       ->required();
   cmd->add_option("--profile", options->profile,
                   "cost profile YAML for every case (default: each GPU's own profile)");
-  cmd->add_option("--format", options->format, "output format")
-      ->check(CLI::IsMember({"table", "json"}))
+  cmd->add_option("--format", options->format,
+                  "output format: table (per case, then by group), json, or markdown (the\n"
+                  "errors by group as one Markdown table, as README.md shows them)")
+      ->check(CLI::IsMember({"table", "json", "markdown"}))
       ->capture_default_str();
   cmd->add_option("--engine", options->engine,
                   "engine predicting each completed layout: analytic (closed form) or event\n"
