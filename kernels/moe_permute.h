@@ -24,13 +24,16 @@
 
 namespace sextant::kernels {
 
-/// Rows of the permuted activations that no token fills when the experts are
-/// padded to a capacity: expert e's rows [e * capacity + kept[e], (e + 1) * capacity).
-/// The permutation writes them with zeros, so the expert GEMMs read no garbage.
+/// Rows of the permuted activations that no token fills when the experts' blocks
+/// are padded (kernels/moe_routing_map.h): expert e's block holds capacity rows
+/// (padded to a capacity) or kept[e] rounded up to rows_multiple, from the sum of
+/// the blocks before it; its rows after the kept ones are padding. The
+/// permutation writes them with zeros, so the expert GEMMs read no garbage.
 struct MoePadding {
   const std::int32_t* kept_tokens_per_expert = nullptr;  // (experts), from moe_routing_map; null: no padding
   int experts = 0;
-  int capacity = 0;
+  int capacity = 0;       // > 0: every block this many rows
+  int rows_multiple = 1;  // without a capacity: each block rounded up to a multiple
 };
 
 /// permuted: (rows, cols) bf16, each mapped row written (and padding rows zeroed);

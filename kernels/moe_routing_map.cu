@@ -52,13 +52,14 @@ struct ExpertStarts {
 __global__ void __launch_bounds__(kScanThreads)
     expert_starts_kernel(ExpertStarts starts, std::int32_t* kept_tokens_per_expert,
                          std::int32_t* expert_rows, const std::int32_t* counts, int experts,
-                         int capacity, bool pad) {
+                         int capacity, bool pad, int rows_multiple) {
   using BlockScan = cub::BlockScan<std::int32_t, kScanThreads>;
   __shared__ typename BlockScan::TempStorage scan_space;
   const int e = threadIdx.x;
   const std::int32_t count = e < experts ? counts[e] : 0;
   const std::int32_t kept = capacity > 0 ? min(count, capacity) : count;
-  const std::int32_t rows = e < experts ? (pad ? capacity : kept) : 0;
+  const std::int32_t rows =
+      e < experts ? (pad ? capacity : (kept + rows_multiple - 1) / rows_multiple * rows_multiple) : 0;
   std::int32_t start = 0;
   BlockScan(scan_space).ExclusiveSum(count, start);
   if (e < experts) starts.dropless[e] = start;
@@ -214,8 +215,10 @@ int moe_expert_capacity(int tokens, int topk, int experts, double capacity_facto
 }
 
 std::int64_t moe_permuted_rows_bound(int tokens, int topk, int experts, const MoeRoutingOptions& options) {
-  return options.pad_to_capacity ? static_cast<std::int64_t>(experts) * options.capacity
-                                 : static_cast<std::int64_t>(tokens) * topk;
+  return options.pad_to_capacity
+             ? static_cast<std::int64_t>(experts) * options.capacity
+             : static_cast<std::int64_t>(tokens) * topk +
+                   static_cast<std::int64_t>(experts) * (std::max(options.rows_multiple, 1) - 1);
 }
 
 std::size_t moe_routing_map_workspace_bytes(int tokens, int topk, int experts) {
@@ -235,9 +238,11 @@ void moe_routing_map(std::int32_t* token_rows, std::int32_t* kept_tokens_per_exp
                    "capacity (" + std::to_string(options.capacity) + ") must be >= 0 (0: dropless)");
   require_argument(!options.pad_to_capacity || options.capacity > 0, kName,
                    "pad_to_capacity needs a capacity");
+  require_argument(options.rows_multiple >= 1, kName,
+                   "rows_multiple (" + std::to_string(options.rows_multiple) + ") must be >= 1");
   require_argument(moe_permuted_rows_bound(tokens, topk, experts, options) <=
                        std::numeric_limits<std::int32_t>::max(),
-                   kName, "experts x capacity must fit in int32");
+                   kName, "the permuted rows must fit in int32");
   const bool by_priority = options.capacity > 0 && options.drop_policy == MoeDropPolicy::kProbs;
   require_argument(kept_tokens_per_expert != nullptr && expert_rows != nullptr, kName,
                    "kept_tokens_per_expert and expert_rows must not be null");
@@ -260,7 +265,7 @@ void moe_routing_map(std::int32_t* token_rows, std::int32_t* kept_tokens_per_exp
   }
   expert_starts_kernel<<<1, kScanThreads, 0, stream>>>(w.starts, kept_tokens_per_expert, expert_rows,
                                                        w.counts, experts, options.capacity,
-                                                       options.pad_to_capacity);
+                                                       options.pad_to_capacity, options.rows_multiple);
   SEXTANT_CHECK_LAUNCH("expert_starts_kernel");
   if (pairs == 0) return;
 

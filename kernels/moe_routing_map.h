@@ -19,6 +19,12 @@
 // --moe-pad-expert-input-to-capacity), the unused ones at the end of its block
 // zero-filled by the permutation (Megatron fills them with other tokens at weight
 // 0; the results are the same, as those rows never reach the output).
+// Without it, rows_multiple rounds every expert's block up to a multiple of that
+// many rows, zero-filled the same way: cuBLAS's grouped weight gradient (the rows
+// its inner dimension) stays one kernel only when every expert's rows are a
+// multiple of 8, and otherwise launches one GEMM per expert at ~10 us of host
+// time each, 1.2-1.6 ms for 128 experts against 0.04-0.06 ms
+// (reports/measurements/2026-11-27-h100-moe-ncu/).
 //
 // Deterministic: CUB's stable radix sort and integer counts.
 #pragma once
@@ -36,6 +42,7 @@ struct MoeRoutingOptions {
   int capacity = 0;  // rows per expert at most; 0: dropless
   MoeDropPolicy drop_policy = MoeDropPolicy::kProbs;
   bool pad_to_capacity = false;  // needs capacity > 0
+  int rows_multiple = 1;          // >= 1; without pad_to_capacity, each block rounded up to a multiple
 };
 
 /// Megatron-Core's get_capacity for tokens x topk choices: ceil(tokens x topk /
@@ -44,7 +51,8 @@ struct MoeRoutingOptions {
 int moe_expert_capacity(int tokens, int topk, int experts, double capacity_factor, int min_capacity = 0);
 
 /// Rows of the permuted activations the routing map can use: tokens x topk
-/// (dropless or dropping) or experts x capacity (padded), whichever the options give.
+/// (dropless or dropping) plus experts x (rows_multiple - 1), or experts x capacity
+/// (padded to capacity), whichever the options give.
 std::int64_t moe_permuted_rows_bound(int tokens, int topk, int experts, const MoeRoutingOptions& options);
 
 /// Device workspace moe_routing_map needs.
@@ -57,7 +65,7 @@ std::size_t moe_routing_map_workspace_bytes(int tokens, int topk, int experts);
 ///   where it was dropped.
 /// kept_tokens_per_expert: (experts) int32, written: the pairs each expert kept.
 /// expert_rows: (experts) int32, written: the rows of each expert's block, = kept
-///   tokens, or capacity when padded; the blocks lie in expert order from row 0, so
+///   tokens rounded up to rows_multiple, or capacity when padded to it; the blocks lie in expert order from row 0, so
 ///   expert e starts at the sum of expert_rows before it. The grouped GEMM takes
 ///   these on the host: copy them back (a device-to-host sync, as Megatron's
 ///   tokens_per_expert.cpu() is).

@@ -51,8 +51,7 @@ void print_moe_summary(std::ostream& out, const MoeStatistics& s) {
   const std::vector<double> loads = loads_of(s);
   out << "MoE routing over the run (this rank's tokens): busiest expert / mean by layer";
   for (const double load : loads) out << " " << sim::format_fixed(load, 2);
-  out << " (worst " << sim::format_fixed(*std::max_element(loads.begin(), loads.end()), 2)
-      << ": the simulator's moe.expert_load_factor)";
+  out << " (worst " << sim::format_fixed(*std::max_element(loads.begin(), loads.end()), 2) << ")";
   if (s.aux_loss_sum > 0) out << "; Switch loss " << sim::format_fixed(mean_loss(s.aux_loss_sum, s), 4) << " (1: balanced)";
   out << "\n";
 }

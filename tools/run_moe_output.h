@@ -1,8 +1,9 @@
 // What `sextant run` says about an MoE model's routing (issue 25): per MoE
-// layer, the busiest expert's tokens over the mean (the simulator's
-// moe.expert_load_factor, measured), and the router losses' mean values —
+// layer, the busiest expert's tokens over the mean, and the router losses' mean values —
 // on a progress line per log interval, in the summary, and in --format json.
-// This rank's tokens (with dp > 1, each rank routes its own).
+// This rank's tokens (with dp > 1, each rank routes its own). Not the
+// simulator's moe.expert_load_factor, which is the busiest expert-parallel
+// rank's share over the mean: 1 while every expert is on each GPU (ep = 1).
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -18,6 +18,8 @@ namespace sextant::engine::transformer {
 namespace {
 
 constexpr auto kAct = MemoryCategory::kActivations;
+// Rows of an expert's block are a multiple of this (routing_options).
+constexpr int kExpertRowsMultiple = 8;
 
 }  // namespace
 
@@ -72,13 +74,18 @@ kernels::MoeRoutingOptions MoeLayer::routing_options() const {
                                               options_.capacity_factor);
   o.drop_policy = options_.drop_policy;
   o.pad_to_capacity = options_.pad_to_capacity && o.capacity > 0;
+  // Each expert's block a multiple of 8 rows (zeros after its tokens): cuBLAS's
+  // grouped weight gradient, whose inner dimension the rows are, otherwise runs
+  // one GEMM per expert (kernels/moe_routing_map.h). The zero rows add nothing.
+  o.rows_multiple = o.pad_to_capacity ? 1 : kExpertRowsMultiple;
   return o;
 }
 
 kernels::MoePadding MoeLayer::padding(const Stored& a) const {
   const kernels::MoeRoutingOptions o = routing_options();
-  if (!o.pad_to_capacity) return {};
-  return {a.kept, context_.shape().local_experts, o.capacity};
+  if (o.pad_to_capacity) return {a.kept, context_.shape().local_experts, o.capacity};
+  if (o.rows_multiple > 1) return {a.kept, context_.shape().local_experts, 0, o.rows_multiple};
+  return {};
 }
 
 MoeLayer::MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, const MoeOptions& options,

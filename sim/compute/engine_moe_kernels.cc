@@ -57,6 +57,7 @@
 #include <cmath>
 #include <vector>
 
+#include "sim/compute/grouped_gemm_time.h"
 #include "sim/compute/host_issued_launches.h"
 
 namespace sextant::sim {
@@ -75,17 +76,37 @@ using K = ElementwiseKernel;
 // expert at 16, 64 and 256 rows (the GPU needs ~5 us for such a product), so
 // the host's time to issue one product is their mean.
 constexpr double kLoopHostPerProductS = 10.7e-6;
-// The grouped backend (cublasGemmGroupedBatchedEx): max(fixed + per-expert time,
-// FLOPs / rate), least squares on ln time over the 18 grouped points (grid
-// search, rms log error 0.089): 32 us + 2.2 us per expert, 310e12 FLOP/s. The
-// rate is taken as a fraction of the profile's bf16 GEMM rate, 310e12 over the
-// measured H100 profile's 0.89 x 989.4e12 (configs/profiles/measured/
-// h100-sxm-80gb.yaml, gemm_efficiency), so other GPUs scale with their own.
-// The measurement timed forward products only: the input and weight gradients
-// are costed with the same fit by their FLOPs (not measured).
-constexpr double kGroupedFixedS = 32e-6;
-constexpr double kGroupedPerExpertS = 2.2e-6;
-constexpr double kGroupedRateOfDenseGemmRate = 310e12 / (0.89 * 989.4e12);
+// The grouped backend (cublasGemmGroupedBatchedEx) runs one CUTLASS grouped
+// kernel per product (Nsight Compute on the engine's moe-fine-tiny step,
+// reports/measurements/2026-11-27-h100-moe-ncu/): expert e's product is tiles
+// of its output in waves over the SMs (grouped_gemm_time.h's mechanism).
+//  - forward and input gradient: cutlass_80_tensorop_bf16_s16816gemm_bf16_grouped_128x64_64x3,
+//    tiles of 128 output columns by 64 rows (its name; a fact of the kernel),
+//    each expert's rows padded to whole tiles;
+//  - weight gradient (rows the inner dimension): tiles of the (out, in) output,
+//    128 x 128 (the fit's choice among 64/128); one kernel only because the
+//    engine pads every expert to a multiple of 8 rows (kernels/moe_routing_map.h):
+//    otherwise cuBLAS runs one GEMM per expert at ~10 us of host time each.
+// Fitted on reports/measurements/2026-11-27-h100-moe-engine/grouped-gemm-probe/
+// grouped_sweep.csv (8-128 experts of 16-2048 equal rows, five expert shapes;
+// grid search on ln time): a tile at 400e12 FLOP/s times k/(k + 256), plus a
+// fixed time per call: 8 us forward-type (210 calls: rms log error 0.11, worst
+// 0.49), 6 us weight gradient (105 calls: rms 0.07, worst 0.23). (The fit this
+// replaces, 32 us + 2.2 us per expert on one shape of 2048 x 1536 experts, was
+// 3-7x high on small experts.) The rate is taken as a fraction of the profile's
+// bf16 GEMM rate, over the measured H100 profile's 0.89 x 989.4e12
+// (configs/profiles/measured/h100-sxm-80gb.yaml, gemm_efficiency), so other
+// GPUs scale with their own.
+constexpr double kGroupedTileRateOfDenseGemmRate = 400e12 / (0.89 * 989.4e12);
+constexpr double kGroupedKHalf = 256;
+struct GroupedTiles {
+  double rows, columns, call_s;
+};
+constexpr GroupedTiles kGroupedForwardTiles{64, 128, 8e-6};
+constexpr GroupedTiles kGroupedWeightGradientTiles{128, 128, 6e-6};
+// The engine rounds each expert's rows up to a multiple of 8 (moe_layer.cc):
+// 3.5 rows more per expert on average.
+constexpr double kMeanPaddingRows = 3.5;
 // The grouped backend fills its device pointer tables, 64 experts per launch
 // (kernels/moe_grouped_gemm.cu, kPointersPerLaunch), before each product.
 constexpr double kExpertsPerPointerLaunch = 64;
@@ -94,11 +115,17 @@ constexpr double kExpertsPerPointerLaunch = 64;
 // digit of 8 bits, each reading and writing the keys and values (4 + 4 bytes).
 constexpr double kRadixSortDigitBits = 8;
 
-// One grouped-backend product of `flops` over `experts` groups.
-double grouped_product_s(double flops, double experts, const DeviceRates& r) {
-  const double rate = kGroupedRateOfDenseGemmRate * r.bf16_gemm_flops_per_s;
+// One grouped-backend product: `experts` outputs of (m_e × n) over an inner
+// dimension k, in `tiles`; m_e = `mean_m` on average, Poisson-spread when the
+// rows are m (expected_tiles_per_group), else exact.
+double grouped_product_s(const GroupedTiles& tiles, double mean_m, bool m_is_rows, double n, double k,
+                         double experts, const DeviceRates& r) {
+  const double m_tiles =
+      m_is_rows ? expected_tiles_per_group(mean_m, tiles.rows) : std::ceil(mean_m / tiles.rows);
+  const double waves = std::ceil(experts * m_tiles * std::ceil(n / tiles.columns) / r.sm_count);
+  const double tile_rate = kGroupedTileRateOfDenseGemmRate * r.bf16_gemm_flops_per_s * k / (k + kGroupedKHalf);
   return r.compute_time_factor *
-         std::max(kGroupedFixedS + kGroupedPerExpertS * experts, flops / rate);
+         (waves * r.sm_count * 2.0 * tiles.rows * tiles.columns * k / tile_rate + tiles.call_s);
 }
 
 // The block's launches in the order the host issues them, and their GPU time.
@@ -148,14 +175,15 @@ ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double r
     e.host = {host, host, host};
     return e;
   }
-  // One grouped call (and its pointer-table fills) per product; 2·n·in·out FLOPs per expert.
-  const double flops = 2.0 * rows * in * out * experts;
-  const double product = grouped_product_s(flops, experts, r);
+  // One grouped call (and its pointer-table fills) per product.
+  const double forward = grouped_product_s(kGroupedForwardTiles, rows, true, out, in, experts, r);
+  const double input_gradient = grouped_product_s(kGroupedForwardTiles, rows, true, in, out, experts, r);
+  const double weight_gradient = grouped_product_s(kGroupedWeightGradientTiles, out, false, in, rows, experts, r);
   // cuBLAS's grouped GEMM writes bf16 only (kernels/moe_grouped_gemm.h): the fp32
-  // weight gradient is staged in bf16 and added by one more kernel (read 2,
-  // read and write 4 + 4 bytes per weight).
+  // weight gradient is staged in bf16 and added by one more kernel (read 2, read
+  // and write 4 + 4 bytes per weight).
   const double staging_add = untabled_memory_kernel_s(10.0 * experts * in * out, r);
-  e.gpu = {product, product, product + staging_add};
+  e.gpu = {forward, input_gradient, weight_gradient + staging_add};
   const double host = product_launches(e.backend, experts) * host_launch_s(r);
   e.host = {host, host, host + host_launch_s(r)};
   return e;
@@ -172,7 +200,7 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
   const double fc1 = static_cast<double>(shape.expert_fc1_width());
   const double pairs = static_cast<double>(shape.routed_pairs());  // T·k, what the router sorts
   const double P = pairs * load_factor;  // the busiest rank's expert rows
-  const double n = P / E;
+  const double n = P / E + kMeanPaddingRows;
   const double host = host_launch_s(r);
   const double hbm = r.memory_bytes_per_s / r.compute_time_factor;
 

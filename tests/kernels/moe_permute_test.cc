@@ -1,6 +1,7 @@
 // Permutation and un-permutation, forward and backward, against double-precision
 // CPU references of the definitions in kernels/moe_permute.h, on routing maps
-// built here (dropless, with dropped pairs, padded to a capacity).
+// built here (dropless, with dropped pairs, padded to a capacity or to a
+// multiple of 8 rows per expert).
 //
 // Tolerances:
 // - permute forward: exact (a copy).
@@ -37,6 +38,7 @@ struct Case {
   int tokens, topk, experts, cols;
   int capacity;  // 0: dropless
   bool pad;
+  int rows_multiple = 1;  // without pad: each block rounded up to a multiple of this many rows
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
@@ -56,7 +58,7 @@ Routing route(const std::vector<std::int32_t>& ids, const Case& c) {
     for (std::size_t s = 0; s < ids.size(); ++s)
       if (ids[s] == e && (c.capacity == 0 || r.kept[e] < c.capacity))
         r.token_rows[s] = static_cast<std::int32_t>(start + r.kept[e]++);
-    r.rows += c.pad ? c.capacity : r.kept[e];
+    r.rows += c.pad ? c.capacity : (r.kept[e] + c.rows_multiple - 1) / c.rows_multiple * c.rows_multiple;
   }
   return r;
 }
@@ -86,7 +88,9 @@ class MoePermuteTest : public testing::GpuTestWithParam<Case> {
 };
 
 MoePadding padding(const Case& c, const DeviceBuffer<std::int32_t>& kept) {
-  return c.pad ? MoePadding{kept.get(), c.experts, c.capacity} : MoePadding{};
+  if (c.pad) return MoePadding{kept.get(), c.experts, c.capacity};
+  if (c.rows_multiple > 1) return MoePadding{kept.get(), c.experts, 0, c.rows_multiple};
+  return MoePadding{};
 }
 
 // Rows no pair maps to (padding) must come out zero; the rest as mapped.
@@ -251,7 +255,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"OneToken", 1, 2, 8, 64, 0, false},
                       Case{"CapacityDrops", 200, 2, 8, 2056, 40, false},
                       Case{"CapacityPadded", 200, 2, 8, 136, 40, true},
-                      Case{"OneVectorRows", 50, 3, 6, 8, 0, false}),
+                      Case{"OneVectorRows", 50, 3, 6, 8, 0, false},
+                      Case{"RowsMultipleOf8", 257, 2, 8, 1024, 0, false, 8},
+                      Case{"RowsMultipleOf8Top8Of64", 129, 8, 64, 512, 0, false, 8},
+                      Case{"RowsMultipleOf8WithDrops", 200, 2, 8, 136, 41, false, 8}),
     case_name);
 
 TEST(MoePermuteArguments, NameWhatIsWrong) {

@@ -45,7 +45,8 @@ Map reference(const std::vector<std::int32_t>& ids, const std::vector<float>& we
       }
     }
     m.kept[e] = static_cast<std::int32_t>(kept.size());
-    m.rows[e] = o.pad_to_capacity ? o.capacity : m.kept[e];
+    const int multiple = o.rows_multiple;
+    m.rows[e] = o.pad_to_capacity ? o.capacity : (m.kept[e] + multiple - 1) / multiple * multiple;
     for (std::size_t r = 0; r < kept.size(); ++r) m.token_rows[kept[r]] = next_row + static_cast<std::int32_t>(r);
     next_row += m.rows[e];
   }
@@ -59,6 +60,7 @@ struct Case {
   MoeDropPolicy policy;
   bool pad;
   enum class Load { kUniform, kSkewed, kSomeExpertsUnused, kAllToOne, kFewWeightValues } load;
+  int rows_multiple = 1;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) { return info.param.name; }
@@ -102,6 +104,7 @@ TEST_P(MoeRoutingMapTest, MatchesReference) {
   o.capacity = c.capacity;
   o.drop_policy = c.policy;
   o.pad_to_capacity = c.pad;
+  o.rows_multiple = c.rows_multiple;
   DeviceBuffer<std::int32_t> d_ids(ids_), d_rows(ids_.size()), d_kept(c.experts), d_expert_rows(c.experts);
   DeviceBuffer<float> d_weights(weights_);
   const std::size_t workspace_bytes = moe_routing_map_workspace_bytes(c.tokens, c.topk, c.experts);
@@ -143,7 +146,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"PaddedByProbs", 1000, 2, 8, 250, MoeDropPolicy::kProbs, true, Case::Load::kSkewed},
         Case{"PaddedByPositionEmptyExperts", 200, 2, 8, 60, MoeDropPolicy::kPosition, true,
              Case::Load::kSomeExpertsUnused},
-        Case{"AllToOneOverCapacity", 500, 1, 4, 125, MoeDropPolicy::kProbs, true, Case::Load::kAllToOne}),
+        Case{"AllToOneOverCapacity", 500, 1, 4, 125, MoeDropPolicy::kProbs, true, Case::Load::kAllToOne},
+        // Blocks rounded up to 8 rows (the engine's layout for cuBLAS's grouped weight gradient).
+        Case{"RowsMultipleOf8", 1000, 4, 16, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform, 8},
+        Case{"RowsMultipleOf8EmptyExperts", 301, 2, 8, 0, MoeDropPolicy::kProbs, false,
+             Case::Load::kSomeExpertsUnused, 8},
+        Case{"RowsMultipleOf8Top8Of128", 509, 8, 128, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform, 8},
+        Case{"RowsMultipleOf8WithDrops", 1000, 2, 8, 250, MoeDropPolicy::kPosition, false, Case::Load::kSkewed,
+             8}),
     case_name);
 
 class MoeRoutingMapEdgeTest : public testing::GpuTest {};
@@ -174,6 +184,9 @@ TEST(MoeExpertCapacity, FollowsMegatron) {
   padded.pad_to_capacity = true;
   EXPECT_EQ(moe_permuted_rows_bound(1000, 2, 8, padded), 8 * 313);
   EXPECT_EQ(moe_permuted_rows_bound(1000, 2, 8, MoeRoutingOptions{}), 2000);
+  MoeRoutingOptions multiple;
+  multiple.rows_multiple = 8;
+  EXPECT_EQ(moe_permuted_rows_bound(1000, 2, 8, multiple), 2000 + 8 * 7);  // at most 7 more rows per expert
 }
 
 TEST(MoeRoutingMapArguments, NameWhatIsWrong) {
@@ -187,6 +200,14 @@ TEST(MoeRoutingMapArguments, NameWhatIsWrong) {
     EXPECT_STREQ(e.what(), "moe_routing_map: pad_to_capacity needs a capacity");
   }
   o.pad_to_capacity = false;
+  o.rows_multiple = 0;
+  try {
+    moe_routing_map(&one, &one, &one, &one, nullptr, 1, 1, 4, o, nullptr, 0, nullptr);
+    FAIL() << "rows_multiple 0 was accepted";
+  } catch (const KernelArgumentError& e) {
+    EXPECT_STREQ(e.what(), "moe_routing_map: rows_multiple (0) must be >= 1");
+  }
+  o.rows_multiple = 1;
   EXPECT_THROW(moe_routing_map(&one, &one, &one, &one, nullptr, 1, 5, 4, o, nullptr, 0, nullptr),
                KernelArgumentError)
       << "topk above the expert count";

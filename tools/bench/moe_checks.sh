@@ -75,6 +75,7 @@ if wants compare; then
               "fine-tiny moe-fine-tiny mbs=1,gbs=16" "fine-tiny moe-fine-tiny mbs=4,gbs=16"; do
     read -r short model layout <<<"$spec"
     name="compare_${short}_${layout%%,*}"
+    name=${name//=/}  # file names without '=' (the device tool returns only plain names)
     "${sextant[@]}" run --model "$model" --layout "$layout" --steps 12 --compare \
       --profile configs/profiles/measured/h100-sxm-80gb.yaml >"$out/$name.txt" 2>&1
     summary+=("$(printf '%-34s exit %d  %s' "$name" "$?" "$(grep -E '^  (step|mlp|attention)' "$out/$name.txt" | head -n 6 | tr '\n' ' ')")")

@@ -9,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "sim/compute/device_rates.h"
+#include "sim/compute/grouped_gemm_time.h"
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
 #include "sim/core/config_loader.h"
@@ -67,10 +69,11 @@ TEST(EngineMoeKernels, LoopBackendIsExpertsTimesOneTableGemm) {
 }
 
 // moe-fine-tiny at mbs 1: 2048 tokens x top-8 over 128 experts = 128 rows each,
-// below the loop's 256: cuBLAS's grouped GEMM, whose fit says max(32 us + 2.2 us
-// per expert, FLOPs / (310/(0.89·989.4) of the profile's GEMM rate)). fc1 is
-// (128, 512) -> (128, 384): 2·128·512·384·128 = 6.4 GFLOP, 30 us at that rate,
-// so the fixed 32 + 2.2·128 = 313.6 us sets it.
+// below the loop's 256: cuBLAS's grouped GEMM, one CUTLASS kernel per product
+// (reports/measurements/2026-11-27-h100-moe-ncu): tiles of 64 rows x 128 output
+// columns (forward, input gradient) or 128 x 128 of the weights (weight gradient),
+// in waves over the SMs, each tile at 400/(0.89·989.4) of the profile's GEMM rate
+// times k/(k + 256), plus 8 us (6 us) a call.
 TEST(EngineMoeKernels, FineGrainedShapeRunsTheGroupedBackend) {
   const Fixture f;
   const DeviceRates r = f.rates();
@@ -80,12 +83,26 @@ TEST(EngineMoeKernels, FineGrainedShapeRunsTheGroupedBackend) {
   ASSERT_EQ(rows, 128);
   const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasGrouped, rows, 512, 384, 128, r);
   EXPECT_EQ(fc1.backend, ExpertGemmBackend::kCublasGrouped);
-  const double rate = 310e12 / (0.89 * 989.4e12) * r.bf16_gemm_flops_per_s;
-  EXPECT_LT(2.0 * 128 * 512 * 384 * 128 / rate, 313.6e-6);
-  EXPECT_NEAR(fc1.gpu.forward_s, 313.6e-6, 1e-12);
-  EXPECT_NEAR(fc1.gpu.input_gradient_s, 313.6e-6, 1e-12);
-  // The fp32 weight gradient adds the bf16 staging buffer into it: 10 bytes per weight.
-  EXPECT_NEAR(fc1.gpu.weight_gradient_s, 313.6e-6 + 10.0 * 128 * 512 * 384 / kHbm + kGap, 1e-12);
+  const double rate = 400e12 / (0.89 * 989.4e12) * r.bf16_gemm_flops_per_s;
+  const auto tile_s = [&](double tile_rows, double tile_columns, double k) {
+    return 2.0 * tile_rows * tile_columns * k / (rate * k / (k + 256));
+  };
+  // Forward: 128 rows Poisson-spread over 64-row tiles (2.0x tiles per expert
+  // and a little more), times 3 column tiles of 384, times 128 experts.
+  const double row_tiles = expected_tiles_per_group(128, 64);
+  EXPECT_GT(row_tiles, 2.0);
+  EXPECT_LT(row_tiles, 2.6);
+  const double forward_waves = std::ceil(128 * row_tiles * 3 / r.sm_count);
+  EXPECT_NEAR(fc1.gpu.forward_s, forward_waves * r.sm_count * tile_s(64, 128, 512) + 8e-6, 1e-12);
+  // Input gradient: 4 column tiles of 512, inner 384.
+  const double input_waves = std::ceil(128 * row_tiles * 4 / r.sm_count);
+  EXPECT_NEAR(fc1.gpu.input_gradient_s, input_waves * r.sm_count * tile_s(64, 128, 384) + 8e-6, 1e-12);
+  // Weight gradient: 3 x 4 tiles of the (384, 512) weights per expert over 128
+  // rows, then the fp32 staging add: 10 bytes per weight.
+  const double weight_waves = std::ceil(128 * 3 * 4 / static_cast<double>(r.sm_count));
+  EXPECT_NEAR(fc1.gpu.weight_gradient_s,
+              weight_waves * r.sm_count * tile_s(128, 128, 128) + 6e-6 + 10.0 * 128 * 512 * 384 / kHbm + kGap,
+              1e-12);
   // One GEMM call and two pointer-table fills (64 experts each), 4 us each to launch.
   EXPECT_NEAR(fc1.host.forward_s, 3 * kHostLaunch, 1e-15);
 }
@@ -97,8 +114,10 @@ TEST(EngineMoeKernels, MoeLayerForwardExceedsItsGemms) {
   const DeviceRates r = f.rates();
   const ModelConfig m = f.catalog.model("moe-mixtral-tiny");
   const PassTime t = layer_time(m, one_gpu(4), r, true);
-  const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 2048, 1024, 7168, 8, r);
-  const ExpertLinearTimes fc2 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 2048, 3584, 1024, 8, r);
+  // 2048 rows per expert and 3.5 of padding on average (each block a multiple of 8 rows).
+  const double rows = 2048 + 3.5;
+  const ExpertLinearTimes fc1 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, rows, 1024, 7168, 8, r);
+  const ExpertLinearTimes fc2 = engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, rows, 3584, 1024, 8, r);
   // The router GEMM writes fp32 logits: 2 bytes per logit beyond the bf16 product.
   const double router = linear_times(8192, 1024, 8, 1, r).forward_s + 2.0 * 8192 * 8 / kHbm;
   const double moe_gemms = fc1.gpu.forward_s + fc2.gpu.forward_s + router;
