@@ -6,11 +6,14 @@
 #include "search/complete_layout.h"
 #include "search/cross_node_tp.h"
 #include "search/explain_layout.h"
+#include "search/grounded_layout.h"
+#include "search/mechanism_evidence.h"
 #include "search/layout_search.h"
 #include "search/rescore_with_event.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
+#include "tools/grounding_output.h"
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
 #include "tools/search_output.h"
@@ -87,10 +90,13 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
     // An invalid layout is bad input here as in `simulate`: exit code 2.
     if (!e.valid) throw sim::ConfigError(e.reasons);
     if (o.format == "json") {
-      out << nlohmann::json{{"valid", e.valid}, {"fits", e.fits}, {"layout", e.layout},
-                            {"explanation", e.lines}}
-                 .dump(2)
-          << "\n";
+      nlohmann::json j{{"valid", e.valid}, {"fits", e.fits}, {"layout", e.layout},
+                       {"explanation", e.lines}, {"ungrounded", e.ungrounded}};
+      if (e.grounded_runner_up) {
+        const SimulationContext context = simulation_context(in, o.planning, o.gpus, o.engine);
+        j["grounded_runner_up"] = simulation_json(context, *e.grounded_runner_up);
+      }
+      out << j.dump(2) << "\n";
     } else {
       if (!e.layout.empty()) out << "layout: " << e.layout << "\n";
       for (const std::string& line : e.lines) out << line << "\n";
@@ -120,9 +126,21 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   // (Analytic times on both sides: not beside the event engine's re-scored ones.)
   if (constraints.tp_within_node && o.format != "csv" && !event)
     across = search::faster_cross_node_tp(model, cluster, profile, o.gpus, partial, options, result.best.front());
+  // A best layout resting on a mechanism without evidence is shown beside the
+  // fastest one with evidence for every mechanism, timed by the same engine.
+  std::optional<search::GroundedAlternative> grounded;
+  if (o.format != "csv" && !search::ungrounded_names(result.best.front().layout).empty()) {
+    grounded = search::fastest_grounded_layout(model, cluster, profile, o.gpus, partial, options);
+    if (event && grounded->best) {
+      std::vector<sim::SimulationResult> one{*grounded->best};
+      search::rescore_with_event(one, model, cluster, profile, 1);
+      grounded->best = one.front();
+    }
+  }
   if (o.format == "json") {
     nlohmann::json j = search_json(output, result);
     if (across) j["tp_across_nodes"] = simulation_json(context, *across);
+    if (grounded) add_grounding_json(j, context, cluster, result, *grounded);
     out << j.dump(2) << "\n";
   } else if (o.format == "csv") {
     out << simulation_csv_header();
@@ -130,6 +148,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   } else {
     out << search_table(output, result);
     if (across) out << cross_node_tp_note(cluster, result.best.front(), *across);
+    out << grounding_note(context, cluster, result, grounded);
   }
   return 0;
 }
