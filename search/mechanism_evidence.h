@@ -32,8 +32,13 @@ struct Mechanism {
   /// (at least one when there is one; empty: no case does).
   std::vector<std::string_view> dev_cases;
   /// The reports/measurements/ folder where the engine trained a layout using
-  /// it; empty: the engine has not run it.
+  /// it; empty: none.
   std::string_view engine_measurement;
+  /// Whether `sextant run` executes it at all (engine/training/engine_support.h
+  /// refuses the rest by name).
+  bool engine_executes = false;
+  /// A --layout that uses it (and, where engine_executes, that the engine runs).
+  std::string_view example;
 
   bool grounded() const { return !dev_cases.empty() || !engine_measurement.empty(); }
 };
@@ -46,8 +51,9 @@ const std::vector<Mechanism>& layout_mechanisms();
 std::vector<std::string_view> ungrounded_names(const sim::ParallelLayout& layout);
 
 /// The ungrounded mechanisms `layout` uses, each with what is missing:
-/// "zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine)". Empty when
-/// every mechanism it uses has evidence.
+/// "zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine)", or "(no
+/// dev case, no engine measurement)" for one the engine executes but has not
+/// been measured on. Empty when every mechanism it uses has evidence.
 std::vector<std::string> ungrounded_mechanisms(const sim::ParallelLayout& layout);
 
 /// The knobs `partial` states, over a layout that uses no mechanism at all

@@ -1,7 +1,6 @@
 #include "tools/grounding_output.h"
 
 #include <cstdio>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,10 +14,10 @@ namespace {
 
 // Each ungrounded mechanism of the ranked rows with the rows (from 1) using it,
 // in the order they first appear.
-std::vector<std::pair<std::string_view, std::vector<int>>> rows_by_mechanism(const search::SearchResult& result) {
-  std::vector<std::pair<std::string_view, std::vector<int>>> out;
+std::vector<std::pair<std::string, std::vector<int>>> rows_by_mechanism(const search::SearchResult& result) {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
   for (std::size_t row = 0; row < result.best.size(); ++row) {
-    for (std::string_view name : search::ungrounded_names(result.best[row].layout)) {
+    for (const std::string& name : search::ungrounded_mechanisms(result.best[row].layout)) {
       auto it = out.begin();
       while (it != out.end() && it->first != name) ++it;
       if (it == out.end()) {
@@ -45,9 +44,9 @@ std::string grounding_note(const SimulationContext& context, const sim::ClusterC
   const auto by_mechanism = rows_by_mechanism(result);
   if (by_mechanism.empty()) return "";
   std::string out =
-      "\nnote: these mechanisms have no evidence behind the model's price for them: no dev case\n"
-      "  (validation/dev_cases.yaml) uses them and the engine has not run them:\n";
-  for (const auto& [name, rows] : by_mechanism) out += "    " + std::string(name) + ": " + rows_text(rows) + "\n";
+      "\nnote: the model's price for these mechanisms has no evidence behind it: no dev case\n"
+      "  (validation/dev_cases.yaml) uses them and no engine measurement (reports/measurements/) covers them:\n";
+  for (const auto& [name, rows] : by_mechanism) out += "    " + name + ": " + rows_text(rows) + "\n";
   const sim::SimulationResult& best = result.best.front();
   if (search::ungrounded_names(best.layout).empty()) {
     return out + "  The best layout (row 1) has evidence for every mechanism.\n";

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/training/engine_support.h"
 #include "reports/validation_cases.h"
+#include "sim/core/config_error.h"
 
 namespace sextant::search {
 namespace {
@@ -66,6 +68,28 @@ TEST(MechanismEvidence, CitedEngineMeasurementsExist) {
   }
 }
 
+// Each entry's example uses it, and the engine runs the example exactly when
+// the entry says it does (so "not run by the engine" is what `sextant run`
+// answers); an engine measurement needs an engine that runs it.
+TEST(MechanismEvidence, ExamplesUseTheMechanismAndTheEngineRunsThemAsStated) {
+  for (const Mechanism& m : layout_mechanisms()) {
+    SCOPED_TRACE(std::string(m.name) + ": " + std::string(m.example));
+    EXPECT_TRUE(m.used_by(sim::layout_from_spec(m.example)));
+    const sim::PartialLayout p = sim::parse_layout(m.example);
+    const int world = p.tp.value_or(1) * p.pp.value_or(1) * p.dp.value_or(1) * p.cp.value_or(1);
+    bool executes = true;
+    std::string refusal;
+    try {
+      engine::training::executable_layout(p, world, p.gbs.value_or(0));
+    } catch (const sim::ConfigError& e) {
+      executes = false;
+      refusal = e.what();
+    }
+    EXPECT_EQ(executes, m.engine_executes) << refusal;
+    if (!m.engine_measurement.empty()) EXPECT_TRUE(m.engine_executes);
+  }
+}
+
 TEST(MechanismEvidence, NamesAreUnique) {
   std::vector<std::string_view> names;
   for (const Mechanism& m : layout_mechanisms()) names.push_back(m.name);
@@ -82,6 +106,9 @@ TEST(MechanismEvidence, ZeroThreeIsUngroundedAndAPublishedRecipeIsNot) {
             std::vector<std::string>{"zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine)"});
   const sim::ParallelLayout moe = sim::layout_from_spec("tp=2,pp=1,dp=8,ep=8,etp=2,mbs=1,gbs=64,zero=2");
   EXPECT_EQ(ungrounded_names(moe), (std::vector<std::string_view>{"zero=2", "ep>1", "etp>1"}));
+  // GPipe: the engine runs it, but no measurement or dev case holds its price.
+  EXPECT_EQ(ungrounded_mechanisms(sim::layout_from_spec("pp=4,dp=2,mbs=1,gbs=64,schedule=gpipe")),
+            std::vector<std::string>{"schedule=gpipe (no dev case, no engine measurement)"});
   const sim::ParallelLayout nemo = sim::layout_from_spec(
       "tp=4,pp=4,vpp=5,dp=2,cp=2,mbs=1,gbs=128,sp=1,zero=1,precision=fp8,overlap_grad_reduce=1,"
       "overlap_param_gather=1,tp_comm_overlap=1,grad_reduce_in_fp32=0");

@@ -21,8 +21,9 @@ using sextant::testing::run_sextant;
 using sextant::testing::TempDir;
 
 constexpr auto npos = std::string::npos;
-const std::string kNote = "\nnote: these mechanisms have no evidence behind the model's price for them: no dev case\n"
-                          "  (validation/dev_cases.yaml) uses them and the engine has not run them:\n";
+const std::string kNote =
+    "\nnote: the model's price for these mechanisms has no evidence behind it: no dev case\n"
+    "  (validation/dev_cases.yaml) uses them and no engine measurement (reports/measurements/) covers them:\n";
 
 // The search for `args` as a table and as JSON, checked for the note, the
 // fields and a grounded runner-up (zero <= 1, no FSDP) when its pick is ZeRO-3,
@@ -37,7 +38,7 @@ bool expect_grounding_reported(const std::string& args) {
   const nlohmann::json& pick = j.at("results").at(0);
   EXPECT_TRUE(pick.at("ungrounded").is_array());
   if (pick.at("layout").at("zero") != 3) {
-    EXPECT_EQ(table.out.find("note: these mechanisms"), npos) << table.out;
+    EXPECT_EQ(table.out.find("note: the model's price"), npos) << table.out;
     EXPECT_TRUE(pick.at("ungrounded").empty()) << pick.dump(2);
     EXPECT_FALSE(j.contains("grounded_runner_up"));
     return false;
@@ -45,7 +46,8 @@ bool expect_grounding_reported(const std::string& args) {
   const std::string fsdp = pick.at("layout").at("fsdp");
   EXPECT_EQ(pick.at("ungrounded"),
             nlohmann::json::array({"zero=3 fsdp=" + fsdp + " (no dev case, not run by the engine)"}));
-  EXPECT_NE(table.out.find(kNote + "    zero=3 fsdp=" + fsdp + ": rows 1"), npos) << table.out;
+  EXPECT_NE(table.out.find(kNote + "    zero=3 fsdp=" + fsdp + " (no dev case, not run by the engine): rows 1"), npos)
+      << table.out;
   const nlohmann::json& g = j.at("grounded_runner_up");
   EXPECT_TRUE(g.is_object()) << j.dump(2);
   if (!g.is_object()) return true;
@@ -120,7 +122,8 @@ TEST(SearchGrounding, AnUngroundedKnobFixedInTheLayoutIsNamed) {
       "search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --global-batch 1536 --layout zero=3 --top 3";
   const CommandResult table = run_sextant(dir, args);
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find(kNote + "    zero=3 fsdp=megatron-fsdp: rows 1, 2, 3\n  The best layout rests on them; "
+  EXPECT_NE(table.out.find(kNote + "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 1, 2, 3\n"
+                                   "  The best layout rests on them; "
                                    "--layout fixes zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine); "
                                    "leave it out to rank layouts with evidence for every mechanism.\n"),
             npos) << table.out;
