@@ -161,7 +161,9 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       "Find the fastest parallel layouts for a model, cluster, GPU count and global batch.\n"
       "Every combination of tp, sp, cp, ep/etp, pp, vpp, dp, micro-batch, recompute, ZeRO\n"
       "stage, schedule and overlap options is checked, pruned by memory and scored with the\n"
-      "analytical model. Knobs fixed in --layout are kept.\n\n"
+      "analytical model. Knobs fixed in --layout are kept. Rows that rest on a mechanism\n"
+      "with no dev case and no engine measurement (ZeRO-2/3, ep > 1, ...) are named under the\n"
+      "table, beside the fastest layout with evidence for every mechanism.\n\n"
       "Examples:\n"
       "  sextant search --model llama3-70b --cluster dgx-h100 --gpus 512 --global-batch 1024\n"
       "  sextant search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --layout tp=8,gbs=1536\n"
@@ -174,7 +176,7 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       ->capture_default_str();
   cmd->add_flag("--explain", o->explain,
                 "explain the (completed) --layout: why it is invalid or does not fit, or what "
-                "limits it");
+                "limits it (and, resting on an ungrounded mechanism, the fastest grounded layout)");
   add_whole_number_option(*cmd, "--max-tp", o->max_tp, "largest tensor-parallel size to consider",
                           1, kMostGpus);
   cmd->add_flag("--tp-within-node", o->tp_within_node,
