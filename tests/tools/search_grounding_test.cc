@@ -88,6 +88,47 @@ TEST(SearchGrounding, AGroundedPickPrintsNoNote) {
       "search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --global-batch 1536 --layout pp=16 --top 5"));
 }
 
+// GPT-1.3B on 8 A100s: ZeRO-2 and ZeRO-1 tie on the step (the model prices
+// their data-parallel traffic alike), and ZeRO-2 ranks first on memory; the note
+// says the grounded layout is as fast and loses on memory alone, and lists the
+// rows of each ungrounded mechanism.
+TEST(SearchGrounding, ATieWithTheGroundedLayoutIsSaidAsSuch) {
+  TempDir dir;
+  const CommandResult table =
+      run_sextant(dir, "search --model gpt-1.3b --cluster dgx-a100 --gpus 8 --global-batch 64 --top 8");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(kNote +
+                           "    zero=2 (no dev case, not run by the engine): rows 1, 2, 7, 8\n"
+                           "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 5, 6\n"
+                           "  The fastest layout with evidence for every mechanism (the published kind) is as fast:\n"
+                           "    tp=1 pp=1 dp=8 mbs=8 rc=none zero=1 ovl=gp\n"),
+            npos) << table.out;
+  EXPECT_NE(table.out.find("    it ranks below on memory alone: 38.01 GiB against 33.71 GiB per GPU\n"), npos)
+      << table.out;
+}
+
+// Llama 3 8B on 64 H100s at tp=2: row 1 is grounded (ZeRO-1), lower rows use
+// ZeRO-2 and ZeRO-3; the note names those rows and no runner-up is searched.
+TEST(SearchGrounding, UngroundedLowerRowsAreNamedBelowAGroundedPick) {
+  TempDir dir;
+  const std::string args =
+      "search --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 --layout tp=2 --top 8";
+  const CommandResult table = run_sextant(dir, args);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find(kNote +
+                           "    zero=2 (no dev case, not run by the engine): rows 4, 5, 6\n"
+                           "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 7, 8\n"
+                           "  The best layout (row 1) has evidence for every mechanism.\n"),
+            npos) << table.out;
+  const CommandResult json_run = run_sextant(dir, args + " --format json");
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
+  const nlohmann::json j = nlohmann::json::parse(json_run.out);
+  EXPECT_TRUE(j.at("results").at(0).at("ungrounded").empty());
+  EXPECT_EQ(j.at("results").at(3).at("ungrounded"),
+            nlohmann::json::array({"zero=2 (no dev case, not run by the engine)"}));
+  EXPECT_FALSE(j.contains("grounded_runner_up"));
+}
+
 // --explain: the completed pick's ungrounded mechanism, then the runner-up with
 // its layout, step time, MFU, memory and where it loses.
 TEST(SearchGrounding, ExplainShowsTheGroundedRunnerUp) {
