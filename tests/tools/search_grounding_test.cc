@@ -25,20 +25,32 @@ const std::string kNote =
     "\nnote: the model's price for these mechanisms has no evidence behind it: no dev case\n"
     "  (validation/dev_cases.yaml) uses them and no engine measurement (reports/measurements/) covers them:\n";
 
+// One search, run twice: as the table and as JSON.
+struct SearchRun {
+  std::string table;
+  nlohmann::json json;
+};
+
+SearchRun run_search(const std::string& args) {
+  TempDir dir;
+  const CommandResult table = run_sextant(dir, args);
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  const CommandResult json = run_sextant(dir, args + " --format json");
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  return {table.out, json.exit_code == 0 ? nlohmann::json::parse(json.out) : nlohmann::json::object()};
+}
+
 // The search for `args` as a table and as JSON, checked for the note, the
 // fields and a grounded runner-up (zero <= 1, no FSDP) when its pick is ZeRO-3,
 // and for no note when the pick is grounded. Returns whether the pick was ZeRO-3.
 bool expect_grounding_reported(const std::string& args) {
-  TempDir dir;
-  const CommandResult table = run_sextant(dir, args);
-  EXPECT_EQ(table.exit_code, 0) << table.err;
-  const CommandResult json_run = run_sextant(dir, args + " --format json");
-  EXPECT_EQ(json_run.exit_code, 0) << json_run.err;
-  const nlohmann::json j = nlohmann::json::parse(json_run.out);
+  const SearchRun run = run_search(args);
+  const std::string& table = run.table;
+  const nlohmann::json& j = run.json;
   const nlohmann::json& pick = j.at("results").at(0);
   EXPECT_TRUE(pick.at("ungrounded").is_array());
   if (pick.at("layout").at("zero") != 3) {
-    EXPECT_EQ(table.out.find("note: the model's price"), npos) << table.out;
+    EXPECT_EQ(table.find("note: the model's price"), npos) << table;
     EXPECT_TRUE(pick.at("ungrounded").empty()) << pick.dump(2);
     EXPECT_FALSE(j.contains("grounded_runner_up"));
     return false;
@@ -46,8 +58,8 @@ bool expect_grounding_reported(const std::string& args) {
   const std::string fsdp = pick.at("layout").at("fsdp");
   EXPECT_EQ(pick.at("ungrounded"),
             nlohmann::json::array({"zero=3 fsdp=" + fsdp + " (no dev case, not run by the engine)"}));
-  EXPECT_NE(table.out.find(kNote + "    zero=3 fsdp=" + fsdp + " (no dev case, not run by the engine): rows 1"), npos)
-      << table.out;
+  EXPECT_NE(table.find(kNote + "    zero=3 fsdp=" + fsdp + " (no dev case, not run by the engine): rows 1"), npos)
+      << table;
   const nlohmann::json& g = j.at("grounded_runner_up");
   EXPECT_TRUE(g.is_object()) << j.dump(2);
   if (!g.is_object()) return true;
@@ -64,8 +76,8 @@ bool expect_grounding_reported(const std::string& args) {
   std::snprintf(slower, sizeof slower,
                 "  The fastest layout with evidence for every mechanism (the published kind) is %.1f %% slower:\n    tp=",
                 g.at("slower_percent").get<double>());
-  EXPECT_NE(table.out.find(slower), npos) << table.out;
-  EXPECT_NE(table.out.find("    it loses on: " + g.at("loses_on").get<std::string>() + "\n"), npos) << table.out;
+  EXPECT_NE(table.find(slower), npos) << table;
+  EXPECT_NE(table.find("    it loses on: " + g.at("loses_on").get<std::string>() + "\n"), npos) << table;
   return true;
 }
 
@@ -93,36 +105,31 @@ TEST(SearchGrounding, AGroundedPickPrintsNoNote) {
 // says the grounded layout is as fast and loses on memory alone, and lists the
 // rows of each ungrounded mechanism.
 TEST(SearchGrounding, ATieWithTheGroundedLayoutIsSaidAsSuch) {
-  TempDir dir;
-  const CommandResult table =
-      run_sextant(dir, "search --model gpt-1.3b --cluster dgx-a100 --gpus 8 --global-batch 64 --top 8");
-  ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find(kNote +
+  const SearchRun run = run_search("search --model gpt-1.3b --cluster dgx-a100 --gpus 8 --global-batch 64 --top 8");
+  EXPECT_NE(run.table.find(kNote +
                            "    zero=2 (no dev case, not run by the engine): rows 1, 2, 7, 8\n"
                            "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 5, 6\n"
                            "  The fastest layout with evidence for every mechanism (the published kind) is as fast:\n"
                            "    tp=1 pp=1 dp=8 mbs=8 rc=none zero=1 ovl=gp\n"),
-            npos) << table.out;
-  EXPECT_NE(table.out.find("    it ranks below on memory alone: 38.01 GiB against 33.71 GiB per GPU\n"), npos)
-      << table.out;
+            npos) << run.table;
+  EXPECT_NE(run.table.find("    it ranks below on memory alone: 38.01 GiB against 33.71 GiB per GPU\n"), npos)
+      << run.table;
+  const nlohmann::json& g = run.json.at("grounded_runner_up");
+  EXPECT_EQ(g.at("layout").at("zero"), 1);
+  EXPECT_LT(std::abs(g.at("slower_percent").get<double>()), 0.05);
 }
 
 // Llama 3 8B on 64 H100s at tp=2: row 1 is grounded (ZeRO-1), lower rows use
 // ZeRO-2 and ZeRO-3; the note names those rows and no runner-up is searched.
 TEST(SearchGrounding, UngroundedLowerRowsAreNamedBelowAGroundedPick) {
-  TempDir dir;
-  const std::string args =
-      "search --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 --layout tp=2 --top 8";
-  const CommandResult table = run_sextant(dir, args);
-  ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find(kNote +
+  const SearchRun run =
+      run_search("search --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 --layout tp=2 --top 8");
+  EXPECT_NE(run.table.find(kNote +
                            "    zero=2 (no dev case, not run by the engine): rows 4, 5, 6\n"
                            "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 7, 8\n"
                            "  The best layout (row 1) has evidence for every mechanism.\n"),
-            npos) << table.out;
-  const CommandResult json_run = run_sextant(dir, args + " --format json");
-  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
-  const nlohmann::json j = nlohmann::json::parse(json_run.out);
+            npos) << run.table;
+  const nlohmann::json& j = run.json;
   EXPECT_TRUE(j.at("results").at(0).at("ungrounded").empty());
   EXPECT_EQ(j.at("results").at(3).at("ungrounded"),
             nlohmann::json::array({"zero=2 (no dev case, not run by the engine)"}));
@@ -158,19 +165,14 @@ TEST(SearchGrounding, ExplainShowsTheGroundedRunnerUp) {
 
 // zero=3 fixed in --layout: said, with no runner-up (none exists within it).
 TEST(SearchGrounding, AnUngroundedKnobFixedInTheLayoutIsNamed) {
-  TempDir dir;
-  const std::string args =
-      "search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --global-batch 1536 --layout zero=3 --top 3";
-  const CommandResult table = run_sextant(dir, args);
-  ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_NE(table.out.find(kNote + "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 1, 2, 3\n"
+  const SearchRun run = run_search(
+      "search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --global-batch 1536 --layout zero=3 --top 3");
+  EXPECT_NE(run.table.find(kNote + "    zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine): rows 1, 2, 3\n"
                                    "  The best layout rests on them; "
                                    "--layout fixes zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine); "
                                    "leave it out to rank layouts with evidence for every mechanism.\n"),
-            npos) << table.out;
-  const CommandResult json_run = run_sextant(dir, args + " --format json");
-  ASSERT_EQ(json_run.exit_code, 0) << json_run.err;
-  const nlohmann::json j = nlohmann::json::parse(json_run.out);
+            npos) << run.table;
+  const nlohmann::json& j = run.json;
   EXPECT_TRUE(j.at("grounded_runner_up").is_null());
   EXPECT_EQ(j.at("grounded_runner_up_missing"),
             "--layout fixes zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine); leave it out to rank "
