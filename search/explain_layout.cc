@@ -109,13 +109,13 @@ void explain_grounded_runner_up(Explanation& out, const SimulationResult& r, con
   const SimulationResult& g = *alternative.best;
   out.grounded_runner_up = g;
   out.lines.push_back("fastest layout with evidence for every mechanism: " + g.layout.to_spec());
+  const PickComparison comparison = compare_with_pick(g, r);
   char line[512];
-  std::snprintf(line, sizeof line, "  step time %.3f s (%.1f %% slower), MFU %.1f %% (Megatron convention), %s per GPU",
-                g.step_time_s, 100 * (g.step_time_s / r.step_time_s - 1), 100 * g.mfu,
-                gib(g.memory.total()).c_str());
+  std::snprintf(line, sizeof line, "  step time %.3f s (%s), MFU %.1f %% (Megatron convention), %s per GPU",
+                g.step_time_s, comparison.how.c_str(), 100 * g.mfu, gib(g.memory.total()).c_str());
   out.lines.push_back(line);
   out.lines.push_back("  limited by " + describe_limiter(g, cluster, memory_limit_bytes));
-  out.lines.push_back("  it loses on: " + step_difference(g, r));
+  out.lines.push_back("  " + comparison.loses);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "search/mechanism_evidence.h"
+#include "sim/core/text_format.h"
 
 namespace sextant::search {
 
@@ -71,6 +72,15 @@ std::string no_grounded_layout_reason(const GroundedAlternative& alternative) {
            "; leave it out to rank layouts with evidence for every mechanism";
   return "no layout whose every mechanism has evidence is valid and fits within --layout and the search's "
          "constraints";
+}
+
+PickComparison compare_with_pick(const SimulationResult& grounded, const SimulationResult& pick) {
+  const double slower = grounded.step_time_s / pick.step_time_s - 1;
+  if (slower < 5e-4) {
+    return {"as fast", "it ranks below on memory alone: " + sim::format_gib(grounded.memory.total(), 2) +
+                           " against " + sim::format_gib(pick.memory.total(), 2) + " per GPU"};
+  }
+  return {sim::format_number("%.1f %% slower", 100 * slower), "it loses on: " + step_difference(grounded, pick)};
 }
 
 std::string step_difference(const SimulationResult& slower, const SimulationResult& faster) {

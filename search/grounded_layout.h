@@ -40,6 +40,13 @@ std::string no_grounded_layout_reason(const GroundedAlternative& alternative);
 /// "a; b": mechanisms (ungrounded_mechanisms' or fixed_by_layout's) in one line.
 std::string join_mechanisms(const std::vector<std::string>& mechanisms);
 
+/// How the grounded layout compares with the search's pick, in words.
+struct PickComparison {
+  std::string how;    // "4.5 % slower", or "as fast" within 0.05 % (the ranking then went by memory)
+  std::string loses;  // "it loses on: <step_difference>", or "it ranks below on memory alone: A against B per GPU"
+};
+PickComparison compare_with_pick(const sim::SimulationResult& grounded, const sim::SimulationResult& pick);
+
 /// Where `slower`'s step time goes beyond `faster`'s, largest first:
 /// "pipeline bubble +1.20 s, exposed data-parallel sync +0.40 s; compute -0.08 s"
 /// (parts that differ by less than 0.1 % of the step are left out).

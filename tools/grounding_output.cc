@@ -6,7 +6,6 @@
 
 #include "search/explain_layout.h"
 #include "search/mechanism_evidence.h"
-#include "sim/core/text_format.h"
 #include "tools/search_output.h"
 
 namespace sextant::tools {
@@ -55,23 +54,17 @@ std::string grounding_note(const SimulationContext& context, const sim::ClusterC
   if (!grounded) return out + "  The best layout rests on them.\n";
   if (!grounded->best) return out + "  The best layout rests on them; " + search::no_grounded_layout_reason(*grounded) + ".\n";
   const sim::SimulationResult& g = *grounded->best;
-  const double slower = g.step_time_s / best.step_time_s - 1;
-  // Within 0.05 % the two tie on the step, and the ranking went by memory.
-  const bool tie = slower < 5e-4;
-  const std::string how = tie ? std::string("as fast") : sim::format_number("%.1f %% slower", 100 * slower);
-  const std::string loses = tie ? "it ranks below on memory alone: " + format_gib(g.memory.total()) + " against " +
-                                      format_gib(best.memory.total()) + " per GPU"
-                                : "it loses on: " + search::step_difference(g, best);
+  const search::PickComparison comparison = search::compare_with_pick(g, best);
   char line[1024];
   std::snprintf(line, sizeof line,
                 "  The fastest layout with evidence for every mechanism (the published kind) is %s:\n"
                 "    %s\n"
                 "    %s per step against %s, MFU %.1f %%, %s per GPU; limited by %s\n"
                 "    %s\n",
-                how.c_str(), short_layout(g.layout).c_str(), format_seconds(g.step_time_s).c_str(),
+                comparison.how.c_str(), short_layout(g.layout).c_str(), format_seconds(g.step_time_s).c_str(),
                 format_seconds(best.step_time_s).c_str(), 100 * reported_mfu(context, g),
                 format_gib(g.memory.total()).c_str(),
-                search::describe_limiter(g, cluster, result.memory_limit_bytes).c_str(), loses.c_str());
+                search::describe_limiter(g, cluster, result.memory_limit_bytes).c_str(), comparison.loses.c_str());
   return out + line;
 }
 

@@ -88,3 +88,28 @@ TEST(StepDifference, GrowthsFirstThenShrinksLargestFirst) {
 
 }  // namespace
 }  // namespace sextant::search
+
+namespace sextant::search {
+namespace {
+
+// 9.02 s against 9 s is 0.2 % slower; 9.004 s is within 0.05 %: as fast, and
+// ranked below on memory (40 GiB against 32 GiB).
+TEST(CompareWithPick, SlowerOrAsFastOnTheStep) {
+  sim::SimulationResult pick, grounded;
+  pick.step_time_s = 9.0;
+  pick.time.compute_s = 9.0;
+  pick.memory.parameters = 32.0 * (1 << 30);
+  grounded.step_time_s = 9.02;
+  grounded.time.compute_s = 9.02;
+  grounded.memory.parameters = 40.0 * (1 << 30);
+  const PickComparison slower = compare_with_pick(grounded, pick);
+  EXPECT_EQ(slower.how, "0.2 % slower");
+  EXPECT_EQ(slower.loses, "it loses on: compute +0.020 s");
+  grounded.step_time_s = 9.004;
+  const PickComparison tie = compare_with_pick(grounded, pick);
+  EXPECT_EQ(tie.how, "as fast");
+  EXPECT_EQ(tie.loses, "it ranks below on memory alone: 40.00 GiB against 32.00 GiB per GPU");
+}
+
+}  // namespace
+}  // namespace sextant::search
