@@ -136,6 +136,33 @@ TEST(SearchGrounding, UngroundedLowerRowsAreNamedBelowAGroundedPick) {
   EXPECT_FALSE(j.contains("grounded_runner_up"));
 }
 
+// --engine event re-scores the runner-up as it re-scores the rows, so the two
+// step times compared are the same engine's: the runner-up's is what
+// `simulate --engine event` gives its layout.
+TEST(SearchGrounding, TheEventEngineTimesTheRunnerUpToo) {
+  const SearchRun run =
+      run_search("search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --global-batch 1536 --top 3 --engine event");
+  const nlohmann::json& g = run.json.at("grounded_runner_up");
+  ASSERT_TRUE(g.is_object()) << run.json.dump(2);
+  const nlohmann::json& l = g.at("layout");
+  std::string spec;
+  for (const char* knob : {"tp", "pp", "vpp", "dp", "cp", "mbs", "gbs", "zero"})
+    spec += std::string(spec.empty() ? "" : ",") + knob + "=" + std::to_string(l.at(knob).get<int>());
+  spec += ",sp=" + std::to_string(l.at("sp").get<bool>()) + ",recompute=" + l.at("recompute").get<std::string>() +
+          ",schedule=" + l.at("schedule").get<std::string>() +
+          ",overlap_grad_reduce=" + std::to_string(l.at("overlap_grad_reduce").get<bool>()) +
+          ",overlap_param_gather=" + std::to_string(l.at("overlap_param_gather").get<bool>()) +
+          ",tp_comm_overlap=" + std::to_string(l.at("tp_comm_overlap").get<bool>());
+  TempDir dir;
+  const CommandResult simulated = run_sextant(
+      dir, "simulate --model gpt3-175b --cluster dgx-a100 --gpus 1024 --engine event --format json --layout " + spec);
+  ASSERT_EQ(simulated.exit_code, 0) << simulated.err;
+  EXPECT_DOUBLE_EQ(g.at("step_time_s").get<double>(),
+                   nlohmann::json::parse(simulated.out).at("step_time_s").get<double>());
+  const double pick_s = run.json.at("results").at(0).at("step_time_s");
+  EXPECT_NEAR(g.at("slower_percent").get<double>(), 100 * (g.at("step_time_s").get<double>() / pick_s - 1), 1e-9);
+}
+
 // --explain: the completed pick's ungrounded mechanism, then the runner-up with
 // its layout, step time, MFU, memory and where it loses.
 TEST(SearchGrounding, ExplainShowsTheGroundedRunnerUp) {
