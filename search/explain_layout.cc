@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "search/complete_layout.h"
+#include "search/grounded_layout.h"
+#include "search/mechanism_evidence.h"
 #include "search/split_options.h"
 #include "sim/core/pipeline_split.h"
 #include "sim/core/layout_check.h"
@@ -90,6 +92,32 @@ std::vector<std::pair<std::string, ParallelLayout>> memory_remedies(const ModelC
   return out;
 }
 
+// The lines that set a fitting layout resting on ungrounded mechanisms (`r`)
+// beside the fastest layout whose every mechanism has evidence.
+void explain_grounded_runner_up(Explanation& out, const SimulationResult& r, const ModelConfig& m,
+                                const ClusterConfig& cluster, const CostProfile& profile, long gpus,
+                                const PartialLayout& partial, const SearchConstraints& constraints,
+                                double memory_limit_bytes) {
+  out.lines.push_back("rests on mechanisms without evidence: " + join_mechanisms(out.ungrounded));
+  SearchOptions options;
+  options.constraints = constraints;
+  const GroundedAlternative alternative = fastest_grounded_layout(m, cluster, profile, gpus, partial, options);
+  if (!alternative.best) {
+    out.lines.push_back(no_grounded_layout_reason(alternative));
+    return;
+  }
+  const SimulationResult& g = *alternative.best;
+  out.grounded_runner_up = g;
+  out.lines.push_back("fastest layout with evidence for every mechanism: " + g.layout.to_spec());
+  const PickComparison comparison = compare_with_pick(g, r);
+  char line[512];
+  std::snprintf(line, sizeof line, "  step time %.3f s (%s), MFU %.1f %% (Megatron convention), %s per GPU",
+                g.step_time_s, comparison.how.c_str(), 100 * g.mfu, gib(g.memory.total()).c_str());
+  out.lines.push_back(line);
+  out.lines.push_back("  limited by " + describe_limiter(g, cluster, memory_limit_bytes));
+  out.lines.push_back("  " + comparison.loses);
+}
+
 }  // namespace
 
 std::string describe_limiter(const SimulationResult& r, const ClusterConfig& cluster,
@@ -139,6 +167,7 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
   const Completion fitting = complete_layout(m, cluster, profile, gpus, partial, constraints, true);
   const SimulationResult& r = fitting.best ? *fitting.best : *any.best;
   out.layout = r.layout.to_spec();
+  out.ungrounded = ungrounded_mechanisms(r.layout);
   const double capacity =
       constraints.memory_limit_bytes.value_or(static_cast<double>(cluster.gpu.memory_bytes));
   const double limit = (1.0 - constraints.memory_headroom) * capacity;
@@ -165,6 +194,8 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
     std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %% (Megatron convention)", r.step_time_s, 100 * r.mfu);
     out.lines.push_back(line);
     out.lines.push_back("limited by " + describe_limiter(r, cluster, limit));
+    if (!out.ungrounded.empty())
+      explain_grounded_runner_up(out, r, m, cluster, profile, gpus, partial, constraints, limit);
     return out;
   }
   // The model state alone (weights, their gradients, the optimizer's moments)
@@ -201,6 +232,8 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
     out.lines.push_back("no single change of recompute, sp, dist_opt, mbs, pp or tp makes it fit; "
                         "use more GPUs or a smaller micro-batch");
   }
+  if (!out.ungrounded.empty())
+    out.lines.push_back("rests on mechanisms without evidence: " + join_mechanisms(out.ungrounded));
   return out;
 }
 

@@ -3,6 +3,7 @@
 // try recompute=selective or pp=16").
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,18 @@ struct Explanation {
   std::string layout;               // the completed layout explained (empty if none)
   std::vector<std::string> lines;   // the explanation, one sentence per line
   std::vector<sim::Diagnostic> reasons;  // why it is invalid (empty when valid)
+  /// The explained layout's mechanisms without a dev case or an engine run
+  /// (mechanism_evidence.h), each with what is missing.
+  std::vector<std::string> ungrounded;
+  /// When `ungrounded` is not empty and the layout fits: the fastest layout
+  /// whose every mechanism has evidence (grounded_layout.h), explained in `lines`.
+  std::optional<sim::SimulationResult> grounded_runner_up;
 };
 
 /// Completes `partial` with the fastest valid layout (fitting or not) and
-/// explains it; an invalid layout gets every rule it breaks.
+/// explains it; an invalid layout gets every rule it breaks. A fitting layout
+/// that rests on an ungrounded mechanism is shown beside the fastest grounded
+/// one: its layout, step time, MFU, memory and where its step loses time.
 Explanation explain_layout(const sim::ModelConfig& model, const sim::ClusterConfig& cluster,
                            const sim::CostProfile& profile, long gpus,
                            const sim::PartialLayout& partial, const SearchConstraints& constraints);

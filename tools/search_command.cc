@@ -6,11 +6,14 @@
 #include "search/complete_layout.h"
 #include "search/cross_node_tp.h"
 #include "search/explain_layout.h"
+#include "search/grounded_layout.h"
+#include "search/mechanism_evidence.h"
 #include "search/layout_search.h"
 #include "search/rescore_with_event.h"
 #include "sim/core/config_error.h"
 #include "sim/core/preset_catalog.h"
 #include "tools/commands.h"
+#include "tools/grounding_output.h"
 #include "tools/numeric_option.h"
 #include "tools/planning_inputs.h"
 #include "tools/search_output.h"
@@ -87,10 +90,13 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
     // An invalid layout is bad input here as in `simulate`: exit code 2.
     if (!e.valid) throw sim::ConfigError(e.reasons);
     if (o.format == "json") {
-      out << nlohmann::json{{"valid", e.valid}, {"fits", e.fits}, {"layout", e.layout},
-                            {"explanation", e.lines}}
-                 .dump(2)
-          << "\n";
+      nlohmann::json j{{"valid", e.valid}, {"fits", e.fits}, {"layout", e.layout},
+                       {"explanation", e.lines}, {"ungrounded", e.ungrounded}};
+      if (e.grounded_runner_up) {
+        const SimulationContext context = simulation_context(in, o.planning, o.gpus, o.engine);
+        j["grounded_runner_up"] = simulation_json(context, *e.grounded_runner_up);
+      }
+      out << j.dump(2) << "\n";
     } else {
       if (!e.layout.empty()) out << "layout: " << e.layout << "\n";
       for (const std::string& line : e.lines) out << line << "\n";
@@ -120,9 +126,21 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   // (Analytic times on both sides: not beside the event engine's re-scored ones.)
   if (constraints.tp_within_node && o.format != "csv" && !event)
     across = search::faster_cross_node_tp(model, cluster, profile, o.gpus, partial, options, result.best.front());
+  // A best layout resting on a mechanism without evidence is shown beside the
+  // fastest one with evidence for every mechanism, timed by the same engine.
+  std::optional<search::GroundedAlternative> grounded;
+  if (o.format != "csv" && !search::ungrounded_names(result.best.front().layout).empty()) {
+    grounded = search::fastest_grounded_layout(model, cluster, profile, o.gpus, partial, options);
+    if (event && grounded->best) {
+      std::vector<sim::SimulationResult> one{*grounded->best};
+      search::rescore_with_event(one, model, cluster, profile, 1);
+      grounded->best = one.front();
+    }
+  }
   if (o.format == "json") {
     nlohmann::json j = search_json(output, result);
     if (across) j["tp_across_nodes"] = simulation_json(context, *across);
+    if (grounded) add_grounding_json(j, context, cluster, result, *grounded);
     out << j.dump(2) << "\n";
   } else if (o.format == "csv") {
     out << simulation_csv_header();
@@ -130,6 +148,7 @@ int run_search(const SearchCommandOptions& o, const CommonOptions& common, std::
   } else {
     out << search_table(output, result);
     if (across) out << cross_node_tp_note(cluster, result.best.front(), *across);
+    out << grounding_note(context, cluster, result, grounded);
   }
   return 0;
 }
@@ -142,7 +161,9 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       "Find the fastest parallel layouts for a model, cluster, GPU count and global batch.\n"
       "Every combination of tp, sp, cp, ep/etp, pp, vpp, dp, micro-batch, recompute, ZeRO\n"
       "stage, schedule and overlap options is checked, pruned by memory and scored with the\n"
-      "analytical model. Knobs fixed in --layout are kept.\n\n"
+      "analytical model. Knobs fixed in --layout are kept. Rows that rest on a mechanism\n"
+      "with no dev case and no engine measurement (ZeRO-2/3, ep > 1, ...) are named under the\n"
+      "table, beside the fastest layout with evidence for every mechanism.\n\n"
       "Examples:\n"
       "  sextant search --model llama3-70b --cluster dgx-h100 --gpus 512 --global-batch 1024\n"
       "  sextant search --model gpt3-175b --cluster dgx-a100 --gpus 1024 --layout tp=8,gbs=1536\n"
@@ -155,7 +176,7 @@ CommandRunner add_search_command(CLI::App& app, const CommonOptions& common) {
       ->capture_default_str();
   cmd->add_flag("--explain", o->explain,
                 "explain the (completed) --layout: why it is invalid or does not fit, or what "
-                "limits it");
+                "limits it (and, resting on an ungrounded mechanism, the fastest grounded layout)");
   add_whole_number_option(*cmd, "--max-tp", o->max_tp, "largest tensor-parallel size to consider",
                           1, kMostGpus);
   cmd->add_flag("--tp-within-node", o->tp_within_node,

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "search/explain_layout.h"
+#include "search/mechanism_evidence.h"
 #include "sim/compute/prediction_interval.h"
 
 namespace sextant::tools {
@@ -56,6 +57,7 @@ nlohmann::json search_json(const SearchOutput& o, const search::SearchResult& re
   for (const sim::SimulationResult& r : result.best) {
     nlohmann::json j = simulation_json(o.context, r);
     j["limited_by"] = search::describe_limiter(r, o.cluster, result.memory_limit_bytes);
+    j["ungrounded"] = search::ungrounded_mechanisms(r.layout);
     results.push_back(j);
   }
   return nlohmann::json{{"evaluated", result.evaluated},

@@ -30,7 +30,9 @@ struct SearchOutput {
 std::string short_layout(const sim::ParallelLayout& layout);
 
 /// {"evaluated", "valid", "feasible", "search_time_s", "profile", "results"}:
-/// the best layouts' simulate JSON, each with why it is limited.
+/// the best layouts' simulate JSON, each with why it is limited ("limited_by")
+/// and the mechanisms it uses that have no evidence ("ungrounded", a list of
+/// "zero=3 fsdp=megatron-fsdp (no dev case, not run by the engine)"; empty when none).
 nlohmann::json search_json(const SearchOutput& output, const search::SearchResult& result);
 
 /// The best layouts, one line each, with the header, the legend and the footer.
