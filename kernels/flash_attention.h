@@ -56,7 +56,11 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 /// (batch, seq, heads, head_dim) and the fp32 row sums delta_i = dO_i . O_i
 /// (batch, heads, seq); on compute capability 9.0 at head_dim 128 the wgmma
 /// backward's instead (dQ padded to whole 64-query blocks, delta and LSE in
-/// log2 units), and the size returned covers either. 0 for a shape
+/// log2 units), and the size returned covers either. With GQA at a head_dim
+/// the Hopper backward does not take, also K, V, dK and dV expanded to every
+/// query head (bf16): when the kernel's (kv head, sequence, key block) blocks
+/// would not fill the GPU, it runs as multi-head attention on those and sums
+/// each group's dK, dV (one more bf16 rounding). 0 for a shape
 /// flash_attention_unsupported_reason rejects.
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape);
 

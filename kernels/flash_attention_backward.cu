@@ -483,16 +483,99 @@ void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16*
   SEXTANT_CHECK_LAUNCH("dq_to_bf16_kernel");
 }
 
+// GQA with few key/value heads: the kernel's grid is (kv_heads, batch, key
+// blocks), each block walking its group's query heads in turn, so 2 kv heads of
+// one 2048-token sequence made 32 blocks for 132 SMs: 490 us against the
+// forward's 30 us (moe-fine-tiny, reports/measurements/2026-11-27-h100-moe-ncu).
+// Below one block per SM, K and V are copied out to every query head, the kernel
+// runs as MHA (heads x batch x key blocks), and each head's dK, dV (bf16) are
+// summed over its group in fp32 and rounded once more.
+bool expands_kv_heads(const FlashAttentionShape& shape, int sm_count) {
+  const long long blocks = static_cast<long long>(shape.kv_heads) * shape.batch *
+                           ((shape.seq + kBlockKeys - 1) / kBlockKeys);
+  return shape.kv_heads < shape.heads && blocks < sm_count;
+}
+
+// Elements of one expanded buffer: (batch, seq, heads, head_dim).
+std::size_t expanded_elems(const FlashAttentionShape& s) {
+  return static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
+}
+
+constexpr std::size_t kWorkspaceAlign = 256;
+std::size_t aligned(std::size_t bytes) { return (bytes + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// The generic kernel's fp32 dQ accumulator and delta rows.
+std::size_t generic_workspace_bytes(const FlashAttentionShape& shape) {
+  const std::size_t rows = static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
+  // The delta rows follow dQ; dQ's size is a multiple of 64 floats, so delta stays aligned.
+  return (dq_accum_elems(shape) + rows) * sizeof(float);
+}
+
+// k_out, v_out (rows, heads, head_dim) = k, v (rows, kv_row_stride)'s head h / group.
+__global__ void expand_kv_heads_kernel(__nv_bfloat16* k_out, __nv_bfloat16* v_out, const __nv_bfloat16* k,
+                                       const __nv_bfloat16* v, long long rows, int heads, int group,
+                                       int head_dim, long long kv_row_stride) {
+  const int vectors_per_head = head_dim / detail::kBf16PerVector;
+  const long long n = rows * heads * vectors_per_head;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long row = i / (heads * vectors_per_head);
+    const int head = static_cast<int>(i / vectors_per_head % heads);
+    const int column = static_cast<int>(i % vectors_per_head) * detail::kBf16PerVector;
+    const long long from = row * kv_row_stride + static_cast<long long>(head / group) * head_dim + column;
+    const long long to = (row * heads + head) * head_dim + column;
+    *reinterpret_cast<uint4*>(k_out + to) = *reinterpret_cast<const uint4*>(k + from);
+    *reinterpret_cast<uint4*>(v_out + to) = *reinterpret_cast<const uint4*>(v + from);
+  }
+}
+
+// dk, dv (rows, kv_row_stride)'s kv head j = the sum over its group of dk_heads,
+// dv_heads (rows, heads, head_dim), in fp32.
+__global__ void sum_kv_head_groups_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dk_heads,
+                                          const __nv_bfloat16* dv_heads, long long rows, int kv_heads,
+                                          int group, int head_dim, long long kv_row_stride) {
+  const int vectors_per_head = head_dim / detail::kBf16PerVector;
+  const long long n = rows * kv_heads * vectors_per_head;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long row = i / (kv_heads * vectors_per_head);
+    const int kv_head = static_cast<int>(i / vectors_per_head % kv_heads);
+    const int column = static_cast<int>(i % vectors_per_head) * detail::kBf16PerVector;
+    float k_sum[detail::kBf16PerVector] = {}, v_sum[detail::kBf16PerVector] = {};
+    for (int j = 0; j < group; ++j) {
+      const long long from = (row * kv_heads * group + static_cast<long long>(kv_head) * group + j) * head_dim + column;
+      float k_part[detail::kBf16PerVector], v_part[detail::kBf16PerVector];
+      detail::load_bf16x8(dk_heads + from, k_part);
+      detail::load_bf16x8(dv_heads + from, v_part);
+#pragma unroll
+      for (int c = 0; c < detail::kBf16PerVector; ++c) {
+        k_sum[c] += k_part[c];
+        v_sum[c] += v_part[c];
+      }
+    }
+    const long long to = row * kv_row_stride + static_cast<long long>(kv_head) * head_dim + column;
+    detail::store_bf16x8(dk + to, k_sum);
+    detail::store_bf16x8(dv + to, v_sum);
+  }
+}
+
+unsigned elementwise_blocks(long long threads) {
+  return static_cast<unsigned>(std::min<long long>((threads + kConvertThreads - 1) / kConvertThreads, 1 << 16));
+}
+
 }  // namespace
 
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape) {
   if (!flash_attention_unsupported_reason(shape).empty()) return 0;
-  const std::size_t rows = static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
-  // The delta rows follow dQ; dQ's size is a multiple of 64 floats, so delta stays aligned.
-  const std::size_t bytes = (dq_accum_elems(shape) + rows) * sizeof(float);
+  std::size_t bytes = generic_workspace_bytes(shape);
   // Enough for either kernel, whichever device runs it (the Hopper one pads
   // the rows to whole query blocks and adds LSE).
-  if (!detail::flash_attention_backward_sm90_supports(shape)) return bytes;
+  if (!detail::flash_attention_backward_sm90_supports(shape)) {
+    // GQA: room for K, V, dK and dV expanded to every query head (expands_kv_heads),
+    // whichever device runs it.
+    if (shape.kv_heads < shape.heads) bytes = aligned(bytes) + 4 * expanded_elems(shape) * sizeof(Bf16);
+    return bytes;
+  }
   return std::max(bytes, detail::flash_attention_backward_sm90_workspace_bytes(shape));
 }
 
@@ -531,10 +614,39 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
   }
   auto* dq_accum = static_cast<float*>(workspace);
   float* delta = dq_accum + dq_accum_elems(shape);
-  if (shape.head_dim == 64)
-    launch_backward<64>(dq, dk, dv, dout, q, k, v, out, lse, shape, dq_accum, delta, stream);
-  else
-    launch_backward<128>(dq, dk, dv, dout, q, k, v, out, lse, shape, dq_accum, delta, stream);
+  const auto launch = [&](Bf16* dk_to, Bf16* dv_to, const Bf16* k_from, const Bf16* v_from,
+                          const FlashAttentionShape& s) {
+    if (s.head_dim == 64)
+      launch_backward<64>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+    else
+      launch_backward<128>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+  };
+  int sm_count = 0;
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  if (!expands_kv_heads(shape, sm_count)) {
+    launch(dk, dv, k, v, shape);
+    return;
+  }
+  const std::size_t n = expanded_elems(shape);
+  Bf16* k_heads = reinterpret_cast<Bf16*>(static_cast<char*>(workspace) + aligned(generic_workspace_bytes(shape)));
+  Bf16* v_heads = k_heads + n;
+  Bf16* dk_heads = v_heads + n;
+  Bf16* dv_heads = dk_heads + n;
+  const long long rows = static_cast<long long>(shape.batch) * shape.seq;
+  const int group = shape.heads / shape.kv_heads;
+  const long long vectors_per_row = static_cast<long long>(shape.heads) * shape.head_dim / detail::kBf16PerVector;
+  expand_kv_heads_kernel<<<elementwise_blocks(rows * vectors_per_row), kConvertThreads, 0, stream>>>(
+      detail::cuda_bf16(k_heads), detail::cuda_bf16(v_heads), detail::cuda_bf16(k), detail::cuda_bf16(v), rows,
+      shape.heads, group, shape.head_dim, kv_row_stride(shape));
+  SEXTANT_CHECK_LAUNCH("expand_kv_heads_kernel");
+  FlashAttentionShape mha = shape;
+  mha.kv_heads = shape.heads;
+  mha.kv_row_stride = 0;  // dense: heads x head_dim
+  launch(dk_heads, dv_heads, k_heads, v_heads, mha);
+  sum_kv_head_groups_kernel<<<elementwise_blocks(rows * vectors_per_row / group), kConvertThreads, 0, stream>>>(
+      detail::cuda_bf16(dk), detail::cuda_bf16(dv), detail::cuda_bf16(dk_heads), detail::cuda_bf16(dv_heads), rows,
+      shape.kv_heads, group, shape.head_dim, kv_row_stride(shape));
+  SEXTANT_CHECK_LAUNCH("sum_kv_head_groups_kernel");
 }
 
 }  // namespace sextant::kernels

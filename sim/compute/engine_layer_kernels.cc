@@ -25,6 +25,8 @@
 //    work (token upload, loss read-back) — in engine_optimizer_step_time_s.
 // Each kernel takes its time from the measured tables (kernel_costs.h); the
 // roofline bytes given with it count what the kernel reads and writes.
+#include <cmath>
+
 #include "sim/compute/engine_moe_kernels.h"
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
@@ -150,6 +152,18 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
                                            padded, l.cp, r);
   t.forward_s += a.forward_s;
   t.backward_s += a.backward_s;
+  // GQA at head_dim 64 (no Hopper backward) with fewer (kv head, sequence, key
+  // block of 128) blocks than SMs: the backward copies K and V out to every
+  // query head, runs as multi-head (the table's case), and sums each group's dK
+  // and dV (kernels/flash_attention_backward.cu, expands_kv_heads).
+  const double kv_heads = static_cast<double>(shape.kv_heads);
+  const double key_blocks = std::ceil(static_cast<double>(m.seq_length) / 128.0);
+  const bool expands_kv_heads = padded == 64 && kv_heads < heads && kv_heads * l.mbs * key_blocks < r.sm_count;
+  if (expands_kv_heads) {
+    const double expanded = 2.0 * T * heads * padded, narrow = 2.0 * T * kv_heads * padded;  // bytes each
+    t.backward_s += untabled_memory_kernel_s(2 * narrow + 2 * expanded, r) +  // K, V in, out per head
+                    untabled_memory_kernel_s(2 * expanded + 2 * narrow, r);   // dK, dV per head in, summed out
+  }
   // Flash attention's backward recomputes the scores itself and the engine
   // stores what selective recomputation would keep: nothing runs again.
   t.attention_core_forward_s = 0;
@@ -166,10 +180,11 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     // The launches the host issues for the attention block and norm2, as costed
     // above: forward norm1, QKV, [RoPE], [4 pad copies], attention, projection,
     // norm2; backward the projection's two gradients [+ bias_gradient], [4 copies],
-    // attention, [RoPE], QKV's two [+ bias_gradient], norm1 and norm2.
-    const int rope = s.rope ? 1 : 0, pad = shape.attention_padded() ? 4 : 0;
+    // attention [+ its K, V expansion and dK, dV sums], [RoPE], QKV's two
+    // [+ bias_gradient], norm1 and norm2.
+    const int rope = s.rope ? 1 : 0, pad = shape.attention_padded() ? 4 : 0, expand = expands_kv_heads ? 2 : 0;
     const DenseLaunches rest{t.forward_s, t.backward_s, 5 + rope + pad,
-                             7 + (residual_bias_kernels ? 1 : 0) + pad + rope + (s.bias ? 1 : 0)};
+                             7 + (residual_bias_kernels ? 1 : 0) + pad + rope + (s.bias ? 1 : 0) + expand};
     const PassTime moe = engine_moe_block_time(shape, m.moe ? m.moe->expert_load_factor : 1.0,
                                                rest, r);
     t.forward_s += moe.forward_s;

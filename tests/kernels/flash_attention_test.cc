@@ -291,6 +291,10 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
 // 65 end in a partial block; 1 is a single padded block. kv_heads 1 and 2 are
 // GQA, 4 is MHA. 2050 is past 2048, where the Hopper backward launches its
 // blocks in the other order (key blocks outermost), and ends in a partial block.
+// GQA at head_dim 64 with fewer (kv head, sequence, key block) blocks than the
+// GPU has SMs runs with K and V expanded to every query head; 66 sequences of 128
+// at 2 kv heads make 132 blocks, an H100's or H200's SM count, and keep the
+// kernel's own walk over each group's query heads.
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                          ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64},
                                            FlashAttentionShape{2, 128, 4, 1, 128},
@@ -300,7 +304,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                                            FlashAttentionShape{2, 1000, 4, 4, 64},
                                            FlashAttentionShape{3, 65, 4, 2, 128},
                                            FlashAttentionShape{1, 1, 4, 2, 64},
-                                           FlashAttentionShape{1, 2050, 2, 1, 128}),
+                                           FlashAttentionShape{1, 2050, 2, 1, 128},
+                                           FlashAttentionShape{66, 128, 4, 2, 64}),
                          shape_name);
 
 // Forward only (the backward's reference would take minutes): a long sequence,
@@ -438,7 +443,10 @@ TEST(FlashAttentionArguments, UnsupportedStridesNameTheWidth) {
 
 TEST(FlashAttentionArguments, BackwardChecksWorkspace) {
   // (2, 128, 4, 64) fp32 dQ plus (2, 4, 128) fp32 delta: 4 * (65536 + 1024) bytes.
-  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 4, 1, 64}), 266240u);
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 4, 4, 64}), 266240u);
+  // GQA adds K, V, dK and dV expanded to the 4 query heads, (2, 128, 4, 64) bf16
+  // each, after the first part rounded up to 256 bytes (266240 already is).
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 4, 1, 64}), 266240u + 4 * 65536 * 2);
   alignas(16) Bf16 buffer[8];
   float lse[1];
   try {
@@ -447,7 +455,7 @@ TEST(FlashAttentionArguments, BackwardChecksWorkspace) {
     FAIL() << "expected KernelArgumentError";
   } catch (const KernelArgumentError& e) {
     EXPECT_STREQ(e.what(),
-                 "flash_attention_backward: workspace (16 bytes) is smaller than the 266240 bytes "
+                 "flash_attention_backward: workspace (16 bytes) is smaller than the 790528 bytes "
                  "flash_attention_backward_workspace_bytes asks for");
   }
 }
