@@ -511,19 +511,28 @@ std::size_t generic_workspace_bytes(const FlashAttentionShape& shape) {
   return (dq_accum_elems(shape) + rows) * sizeof(float);
 }
 
+// One 8-element vector of a (rows, heads, head_dim) tensor: vector i of the
+// grid-stride walk, in row, head, column order.
+struct HeadVector {
+  long long row;
+  int head, column;
+};
+__device__ HeadVector head_vector(long long i, int heads, int head_dim) {
+  const int vectors_per_head = head_dim / detail::kBf16PerVector;
+  return {i / (static_cast<long long>(heads) * vectors_per_head), static_cast<int>(i / vectors_per_head % heads),
+          static_cast<int>(i % vectors_per_head) * detail::kBf16PerVector};
+}
+
 // k_out, v_out (rows, heads, head_dim) = k, v (rows, kv_row_stride)'s head h / group.
 __global__ void expand_kv_heads_kernel(__nv_bfloat16* k_out, __nv_bfloat16* v_out, const __nv_bfloat16* k,
                                        const __nv_bfloat16* v, long long rows, int heads, int group,
                                        int head_dim, long long kv_row_stride) {
-  const int vectors_per_head = head_dim / detail::kBf16PerVector;
-  const long long n = rows * heads * vectors_per_head;
+  const long long n = rows * heads * (head_dim / detail::kBf16PerVector);
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long row = i / (heads * vectors_per_head);
-    const int head = static_cast<int>(i / vectors_per_head % heads);
-    const int column = static_cast<int>(i % vectors_per_head) * detail::kBf16PerVector;
-    const long long from = row * kv_row_stride + static_cast<long long>(head / group) * head_dim + column;
-    const long long to = (row * heads + head) * head_dim + column;
+    const HeadVector x = head_vector(i, heads, head_dim);
+    const long long from = x.row * kv_row_stride + static_cast<long long>(x.head / group) * head_dim + x.column;
+    const long long to = (x.row * heads + x.head) * head_dim + x.column;
     *reinterpret_cast<uint4*>(k_out + to) = *reinterpret_cast<const uint4*>(k + from);
     *reinterpret_cast<uint4*>(v_out + to) = *reinterpret_cast<const uint4*>(v + from);
   }
@@ -534,13 +543,12 @@ __global__ void expand_kv_heads_kernel(__nv_bfloat16* k_out, __nv_bfloat16* v_ou
 __global__ void sum_kv_head_groups_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dk_heads,
                                           const __nv_bfloat16* dv_heads, long long rows, int kv_heads,
                                           int group, int head_dim, long long kv_row_stride) {
-  const int vectors_per_head = head_dim / detail::kBf16PerVector;
-  const long long n = rows * kv_heads * vectors_per_head;
+  const long long n = rows * kv_heads * (head_dim / detail::kBf16PerVector);
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long row = i / (kv_heads * vectors_per_head);
-    const int kv_head = static_cast<int>(i / vectors_per_head % kv_heads);
-    const int column = static_cast<int>(i % vectors_per_head) * detail::kBf16PerVector;
+    const HeadVector x = head_vector(i, kv_heads, head_dim);
+    const long long row = x.row;
+    const int kv_head = x.head, column = x.column;
     float k_sum[detail::kBf16PerVector] = {}, v_sum[detail::kBf16PerVector] = {};
     for (int j = 0; j < group; ++j) {
       const long long from = (row * kv_heads * group + static_cast<long long>(kv_head) * group + j) * head_dim + column;
