@@ -2,9 +2,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "engine/data/data_error.h"
+#include "sim/core/strict_json.h"
 
 namespace sextant::engine::data {
 
@@ -33,6 +35,21 @@ bool JsonlReader::next(std::string& text) {
     ++line_;
     bytes_read_ += static_cast<int64_t>(buffer_.size()) + (in_.eof() ? 0 : 1);
     if (blank(buffer_)) continue;
+    // Strict JSON first: nlohmann keeps one of two values under a repeated key
+    // silently, and says only "not valid JSON" about bytes that are not UTF-8.
+    if (const std::optional<sim::JsonProblem> problem = sim::first_json_problem(buffer_)) {
+      const int64_t column = problem->position.column;
+      switch (problem->kind) {
+        case sim::JsonProblem::Kind::kDuplicateKey:
+          throw DataError(path_, "the key \"" + problem->key + "\" is " + problem->message,
+                          line_, column);
+        case sim::JsonProblem::Kind::kEncoding:
+          throw DataError(path_, problem->message, line_, column);
+        case sim::JsonProblem::Kind::kSyntax:
+          // e.byte-compatible: the 1-based byte where parsing stopped.
+          throw DataError(path_, "not valid JSON", line_, column);
+      }
+    }
     nlohmann::json value;
     try {
       value = nlohmann::json::parse(buffer_);
