@@ -369,7 +369,7 @@ bool qwen_layer_pattern(Reader& r, int num_layers, MoeConfig& e) {
     } else {
       for (const YAML::Node& item : only) {
         std::int64_t i = -1;
-        if (!item.IsScalar() || item.Tag() == "!" ||
+        if (!item.IsScalar() || is_quoted_scalar(item) ||
             !YAML::convert<std::int64_t>::decode(item, i) || i < 0 || i >= num_layers) {
           r.diags().push_back(diagnostic_at(
               item, r.file(), "mlp_only_layers",
@@ -603,7 +603,7 @@ std::int64_t training_length(Reader& r, const Architecture& a, std::string_view 
   if (scaling.IsDefined() && scaling.IsMap() && scaling["original_max_position_embeddings"]) {
     const YAML::Node original = scaling["original_max_position_embeddings"];
     std::int64_t length = 0;
-    if (original.IsScalar() && original.Tag() != "!" &&
+    if (original.IsScalar() && !is_quoted_scalar(original) &&
         YAML::convert<std::int64_t>::decode(original, length) && length > 0 &&
         length <= kImplausible) {
       return length;
@@ -672,12 +672,12 @@ void read_sliding_window(Reader& r, const Architecture& a, ModelConfig& m) {
     return;
   }
   std::int64_t window = 0;
-  if (!w.IsScalar() || w.Tag() == "!" || !YAML::convert<std::int64_t>::decode(w, window) ||
+  if (!w.IsScalar() || is_quoted_scalar(w) || !YAML::convert<std::int64_t>::decode(w, window) ||
       window < 1 || window > kImplausible) {
     r.diags().push_back(diagnostic_at(
         w, r.file(), "sliding_window",
         "expected a positive integer (the keys each query sees) or null, got " +
-            (w.IsScalar() ? (w.Tag() == "!" ? "the string \"" + w.Scalar() + "\""
+            (w.IsScalar() ? (is_quoted_scalar(w) ? "the string \"" + w.Scalar() + "\""
                                             : "'" + w.Scalar() + "'")
                           : std::string("a non-number"))));
     return;

@@ -13,11 +13,8 @@ namespace {
 
 int one_based(int zero_based) { return zero_based < 0 ? 0 : zero_based + 1; }
 
-// yaml-cpp tags a quoted scalar "!" and a plain one "?": "4096" is a string.
-bool is_quoted(const YAML::Node& value) { return value.IsScalar() && value.Tag() == "!"; }
-
 std::string describe(const YAML::Node& value) {
-  if (is_quoted(value)) return "the string \"" + value.Scalar() + "\"";
+  if (is_quoted_scalar(value)) return "the string \"" + value.Scalar() + "\"";
   if (value.IsScalar()) return "'" + value.Scalar() + "'";
   if (value.IsSequence()) return "a list";
   if (value.IsMap()) return "a mapping";
@@ -68,6 +65,8 @@ std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::st
     return std::nullopt;
   }
 }
+
+bool is_quoted_scalar(const YAML::Node& value) { return value.IsScalar() && value.Tag() == "!"; }
 
 Diagnostic diagnostic_at(const YAML::Node& node, const std::string& file, std::string key,
                          std::string message) {
@@ -151,7 +150,7 @@ std::optional<std::int64_t> StrictMap::optional_int(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   std::int64_t out = 0;
-  if (value.IsScalar() && !is_quoted(value) && !YAML::convert<std::int64_t>::decode(value, out) &&
+  if (value.IsScalar() && !is_quoted_scalar(value) && !YAML::convert<std::int64_t>::decode(value, out) &&
       is_integer_text(value.Scalar())) {
     error_keys_.insert(std::string(key));
     diagnostics_.push_back(diagnostic_at(
@@ -161,7 +160,7 @@ std::optional<std::int64_t> StrictMap::optional_int(std::string_view key) {
             std::to_string(std::numeric_limits<std::int64_t>::max()) + ")"));
     return std::nullopt;
   }
-  if (!value.IsScalar() || is_quoted(value) || !YAML::convert<std::int64_t>::decode(value, out)) {
+  if (!value.IsScalar() || is_quoted_scalar(value) || !YAML::convert<std::int64_t>::decode(value, out)) {
     type_error(key, value, "an integer");
     return std::nullopt;
   }
@@ -172,7 +171,7 @@ std::optional<double> StrictMap::optional_double(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   double out = 0;
-  if (!value.IsScalar() || is_quoted(value) || !YAML::convert<double>::decode(value, out) ||
+  if (!value.IsScalar() || is_quoted_scalar(value) || !YAML::convert<double>::decode(value, out) ||
       !std::isfinite(out)) {
     type_error(key, value, "a finite number");
     return std::nullopt;
@@ -184,7 +183,7 @@ std::optional<bool> StrictMap::optional_bool(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   bool out = false;
-  if (!value.IsScalar() || is_quoted(value) || !YAML::convert<bool>::decode(value, out)) {
+  if (!value.IsScalar() || is_quoted_scalar(value) || !YAML::convert<bool>::decode(value, out)) {
     type_error(key, value, "true or false");
     return std::nullopt;
   }

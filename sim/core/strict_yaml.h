@@ -24,6 +24,11 @@ namespace sextant::sim {
 std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& file,
                                           std::vector<Diagnostic>& diagnostics);
 
+/// Whether `value` is a quoted scalar ("4096" or '4096'): a string, never a
+/// number or boolean, though yaml-cpp would convert it (it tags quoted scalars
+/// "!" and plain ones "?").
+bool is_quoted_scalar(const YAML::Node& value);
+
 /// Diagnostic located at `node` (1-based line and column).
 Diagnostic diagnostic_at(const YAML::Node& node, const std::string& file, std::string key,
                          std::string message);
