@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/core/config_error.h"
+#include "sim/core/nearest_name.h"
 #include "sim/core/strict_json.h"
 #include "sim/core/strict_yaml.h"
 #include "sim/core/text_format.h"
@@ -575,12 +576,15 @@ void refuse_unknown_keys(Reader& r, const Architecture& a) {
            std::find(kKeysWithoutTrainingCost.begin(), kKeysWithoutTrainingCost.end(), key) !=
                kKeysWithoutTrainingCost.end();
   };
+  std::vector<std::string> names(read.begin(), read.end());  // for "did you mean"
+  for (std::string_view k : kKeysWithoutTrainingCost) names.emplace_back(k);
   for (const auto& entry : r.root()) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
     if (known(key)) continue;
     r.diags().push_back(diagnostic_at(
         entry.first, r.file(), key,
-        "unknown key: " + std::string(a.name) + " reads no such key and it is not one known to "
+        "unknown key" + did_you_mean(key, names) + ": " + std::string(a.name) +
+            " reads no such key and it is not one known to "
         "leave the training cost unchanged, so sextant refuses rather than ignore it; accepted: " +
             join(read) + "; and, ignored as they change no cost: " +
             join(kKeysWithoutTrainingCost)));

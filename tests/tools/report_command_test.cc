@@ -102,3 +102,20 @@ TEST(ReportCommand, AFolderAsSpecAndWeakScalingWithoutASpec) {
 
 }  // namespace
 }  // namespace sextant::testing
+
+namespace sextant::testing {
+namespace {
+
+TEST(ReportCommand, AMistypedModelInASpecGetsASuggestion) {
+  TempDir dir;
+  write_file(dir.file("s.yaml"),
+             "title: T\nrows:\n  - {model: gpt-35m, cluster: dgx-h100, gpus: 8, global_batch: 64}\n");
+  const CommandResult r = run_sextant(dir, "report strong-scaling --spec s.yaml --out out");
+  EXPECT_EQ(r.exit_code, 2);
+  const std::string head = "sextant: error: s.yaml:3:13: rows[0].model: no model preset named "
+                           "'gpt-35m' (did you mean gpt-350m?) in ";
+  EXPECT_EQ(r.err.substr(0, head.size()), head) << r.err;
+}
+
+}  // namespace
+}  // namespace sextant::testing

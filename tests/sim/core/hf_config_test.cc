@@ -685,6 +685,13 @@ TEST(HfConfigStrictJson, UnknownKeyIsRefusedListingTheAcceptedOnes) {
                 .size(), 1u);
 }
 
+TEST(HfConfigStrictJson, AMistypedKeyGetsASuggestion) {
+  const Lines e = text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"rope_thetta\": 5e5"));
+  ASSERT_EQ(e.size(), 1u);
+  const std::string head = "config.json:9:23: rope_thetta: unknown key (did you mean rope_theta?): ";
+  EXPECT_EQ(e[0].substr(0, head.size()), head);
+}
+
 TEST(HfConfigStrictJson, KeysThatChangeNoCostAreAccepted) {
   EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
                              "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\", "
