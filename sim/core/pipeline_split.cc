@@ -267,8 +267,8 @@ std::string split_problem_message(SplitProblem problem, const ModelConfig& m,
     case SplitProblem::kNotDivisible: {
       const long long units = 1LL * m.num_layers + l.embedding_in_split + l.loss_in_split;
       if (l.pp > units) {
-        // No split of any kind exists: each pipeline stage holds at least one
-        // layer (or the embedding or loss, when they count).
+        // Each stage of an even split, or of first/last_stage_layers, holds at
+        // least one layer; only an explicit pp_layout can name empty stages.
         std::vector<long long> found;
         for (long long d = 1; d * d <= units; ++d) {
           if (units % d != 0) continue;
@@ -283,8 +283,8 @@ std::string split_problem_message(SplitProblem problem, const ModelConfig& m,
                                      : "the " + str(units) + " layers, embedding and loss in the split";
         const std::string knobs = l.vpp > 1 ? "pp·vpp" : "pp";
         return "pp (" + str(l.pp) + ") must be at most " + what +
-               ": every pipeline stage holds at least one layer, so no split exists, even or "
-               "uneven; accepted: " + knobs + " dividing " + str(units) + " (" + divisors +
+               ": an even or uneven split gives every pipeline stage at least one layer; "
+               "accepted: " + knobs + " dividing " + str(units) + " (" + divisors +
                ") for an even split, or any pp up to " + str(units) + " with an uneven one";
       }
       if (!l.embedding_in_split && !l.loss_in_split) {

@@ -369,8 +369,8 @@ TEST(CliInputs, LenientConfigsAndAnImpossiblePipelineAreRefused) {
   // llama3-8b has 32 layers: no split over 64 stages, even or uneven.
   expect_refused(run_sextant(dir, "simulate --model llama3-8b --cluster dgx-h100 --gpus 64 "
                                   "--global-batch 64 --layout pp=64"),
-                 "sextant: error: --layout: pp: pp (64) must be at most num_layers (32): every "
-                 "pipeline stage holds at least one layer, so no split exists, even or uneven; "
+                 "sextant: error: --layout: pp: pp (64) must be at most num_layers (32): an even or "
+                 "uneven split gives every pipeline stage at least one layer; "
                  "accepted: pp dividing 32 (1, 2, 4, 8, 16, 32) for an even split, or any pp up to "
                  "32 with an uneven one\n");
 }
