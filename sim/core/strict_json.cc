@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <vector>
 
 namespace sextant::sim {
@@ -119,72 +118,78 @@ void explain_syntax_error(std::string_view text, const std::string& parser_messa
   p.message.append(colon == std::string::npos ? parser_message : parser_message.substr(colon + 2));
 }
 
-class StrictJsonHandler : public nlohmann::json_sax<nlohmann::json> {
+// Thrown from the parser's callback to stop at a repeated key; caught below.
+struct RepeatedKey {};
+
+// Remembers the keys of every open object, to find one given twice.
+// Objects hold a few keys: a linear search beats a set's allocations.
+class KeyTracker {
  public:
-  StrictJsonHandler(std::string_view text, const char** furthest)
-      : text_(text), furthest_(furthest) {}
-
-  std::optional<JsonProblem> problem;
-
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override {
-    keys_.emplace_back();
+  void open() { starts_.push_back(keys_.size()); }
+  void close() {
+    keys_.resize(starts_.back());
+    starts_.pop_back();
+  }
+  /// False when `name` is already a key of the innermost open object.
+  bool add(const std::string& name) {
+    const auto first = keys_.begin() + static_cast<std::ptrdiff_t>(starts_.back());
+    if (std::find(first, keys_.end(), name) != keys_.end()) return false;
+    keys_.push_back(name);
     return true;
-  }
-  bool end_object() override {
-    keys_.pop_back();
-    return true;
-  }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
-
-  bool key(string_t& name) override {
-    if (keys_.back().insert(name).second) return true;
-    const std::size_t end = static_cast<std::size_t>(*furthest_ - text_.data());
-    JsonProblem p;
-    p.offset = key_start(text_, end);
-    p.position = text_position(text_, p.offset);
-    p.kind = JsonProblem::Kind::kDuplicateKey;
-    p.key = name;
-    p.message = "given twice in one object; each key may appear once";
-    problem = std::move(p);
-    return false;  // stop: one problem at a time, as a parser would
-  }
-
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception& error) override {
-    // `position` counts the bytes read, the offending one included.
-    JsonProblem p;
-    p.offset = position == 0 ? 0 : std::min(position - 1, text_.size());
-    p.position = text_position(text_, p.offset);
-    explain_syntax_error(text_, error.what(), p);
-    problem = std::move(p);
-    return false;
   }
 
  private:
-  std::string_view text_;
-  const char** furthest_;
-  std::vector<std::set<std::string>> keys_;  // the keys of each open object
+  std::vector<std::string> keys_;   // the keys of the open objects, outermost first
+  std::vector<std::size_t> starts_;  // where each open object's keys begin in keys_
 };
 
 }  // namespace
 
-std::optional<JsonProblem> first_json_problem(std::string_view text) {
+std::optional<JsonProblem> parse_strict_json(std::string_view text, nlohmann::json& value) {
   if (const auto bad = nul_byte_problem(text)) {
     return JsonProblem{JsonProblem::Kind::kEncoding, bad->offset, bad->position, "", bad->message};
   }
+  // One pass: nlohmann builds the value and calls back on each key, which is
+  // checked against its object's others; the tracked iterator says where it is.
   const char* furthest = text.data();
-  StrictJsonHandler handler(text, &furthest);
-  nlohmann::json::sax_parse(TrackedIterator(text.data(), &furthest),
-                            TrackedIterator(text.data() + text.size(), &furthest), &handler);
-  return handler.problem;
+  KeyTracker keys;
+  std::optional<JsonProblem> repeated;
+  const auto check_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.open();
+    if (event == Event::object_end) keys.close();
+    if (event == Event::key && !keys.add(parsed.get_ref<const std::string&>())) {
+      JsonProblem p;
+      p.kind = JsonProblem::Kind::kDuplicateKey;
+      p.offset = key_start(text, static_cast<std::size_t>(furthest - text.data()));
+      p.position = text_position(text, p.offset);
+      p.key = parsed.get<std::string>();
+      p.message = "given twice in one object; each key may appear once";
+      repeated = std::move(p);
+      throw RepeatedKey{};  // stop: one problem at a time, as a parser would
+    }
+    return true;
+  };
+  try {
+    value = nlohmann::json::parse(TrackedIterator(text.data(), &furthest),
+                                  TrackedIterator(text.data() + text.size(), &furthest),
+                                  check_keys);
+  } catch (const RepeatedKey&) {
+    return repeated;
+  } catch (const nlohmann::json::parse_error& error) {
+    // error.byte counts the bytes read, the offending one included.
+    JsonProblem p;
+    p.offset = error.byte == 0 ? 0 : std::min<std::size_t>(error.byte - 1, text.size());
+    p.position = text_position(text, p.offset);
+    explain_syntax_error(text, error.what(), p);
+    return p;
+  }
+  return std::nullopt;
+}
+
+std::optional<JsonProblem> first_json_problem(std::string_view text) {
+  nlohmann::json value;
+  return parse_strict_json(text, value);
 }
 
 }  // namespace sextant::sim

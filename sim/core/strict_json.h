@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "sim/core/text_encoding.h"
 
 namespace sextant::sim {
@@ -29,5 +31,9 @@ struct JsonProblem {
 /// The first problem of `text` as one JSON value, or std::nullopt when it is
 /// well-formed UTF-8 JSON with no key repeated within an object.
 std::optional<JsonProblem> first_json_problem(std::string_view text);
+
+/// As first_json_problem, and the value of `text` into `value` when there is
+/// no problem (in the same pass). Callers include <nlohmann/json.hpp>.
+std::optional<JsonProblem> parse_strict_json(std::string_view text, nlohmann::json& value);
 
 }  // namespace sextant::sim
