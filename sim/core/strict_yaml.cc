@@ -150,18 +150,21 @@ std::optional<std::int64_t> StrictMap::optional_int(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   std::int64_t out = 0;
-  if (value.IsScalar() && !is_quoted_scalar(value) && !YAML::convert<std::int64_t>::decode(value, out) &&
-      is_integer_text(value.Scalar())) {
+  if (!value.IsScalar() || is_quoted_scalar(value)) {
+    type_error(key, value, "an integer");
+    return std::nullopt;
+  }
+  if (!YAML::convert<std::int64_t>::decode(value, out)) {
+    if (!is_integer_text(value.Scalar())) {
+      type_error(key, value, "an integer");
+      return std::nullopt;
+    }
     error_keys_.insert(std::string(key));
     diagnostics_.push_back(diagnostic_at(
         value, file_, full_key(key),
         "is out of range: " + value.Scalar() + " does not fit in a 64-bit integer (accepted: " +
             std::to_string(std::numeric_limits<std::int64_t>::min()) + " to " +
             std::to_string(std::numeric_limits<std::int64_t>::max()) + ")"));
-    return std::nullopt;
-  }
-  if (!value.IsScalar() || is_quoted_scalar(value) || !YAML::convert<std::int64_t>::decode(value, out)) {
-    type_error(key, value, "an integer");
     return std::nullopt;
   }
   return out;

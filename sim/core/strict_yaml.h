@@ -4,6 +4,11 @@
 // reports the keys nobody asked for, listing the accepted ones. Problems are
 // appended to a shared diagnostics list instead of thrown, so one load reports
 // all of them. Internal to sim/ (yaml-cpp stays out of public headers).
+//
+// As strict as JSON: a quoted scalar ("4096") is a string, never a number or
+// boolean; an integer beyond 64 bits is "out of range", not "not an integer";
+// a file with a NUL byte is not a text file (parse_yaml_text says so rather
+// than yaml-cpp's "unknown escape character").
 #pragma once
 
 #include <yaml-cpp/yaml.h>
