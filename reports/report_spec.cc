@@ -1,5 +1,7 @@
 #include "reports/report_spec.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -101,7 +103,14 @@ std::optional<ReferenceValue> read_reference(StrictMap& map) {
 }
 
 // Reads the row keys of `map` over `row` (which holds the defaults).
+// Where `key` of `map` is, for messages about the preset it names.
+Diagnostic origin_of(StrictMap& map, std::string_view key) {
+  return sim::diagnostic_at(map.value(key), map.file(), map.full_key(key), "");
+}
+
 void read_row(StrictMap& map, ReportRowSpec& row) {
+  if (map.has("model")) row.model_origin = origin_of(map, "model");
+  if (map.has("cluster")) row.cluster_origin = origin_of(map, "cluster");
   if (auto v = map.optional_string("model")) row.model = *v;
   if (auto v = map.optional_int("seq_length")) {
     map.require_positive("seq_length", static_cast<double>(*v));
@@ -129,6 +138,20 @@ void read_row(StrictMap& map, ReportRowSpec& row) {
 }  // namespace
 
 ReportSpec load_report_spec(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    std::vector<std::string> specs;  // the specs it holds, to name one
+    for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+      if (entry.path().extension() == ".yaml") specs.push_back(entry.path().string());
+    }
+    std::sort(specs.begin(), specs.end());
+    throw sim::ConfigError(
+        {{"--spec", 0, 0, "",
+          "'" + path + "' is a folder, expected a report spec YAML file (e.g. " +
+              (specs.empty() ? std::string("configs/reports/megatron-weak-h100.yaml")
+                             : specs.front()) +
+              ")"}});
+  }
   std::ifstream in(path);
   if (!in) {
     throw sim::ConfigError(

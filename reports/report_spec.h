@@ -61,6 +61,9 @@ struct ReportRowSpec {
   /// Where the row was given, for messages about it: the spec's file:line:col
   /// and "rows[i]", or the --gpus option of a flag sweep.
   sim::Diagnostic origin;
+  /// Where its model and cluster were named (the row's or the defaults' key);
+  /// file empty for a flag sweep, whose messages name --model and --cluster.
+  sim::Diagnostic model_origin, cluster_origin;
 };
 
 enum class ReportEngine { kAnalytic, kEvent };

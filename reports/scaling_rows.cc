@@ -1,5 +1,6 @@
 #include "reports/scaling_rows.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "search/complete_layout.h"
@@ -91,19 +92,56 @@ std::vector<std::string> searched_knobs(const sim::PartialLayout& p,
   return out;
 }
 
+namespace {
+
+// Adds the diagnostics of `error` to `problems`, each once: rows that share a
+// model or cluster (often through defaults) share its problem. A preset named
+// in the spec that cannot be found is reported at the spec's key, not as the
+// command-line option the catalog assumes.
+void add_problems(const sim::ConfigError& error, const ReportRowSpec& row,
+                  std::vector<sim::Diagnostic>& problems) {
+  for (sim::Diagnostic d : error.diagnostics()) {
+    const sim::Diagnostic* origin = d.file == "--model"     ? &row.model_origin
+                                    : d.file == "--cluster" ? &row.cluster_origin
+                                                            : nullptr;
+    if (origin && !origin->file.empty()) {
+      d.file = origin->file;
+      d.line = origin->line;
+      d.column = origin->column;
+      d.key = origin->key;
+    }
+    const std::string text = d.to_string();
+    const bool seen = std::any_of(problems.begin(), problems.end(),
+                                  [&](const sim::Diagnostic& p) { return p.to_string() == text; });
+    if (!seen) problems.push_back(std::move(d));
+  }
+}
+
+}  // namespace
+
 std::vector<ReportRow> evaluate_rows(const ReportSpec& spec, const sim::PresetCatalog& catalog) {
-  std::vector<ReportRow> rows;
+  // Every row's model and cluster load first: a bad preset is reported once,
+  // before any row is searched.
   std::vector<sim::Diagnostic> problems;
+  std::vector<ReportRow> rows;
   for (const ReportRowSpec& s : spec.rows) {
     ReportRow row;
     row.spec = s;
     try {
       row.model = load_model(s, catalog);
-      evaluate(row, spec, catalog);
+      catalog.cluster(s.cluster);
     } catch (const sim::ConfigError& e) {
-      for (const sim::Diagnostic& d : e.diagnostics()) problems.push_back(d);
+      add_problems(e, s, problems);
     }
     rows.push_back(std::move(row));
+  }
+  sim::throw_if_any(std::move(problems));
+  for (ReportRow& row : rows) {
+    try {
+      evaluate(row, spec, catalog);
+    } catch (const sim::ConfigError& e) {
+      add_problems(e, row.spec, problems);
+    }
   }
   sim::throw_if_any(std::move(problems));
   return rows;

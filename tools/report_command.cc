@@ -53,6 +53,13 @@ int run_scaling(const ReportOptions& o, reports::ScalingKind kind, const CommonO
   const auto start = std::chrono::steady_clock::now();
   reports::ReportSpec spec;
   const bool flags = !o.model.empty() || !o.cluster.empty() || !o.gpus.empty();
+  if (kind == reports::ScalingKind::kWeak && o.spec.empty()) {
+    // weak-scaling has no flag form (add_scaling_options): name only --spec.
+    throw sim::ConfigError({{"--spec", 0, 0, "",
+                             "required: weak scaling changes the model with the GPU count, so "
+                             "its rows come from a report spec, e.g. --spec "
+                             "configs/reports/megatron-weak-h100.yaml"}});
+  }
   if (o.spec.empty() == !flags) {
     throw sim::ConfigError({{"--spec", 0, 0, "",
                              "give either --spec FILE or --model, --cluster, --gpus and "
@@ -61,10 +68,6 @@ int run_scaling(const ReportOptions& o, reports::ScalingKind kind, const CommonO
   if (!o.spec.empty()) {
     spec = reports::load_report_spec(o.spec);
   } else {
-    if (kind == reports::ScalingKind::kWeak) {
-      throw sim::ConfigError({{"--model", 0, 0, "",
-                               "weak scaling changes the model with the GPU count: give --spec"}});
-    }
     std::vector<sim::Diagnostic> missing;
     if (o.model.empty()) missing.push_back({"--model", 0, 0, "", "required with the flag form"});
     if (o.cluster.empty()) missing.push_back({"--cluster", 0, 0, "", "required with the flag form"});

@@ -8,11 +8,9 @@
 
 namespace sextant::tools {
 
-/// Levenshtein distance (insertions, deletions, substitutions, each 1).
-std::size_t edit_distance(const std::string& a, const std::string& b);
-
 /// The message for `word` when it is not one of `known`; std::nullopt when it is.
-/// Suggests the nearest name when it is at most 2 edits (or a prefix) away.
+/// Suggests the nearest name when it is at most 2 edits (or a prefix) away
+/// (sim/core/nearest_name.h).
 std::optional<std::string> unknown_subcommand_message(const std::string& word,
                                                       const std::vector<std::string>& known);
 

@@ -2,9 +2,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "engine/data/data_error.h"
+#include "sim/core/strict_json.h"
 
 namespace sextant::engine::data {
 
@@ -33,13 +35,21 @@ bool JsonlReader::next(std::string& text) {
     ++line_;
     bytes_read_ += static_cast<int64_t>(buffer_.size()) + (in_.eof() ? 0 : 1);
     if (blank(buffer_)) continue;
+    // Strict JSON: nlohmann alone keeps one of two values under a repeated key
+    // silently, and says only "not valid JSON" about bytes that are not UTF-8.
     nlohmann::json value;
-    try {
-      value = nlohmann::json::parse(buffer_);
-    } catch (const nlohmann::json::parse_error& e) {
-      // e.byte is the 1-based byte where parsing failed; nlohmann's own message
-      // repeats the position and varies between versions, so it is left out.
-      throw DataError(path_, "not valid JSON", line_, static_cast<int64_t>(e.byte));
+    if (const std::optional<sim::JsonProblem> problem = sim::parse_strict_json(buffer_, value)) {
+      const int64_t column = problem->position.column;
+      switch (problem->kind) {
+        case sim::JsonProblem::Kind::kDuplicateKey:
+          throw DataError(path_, "the key \"" + problem->key + "\" is " + problem->message,
+                          line_, column);
+        case sim::JsonProblem::Kind::kEncoding:
+          throw DataError(path_, problem->message, line_, column);
+        case sim::JsonProblem::Kind::kSyntax:
+          // The column is the 1-based byte where parsing stopped (nlohmann's e.byte).
+          throw DataError(path_, "not valid JSON", line_, column);
+      }
     }
     if (!value.is_object()) {
       throw DataError(path_, std::string("expected a JSON object, got ") + value.type_name(),

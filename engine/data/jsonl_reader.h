@@ -3,7 +3,9 @@
 //
 // Lines holding only whitespace are skipped (a trailing blank line is common).
 // Anything else that is not an object with a string under the key is a
-// DataError "file:line[:column]: reason"; nothing is skipped silently.
+// DataError "file:line[:column]: reason"; nothing is skipped silently. Each
+// line is strict JSON (sim/core/strict_json.h): a key given twice in an object
+// and bytes that are not UTF-8 are refused by name, not read one way or another.
 #pragma once
 
 #include <cstdint>

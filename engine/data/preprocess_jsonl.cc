@@ -54,6 +54,14 @@ PreprocessStats preprocess_jsonl(const PreprocessOptions& options) {
   stats.tokenizer = tokenizer.description();
 
   JsonlReader reader(options.input_path, options.json_key);  // fails before any output exists
+  std::string text;
+  // An empty dataset would fail later, in training, far from its cause: refuse
+  // it here, before any folder or file is made.
+  if (!reader.next(text)) {
+    throw DataError(options.input_path,
+                    "no documents: the file holds no JSON line (it is empty or blank); nothing "
+                    "was written");
+  }
   const std::filesystem::path folder = std::filesystem::path(stats.dataset_prefix).parent_path();
   if (!folder.empty()) {
     std::error_code error;
@@ -62,14 +70,13 @@ PreprocessStats preprocess_jsonl(const PreprocessOptions& options) {
   }
 
   IndexedDatasetWriter writer(stats.dataset_prefix, optimal_token_dtype(tokenizer.vocab_size()));
-  std::string text;
   std::vector<int32_t> tokens;
-  while (reader.next(text)) {
+  do {
     tokens.clear();
     tokenizer.encode(text, tokens);
     if (options.append_eod && !tokens.empty()) tokens.push_back(tokenizer.end_of_document());
     writer.add_document(tokens);
-  }
+  } while (reader.next(text));
   writer.finish();
 
   stats.documents = writer.num_documents();

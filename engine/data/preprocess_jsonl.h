@@ -47,7 +47,8 @@ struct PreprocessStats {
 std::unique_ptr<Tokenizer> make_tokenizer(const PreprocessOptions& options);
 
 /// Tokenizes with make_tokenizer(options). Throws DataError ("file[:line[:col]]:
-/// reason") for tokenizer problems and unreadable or malformed input; then no
+/// reason") for tokenizer problems, unreadable or malformed input and input
+/// without a single document (an empty or blank file); then no
 /// output file is created or replaced. Creates the output prefix's folder if
 /// it is missing.
 PreprocessStats preprocess_jsonl(const PreprocessOptions& options);

@@ -2,15 +2,19 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <vector>
 
 #include "sim/core/config_error.h"
+#include "sim/core/nearest_name.h"
+#include "sim/core/strict_json.h"
 #include "sim/core/strict_yaml.h"
 #include "sim/core/text_format.h"
 
@@ -101,6 +105,51 @@ constexpr std::array<StructuralKey, 27> kStructuralKeys = {{
     {"topk_group", "grouped, node-limited expert routing (DeepSeek)"},
 }};
 
+// Keys a config.json carries that do not change what one training step
+// computes, moves or stores, so the simulation is the same with or without
+// them: transformers' PretrainedConfig bookkeeping, token ids, generation
+// defaults, numerical epsilons and initialisation, inference-time settings and
+// training losses' coefficients. Every other key is either read (by the
+// architecture's reader below), refused when it describes a model sextant does
+// not represent (kStructuralKeys), or refused as unknown: a key nobody has
+// looked at may change the model (issue 29).
+constexpr std::array<std::string_view, 82> kKeysWithoutTrainingCost = {{
+    // PretrainedConfig bookkeeping (transformers/configuration_utils.py)
+    "transformers_version", "torch_dtype", "dtype", "use_cache", "auto_map",
+    "_attn_implementation", "_attn_implementation_autoset", "attn_implementation", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16", "tf_legacy_loss",
+    "tokenizer_class", "finetuning_task", "id2label", "label2id", "problem_type", "prefix",
+    // the checkpoint's storage format; training precision is the layout's precision knob
+    "quantization_config",
+    // token ids
+    "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+    // generation defaults (inference only)
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", "task_specific_params",
+    // numerical constants and initialisation: same kernels, same bytes
+    "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "initializer_range",
+    "scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+    // Llama's pretraining_tp slices each linear layer's GEMM for exactness, same FLOPs
+    "pretraining_tp",
+    // context lengths: read where they give the training length (training_length)
+    "max_position_embeddings", "n_positions", "n_ctx", "rope_scaling",
+    // modelled approximately, as hf_config.h says: partial rotary, parallel
+    // residual, embedding dropout
+    "rotary_pct", "use_parallel_residual", "embd_pdrop",
+    // GPT-2's sequence-summary head and NeoX's classifier: heads of other tasks, not the LM
+    "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type",
+    "summary_use_proj", "classifier_dropout",
+    // router losses, normalisation and inference settings: a few element-wise
+    // operations on (tokens, experts) scores beside the expert GEMMs. topk_method
+    // names DeepSeek's selection rule; its node limit is topk_group, refused unless off.
+    "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "aux_loss_alpha",
+    "seq_aux", "norm_topk_prob", "routed_scaling_factor", "topk_method", "ep_size",
+}};
+
 // Which of kStructuralKeys each architecture's config class reads (and the
 // importer models or refuses by value).
 bool reads_key(const Architecture& a, std::string_view key) {
@@ -141,43 +190,53 @@ std::string join(const Names& names) {
 int one_based(int zero_based) { return zero_based < 0 ? 0 : zero_based + 1; }
 
 // Typed reads of the top-level object. StrictMap does the reading and the
-// messages; this adds what JSON needs: "32" (a string) or null where a number
-// belongs is a type error, though yaml-cpp would happily read "32" as 32.
+// messages ("32", a string, or null where a number belongs is a type error);
+// this records which keys were looked at, so that the others are refused.
 class Reader {
  public:
   Reader(const YAML::Node& root, const std::string& file, std::vector<Diagnostic>& diags)
       : root_(root), file_(file), diags_(diags), map_(root, file, diags) {}
 
   StrictMap& map() { return map_; }
+  const YAML::Node& root() const { return root_; }
   const std::string& file() const { return file_; }
   std::vector<Diagnostic>& diags() { return diags_; }
 
   /// The raw value at `key`; undefined when absent (never inserts).
-  YAML::Node value(std::string_view key) const { return root_[std::string(key)]; }
+  YAML::Node value(std::string_view key) const {
+    asked_.insert(std::string(key));
+    return root_[std::string(key)];
+  }
+
+  /// The keys a read looked at (present or not), for refuse_unknown_keys.
+  const std::set<std::string, std::less<>>& asked() const { return asked_; }
 
   /// `primary` unless only `alias` is present (n_layer for num_hidden_layers, ...).
   std::string_view pick(std::string_view primary, std::string_view alias) const {
     return !map_.has(primary) && map_.has(alias) ? alias : primary;
   }
 
+  // StrictMap refuses a JSON string ("32") where a number or boolean belongs.
   std::optional<std::int64_t> optional_int(std::string_view key) {
-    if (!is_typed(key, "an integer")) return std::nullopt;
+    asked_.insert(std::string(key));
     return map_.optional_int(key);
   }
   std::optional<double> optional_double(std::string_view key) {
-    if (!is_typed(key, "a number")) return std::nullopt;
+    asked_.insert(std::string(key));
     return map_.optional_double(key);
   }
   std::optional<bool> optional_bool(std::string_view key) {
-    if (!is_typed(key, "true or false")) return std::nullopt;
+    asked_.insert(std::string(key));
     return map_.optional_bool(key);
   }
   std::optional<std::string> optional_string(std::string_view key) {
+    asked_.insert(std::string(key));
     return map_.optional_string(key);
   }
 
   /// Missing, null or mistyped: a diagnostic and std::nullopt.
   std::optional<std::int64_t> required_int(std::string_view key) {
+    asked_.insert(std::string(key));
     if (!map_.has(key)) {
       map_.required_int(key);  // reports it missing
       return std::nullopt;
@@ -204,23 +263,11 @@ class Reader {
   }
 
  private:
-  // False (and a diagnostic) when the value is a JSON string.
-  bool is_typed(std::string_view key, const char* expected) {
-    const YAML::Node v = value(key);
-    // yaml-cpp tags quoted scalars "!" and plain ones "?".
-    if (v.IsDefined() && v.IsScalar() && v.Tag() == "!") {
-      diags_.push_back(diagnostic_at(v, file_, std::string(key),
-                                     std::string("expected ") + expected + ", got the string \"" +
-                                         v.Scalar() + "\""));
-      return false;
-    }
-    return true;
-  }
-
   const YAML::Node root_;
   const std::string& file_;
   std::vector<Diagnostic>& diags_;
   StrictMap map_;
+  mutable std::set<std::string, std::less<>> asked_;
 };
 
 // Finds the architecture by architectures[0], else model_type; nullptr after
@@ -234,9 +281,29 @@ const Architecture* find_architecture(Reader& r) {
                                         "[\"LlamaForCausalLM\"]"));
       return nullptr;
     }
+    if (list.size() > 1) {
+      std::string names;
+      for (const YAML::Node& item : list)
+        names += (names.empty() ? "\"" : ", \"") + (item.IsScalar() ? item.Scalar() : "?") + "\"";
+      r.diags().push_back(diagnostic_at(
+          list, r.file(), "architectures",
+          "lists " + std::to_string(list.size()) + " architectures (" + names +
+              "); a config.json describes one model: keep the one to simulate (accepted: " +
+              join(hf_supported_architectures()) + ")"));
+      return nullptr;
+    }
     const std::string name = list[0].Scalar();
     for (const Architecture& a : kArchitectures) {
-      if (a.name == name) return &a;
+      if (a.name != name) continue;
+      // transformers picks the config class by model_type: another family's
+      // would read other keys than this architecture's.
+      if (auto type = r.optional_string("model_type"); type && *type != a.model_type) {
+        r.map().report("model_type", "is '" + *type + "', but architectures names " + name +
+                                         ", whose model_type is '" + std::string(a.model_type) +
+                                         "'; make them agree");
+        return nullptr;
+      }
+      return &a;
     }
     r.diags().push_back(diagnostic_at(list[0], r.file(), "architectures",
                                       "unsupported architecture '" + name + "'; accepted: " +
@@ -303,7 +370,7 @@ bool qwen_layer_pattern(Reader& r, int num_layers, MoeConfig& e) {
     } else {
       for (const YAML::Node& item : only) {
         std::int64_t i = -1;
-        if (!item.IsScalar() || item.Tag() == "!" ||
+        if (!item.IsScalar() || is_quoted_scalar(item) ||
             !YAML::convert<std::int64_t>::decode(item, i) || i < 0 || i >= num_layers) {
           r.diags().push_back(diagnostic_at(
               item, r.file(), "mlp_only_layers",
@@ -488,6 +555,42 @@ void refuse_keys_not_read(Reader& r, const Architecture& a) {
   }
 }
 
+// Every top-level key is read for this architecture, refused by name
+// (kStructuralKeys), or known not to change the training cost
+// (kKeysWithoutTrainingCost); any other is refused, listing the accepted ones,
+// as the YAML loader refuses unknown keys (STYLE.md #5).
+void refuse_unknown_keys(Reader& r, const Architecture& a) {
+  const auto structural = [](std::string_view key) {
+    return std::any_of(kStructuralKeys.begin(), kStructuralKeys.end(),
+                       [&](const StructuralKey& k) { return k.key == key; });
+  };
+  std::set<std::string, std::less<>> read;  // what this architecture's reader looks at
+  for (const std::string& key : r.asked())
+    if (!structural(key) || reads_key(a, key)) read.insert(key);
+  for (const StructuralKey& k : kStructuralKeys)
+    if (reads_key(a, k.key)) read.insert(std::string(k.key));
+  const auto known = [&](std::string_view key) {
+    // A structural key the architecture does not read is refused by
+    // refuse_keys_not_read unless it is off.
+    return read.count(key) > 0 || structural(key) ||
+           std::find(kKeysWithoutTrainingCost.begin(), kKeysWithoutTrainingCost.end(), key) !=
+               kKeysWithoutTrainingCost.end();
+  };
+  std::vector<std::string> names(read.begin(), read.end());  // for "did you mean"
+  for (std::string_view k : kKeysWithoutTrainingCost) names.emplace_back(k);
+  for (const auto& entry : r.root()) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "?";
+    if (known(key)) continue;
+    r.diags().push_back(diagnostic_at(
+        entry.first, r.file(), key,
+        "unknown key" + did_you_mean(key, names) + ": " + std::string(a.name) +
+            " reads no such key and it is not one known to "
+        "leave the training cost unchanged, so sextant refuses rather than ignore it; accepted: " +
+            join(read) + "; and, ignored as they change no cost: " +
+            join(kKeysWithoutTrainingCost)));
+  }
+}
+
 // The length to simulate. max_position_embeddings is the longest context a
 // model supports, not the one it was trained at (131,072 for Llama 3.1,
 // trained at 8,192), so a RoPE model takes rope_scaling's
@@ -504,7 +607,7 @@ std::int64_t training_length(Reader& r, const Architecture& a, std::string_view 
   if (scaling.IsDefined() && scaling.IsMap() && scaling["original_max_position_embeddings"]) {
     const YAML::Node original = scaling["original_max_position_embeddings"];
     std::int64_t length = 0;
-    if (original.IsScalar() && original.Tag() != "!" &&
+    if (original.IsScalar() && !is_quoted_scalar(original) &&
         YAML::convert<std::int64_t>::decode(original, length) && length > 0 &&
         length <= kImplausible) {
       return length;
@@ -573,12 +676,12 @@ void read_sliding_window(Reader& r, const Architecture& a, ModelConfig& m) {
     return;
   }
   std::int64_t window = 0;
-  if (!w.IsScalar() || w.Tag() == "!" || !YAML::convert<std::int64_t>::decode(w, window) ||
+  if (!w.IsScalar() || is_quoted_scalar(w) || !YAML::convert<std::int64_t>::decode(w, window) ||
       window < 1 || window > kImplausible) {
     r.diags().push_back(diagnostic_at(
         w, r.file(), "sliding_window",
         "expected a positive integer (the keys each query sees) or null, got " +
-            (w.IsScalar() ? (w.Tag() == "!" ? "the string \"" + w.Scalar() + "\""
+            (w.IsScalar() ? (is_quoted_scalar(w) ? "the string \"" + w.Scalar() + "\""
                                             : "'" + w.Scalar() + "'")
                           : std::string("a non-number"))));
     return;
@@ -677,6 +780,7 @@ ModelConfig read_model(Reader& r, const Architecture& a, std::int64_t seq_length
   if (a.moe == MoeKind::kDeepseek) read_mla(r, m);
   read_moe(r, a, m);
   refuse_keys_not_read(r, a);
+  refuse_unknown_keys(r, a);
   return m;
 }
 
@@ -694,6 +798,14 @@ ModelConfig load_hf_config_text(const std::string& text, const std::string& file
   if (seq_length_override < 0) {
     diags.push_back({"--seq-length", 0, 0, "",
                      "must be positive, got " + std::to_string(seq_length_override)});
+  }
+  // yaml-cpp reads JSON as YAML and so accepts what JSON does not (NaN,
+  // trailing commas, invalid UTF-8, a key twice): the text is checked as JSON
+  // first, and yaml-cpp then gives the values their line and column.
+  if (const std::optional<JsonProblem> problem = first_json_problem(text)) {
+    diags.push_back({file, problem->position.line, problem->position.column, problem->key,
+                     problem->message});
+    throw_if_any(std::move(diags));
   }
   YAML::Node root;
   try {

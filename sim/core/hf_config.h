@@ -92,13 +92,19 @@
 //  - vocab_size is taken as written; Megatron would pad it to a multiple of
 //    128·tp.
 //
-// Strictness (STYLE.md #5): the JSON is read with yaml-cpp (JSON is YAML 1.2
-// flow syntax). Keys that do not change the computation (token ids, dtype,
-// rms_norm_eps, ...) are ignored — a config.json carries many — but a key that
-// does and that the architecture does not read (kStructuralKeys in the .cc), an
-// unsupported architecture, a missing or mistyped key (a JSON string or null
-// where a number belongs) and impossible values are all reported at once as a
-// ConfigError, each as file:line:col: key: message.
+// Strictness (STYLE.md #5): the text must be JSON (RFC 8259, strict_json.h):
+// valid UTF-8, no NaN or Infinity, no trailing comma, no key twice in an
+// object; it is then read with yaml-cpp for each value's line and column.
+// `architectures` lists exactly one class. Every top-level key is either read
+// for the architecture, refused when it changes the computation and the
+// architecture does not read it (kStructuralKeys in the .cc), or on the
+// documented list of keys that leave the training cost unchanged (token ids,
+// dtype, rms_norm_eps, generation defaults, router loss coefficients, ...:
+// kKeysWithoutTrainingCost in the .cc); any other key is refused as unknown,
+// listing the accepted ones. An unsupported architecture, a missing or
+// mistyped key (a JSON string or null where a number belongs) and impossible
+// values are all reported at once as a ConfigError, each as
+// file:line:col: key: message.
 #pragma once
 
 #include <cstdint>

@@ -265,6 +265,28 @@ std::string split_problem_message(SplitProblem problem, const ModelConfig& m,
   switch (problem) {
     case SplitProblem::kNone: return "";
     case SplitProblem::kNotDivisible: {
+      const long long units = 1LL * m.num_layers + l.embedding_in_split + l.loss_in_split;
+      if (l.pp > units) {
+        // Each stage of an even split, or of first/last_stage_layers, holds at
+        // least one layer; only an explicit pp_layout can name empty stages.
+        std::vector<long long> found;
+        for (long long d = 1; d * d <= units; ++d) {
+          if (units % d != 0) continue;
+          found.push_back(d);
+          if (d * d != units) found.push_back(units / d);
+        }
+        std::sort(found.begin(), found.end());
+        std::string divisors;
+        for (long long d : found) divisors += (divisors.empty() ? "" : ", ") + str(d);
+        const std::string what = units == m.num_layers
+                                     ? "num_layers (" + str(m.num_layers) + ")"
+                                     : "the " + str(units) + " layers, embedding and loss in the split";
+        const std::string knobs = l.vpp > 1 ? "pp·vpp" : "pp";
+        return "pp (" + str(l.pp) + ") must be at most " + what +
+               ": an even or uneven split gives every pipeline stage at least one layer; "
+               "accepted: " + knobs + " dividing " + str(units) + " (" + divisors +
+               ") for an even split, or any pp up to " + str(units) + " with an uneven one";
+      }
       if (!l.embedding_in_split && !l.loss_in_split) {
         return "num_layers (" + str(m.num_layers) + ") must be a multiple of " + pp_vpp +
                ", or give an uneven split: first_stage_layers, last_stage_layers, "
@@ -273,7 +295,6 @@ std::string split_problem_message(SplitProblem problem, const ModelConfig& m,
       std::string names = "num_layers", values = str(m.num_layers);
       if (l.embedding_in_split) names += " + embedding", values += " + 1";
       if (l.loss_in_split) names += " + loss", values += " + 1";
-      const long long units = 1LL * m.num_layers + l.embedding_in_split + l.loss_in_split;
       return names + " = " + values + " = " + str(units) + " must be a multiple of " + pp_vpp;
     }
     case SplitProblem::kUnevenWithAccounting:

@@ -6,6 +6,7 @@
 #include "sim/core/config_error.h"
 #include "sim/core/config_loader.h"
 #include "sim/core/hf_config.h"
+#include "sim/core/nearest_name.h"
 
 namespace sextant::sim {
 
@@ -42,11 +43,13 @@ std::string PresetCatalog::resolve(const std::string& kind, const std::string& n
   if (looks_like_path(name_or_path)) return name_or_path;
   const fs::path path = fs::path(root_) / kind / (name_or_path + ".yaml");
   if (fs::is_regular_file(path, ec)) return path.string();
+  const std::vector<std::string> presets = names(kind);
   std::string known;
-  for (const std::string& n : names(kind)) known += (known.empty() ? "" : ", ") + n;
+  for (const std::string& n : presets) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError({{option, 0, 0, "",
                       "no " + kind.substr(0, kind.size() - 1) + " preset named '" + name_or_path +
-                          "' in " + (fs::path(root_) / kind).string() +
+                          "'" + did_you_mean(name_or_path, presets, PrefixMatch::kIgnored) + " in " +
+                          (fs::path(root_) / kind).string() +
                           "; accepted: a path to a .yaml file or one of: " +
                           (known.empty() ? "(none found)" : known)}});
 }

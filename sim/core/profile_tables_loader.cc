@@ -23,7 +23,8 @@ std::optional<std::vector<double>> read_row(const YAML::Node& row, StrictMap& ma
   for (std::size_t i = 0; i < columns; ++i) {
     const YAML::Node cell = row[i];
     double value = 0;
-    if (!cell.IsScalar() || !YAML::convert<double>::decode(cell, value) || !std::isfinite(value))
+    if (!cell.IsScalar() || is_quoted_scalar(cell) || !YAML::convert<double>::decode(cell, value) ||
+        !std::isfinite(value))
       return bad(cell, "expected a finite number in row " + std::string(header));
     if (i < sizes && value < 1)
       return bad(cell, "sizes must be at least 1, got " + cell.Scalar() + " " + header);

@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
+
+#include "sim/core/text_encoding.h"
 
 namespace sextant::sim {
 
@@ -11,6 +14,7 @@ namespace {
 int one_based(int zero_based) { return zero_based < 0 ? 0 : zero_based + 1; }
 
 std::string describe(const YAML::Node& value) {
+  if (is_quoted_scalar(value)) return "the string \"" + value.Scalar() + "\"";
   if (value.IsScalar()) return "'" + value.Scalar() + "'";
   if (value.IsSequence()) return "a list";
   if (value.IsMap()) return "a mapping";
@@ -29,10 +33,24 @@ std::string format_number(double value) {
   return text;
 }
 
+// A plain scalar of decimal digits (an optional sign), such as
+// 99999999999999999999: an integer, just not one that fits.
+bool is_integer_text(const std::string& text) {
+  const std::size_t digits = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  return text.size() > digits &&
+         text.find_first_not_of("0123456789", digits) == std::string::npos;
+}
+
 }  // namespace
 
 std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& file,
                                           std::vector<Diagnostic>& diagnostics) {
+  // yaml-cpp says "unknown escape character" for a NUL byte: name the byte instead.
+  if (const std::optional<TextEncodingProblem> problem = nul_byte_problem(text)) {
+    diagnostics.push_back(
+        {file, problem->position.line, problem->position.column, "", problem->message});
+    return std::nullopt;
+  }
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(text);
     if (documents.size() > 1) {
@@ -47,6 +65,8 @@ std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::st
     return std::nullopt;
   }
 }
+
+bool is_quoted_scalar(const YAML::Node& value) { return value.IsScalar() && value.Tag() == "!"; }
 
 Diagnostic diagnostic_at(const YAML::Node& node, const std::string& file, std::string key,
                          std::string message) {
@@ -130,8 +150,21 @@ std::optional<std::int64_t> StrictMap::optional_int(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   std::int64_t out = 0;
-  if (!value.IsScalar() || !YAML::convert<std::int64_t>::decode(value, out)) {
+  if (!value.IsScalar() || is_quoted_scalar(value)) {
     type_error(key, value, "an integer");
+    return std::nullopt;
+  }
+  if (!YAML::convert<std::int64_t>::decode(value, out)) {
+    if (!is_integer_text(value.Scalar())) {
+      type_error(key, value, "an integer");
+      return std::nullopt;
+    }
+    error_keys_.insert(std::string(key));
+    diagnostics_.push_back(diagnostic_at(
+        value, file_, full_key(key),
+        "is out of range: " + value.Scalar() + " does not fit in a 64-bit integer (accepted: " +
+            std::to_string(std::numeric_limits<std::int64_t>::min()) + " to " +
+            std::to_string(std::numeric_limits<std::int64_t>::max()) + ")"));
     return std::nullopt;
   }
   return out;
@@ -141,7 +174,8 @@ std::optional<double> StrictMap::optional_double(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   double out = 0;
-  if (!value.IsScalar() || !YAML::convert<double>::decode(value, out) || !std::isfinite(out)) {
+  if (!value.IsScalar() || is_quoted_scalar(value) || !YAML::convert<double>::decode(value, out) ||
+      !std::isfinite(out)) {
     type_error(key, value, "a finite number");
     return std::nullopt;
   }
@@ -152,7 +186,7 @@ std::optional<bool> StrictMap::optional_bool(std::string_view key) {
   YAML::Node value = find(key);
   if (!value.IsDefined() || value.IsNull()) return std::nullopt;
   bool out = false;
-  if (!value.IsScalar() || !YAML::convert<bool>::decode(value, out)) {
+  if (!value.IsScalar() || is_quoted_scalar(value) || !YAML::convert<bool>::decode(value, out)) {
     type_error(key, value, "true or false");
     return std::nullopt;
   }

@@ -4,6 +4,11 @@
 // reports the keys nobody asked for, listing the accepted ones. Problems are
 // appended to a shared diagnostics list instead of thrown, so one load reports
 // all of them. Internal to sim/ (yaml-cpp stays out of public headers).
+//
+// As strict as JSON: a quoted scalar ("4096") is a string, never a number or
+// boolean; an integer beyond 64 bits is "out of range", not "not an integer";
+// a file with a NUL byte is not a text file (parse_yaml_text says so rather
+// than yaml-cpp's "unknown escape character").
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -23,6 +28,11 @@ namespace sextant::sim {
 /// parser's line and column) and returns std::nullopt.
 std::optional<YAML::Node> parse_yaml_text(const std::string& text, const std::string& file,
                                           std::vector<Diagnostic>& diagnostics);
+
+/// Whether `value` is a quoted scalar ("4096" or '4096'): a string, never a
+/// number or boolean, though yaml-cpp would convert it (it tags quoted scalars
+/// "!" and plain ones "?").
+bool is_quoted_scalar(const YAML::Node& value);
 
 /// Diagnostic located at `node` (1-based line and column).
 Diagnostic diagnostic_at(const YAML::Node& node, const std::string& file, std::string key,

@@ -344,3 +344,36 @@ TEST(CliInputs, SearchTableColumnsLineUpForLongLayoutsAndHaveALegend) {
 
 }  // namespace
 }  // namespace sextant::tools
+
+namespace sextant::tools {
+namespace {
+
+// Issue 29, items 10 and 11, through the binary: one line naming file:line:col, exit code 2.
+TEST(CliInputs, LenientConfigsAndAnImpossiblePipelineAreRefused) {
+  TempDir dir;
+  write_file(dir.file("config.json"),
+             "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 256, "
+             "\"intermediate_size\": 1024, \"num_attention_heads\": 8,\n"
+             " \"num_hidden_layers\": 4, \"vocab_size\": 1000, \"rope_theta\": NaN}\n");
+  expect_refused(run_sextant(dir, "simulate --model config.json --cluster dgx-h100 --gpus 8 "
+                                  "--global-batch 8 --seq-length 128"),
+                 "sextant: error: config.json:2:60: 'NaN' is not a JSON number (RFC 8259 section 6 "
+                 "has no NaN or Infinity); write a number\n");
+  write_file(dir.file("m.yaml"),
+             "name: m\nnum_layers: 4\nhidden_size: \"4096\"\nffn_hidden_size: 1024\n"
+             "num_attention_heads: 8\nvocab_size: 1000\nseq_length: 128\nactivation: gelu\n"
+             "normalization: layernorm\n");
+  expect_refused(run_sextant(dir, "simulate --model m.yaml --cluster dgx-h100 --gpus 8 --global-batch 8"),
+                 "sextant: error: m.yaml:3:14: hidden_size: expected an integer, got the string "
+                 "\"4096\"\n");
+  // llama3-8b has 32 layers: no split over 64 stages, even or uneven.
+  expect_refused(run_sextant(dir, "simulate --model llama3-8b --cluster dgx-h100 --gpus 64 "
+                                  "--global-batch 64 --layout pp=64"),
+                 "sextant: error: --layout: pp: pp (64) must be at most num_layers (32): an even or "
+                 "uneven split gives every pipeline stage at least one layer; "
+                 "accepted: pp dividing 32 (1, 2, 4, 8, 16, 32) for an even split, or any pp up to "
+                 "32 with an uneven one\n");
+}
+
+}  // namespace
+}  // namespace sextant::tools

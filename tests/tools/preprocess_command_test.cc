@@ -129,3 +129,33 @@ TEST(PreprocessCommand, BpeFilesComeTogetherAndBadOnesExitTwo) {
 
 }  // namespace
 }  // namespace sextant::tools
+
+namespace sextant::tools {
+namespace {
+
+// Issue 29, item 11: nothing kept silently, nothing empty written, the real cause named.
+TEST(PreprocessCommand, DuplicateKeysEmptyInputAndInvalidUtf8ExitTwo) {
+  TempDir dir;
+  write_file(dir.file("dup.jsonl"), "{\"text\": \"a\", \"text\": \"b\"}\n");
+  CommandResult run = run_sextant(dir, "preprocess --input dup.jsonl --output-prefix corpus");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "sextant: error: dup.jsonl:1:15: the key \"text\" is given twice in one "
+                     "object; each key may appear once\n");
+
+  write_file(dir.file("empty.jsonl"), "");
+  run = run_sextant(dir, "preprocess --input empty.jsonl --output-prefix out/corpus");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "sextant: error: empty.jsonl: no documents: the file holds no JSON line (it "
+                     "is empty or blank); nothing was written\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out")));
+
+  write_file(dir.file("latin1.jsonl"), "{\"text\": \"ok\"}\n{\"text\": \"caf\xe9\"}\n");
+  run = run_sextant(dir, "preprocess --input latin1.jsonl --output-prefix corpus");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err, "sextant: error: latin1.jsonl:2:14: invalid UTF-8 (byte 0xe9): JSON text "
+                     "must be UTF-8 (RFC 8259 section 8.1; is the file in another encoding?)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("corpus_text_document.bin")));
+}
+
+}  // namespace
+}  // namespace sextant::tools

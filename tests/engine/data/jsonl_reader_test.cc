@@ -60,7 +60,26 @@ TEST(JsonlReader, ErrorsNameFileAndLine) {
   EXPECT_EQ(error_for("{\"text\": [\"a\", \"b\"]}\n"), ":1: \"text\" is array, expected a string");
   EXPECT_EQ(error_for("{\"text\": null}\n"), ":1: \"text\" is null, expected a string");
   EXPECT_EQ(error_for("{\"body\": 3}\n", "body"), ":1: \"body\" is number, expected a string");
-  EXPECT_EQ(error_for("{\"text\": \"\xFF\"}\n"), ":1:11: not valid JSON");  // not UTF-8
+  // Not UTF-8: said so, at the byte (issue 29 item 11; it used to be "not valid JSON").
+  EXPECT_EQ(error_for("{\"text\": \"\xFF\"}\n"),
+            ":1:11: invalid UTF-8 (byte 0xff): JSON text must be UTF-8 (RFC 8259 section 8.1; is "
+            "the file in another encoding?)");
+}
+
+TEST(JsonlReader, AKeyGivenTwiceIsRefusedNamingIt) {
+  // nlohmann alone keeps one of the two values silently.
+  EXPECT_EQ(error_for("{\"text\": \"a\"}\n{\"text\": \"b\", \"id\": 2, \"text\": \"c\"}\n"),
+            ":2:24: the key \"text\" is given twice in one object; each key may appear once");
+  EXPECT_EQ(error_for("{\"text\": \"a\", \"meta\": {\"k\": 1, \"k\": 2}}\n"),
+            ":1:32: the key \"k\" is given twice in one object; each key may appear once");
+  // The same key in two objects is no repetition.
+  EXPECT_EQ(error_for("{\"text\": \"a\", \"m\": {\"text\": 1}}\n"), "");
+}
+
+TEST(JsonlReader, ANulByteIsNotText) {
+  EXPECT_EQ(error_for(std::string("{\"text\": \"a\0\"}\n", 15)),
+            ":1:12: the file contains a NUL byte here: not a text file (a binary file, or UTF-16 "
+            "text?)");
 }
 
 TEST(JsonlReader, MissingFile) {

@@ -139,3 +139,29 @@ TEST(PreprocessJsonl, TokenizerOptionsMustAgree) {
 
 }  // namespace
 }  // namespace sextant::engine::data
+
+namespace sextant::engine::data {
+namespace {
+
+// An empty dataset would fail in training, far from its cause (issue 29, item 11).
+TEST(PreprocessJsonl, InputWithoutDocumentsIsRefusedAndWritesNothing) {
+  for (const char* contents : {"", "\n  \n\r\n"}) {
+    TempDir dir;
+    PreprocessOptions options;
+    options.input_path = dir.file("c.jsonl");
+    options.output_prefix = dir.file("out/corpus");
+    write_file(options.input_path, contents);
+    try {
+      preprocess_jsonl(options);
+      FAIL() << "wrote an empty dataset";
+    } catch (const DataError& e) {
+      EXPECT_STREQ(e.what(), (options.input_path + ": no documents: the file holds no JSON line "
+                                                   "(it is empty or blank); nothing was written")
+                                 .c_str());
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir.file("out")));  // not even the folder
+  }
+}
+
+}  // namespace
+}  // namespace sextant::engine::data

@@ -664,3 +664,44 @@ TEST(LoadProfile, UnknownKey) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// --- As strict as JSON (issue 29, item 10) ---
+
+TEST(LoadModelStrictness, AQuotedNumberIsAString) {
+  EXPECT_EQ(model_errors(replaced(kModel, "hidden_size: 256", "hidden_size: \"4096\"")),
+            Lines{"model.yaml:3:14: hidden_size: expected an integer, got the string \"4096\""});
+  EXPECT_EQ(model_errors(kModel + "rotary_base: '10000'\n"),
+            Lines{"model.yaml:10:14: rotary_base: expected a finite number, got the string \"10000\""});
+  EXPECT_EQ(model_errors(kModel + "tie_embeddings: \"true\"\n"),
+            Lines{"model.yaml:10:17: tie_embeddings: expected true or false, got the string \"true\""});
+  // Every kind of config reads through StrictMap: a cluster too.
+  EXPECT_EQ(cluster_errors(replaced(kCluster, "num_nodes: 4", "num_nodes: \"4\"")),
+            Lines{"cluster.yaml:4:12: num_nodes: expected an integer, got the string \"4\""});
+}
+
+TEST(LoadModelStrictness, AnIntegerBeyond64BitsIsOutOfRange) {
+  EXPECT_EQ(model_errors(replaced(kModel, "num_layers: 4", "num_layers: 99999999999999999999")),
+            Lines{"model.yaml:2:13: num_layers: is out of range: 99999999999999999999 does not fit "
+                  "in a 64-bit integer (accepted: -9223372036854775808 to 9223372036854775807)"});
+  EXPECT_EQ(model_errors(replaced(kModel, "num_layers: 4", "num_layers: -99999999999999999999")),
+            Lines{"model.yaml:2:13: num_layers: is out of range: -99999999999999999999 does not fit "
+                  "in a 64-bit integer (accepted: -9223372036854775808 to 9223372036854775807)"});
+}
+
+TEST(LoadModelStrictness, ANulByteMeansNotAText) {
+  // yaml-cpp alone says "unknown escape character" here.
+  std::string text = kModel;
+  text.insert(text.find("256") + 1, 1, '\0');  // line 3, after "hidden_size: 2"
+  EXPECT_EQ(model_errors(text),
+            Lines{"model.yaml:3:15: the file contains a NUL byte here: not a text file (a binary "
+                  "file, or UTF-16 text?)"});
+  EXPECT_EQ(cluster_errors(std::string("name: x\0", 8)),
+            Lines{"cluster.yaml:1:8: the file contains a NUL byte here: not a text file (a binary "
+                  "file, or UTF-16 text?)"});
+}
+
+}  // namespace
+}  // namespace sextant::sim

@@ -395,8 +395,10 @@ TEST(HfConfig, FileAndSyntaxErrors) {
   EXPECT_EQ(errors([] { load_hf_config_file("/nonexistent/config.json", 0); }),
             Lines{"/nonexistent/config.json: cannot open file (does it exist and is it "
                   "readable?)"});
+  // The JSON parser's words and position since issue 29 (yaml-cpp said "1:1: end of map flow not found").
   EXPECT_EQ(text_errors("{\"a\": 1"),
-            Lines{"config.json:1:1: invalid JSON: end of map flow not found"});
+            Lines{"config.json:1:8: invalid JSON: syntax error while parsing object - unexpected end "
+                  "of input; expected '}'"});
   EXPECT_EQ(text_errors("[1, 2]"),
             Lines{"config.json:1:1: expected a JSON object (a config.json)"});
 }
@@ -599,6 +601,121 @@ TEST(HfConfig, AFolderHoldingConfigJsonIsAModelAnyOtherFolderIsRefused) {
   EXPECT_EQ(errors([&] { catalog.profile(dir.path().string(), "h100-sxm-80gb"); }),
             Lines{"--profile: '" + dir.path().string() +
                   "' is a directory; give a profile preset name or a .yaml file"});
+}
+
+}  // namespace
+}  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// --- Strict JSON and no unknown keys (issue 29, item 10) ---
+
+TEST(HfConfigStrictJson, NonUtf8ByteIsRefusedWhereItIs) {
+  // model_type "ll<0xff>ama" (Latin-1, not UTF-8): line 2, the byte at column 19.
+  const std::string typed = with(kLlama, "\"architectures\": [\"LlamaForCausalLM\"]",
+                                 "\"model_type\": \"ll\xff" "ama\"");
+  EXPECT_EQ(text_errors(typed),
+            Lines{"config.json:2:20: invalid UTF-8 (byte 0xff): JSON text must be UTF-8 (RFC 8259 "
+                  "section 8.1; is the file in another encoding?)"});
+}
+
+TEST(HfConfigStrictJson, NanInfinityAndTrailingCommasAreNotJson) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"rope_theta\": NaN")),
+            Lines{"config.json:9:37: 'NaN' is not a JSON number (RFC 8259 section 6 has no NaN or "
+                  "Infinity); write a number"});
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"rope_theta\": -Infinity")),
+            Lines{"config.json:9:38: 'Infinity' is not a JSON number (RFC 8259 section 6 has no NaN "
+                  "or Infinity); write a number"});
+  // The comma after 1000 on line 9, then '}' on line 10.
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000\n", "\"vocab_size\": 1000,\n")),
+            Lines{"config.json:10:1: a trailing comma before '}': JSON allows none; remove the comma"});
+  EXPECT_EQ(text_errors(with(kLlama, "[\"LlamaForCausalLM\"]", "[\"LlamaForCausalLM\",]")),
+            Lines{"config.json:2:40: a trailing comma before ']': JSON allows none; remove the comma"});
+}
+
+TEST(HfConfigStrictJson, AKeyGivenTwiceIsRefusedAtAnyDepth) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"hidden_size\": 512")),
+            Lines{"config.json:9:23: hidden_size: given twice in one object; each key may appear once"});
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000,\n  \"rope_scaling\": {\"factor\": 8, \"factor\": 2}")),
+            Lines{"config.json:10:33: factor: given twice in one object; each key may appear once"});
+}
+
+TEST(HfConfigStrictJson, SyntaxErrorsSayWhatWasExpected) {
+  EXPECT_EQ(text_errors("{'a': 1}"),
+            Lines{"config.json:1:2: invalid JSON: syntax error while parsing object key - invalid "
+                  "literal; last read: '{''; expected string literal"});
+}
+
+TEST(HfConfigStrictJson, ModelTypeMustAgreeWithTheArchitecture) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"model_type\": \"llama\"")),
+            Lines{});
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"model_type\": \"mistral\"")),
+            Lines{"config.json:9:37: model_type: is 'mistral', but architectures names "
+                  "LlamaForCausalLM, whose model_type is 'llama'; make them agree"});
+}
+
+TEST(HfConfigStrictJson, TwoArchitecturesAreRefusedNamingBoth) {
+  EXPECT_EQ(text_errors(with(kLlama, "[\"LlamaForCausalLM\"]", "[\"LlamaForCausalLM\", \"MistralForCausalLM\"]")),
+            Lines{"config.json:2:20: architectures: lists 2 architectures (\"LlamaForCausalLM\", "
+                  "\"MistralForCausalLM\"); a config.json describes one model: keep the one to "
+                  "simulate (accepted: LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
+                  "Qwen2ForCausalLM, Qwen2MoeForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, "
+                  "DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, GPT2LMHeadModel, GPTNeoXForCausalLM)"});
+}
+
+TEST(HfConfigStrictJson, UnknownKeyIsRefusedListingTheAcceptedOnes) {
+  const Lines e = text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"frobnicate\": 3"));
+  ASSERT_EQ(e.size(), 1u);
+  const std::string head =
+      "config.json:9:23: frobnicate: unknown key: LlamaForCausalLM reads no such key and it is not "
+      "one known to leave the training cost unchanged, so sextant refuses rather than ignore it; "
+      "accepted: ";
+  EXPECT_EQ(e[0].substr(0, head.size()), head);
+  // What Llama reads, and the documented keys that change no cost.
+  for (const char* key : {"num_key_value_heads", "head_dim", "rope_theta", "attention_bias", "mlp_bias",
+                          "tie_word_embeddings", "torch_dtype", "transformers_version", "use_cache"}) {
+    EXPECT_NE(e[0].find(std::string(key) + ","), std::string::npos) << key;
+  }
+  // Keys of other architectures are not offered.
+  EXPECT_EQ(e[0].find("kv_lora_rank"), std::string::npos);
+  // A key a family reads is unknown to another: GPT-2's n_inner under Llama.
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"n_inner\": 64"))
+                .size(), 1u);
+}
+
+TEST(HfConfigStrictJson, AMistypedKeyGetsASuggestion) {
+  const Lines e = text_errors(with(kLlama, "\"vocab_size\": 1000", "\"vocab_size\": 1000, \"rope_thetta\": 5e5"));
+  ASSERT_EQ(e.size(), 1u);
+  const std::string head = "config.json:9:23: rope_thetta: unknown key (did you mean rope_theta?): ";
+  EXPECT_EQ(e[0].substr(0, head.size()), head);
+}
+
+TEST(HfConfigStrictJson, KeysThatChangeNoCostAreAccepted) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"vocab_size\": 1000",
+                             "\"vocab_size\": 1000, \"torch_dtype\": \"bfloat16\", "
+                             "\"transformers_version\": \"4.44.0\", \"use_cache\": true, "
+                             "\"bos_token_id\": 1, \"eos_token_id\": [2, 3], \"rms_norm_eps\": 1e-05, "
+                             "\"initializer_range\": 0.02, \"pretraining_tp\": 1, "
+                             "\"_name_or_path\": \"x/y\"")),
+            Lines{});
+}
+
+TEST(HfConfigStrictJson, QuotedAndOutOfRangeNumbers) {
+  EXPECT_EQ(text_errors(with(kLlama, "\"hidden_size\": 256", "\"hidden_size\": \"256\"")),
+            Lines{"config.json:3:18: hidden_size: expected an integer, got the string \"256\""});
+  EXPECT_EQ(text_errors(with(kLlama, "\"num_hidden_layers\": 4", "\"num_hidden_layers\": 99999999999999999999")),
+            Lines{"config.json:6:24: num_hidden_layers: is out of range: 99999999999999999999 does "
+                  "not fit in a 64-bit integer (accepted: -9223372036854775808 to "
+                  "9223372036854775807)"});
+}
+
+TEST(HfConfigStrictJson, PublishedConfigsStillLoad) {
+  for (const char* file : {"llama3.1-8b.json", "mixtral-8x7b.json", "qwen2-moe-a2.7b.json",
+                           "qwen3-30b-a3b.json", "gpt2.json", "pythia-160m.json"}) {
+    EXPECT_EQ(errors([&] { load_hf_config_file(kHf + file, 4096); }), Lines{}) << file;
+  }
 }
 
 }  // namespace

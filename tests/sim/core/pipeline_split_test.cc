@@ -236,3 +236,24 @@ TEST(PipelineSplit, ParseLayoutReadsTheKnobs) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// pp=64 on 32 layers has no even or uneven split (each gives every stage a
+// layer): the message says so instead of suggesting one (issue 29, item 11).
+TEST(PipelineSplit, MorePipelineStagesThanLayersSuggestsNoUnevenSplit) {
+  EXPECT_EQ(split_errors(32, pipeline(64, 1)),
+            std::vector<std::string>{
+                "--layout: pp: pp (64) must be at most num_layers (32): an even or uneven split "
+                "gives every pipeline stage at least one layer; accepted: pp dividing 32 "
+                "(1, 2, 4, 8, 16, 32) for an even split, or any pp up to 32 with an uneven one"});
+  // Nor has 33 on 32 layers; 31 has an uneven one, and is told so.
+  EXPECT_NE(split_errors(32, pipeline(33, 1)).at(0).find("must be at most num_layers (32)"),
+            std::string::npos);
+  EXPECT_NE(split_errors(32, pipeline(31, 1)).at(0).find("or give an uneven split"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sextant::sim

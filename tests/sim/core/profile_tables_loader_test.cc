@@ -95,3 +95,16 @@ TEST(ProfileTablesLoader, NamesUnknownKeysAndBadRowsWithTheirPosition) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// A quoted cell is a string, as a quoted scalar is everywhere else (issue 29, item 10).
+TEST(ProfileTablesLoader, AQuotedCellIsNotANumber) {
+  EXPECT_EQ(error_of(std::string(kScalars) + "linear_bf16:\n  - [\"8192\", 2048, 6144, 1e-4, 1e-4, 1e-4]\n"),
+            "p.yaml:19:6: linear_bf16: expected a finite number in row [tokens, in_width, out_width, "
+            "forward_s, input_gradient_s, weight_gradient_s]");
+}
+
+}  // namespace
+}  // namespace sextant::sim
