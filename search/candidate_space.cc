@@ -1,6 +1,7 @@
 #include "search/candidate_space.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 
 #include "search/split_options.h"
@@ -68,8 +69,8 @@ std::vector<GridPoint> grid_points(const ModelConfig& m, const ClusterConfig& cl
   return out;
 }
 
-std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout& p,
-                                       const GridPoint& g, const SearchConstraints& c) {
+void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const GridPoint& g,
+                        const SearchConstraints& c, const std::function<void(const ParallelLayout&)>& visit) {
   const int gbs = p.gbs.value_or(0);
   std::vector<int> vpp_choices = g.pp > 1 ? vpp_options(m.num_layers, g.pp) : std::vector<int>{1};
   if (p.pp_layout) {
@@ -107,70 +108,75 @@ std::vector<ParallelLayout> layouts_at(const ModelConfig& m, const PartialLayout
                                : std::vector<Precision>{Precision::kBf16});
   const std::vector<bool> both{true, false};
   const bool data_parallel = static_cast<long>(g.dp) * g.cp > 1 || m.moe;
+  const std::vector<bool> no{false};
+  // Overlap flags only where they change something: TP communication (tp > 1
+  // with sp), a data-parallel group to sync. ZeRO-3 always overlaps both (it
+  // prefetches the next layer's weights and reduce-scatters during the
+  // backward), so its layouts say so, as the model computes them.
+  const std::vector<bool> tp_overlaps_with_sp = given_or(p.tp_comm_overlap, g.tp > 1 ? both : no);
+  const std::vector<bool> tp_overlaps_without_sp = given_or(p.tp_comm_overlap, no);
+  std::vector<bool> grad_overlaps[4], gather_overlaps[4];  // by ZeRO stage
+  for (int zero = 0; zero <= 3; ++zero) {
+    grad_overlaps[zero] = given_or(p.overlap_grad_reduce, !data_parallel ? no
+                                                          : zero == 3    ? std::vector<bool>{true}
+                                                                         : both);
+    gather_overlaps[zero] = given_or(p.overlap_param_gather, !data_parallel ? no
+                                                             : zero == 3    ? std::vector<bool>{true}
+                                                             : zero >= 1    ? both
+                                                                            : no);
+  }
 
-  std::vector<ParallelLayout> out;
+  ParallelLayout l;  // one layout, reused: its pp_layout keeps its buffer
+  l.tp = g.tp;
+  l.cp = g.cp;
+  l.pp = g.pp;
+  l.dp = g.dp;
+  l.gbs = gbs;
+  l.attention = p.attention.value_or(AttentionKernel::kFlash);
+  // Off unless asked for, as in Megatron-Core.
+  l.moe_a2a_overlap = p.moe_a2a_overlap.value_or(false);
+  l.moe_shared_expert_overlap = p.moe_shared_expert_overlap.value_or(false);
+  l.fsdp = p.fsdp.value_or(FsdpImplementation::kMegatronFsdp);
+  l.grad_reduce_in_fp32 = p.grad_reduce_in_fp32.value_or(true);
   for (int vpp : vpps) {
     // The user's split, or the default for this (pp, vpp); the search tries
     // the other splits on its best layouts (layout_search.cc).
     const SplitKnobs split = p.split_given() ? given_split(p) : default_split(m, g.pp, vpp);
+    l.vpp = vpp;
+    split.apply_to(l);
     // With one model chunk per stage, 1F1B holds fewer micro-batches than GPipe
     // and is never slower; GPipe is tried only when asked for.
     const std::vector<Schedule> schedules = given_or(
         p.schedule, vpp > 1 ? std::vector<Schedule>{Schedule::kInterleaved}
                             : std::vector<Schedule>{Schedule::kOneFOneB});
+    // The data-parallel sync's knobs (zero and its two overlaps) vary
+    // innermost: the search bounds the step of such a run once
+    // (sim/analytic/analytic_model.h, step_time_lower_bound_s).
     for (Schedule schedule : schedules)
       for (int mbs : mbss)
         for (int ep : eps)
           for (int etp : etps)
             for (bool sp : sps)
               for (Recompute recompute : recomputes)
-                for (int zero : zeros)
-                  for (Precision precision : precisions)
-                    // Overlap flags only where they change something: a data-parallel
-                    // group to sync. ZeRO-3 always overlaps both (it prefetches the next
-                    // layer's weights and reduce-scatters during the backward), so its
-                    // layouts say so, as the model computes them.
-                    for (bool grad_overlap : given_or(
-                             p.overlap_grad_reduce, !data_parallel ? std::vector<bool>{false}
-                                                    : zero == 3   ? std::vector<bool>{true}
-                                                                  : both))
-                      for (bool gather_overlap : given_or(
-                               p.overlap_param_gather, !data_parallel ? std::vector<bool>{false}
-                                                       : zero == 3    ? std::vector<bool>{true}
-                                                       : zero >= 1    ? both
-                                                                      : std::vector<bool>{false}))
-                        for (bool tp_overlap : given_or(
-                                 p.tp_comm_overlap,
-                                 g.tp > 1 && sp ? both : std::vector<bool>{false})) {
-                          ParallelLayout l;
-                          l.tp = g.tp;
-                          l.cp = g.cp;
-                          l.pp = g.pp;
-                          l.dp = g.dp;
-                          l.vpp = vpp;
+                for (Precision precision : precisions)
+                  for (bool tp_overlap : sp ? tp_overlaps_with_sp : tp_overlaps_without_sp)
+                    for (int zero : zeros)
+                      for (bool grad_overlap : grad_overlaps[zero])
+                        for (bool gather_overlap : gather_overlaps[zero]) {
+                          l.schedule = schedule;
+                          l.mbs = mbs;
                           l.ep = ep;
                           l.etp = etp;
-                          l.mbs = mbs;
-                          l.gbs = gbs;
                           l.sp = sp;
                           l.recompute = recompute;
-                          l.zero = zero;
-                          l.schedule = schedule;
                           l.precision = precision;
-                          l.attention = p.attention.value_or(AttentionKernel::kFlash);
+                          l.tp_comm_overlap = tp_overlap;
+                          l.zero = zero;
                           l.overlap_grad_reduce = grad_overlap;
                           l.overlap_param_gather = gather_overlap;
-                          l.tp_comm_overlap = tp_overlap;
-                          // Off unless asked for, as in Megatron-Core.
-                          l.moe_a2a_overlap = p.moe_a2a_overlap.value_or(false);
-                          l.moe_shared_expert_overlap = p.moe_shared_expert_overlap.value_or(false);
-                          split.apply_to(l);
-                          l.fsdp = p.fsdp.value_or(FsdpImplementation::kMegatronFsdp);
-                          l.grad_reduce_in_fp32 = p.grad_reduce_in_fp32.value_or(true);
-                          out.push_back(l);
+                          visit(l);
                         }
   }
-  return out;
 }
 
 }  // namespace sextant::search

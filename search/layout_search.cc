@@ -30,11 +30,21 @@ auto knobs(const ParallelLayout& l) {
                          l.moe_shared_expert_overlap);
 }
 
+// The knobs step_time_lower_bound_s reads: all but the data-parallel sync's.
+auto pipeline_knobs(const ParallelLayout& l) {
+  return std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.vpp, l.ep, l.etp, l.mbs, l.gbs, l.sp,
+                         static_cast<int>(l.recompute), static_cast<int>(l.schedule),
+                         static_cast<int>(l.precision), static_cast<int>(l.attention), l.tp_comm_overlap,
+                         l.first_stage_layers, l.last_stage_layers, l.embedding_in_split,
+                         l.loss_in_split, std::string_view(l.pp_layout), l.grad_reduce_in_fp32,
+                         l.moe_a2a_overlap, l.moe_shared_expert_overlap);
+}
+
 // What one worker found.
 struct Partial {
   std::vector<SimulationResult> best;
   std::vector<SimulationResult> all;
-  long evaluated = 0, valid = 0, feasible = 0;
+  long evaluated = 0, valid = 0, feasible = 0, bounded = 0;
   std::optional<ParallelLayout> first_invalid;
   std::size_t first_invalid_point = SIZE_MAX;
   std::optional<ParallelLayout> smallest_unfit;
@@ -91,29 +101,53 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
 
+  // Branch and bound (off when every result is kept): a layout whose step
+  // without its data-parallel sync and optimizer already exceeds the worst of
+  // a full best list cannot enter it, and neither can any layout differing
+  // from it only in that sync (step_time_lower_bound_s). The best list is the
+  // one the full enumeration gives: only layouts that rank after its last
+  // member are skipped, and each worker bounds by its own list, a superset's
+  // worst.
+  const bool bound = options.prune_by_bound && !options.keep_all;
   auto work = [&](Partial& mine) {
-    // Layouts of one grid point share a few splits (one per vpp): build each once.
+    // Layouts of one grid point share a few splits (one per vpp): check and
+    // build each once.
     PipelineSplit split;
+    SplitProblem split_problem = SplitProblem::kNone;
     ParallelLayout split_of;
     bool have_split = false;
+    // Layouts differing only in their data-parallel sync (for_each_layout_at
+    // gives them in a run) share their stages' weights and activations and
+    // their bound.
+    ParallelLayout group_of;
+    bool have_group = false;
+    std::vector<StageHoldings> holdings;
+    std::optional<double> bound_s;
     for (std::size_t i = next++; i < grid.size(); i = next++) {
-      for (const ParallelLayout& l : layouts_at(m, partial, grid[i], constraints)) {
+      for_each_layout_at(m, partial, grid[i], constraints, [&](const ParallelLayout& l) {
         ++mine.evaluated;
-        if (!is_valid_layout(m, cluster, gpus, l)) {
+        if (!have_split || !same_split(split_of, l)) {
+          split_problem = check_pipeline_split(m, l);
+          if (split_problem == SplitProblem::kNone) split = pipeline_split(m, l);
+          split_of = l;
+          have_split = true;
+        }
+        if (!is_valid_layout(m, cluster, gpus, l, split_problem)) {
           if (i < mine.first_invalid_point) {
             mine.first_invalid = l;
             mine.first_invalid_point = i;
           }
-          continue;
+          return;
         }
         ++mine.valid;
-        if (!have_split || !same_split(split_of, l)) {
-          split = pipeline_split(m, l);
-          split_of = l;
-          have_split = true;
+        if (!have_group || pipeline_knobs(group_of) != pipeline_knobs(l)) {
+          holdings = peak_stage_holdings(m, l, split);
+          bound_s.reset();
+          group_of = l;
+          have_group = true;
         }
         // Memory is cheap: prune before timing the step.
-        const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
+        const MemoryBreakdown memory = peak_memory_per_gpu(l, holdings);
         const double bytes = memory.total();
         const bool fits = bytes <= out.memory_limit_bytes;
         if (fits) {
@@ -123,12 +157,19 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
           mine.smallest_unfit_bytes = bytes;
         }
         const bool rank = fits || !options.require_memory_fit;
-        if (!rank && !options.keep_all) continue;
+        if (!rank && !options.keep_all) return;
+        if (bound && static_cast<int>(mine.best.size()) == pool) {
+          if (!bound_s) bound_s = step_time_lower_bound_s(m, cluster, profile, l, split);
+          if (*bound_s > mine.best.back().step_time_s) {
+            ++mine.bounded;
+            return;
+          }
+        }
         SimulationResult r = simulate_analytic(m, cluster, profile, l, memory, split);
         r.fits_memory = fits;  // against the search's limit, headroom included
         if (rank) keep_best(mine.best, r, pool);
         if (options.keep_all) mine.all.push_back(r);
-      }
+      });
       ++done;
     }
   };
@@ -153,6 +194,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
     out.evaluated += p.evaluated;
     out.valid += p.valid;
     out.feasible += p.feasible;
+    out.bounded += p.bounded;
     for (const SimulationResult& r : p.best) keep_best(out.best, r, pool);
     out.all.insert(out.all.end(), p.all.begin(), p.all.end());
     if (p.smallest_unfit && (!out.smallest_unfit || p.smallest_unfit_bytes < out.smallest_unfit_bytes ||

@@ -51,4 +51,14 @@ SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig
                                    const MemoryBreakdown& memory, const PipelineSplit& split,
                                    const RunConditions& conditions);
 
+/// A bound the search prunes with: the step time of `layout` without its
+/// data-parallel sync and optimizer step (compute, exposed TP/CP/EP and
+/// pipeline sends, bubble), at most simulate_analytic(...).step_time_s, bit
+/// for bit, of every layout that differs from `layout` only in zero, fsdp,
+/// overlap_grad_reduce and overlap_param_gather (none of which this part
+/// reads). 0 under a power cap, whose clocks depend on the whole step.
+double step_time_lower_bound_s(const ModelConfig& model, const ClusterConfig& cluster,
+                               const CostProfile& profile, const ParallelLayout& layout,
+                               const PipelineSplit& split);
+
 }  // namespace sextant::sim
