@@ -27,6 +27,15 @@ std::vector<int> powers_of_two_dividing(long n, long limit) {
   return out;
 }
 
+// 1F1B where the software runs it, else its first schedule of one model chunk
+// per stage (GPipe, say).
+Schedule one_model_chunk_schedule(const FrameworkSupport& s) {
+  if (s.runs(Schedule::kOneFOneB)) return Schedule::kOneFOneB;
+  for (Schedule schedule : s.schedules)
+    if (schedule != Schedule::kInterleaved) return schedule;
+  return Schedule::kOneFOneB;
+}
+
 std::vector<int> divisors(long n, long limit) {
   std::vector<int> out;
   for (long v = 1; v <= std::min(n, limit); ++v) {
@@ -52,7 +61,8 @@ std::vector<GridPoint> grid_points(const ModelConfig& m, const ClusterConfig& cl
   }
   std::vector<GridPoint> out;
   for (int tp : given_or(p.tp, powers_of_two_dividing(heads_and_groups, tp_limit))) {
-    for (int cp : given_or(p.cp, powers_of_two_dividing(m.seq_length / 2, 16))) {
+    for (int cp : given_or(p.cp, c.supports.context_parallel ? powers_of_two_dividing(m.seq_length / 2, 16)
+                                                              : std::vector<int>{1})) {
       const long tp_cp = static_cast<long>(tp) * cp;
       if (gpus % tp_cp != 0) continue;
       // Any pp up to the layer count: pipeline_split.h splits unevenly where
@@ -72,7 +82,9 @@ std::vector<GridPoint> grid_points(const ModelConfig& m, const ClusterConfig& cl
 void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const GridPoint& g,
                         const SearchConstraints& c, const std::function<void(const ParallelLayout&)>& visit) {
   const int gbs = p.gbs.value_or(0);
-  std::vector<int> vpp_choices = g.pp > 1 ? vpp_options(m.num_layers, g.pp) : std::vector<int>{1};
+  const sim::FrameworkSupport& s = c.supports;
+  std::vector<int> vpp_choices =
+      g.pp > 1 && s.runs(Schedule::kInterleaved) ? vpp_options(m.num_layers, g.pp) : std::vector<int>{1};
   if (p.pp_layout) {
     // An explicit layout fixes pp·vpp: its number of virtual stages.
     std::vector<std::string> stages;
@@ -85,11 +97,12 @@ void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const Grid
   const long per_replica = gbs % g.dp == 0 ? gbs / g.dp : 0;
   const std::vector<int> mbss = given_or(p.mbs, divisors(per_replica, 16));
   const int experts = m.moe ? m.moe->num_experts : 1;
-  const std::vector<int> eps = given_or(p.ep, m.moe ? divisors(experts, experts) : std::vector<int>{1});
+  const bool experts_split = m.moe && s.expert_parallel;
+  const std::vector<int> eps = given_or(p.ep, experts_split ? divisors(experts, experts) : std::vector<int>{1});
   const std::vector<int> etps =
-      given_or(p.etp, m.moe && g.tp > 1 ? std::vector<int>{1, g.tp} : std::vector<int>{1});
+      given_or(p.etp, experts_split && g.tp > 1 ? std::vector<int>{1, g.tp} : std::vector<int>{1});
   const std::vector<bool> sps =
-      given_or(p.sp, g.tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{false});
+      given_or(p.sp, g.tp > 1 && s.sequence_parallel ? std::vector<bool>{true, false} : std::vector<bool>{false});
   const std::vector<Recompute> recomputes = given_or(
       p.recompute, c.allow_selective_recompute
                        ? std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
@@ -98,14 +111,23 @@ void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const Grid
   // ZeRO-2/3 need pp = 1 (layout_check): try them only there.
   // ZeRO-3 always overlaps its gathers and reduce-scatters (parse_layout
   // refuses turning that off with zero=3): not offered where an overlap is off.
-  const bool overlaps_off = p.overlap_grad_reduce == false || p.overlap_param_gather == false;
-  const std::vector<int> zeros =
+  const bool overlaps_off = p.overlap_grad_reduce == false || p.overlap_param_gather == false ||
+                            !s.overlap_grad_reduce || !s.overlap_param_gather;
+  std::vector<int> zeros =
       given_or(p.zero, p.fsdp ? std::vector<int>{3}  // naming the FSDP implementation means zero=3
                        : g.pp > 1 ? std::vector<int>{0, 1}
                        : overlaps_off ? std::vector<int>{0, 1, 2} : std::vector<int>{0, 1, 2, 3});
-  const std::vector<Precision> precisions = given_or(
-      p.precision, c.allow_fp8 ? std::vector<Precision>{Precision::kBf16, Precision::kFp8}
-                               : std::vector<Precision>{Precision::kBf16});
+  // Only the stages the software runs at this pipeline size.
+  std::erase_if(zeros, [&](int zero) { return zero > s.max_zero(g.pp); });
+  // bf16 (and fp8 when asked for) where the software runs them, else its first precision.
+  std::vector<Precision> precisions =
+      c.allow_fp8 ? std::vector<Precision>{Precision::kBf16, Precision::kFp8} : std::vector<Precision>{Precision::kBf16};
+  std::erase_if(precisions, [&](Precision q) { return !s.runs(q); });
+  if (precisions.empty() && !s.precisions.empty()) precisions = {s.precisions.front()};
+  if (p.precision) precisions = {*p.precision};
+  // Megatron-FSDP unless named, or the software's first implementation.
+  const FsdpImplementation fsdp = p.fsdp.value_or(
+      s.runs(FsdpImplementation::kMegatronFsdp) || s.fsdp.empty() ? FsdpImplementation::kMegatronFsdp : s.fsdp.front());
   const std::vector<bool> both{true, false};
   const bool data_parallel = static_cast<long>(g.dp) * g.cp > 1 || m.moe;
   const std::vector<bool> no{false};
@@ -113,16 +135,18 @@ void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const Grid
   // with sp), a data-parallel group to sync. ZeRO-3 always overlaps both (it
   // prefetches the next layer's weights and reduce-scatters during the
   // backward), so its layouts say so, as the model computes them.
-  const std::vector<bool> tp_overlaps_with_sp = given_or(p.tp_comm_overlap, g.tp > 1 ? both : no);
+  const std::vector<bool> tp_overlaps_with_sp = given_or(p.tp_comm_overlap, g.tp > 1 && s.tp_comm_overlap ? both : no);
+  const std::vector<bool>& grad_both = s.overlap_grad_reduce ? both : no;
+  const std::vector<bool>& gather_both = s.overlap_param_gather ? both : no;
   const std::vector<bool> tp_overlaps_without_sp = given_or(p.tp_comm_overlap, no);
   std::vector<bool> grad_overlaps[4], gather_overlaps[4];  // by ZeRO stage
   for (int zero = 0; zero <= 3; ++zero) {
     grad_overlaps[zero] = given_or(p.overlap_grad_reduce, !data_parallel ? no
                                                           : zero == 3    ? std::vector<bool>{true}
-                                                                         : both);
+                                                                         : grad_both);
     gather_overlaps[zero] = given_or(p.overlap_param_gather, !data_parallel ? no
                                                              : zero == 3    ? std::vector<bool>{true}
-                                                             : zero >= 1    ? both
+                                                             : zero >= 1    ? gather_both
                                                                             : no);
   }
 
@@ -132,23 +156,25 @@ void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const Grid
   l.pp = g.pp;
   l.dp = g.dp;
   l.gbs = gbs;
-  l.attention = p.attention.value_or(AttentionKernel::kFlash);
+  l.attention = p.attention.value_or(s.flash_attention ? AttentionKernel::kFlash : AttentionKernel::kUnfused);
   // Off unless asked for, as in Megatron-Core.
   l.moe_a2a_overlap = p.moe_a2a_overlap.value_or(false);
   l.moe_shared_expert_overlap = p.moe_shared_expert_overlap.value_or(false);
-  l.fsdp = p.fsdp.value_or(FsdpImplementation::kMegatronFsdp);
+  l.fsdp = fsdp;
   l.grad_reduce_in_fp32 = p.grad_reduce_in_fp32.value_or(true);
   for (int vpp : vpps) {
     // The user's split, or the default for this (pp, vpp); the search tries
     // the other splits on its best layouts (layout_search.cc).
-    const SplitKnobs split = p.split_given() ? given_split(p) : default_split(m, g.pp, vpp);
+    const SplitKnobs split = p.split_given()              ? given_split(p)
+                             : s.uneven_pipeline_split ? default_split(m, g.pp, vpp)
+                                                       : SplitKnobs{};
     l.vpp = vpp;
     split.apply_to(l);
     // With one model chunk per stage, 1F1B holds fewer micro-batches than GPipe
     // and is never slower; GPipe is tried only when asked for.
     const std::vector<Schedule> schedules = given_or(
         p.schedule, vpp > 1 ? std::vector<Schedule>{Schedule::kInterleaved}
-                            : std::vector<Schedule>{Schedule::kOneFOneB});
+                            : std::vector<Schedule>{one_model_chunk_schedule(s)});
     // The data-parallel sync's knobs (zero and its two overlaps) vary
     // innermost: the search bounds the step of such a run once
     // (sim/analytic/analytic_model.h, step_time_lower_bound_s).

@@ -90,8 +90,9 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   SearchConstraints constraints = options.constraints;
   constraints.allow_selective_recompute =
       constraints.allow_selective_recompute && profile.supports.selective_recompute;
+  constraints.supports = profile.supports;
   const std::vector<GridPoint> grid = grid_points(m, cluster, gpus, partial, constraints);
-  const bool try_splits = !partial.split_given();
+  const bool try_splits = !partial.split_given() && profile.supports.uneven_pipeline_split;
   const int pool = try_splits ? std::max(options.top, kSplitPool) : options.top;
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
