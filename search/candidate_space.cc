@@ -176,16 +176,17 @@ void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const Grid
         p.schedule, vpp > 1 ? std::vector<Schedule>{Schedule::kInterleaved}
                             : std::vector<Schedule>{one_model_chunk_schedule(s)});
     // The data-parallel sync's knobs (zero and its two overlaps) vary
-    // innermost: the search bounds the step of such a run once
-    // (sim/analytic/analytic_model.h, step_time_lower_bound_s).
+    // innermost, recompute just outside them: the search bounds the step of
+    // such a run once and costs the layers once for the recompute choices
+    // (sim/analytic/analytic_model.h, StepBoundCache).
     for (Schedule schedule : schedules)
       for (int mbs : mbss)
         for (int ep : eps)
           for (int etp : etps)
             for (bool sp : sps)
-              for (Recompute recompute : recomputes)
-                for (Precision precision : precisions)
-                  for (bool tp_overlap : sp ? tp_overlaps_with_sp : tp_overlaps_without_sp)
+              for (Precision precision : precisions)
+                for (bool tp_overlap : sp ? tp_overlaps_with_sp : tp_overlaps_without_sp)
+                  for (Recompute recompute : recomputes)
                     for (int zero : zeros)
                       for (bool grad_overlap : grad_overlaps[zero])
                         for (bool gather_overlap : gather_overlaps[zero]) {

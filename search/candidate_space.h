@@ -33,7 +33,7 @@ std::vector<GridPoint> grid_points(const sim::ModelConfig& model, const sim::Clu
 /// Calls `visit` with every complete layout at `point`, in a fixed order, one
 /// ParallelLayout reused between calls (copy what you keep). Layouts that
 /// differ only in zero, overlap_grad_reduce and overlap_param_gather come one
-/// after another.
+/// after another, and runs of those that differ only in recompute too.
 void for_each_layout_at(const sim::ModelConfig& model, const sim::PartialLayout& partial,
                         const GridPoint& point, const SearchConstraints& constraints,
                         const std::function<void(const sim::ParallelLayout&)>& visit);

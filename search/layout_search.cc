@@ -30,16 +30,6 @@ auto knobs(const ParallelLayout& l) {
                          l.moe_shared_expert_overlap);
 }
 
-// The knobs step_time_lower_bound_s reads: all but the data-parallel sync's.
-auto pipeline_knobs(const ParallelLayout& l) {
-  return std::make_tuple(l.tp, l.cp, l.pp, l.dp, l.vpp, l.ep, l.etp, l.mbs, l.gbs, l.sp,
-                         static_cast<int>(l.recompute), static_cast<int>(l.schedule),
-                         static_cast<int>(l.precision), static_cast<int>(l.attention), l.tp_comm_overlap,
-                         l.first_stage_layers, l.last_stage_layers, l.embedding_in_split,
-                         l.loss_in_split, std::string_view(l.pp_layout), l.grad_reduce_in_fp32,
-                         l.moe_a2a_overlap, l.moe_shared_expert_overlap);
-}
-
 // What one worker found.
 struct Partial {
   std::vector<SimulationResult> best;
@@ -124,6 +114,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
     bool have_group = false;
     std::vector<StageHoldings> holdings;
     std::optional<double> bound_s;
+    StepBoundCache bounds;  // one costing per run of recompute choices
     for (std::size_t i = next++; i < grid.size(); i = next++) {
       for_each_layout_at(m, partial, grid[i], constraints, [&](const ParallelLayout& l) {
         ++mine.evaluated;
@@ -141,7 +132,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
           return;
         }
         ++mine.valid;
-        if (!have_group || pipeline_knobs(group_of) != pipeline_knobs(l)) {
+        if (!have_group || !same_but_data_parallel_sync(group_of, l, false)) {
           holdings = peak_stage_holdings(m, l, split);
           bound_s.reset();
           group_of = l;
@@ -160,7 +151,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         const bool rank = fits || !options.require_memory_fit;
         if (!rank && !options.keep_all) return;
         if (bound && static_cast<int>(mine.best.size()) == pool) {
-          if (!bound_s) bound_s = step_time_lower_bound_s(m, cluster, profile, l, split);
+          if (!bound_s) bound_s = bounds.lower_bound_s(m, cluster, profile, l, split);
           if (*bound_s > mine.best.back().step_time_s) {
             ++mine.bounded;
             return;

@@ -126,25 +126,31 @@ struct PipelinePart {
 // stage's compute (its layers, embedding and output layer, with their kernel
 // gaps and the fit's per-micro-batch overhead) scaled by its clock_slowdown.
 // `stage_compute_s`, when given, receives each stage's compute per micro-batch.
-PipelinePart pipeline_part(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
-                           const ParallelLayout& l, const PipelineSplit& split,
-                           const StageRates& stage_rates, std::vector<double>* stage_compute_s) {
+// The per-layer costs of `l` at `stage_rates` (none reads recompute, zero,
+// fsdp or the data-parallel overlaps: same_but_data_parallel_sync).
+PipelinePart layer_costs(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                         const ParallelLayout& l, const PipelineSplit& split, const StageRates& stage_rates) {
   PipelinePart p;
   p.rates = l.pp == 1 ? stage_rates.stage(0) : stage_rates.burst;
   p.links = link_rates(cluster, profile);
-  const DeviceRates& rates = p.rates;
-  const LinkRates& links = p.links;
-
   const double unpaired = unpaired_pass_fraction(l, split);
-  p.dense = LayerCosts{layer_time(m, l, rates, false), layer_comm(m, l, cluster, links, false),
-                         unpaired};
-  p.moe = m.moe ? LayerCosts{layer_time(m, l, rates, true),
-                                            layer_comm(m, l, cluster, links, true), unpaired}
-                               : p.dense;
+  p.dense = LayerCosts{layer_time(m, l, p.rates, false), layer_comm(m, l, cluster, p.links, false), unpaired};
+  p.moe = m.moe ? LayerCosts{layer_time(m, l, p.rates, true), layer_comm(m, l, cluster, p.links, true), unpaired}
+                : p.dense;
+  p.embedding = embedding_time(m, l, p.rates);
+  p.output = output_layer_time(m, l, p.rates);
+  return p;
+}
+
+// `costs` (layer_costs of a layout same_but_data_parallel_sync(l, ..., true))
+// completed into l's pipeline part.
+PipelinePart pipeline_part(PipelinePart costs, const ParallelLayout& l, const ClusterConfig& cluster,
+                           const ModelConfig& m, const CostProfile& profile, const PipelineSplit& split,
+                           const StageRates& stage_rates, std::vector<double>* stage_compute_s) {
+  PipelinePart p = std::move(costs);
+  const LinkRates& links = p.links;
   const LayerCosts& dense = p.dense;
   const LayerCosts& moe = p.moe;
-  p.embedding = embedding_time(m, l, rates);
-  p.output = output_layer_time(m, l, rates);
   const PassTime& embedding = p.embedding;
   const PassTime& output = p.output;
 
@@ -222,6 +228,13 @@ PipelinePart pipeline_part(const ModelConfig& m, const ClusterConfig& cluster, c
                    microbatches * v * std::max(0.0, 2.0 * p2p_s - chunk_s);
   }
   return p;
+}
+
+PipelinePart pipeline_part(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                           const ParallelLayout& l, const PipelineSplit& split, const StageRates& stage_rates,
+                           std::vector<double>* stage_compute_s) {
+  return pipeline_part(layer_costs(m, cluster, profile, l, split, stage_rates), l, cluster, m, profile, split,
+                       stage_rates, stage_compute_s);
 }
 
 // The model with each pipeline stage at its rates (pipeline_part), the
@@ -357,6 +370,39 @@ double step_time_lower_bound_s(const ModelConfig& m, const ClusterConfig& cluste
   if (conditions.power_capped()) return 0.0;
   const StageRates at_burst = stage_rates(cluster.gpu, profile, l, conditions.at_burst_clock());
   return pipeline_part(m, cluster, profile, l, split, at_burst, nullptr).step_s(0.0, 0.0);
+}
+
+bool same_but_data_parallel_sync(const ParallelLayout& a, const ParallelLayout& b, bool recompute_too) {
+  bool same = true;
+  for_each_knob(a, b, [&](const auto& x, const auto& y) {
+    const void* knob = &x;
+    if (knob == &a.zero || knob == &a.fsdp || knob == &a.overlap_grad_reduce || knob == &a.overlap_param_gather ||
+        (recompute_too && knob == &a.recompute))
+      return;
+    same = same && x == y;
+  });
+  return same;
+}
+
+struct StepBoundCache::Costs {
+  ParallelLayout of;
+  PipelinePart part;
+};
+
+StepBoundCache::StepBoundCache() = default;
+StepBoundCache::~StepBoundCache() = default;
+
+double StepBoundCache::lower_bound_s(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                                     const ParallelLayout& l, const PipelineSplit& split) {
+  const RunConditions conditions = run_conditions(profile, m, l);
+  if (conditions.power_capped()) return 0.0;  // as step_time_lower_bound_s
+  const StageRates at_burst = stage_rates(cluster.gpu, profile, l, conditions.at_burst_clock());
+  if (!costs_ || !same_but_data_parallel_sync(costs_->of, l, true)) {
+    if (!costs_) costs_ = std::make_unique<Costs>();
+    costs_->of = l;
+    costs_->part = layer_costs(m, cluster, profile, l, split, at_burst);
+  }
+  return pipeline_part(costs_->part, l, cluster, m, profile, split, at_burst, nullptr).step_s(0.0, 0.0);
 }
 
 }  // namespace sextant::sim

@@ -15,6 +15,8 @@
 // operations (twice, with an allocation, under a power cap).
 #pragma once
 
+#include <memory>
+
 #include "sim/core/pipeline_split.h"
 
 #include "sim/analytic/simulation_result.h"
@@ -60,5 +62,27 @@ SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig
 double step_time_lower_bound_s(const ModelConfig& model, const ClusterConfig& cluster,
                                const CostProfile& profile, const ParallelLayout& layout,
                                const PipelineSplit& split);
+
+/// Whether `a` and `b` differ only in zero, fsdp, overlap_grad_reduce,
+/// overlap_param_gather and, when `recompute_too`, recompute: the knobs the
+/// per-layer costs (layer_time, layer_comm, embedding and output layer) do
+/// not read; without recompute, the knobs step_time_lower_bound_s does not read.
+bool same_but_data_parallel_sync(const ParallelLayout& a, const ParallelLayout& b, bool recompute_too);
+
+/// step_time_lower_bound_s for a run of layouts, the per-layer costs computed
+/// once for layouts that are same_but_data_parallel_sync(..., true): the
+/// search's bound, three recompute choices for one costing. Not thread-safe:
+/// one per worker.
+class StepBoundCache {
+ public:
+  StepBoundCache();
+  ~StepBoundCache();
+  double lower_bound_s(const ModelConfig& model, const ClusterConfig& cluster, const CostProfile& profile,
+                       const ParallelLayout& layout, const PipelineSplit& split);
+
+ private:
+  struct Costs;
+  std::unique_ptr<Costs> costs_;
+};
 
 }  // namespace sextant::sim
