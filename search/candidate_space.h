@@ -11,6 +11,7 @@
 // layout_check decides.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "search/search_constraints.h"
@@ -29,9 +30,12 @@ std::vector<GridPoint> grid_points(const sim::ModelConfig& model, const sim::Clu
                                    long gpus, const sim::PartialLayout& partial,
                                    const SearchConstraints& constraints);
 
-/// Every complete layout at `point`, in a fixed order.
-std::vector<sim::ParallelLayout> layouts_at(const sim::ModelConfig& model,
-                                            const sim::PartialLayout& partial, const GridPoint& point,
-                                            const SearchConstraints& constraints);
+/// Calls `visit` with every complete layout at `point`, in a fixed order, one
+/// ParallelLayout reused between calls (copy what you keep). Layouts that
+/// differ only in zero, overlap_grad_reduce and overlap_param_gather come one
+/// after another, and runs of those that differ only in recompute too.
+void for_each_layout_at(const sim::ModelConfig& model, const sim::PartialLayout& partial,
+                        const GridPoint& point, const SearchConstraints& constraints,
+                        const std::function<void(const sim::ParallelLayout&)>& visit);
 
 }  // namespace sextant::search

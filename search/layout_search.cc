@@ -34,7 +34,7 @@ auto knobs(const ParallelLayout& l) {
 struct Partial {
   std::vector<SimulationResult> best;
   std::vector<SimulationResult> all;
-  long evaluated = 0, valid = 0, feasible = 0;
+  long evaluated = 0, valid = 0, feasible = 0, bounded = 0;
   std::optional<ParallelLayout> first_invalid;
   std::size_t first_invalid_point = SIZE_MAX;
   std::optional<ParallelLayout> smallest_unfit;
@@ -80,8 +80,9 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   SearchConstraints constraints = options.constraints;
   constraints.allow_selective_recompute =
       constraints.allow_selective_recompute && profile.supports.selective_recompute;
+  constraints.supports = profile.supports;
   const std::vector<GridPoint> grid = grid_points(m, cluster, gpus, partial, constraints);
-  const bool try_splits = !partial.split_given();
+  const bool try_splits = !partial.split_given() && profile.supports.uneven_pipeline_split;
   const int pool = try_splits ? std::max(options.top, kSplitPool) : options.top;
 
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -91,29 +92,54 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> done{0};
 
+  // Branch and bound (off when every result is kept): a layout whose step
+  // without its data-parallel sync and optimizer already exceeds the worst of
+  // a full best list cannot enter it, and neither can any layout differing
+  // from it only in that sync (step_time_lower_bound_s). The best list is the
+  // one the full enumeration gives: only layouts that rank after its last
+  // member are skipped, and each worker bounds by its own list, a superset's
+  // worst.
+  const bool bound = options.prune_by_bound && !options.keep_all;
   auto work = [&](Partial& mine) {
-    // Layouts of one grid point share a few splits (one per vpp): build each once.
+    // Layouts of one grid point share a few splits (one per vpp): check and
+    // build each once.
     PipelineSplit split;
+    SplitProblem split_problem = SplitProblem::kNone;
     ParallelLayout split_of;
     bool have_split = false;
+    // Layouts differing only in their data-parallel sync (for_each_layout_at
+    // gives them in a run) share their stages' weights and activations and
+    // their bound.
+    ParallelLayout group_of;
+    bool have_group = false;
+    std::vector<StageHoldings> holdings;
+    std::optional<double> bound_s;
+    StepBoundCache bounds;  // one costing per run of recompute choices
     for (std::size_t i = next++; i < grid.size(); i = next++) {
-      for (const ParallelLayout& l : layouts_at(m, partial, grid[i], constraints)) {
+      for_each_layout_at(m, partial, grid[i], constraints, [&](const ParallelLayout& l) {
         ++mine.evaluated;
-        if (!is_valid_layout(m, cluster, gpus, l)) {
+        if (!have_split || !same_split(split_of, l)) {
+          split_problem = check_pipeline_split(m, l);
+          if (split_problem == SplitProblem::kNone) split = pipeline_split(m, l);
+          split_of = l;
+          have_split = true;
+        }
+        if (!is_valid_layout(m, cluster, gpus, l, split_problem)) {
           if (i < mine.first_invalid_point) {
             mine.first_invalid = l;
             mine.first_invalid_point = i;
           }
-          continue;
+          return;
         }
         ++mine.valid;
-        if (!have_split || !same_split(split_of, l)) {
-          split = pipeline_split(m, l);
-          split_of = l;
-          have_split = true;
+        if (!have_group || !same_but_data_parallel_sync(group_of, l, false)) {
+          holdings = peak_stage_holdings(m, l, split);
+          bound_s.reset();
+          group_of = l;
+          have_group = true;
         }
         // Memory is cheap: prune before timing the step.
-        const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
+        const MemoryBreakdown memory = peak_memory_per_gpu(l, holdings);
         const double bytes = memory.total();
         const bool fits = bytes <= out.memory_limit_bytes;
         if (fits) {
@@ -123,12 +149,19 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
           mine.smallest_unfit_bytes = bytes;
         }
         const bool rank = fits || !options.require_memory_fit;
-        if (!rank && !options.keep_all) continue;
+        if (!rank && !options.keep_all) return;
+        if (bound && static_cast<int>(mine.best.size()) == pool) {
+          if (!bound_s) bound_s = bounds.lower_bound_s(m, cluster, profile, l, split);
+          if (*bound_s > mine.best.back().step_time_s) {
+            ++mine.bounded;
+            return;
+          }
+        }
         SimulationResult r = simulate_analytic(m, cluster, profile, l, memory, split);
         r.fits_memory = fits;  // against the search's limit, headroom included
         if (rank) keep_best(mine.best, r, pool);
         if (options.keep_all) mine.all.push_back(r);
-      }
+      });
       ++done;
     }
   };
@@ -153,6 +186,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
     out.evaluated += p.evaluated;
     out.valid += p.valid;
     out.feasible += p.feasible;
+    out.bounded += p.bounded;
     for (const SimulationResult& r : p.best) keep_best(out.best, r, pool);
     out.all.insert(out.all.end(), p.all.begin(), p.all.end());
     if (p.smallest_unfit && (!out.smallest_unfit || p.smallest_unfit_bytes < out.smallest_unfit_bytes ||

@@ -27,6 +27,10 @@ struct SearchOptions {
   bool keep_all = false;   // keep every valid result, fitting or not (for CSV)
   bool require_memory_fit = true;  // false: rank layouts that do not fit too
   int threads = 0;         // 0: all hardware threads
+  /// Skip timing a layout whose step without its data-parallel sync already
+  /// ranks it after the best list (layout_search.cc); the same best list
+  /// either way. Off: every fitting layout is timed (the reference in tests).
+  bool prune_by_bound = true;
   /// Called from the calling thread about every 100 ms with the fraction done.
   std::function<void(double fraction_done)> progress;
 };
@@ -37,6 +41,7 @@ struct SearchResult {
   long evaluated = 0;  // complete layouts considered
   long valid = 0;      // of those, valid for the model and GPU count
   long feasible = 0;   // of those, fitting in memory
+  long bounded = 0;    // of those, not timed: their bound ranked them out (prune_by_bound)
   double search_time_s = 0;
   double memory_limit_bytes = 0;  // what "fits" meant
   /// For explanations when nothing fits or nothing is valid.

@@ -3,6 +3,8 @@
 
 #include <optional>
 
+#include "sim/core/framework_behaviour.h"
+
 namespace sextant::search {
 
 struct SearchConstraints {
@@ -19,6 +21,10 @@ struct SearchConstraints {
   /// Try selective recomputation (off where the framework has none: its
   /// FrameworkSupport, which the search reads from the profile).
   bool allow_selective_recompute = true;
+  /// What the training software runs (the profile's framework: search_layouts
+  /// sets it): the search offers no other schedule, precision, ZeRO stage,
+  /// FSDP implementation, cp, ep or split.
+  sim::FrameworkSupport supports;
 };
 
 }  // namespace sextant::search

@@ -95,36 +95,71 @@ double exposed_after_chunked_overlap(double total_s, double v, int pp, double co
   return std::max({0.0, last_part, backlog});
 }
 
-// The model with each pipeline stage at its rates. One stage: its layers
-// costed at its rates. Several: the layers costed once, at the burst clock,
-// and each stage's compute (its layers, embedding and output layer, with
-// their kernel gaps and the fit's per-micro-batch overhead) scaled by its
-// clock_slowdown; the optimizer at the slowest stage's. `stage_compute_s`,
-// when given, receives each stage's compute per micro-batch.
-SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cluster,
-                                   const CostProfile& profile, const ParallelLayout& l,
-                                   const MemoryBreakdown& memory, const PipelineSplit& split,
-                                   const StageRates& stage_rates, std::vector<double>* stage_compute_s) {
-  SimulationResult r;
-  r.layout = l;
-  const DeviceRates rates = l.pp == 1 ? stage_rates.stage(0) : stage_rates.burst;
-  const LinkRates links = link_rates(cluster, profile);
+// Everything of a step but the data-parallel sync and the optimizer: each
+// stage's per-micro-batch time, the bubble and the exposed pipeline sends.
+// Reads no ZeRO stage, FSDP implementation or data-parallel overlap.
+struct PipelinePart {
+  DeviceRates rates;
+  LinkRates links;
+  LayerCosts dense, moe;
+  PassTime embedding, output;
+  StageTime slowest;
+  double slowest_slowdown = 1;
+  double microbatches = 1, v = 1;
+  double bubble_s = 0, exposed_pp_s = 0;
 
+  double compute_s() const { return microbatches * (slowest.forward_s + slowest.backward_s); }
+  double exposed_communication_s(double exposed_dp_s) const {
+    return microbatches * slowest.tp_s + microbatches * slowest.cp_s + microbatches * slowest.ep_s +
+           exposed_pp_s + exposed_dp_s;
+  }
+  /// The step with the given data-parallel sync and optimizer. Every term is
+  /// non-negative and rounded addition is monotone, so step_s(0, 0) is at
+  /// most step_s(dp, opt) for any dp, opt >= 0, bit for bit.
+  double step_s(double exposed_dp_s, double optimizer_s) const {
+    return compute_s() + exposed_communication_s(exposed_dp_s) + bubble_s + optimizer_s;
+  }
+};
+
+// Each pipeline stage at its rates. One stage: its layers costed at its
+// rates. Several: the layers costed once, at the burst clock, and each
+// stage's compute (its layers, embedding and output layer, with their kernel
+// gaps and the fit's per-micro-batch overhead) scaled by its clock_slowdown.
+// `stage_compute_s`, when given, receives each stage's compute per micro-batch.
+// The per-layer costs of `l` at `stage_rates` (none reads recompute, zero,
+// fsdp or the data-parallel overlaps: same_but_data_parallel_sync).
+PipelinePart layer_costs(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                         const ParallelLayout& l, const PipelineSplit& split, const StageRates& stage_rates) {
+  PipelinePart p;
+  p.rates = l.pp == 1 ? stage_rates.stage(0) : stage_rates.burst;
+  p.links = link_rates(cluster, profile);
   const double unpaired = unpaired_pass_fraction(l, split);
-  const LayerCosts dense{layer_time(m, l, rates, false), layer_comm(m, l, cluster, links, false),
-                         unpaired};
-  const LayerCosts moe = m.moe ? LayerCosts{layer_time(m, l, rates, true),
-                                            layer_comm(m, l, cluster, links, true), unpaired}
-                               : dense;
-  const PassTime embedding = embedding_time(m, l, rates);
-  const PassTime output = output_layer_time(m, l, rates);
+  p.dense = LayerCosts{layer_time(m, l, p.rates, false), layer_comm(m, l, cluster, p.links, false), unpaired};
+  p.moe = m.moe ? LayerCosts{layer_time(m, l, p.rates, true), layer_comm(m, l, cluster, p.links, true), unpaired}
+                : p.dense;
+  p.embedding = embedding_time(m, l, p.rates);
+  p.output = output_layer_time(m, l, p.rates);
+  return p;
+}
+
+// `costs` (layer_costs of a layout same_but_data_parallel_sync(l, ..., true))
+// completed into l's pipeline part.
+PipelinePart pipeline_part(PipelinePart costs, const ParallelLayout& l, const ClusterConfig& cluster,
+                           const ModelConfig& m, const CostProfile& profile, const PipelineSplit& split,
+                           const StageRates& stage_rates, std::vector<double>* stage_compute_s) {
+  PipelinePart p = std::move(costs);
+  const LinkRates& links = p.links;
+  const LayerCosts& dense = p.dense;
+  const LayerCosts& moe = p.moe;
+  const PassTime& embedding = p.embedding;
+  const PassTime& output = p.output;
 
   // Stages differ by the layers the split gives them (and the embedding, the
   // output layer, a MoE model's leading dense layers); a run of stages holding
   // the same is timed once. `slowest` paces the steady state, the sum of all
   // stages the fill and drain.
-  StageTime slowest;
-  double slowest_slowdown = 1;
+  StageTime& slowest = p.slowest;
+  double& slowest_slowdown = p.slowest_slowdown;
   double all_stages = 0;
   StageTime run_time;
   for (int s = 0; s < l.pp; ++s) {
@@ -140,9 +175,12 @@ SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cl
     if (stage_compute_s != nullptr) stage_compute_s->push_back(run_time.forward_s + run_time.backward_s);
     all_stages += run_time.total();
   }
-  const double microbatches = l.num_microbatches();
-  const double v = l.schedule == Schedule::kInterleaved ? l.vpp : 1.0;
-  double bubble_s = (all_stages - slowest.total()) / v;
+  p.microbatches = l.num_microbatches();
+  p.v = l.schedule == Schedule::kInterleaved ? l.vpp : 1.0;
+  const double microbatches = p.microbatches;
+  const double v = p.v;
+  double& bubble_s = p.bubble_s;
+  bubble_s = (all_stages - slowest.total()) / v;
   if (l.schedule == Schedule::kZeroBubbleH1) {
     // Qi et al. 2023, Sec. 3.1: ZB-H1's bubble is (p−1)(T_F + T_B − T_W) against
     // 1F1B's (p−1)(T_F + T_B + T_W), T_B the input-gradient and T_W the
@@ -155,7 +193,8 @@ SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cl
   // without blocking (Qi et al. 2023's schedule overlaps them): only the fill
   // and the drain wait for them.
   const double p2p_s = pipeline_p2p_time_s(m, l, cluster, links);
-  double exposed_pp_s = 2.0 * (microbatches + l.pp - 1) * p2p_s;
+  double& exposed_pp_s = p.exposed_pp_s;
+  exposed_pp_s = 2.0 * (microbatches + l.pp - 1) * p2p_s;
   const bool blocking = l.schedule == Schedule::kOneFOneB || l.schedule == Schedule::kGpipe;
   if (blocking && profile.behaviour.pipeline_exchange == PipelineExchange::kSequential) {
     // DeepSpeed's PipelineEngine: each send and receive its own blocking call
@@ -188,6 +227,35 @@ SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cl
     exposed_pp_s = 2.0 * crossings * p2p_s +
                    microbatches * v * std::max(0.0, 2.0 * p2p_s - chunk_s);
   }
+  return p;
+}
+
+PipelinePart pipeline_part(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                           const ParallelLayout& l, const PipelineSplit& split, const StageRates& stage_rates,
+                           std::vector<double>* stage_compute_s) {
+  return pipeline_part(layer_costs(m, cluster, profile, l, split, stage_rates), l, cluster, m, profile, split,
+                       stage_rates, stage_compute_s);
+}
+
+// The model with each pipeline stage at its rates (pipeline_part), the
+// data-parallel sync of the stage holding most weights and the optimizer at
+// the slowest stage's clock.
+SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cluster,
+                                   const CostProfile& profile, const ParallelLayout& l,
+                                   const MemoryBreakdown& memory, const PipelineSplit& split,
+                                   const StageRates& stage_rates, std::vector<double>* stage_compute_s) {
+  SimulationResult r;
+  r.layout = l;
+  const PipelinePart p = pipeline_part(m, cluster, profile, l, split, stage_rates, stage_compute_s);
+  const DeviceRates& rates = p.rates;
+  const LinkRates& links = p.links;
+  const LayerCosts& dense = p.dense;
+  const LayerCosts& moe = p.moe;
+  const PassTime& embedding = p.embedding;
+  const PassTime& output = p.output;
+  const StageTime& slowest = p.slowest;
+  const double microbatches = p.microbatches;
+  const double v = p.v;
 
   // Data-parallel sync of the stage holding most weights.
   const StageParams params = largest_stage_params_per_gpu(m, l, split);
@@ -236,20 +304,18 @@ SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cl
   exposed_dp_s += tied_embedding_reduce_time_s(m, l, cluster, links);
 
   // With the distributed optimizer each rank updates only its shard.
-  const double optimizer_s = slowest_slowdown * optimizer_step_time_s(optimizer_params_per_gpu(params, l), rates);
+  const double optimizer_s = p.slowest_slowdown * optimizer_step_time_s(optimizer_params_per_gpu(params, l), rates);
 
-  r.time.compute_s = microbatches * (slowest.forward_s + slowest.backward_s);
+  r.time.compute_s = p.compute_s();
   r.exposed_tp_s = microbatches * slowest.tp_s;
   r.exposed_cp_s = microbatches * slowest.cp_s;
   r.exposed_ep_s = microbatches * slowest.ep_s;
-  r.exposed_pp_s = exposed_pp_s;
+  r.exposed_pp_s = p.exposed_pp_s;
   r.exposed_dp_s = exposed_dp_s;
-  r.time.exposed_communication_s =
-      r.exposed_tp_s + r.exposed_cp_s + r.exposed_ep_s + r.exposed_pp_s + r.exposed_dp_s;
-  r.time.pipeline_bubble_s = bubble_s;
+  r.time.exposed_communication_s = p.exposed_communication_s(exposed_dp_s);
+  r.time.pipeline_bubble_s = p.bubble_s;
   r.time.optimizer_s = optimizer_s;
-  r.step_time_s = r.time.compute_s + r.time.exposed_communication_s + r.time.pipeline_bubble_s +
-                  r.time.optimizer_s;
+  r.step_time_s = p.step_s(exposed_dp_s, optimizer_s);
 
   r.memory = memory;
   complete_from_step_time(r, m, cluster);
@@ -295,6 +361,48 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
   load.hfu = simulate_at_rates(m, cluster, profile, l, memory, split, at_burst, &load.stage_compute_s).hfu;
   return simulate_at_rates(m, cluster, profile, l, memory, split, stage_rates(cluster.gpu, profile, l, conditions, load),
                            nullptr);
+}
+
+double step_time_lower_bound_s(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                               const ParallelLayout& l, const PipelineSplit& split) {
+  const RunConditions conditions = run_conditions(profile, m, l);
+  // Under a power cap the clocks follow the step's own load: no bound here.
+  if (conditions.power_capped()) return 0.0;
+  const StageRates at_burst = stage_rates(cluster.gpu, profile, l, conditions.at_burst_clock());
+  return pipeline_part(m, cluster, profile, l, split, at_burst, nullptr).step_s(0.0, 0.0);
+}
+
+bool same_but_data_parallel_sync(const ParallelLayout& a, const ParallelLayout& b, bool recompute_too) {
+  bool same = true;
+  for_each_knob(a, b, [&](const auto& x, const auto& y) {
+    const void* knob = &x;
+    if (knob == &a.zero || knob == &a.fsdp || knob == &a.overlap_grad_reduce || knob == &a.overlap_param_gather ||
+        (recompute_too && knob == &a.recompute))
+      return;
+    same = same && x == y;
+  });
+  return same;
+}
+
+struct StepBoundCache::Costs {
+  ParallelLayout of;
+  PipelinePart part;
+};
+
+StepBoundCache::StepBoundCache() = default;
+StepBoundCache::~StepBoundCache() = default;
+
+double StepBoundCache::lower_bound_s(const ModelConfig& m, const ClusterConfig& cluster, const CostProfile& profile,
+                                     const ParallelLayout& l, const PipelineSplit& split) {
+  const RunConditions conditions = run_conditions(profile, m, l);
+  if (conditions.power_capped()) return 0.0;  // as step_time_lower_bound_s
+  const StageRates at_burst = stage_rates(cluster.gpu, profile, l, conditions.at_burst_clock());
+  if (!costs_ || !same_but_data_parallel_sync(costs_->of, l, true)) {
+    if (!costs_) costs_ = std::make_unique<Costs>();
+    costs_->of = l;
+    costs_->part = layer_costs(m, cluster, profile, l, split, at_burst);
+  }
+  return pipeline_part(costs_->part, l, cluster, m, profile, split, at_burst, nullptr).step_s(0.0, 0.0);
 }
 
 }  // namespace sextant::sim

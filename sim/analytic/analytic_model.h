@@ -15,6 +15,8 @@
 // operations (twice, with an allocation, under a power cap).
 #pragma once
 
+#include <memory>
+
 #include "sim/core/pipeline_split.h"
 
 #include "sim/analytic/simulation_result.h"
@@ -50,5 +52,37 @@ SimulationResult simulate_analytic(const ModelConfig& model, const ClusterConfig
                                    const CostProfile& profile, const ParallelLayout& layout,
                                    const MemoryBreakdown& memory, const PipelineSplit& split,
                                    const RunConditions& conditions);
+
+/// A bound the search prunes with: the step time of `layout` without its
+/// data-parallel sync and optimizer step (compute, exposed TP/CP/EP and
+/// pipeline sends, bubble), at most simulate_analytic(...).step_time_s, bit
+/// for bit, of every layout that differs from `layout` only in zero, fsdp,
+/// overlap_grad_reduce and overlap_param_gather (none of which this part
+/// reads). 0 under a power cap, whose clocks depend on the whole step.
+double step_time_lower_bound_s(const ModelConfig& model, const ClusterConfig& cluster,
+                               const CostProfile& profile, const ParallelLayout& layout,
+                               const PipelineSplit& split);
+
+/// Whether `a` and `b` differ only in zero, fsdp, overlap_grad_reduce,
+/// overlap_param_gather and, when `recompute_too`, recompute: the knobs the
+/// per-layer costs (layer_time, layer_comm, embedding and output layer) do
+/// not read; without recompute, the knobs step_time_lower_bound_s does not read.
+bool same_but_data_parallel_sync(const ParallelLayout& a, const ParallelLayout& b, bool recompute_too);
+
+/// step_time_lower_bound_s for a run of layouts, the per-layer costs computed
+/// once for layouts that are same_but_data_parallel_sync(..., true): the
+/// search's bound, three recompute choices for one costing. Not thread-safe:
+/// one per worker.
+class StepBoundCache {
+ public:
+  StepBoundCache();
+  ~StepBoundCache();
+  double lower_bound_s(const ModelConfig& model, const ClusterConfig& cluster, const CostProfile& profile,
+                       const ParallelLayout& layout, const PipelineSplit& split);
+
+ private:
+  struct Costs;
+  std::unique_ptr<Costs> costs_;
+};
 
 }  // namespace sextant::sim

@@ -1,6 +1,7 @@
 #include "sim/core/config_loader.h"
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -349,26 +350,69 @@ FrameworkBehaviour read_behaviour(StrictMap map) {
   return b;
 }
 
+// A `supports:` list of names (`schedules: [1f1b, gpipe]`): absent keeps
+// `values` (every value); each name must be one of `all`'s (to_string).
+template <typename Enum, std::size_t N>
+void read_names(StrictMap& map, std::string_view key, std::vector<Enum>& values,
+                const std::array<Enum, N>& all) {
+  const YAML::Node node = map.value(key);
+  if (!node.IsDefined()) return;
+  std::string accepted;
+  for (Enum e : all) accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(e));
+  if (!node.IsSequence()) {
+    map.report(key, "expected a list, e.g. [" + std::string(to_string(all[0])) + "]; accepted values: " + accepted);
+    return;
+  }
+  values.clear();
+  for (const YAML::Node& item : node) {
+    const std::string name = item.IsScalar() ? item.Scalar() : "";
+    const auto found = std::find_if(all.begin(), all.end(), [&](Enum e) { return to_string(e) == name; });
+    if (found == all.end()) {
+      map.report(key, "got '" + name + "'; accepted: " + accepted);
+      return;
+    }
+    values.push_back(*found);
+  }
+}
+
+void read_max_zero(StrictMap& map, std::string_view key, int& value) {
+  if (const auto zero = map.optional_int(key)) {
+    if (*zero < 0 || *zero > 3) map.report(key, "got " + std::to_string(*zero) + "; accepted: 0-3");
+    else value = static_cast<int>(*zero);
+  }
+}
+
 FrameworkSupport read_support(StrictMap map) {
   FrameworkSupport s;
   if (!map.is_map()) return s;
   auto flag = [&](std::string_view key, bool& value) {
     if (const auto given = map.optional_bool(key)) value = *given;
   };
-  flag("interleaved_schedule", s.interleaved_schedule);
+  if (map.has("interleaved_schedule")) {
+    map.value("interleaved_schedule");  // read: reported here, not again as unknown
+    map.report("interleaved_schedule", "replaced by schedules: (a list of 1f1b, 1f1b-interleaved, gpipe, zb-h1)");
+  }
+  read_names(map, "schedules", s.schedules,
+             std::array{Schedule::kOneFOneB, Schedule::kInterleaved, Schedule::kGpipe, Schedule::kZeroBubbleH1});
+  read_names(map, "precisions", s.precisions, std::array{Precision::kBf16, Precision::kFp16, Precision::kFp8});
+  read_names(map, "fsdp", s.fsdp,
+             std::array{FsdpImplementation::kMegatronFsdp, FsdpImplementation::kFsdp2,
+                        FsdpImplementation::kDeepSpeedZero3});
   flag("flash_attention", s.flash_attention);
   flag("sequence_parallel", s.sequence_parallel);
   flag("selective_recompute", s.selective_recompute);
   flag("overlap_grad_reduce", s.overlap_grad_reduce);
   flag("overlap_param_gather", s.overlap_param_gather);
   flag("tp_comm_overlap", s.tp_comm_overlap);
-  if (const auto zero = map.optional_int("max_zero_with_pipeline")) {
-    if (*zero < 0 || *zero > 3) map.report("max_zero_with_pipeline", "got " + std::to_string(*zero) + "; accepted: 0-3");
-    else s.max_zero_with_pipeline = static_cast<int>(*zero);
-  }
-  map.finish({"interleaved_schedule", "flash_attention", "sequence_parallel", "selective_recompute",
-              "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
-              "max_zero_with_pipeline"});
+  flag("context_parallel", s.context_parallel);
+  flag("expert_parallel", s.expert_parallel);
+  flag("uneven_pipeline_split", s.uneven_pipeline_split);
+  read_max_zero(map, "max_zero_without_pipeline", s.max_zero_without_pipeline);
+  read_max_zero(map, "max_zero_with_pipeline", s.max_zero_with_pipeline);
+  map.finish({"schedules", "precisions", "fsdp", "flash_attention",
+              "sequence_parallel", "selective_recompute", "overlap_grad_reduce", "overlap_param_gather",
+              "tp_comm_overlap", "context_parallel", "expert_parallel", "uneven_pipeline_split",
+              "max_zero_without_pipeline", "max_zero_with_pipeline"});
   return s;
 }
 

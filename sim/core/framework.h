@@ -39,10 +39,14 @@ CostProfile with_framework(CostProfile profile, const Framework& framework);
 
 /// Restricts `layout` to what `framework` can run: knobs left open are set to
 /// the one value it supports (no interleaving: schedule 1F1B and vpp 1; no
-/// flash attention: the unfused core; no overlap: the flag off; with a
-/// pipeline, the highest ZeRO stage it runs there), and a knob
-/// given a value it cannot run is an error. Throws ConfigError naming every
-/// such knob, with `source` as the input's name ("--layout", a case id).
+/// flash attention: the unfused core; no overlap: the flag off; no context or
+/// expert parallelism: cp, ep, etp 1; no uneven split: the even one; with a
+/// pipeline, the highest ZeRO stage it runs there; zero 0 where it runs no
+/// other), and a knob given a value it cannot run is an error. Knobs with
+/// several supported values stay open: the search offers only those
+/// (SearchConstraints::supports). Throws ConfigError naming every such knob
+/// and its supports: key, with `source` as the input's name ("--layout", a
+/// case id) and the framework file.
 void restrict_to_framework(PartialLayout& layout, const Framework& framework,
                            const std::string& source);
 

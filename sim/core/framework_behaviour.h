@@ -9,9 +9,13 @@
 // Defaults are Megatron-Core's (the datasheet profiles' software).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
+
+#include "sim/core/parallel_layout.h"
 
 namespace sextant::sim {
 
@@ -56,17 +60,43 @@ struct FrameworkBehaviour {
   GradientAccumulation gradient_accumulation = GradientAccumulation::kInWeightGradientGemm;
 };
 
-/// What the software can run at all; the search completes a layout only with
-/// what is supported, and a layout asking for more is refused.
+/// What the software can run at all, knob by knob (the `supports:` keys of a
+/// framework file, each defaulting to everything the simulator models): the
+/// search offers only these values (candidate_space.cc, restrict_to_framework),
+/// and a layout asking for another is refused naming the key.
 struct FrameworkSupport {
-  bool interleaved_schedule = true;  // Narayanan et al. 2021's interleaved 1F1B
+  /// Pipeline schedules (`schedules:`); vpp > 1 needs 1f1b-interleaved.
+  std::vector<Schedule> schedules{Schedule::kOneFOneB, Schedule::kInterleaved, Schedule::kGpipe,
+                                  Schedule::kZeroBubbleH1};
+  std::vector<Precision> precisions{Precision::kBf16, Precision::kFp16, Precision::kFp8};
+  /// ZeRO-3 implementations (`fsdp:`); empty: no ZeRO-3 at all.
+  std::vector<FsdpImplementation> fsdp{FsdpImplementation::kMegatronFsdp, FsdpImplementation::kFsdp2,
+                                       FsdpImplementation::kDeepSpeedZero3};
   bool flash_attention = true;       // a fused attention kernel (else Megatron's unfused core)
   bool sequence_parallel = true;     // Korthikanti et al. 2022
   bool selective_recompute = true;   // Korthikanti et al. 2022 (the search skips it when false)
   bool overlap_grad_reduce = true;   // reduce gradients during the backward
   bool overlap_param_gather = true;  // gather weights during the next forward
   bool tp_comm_overlap = true;       // TP collectives pipelined with the GEMMs
-  int max_zero_with_pipeline = 3;    // highest ZeRO stage usable with pp > 1
+  bool context_parallel = true;      // cp > 1
+  bool expert_parallel = true;       // ep > 1 (and etp > 1)
+  /// Any split but the even one: first/last_stage_layers, embedding/loss_in_split, pp_layout.
+  bool uneven_pipeline_split = true;
+  int max_zero_without_pipeline = 3;  // highest ZeRO stage with pp = 1 (1: a distributed optimizer)
+  int max_zero_with_pipeline = 3;     // highest ZeRO stage usable with pp > 1
+
+  bool runs(Schedule s) const { return std::find(schedules.begin(), schedules.end(), s) != schedules.end(); }
+  bool runs(Precision p) const { return std::find(precisions.begin(), precisions.end(), p) != precisions.end(); }
+  bool runs(FsdpImplementation f) const { return std::find(fsdp.begin(), fsdp.end(), f) != fsdp.end(); }
+  /// The highest ZeRO stage at pipeline size `pp` (ZeRO-3 also needs an FSDP implementation).
+  int max_zero(int pp) const {
+    const int most = pp > 1 ? max_zero_with_pipeline : max_zero_without_pipeline;
+    return fsdp.empty() ? std::min(most, 2) : most;
+  }
+  /// The framework-file key that limits zero at pipeline size `pp`.
+  const char* max_zero_key(int pp) const {
+    return pp > 1 ? "max_zero_with_pipeline" : "max_zero_without_pipeline";
+  }
 };
 
 std::string_view to_string(PipelineExchange value);

@@ -10,9 +10,10 @@ namespace {
 
 // Runs every rule; `report(knob, message-builder)` is called for each broken one.
 // The message is built lazily so the search's yes/no path allocates nothing.
+// `split` is check_pipeline_split(m, l).
 template <typename Report>
 void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
-               const ParallelLayout& l, Report&& report) {
+               const ParallelLayout& l, SplitProblem split, Report&& report) {
   using std::to_string;
   // Products in 64 bits: knobs come from users and may be large.
   const long long product = l.total_gpus();
@@ -49,7 +50,7 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
              to_string(l.tp) + ")";
     });
   }
-  if (const SplitProblem split = check_pipeline_split(m, l); split != SplitProblem::kNone) {
+  if (split != SplitProblem::kNone) {
     report(split_problem_knob(split), [&] { return split_problem_message(split, m, l); });
   }
   if (l.gbs % mbs_dp != 0) {
@@ -167,7 +168,7 @@ void run_rules(const ModelConfig& m, const ClusterConfig& cluster, long gpus,
 std::vector<Diagnostic> check_layout(const ModelConfig& model, const ClusterConfig& cluster,
                                      long gpus, const ParallelLayout& layout) {
   std::vector<Diagnostic> out;
-  run_rules(model, cluster, gpus, layout, [&](const char* knob, auto&& message) {
+  run_rules(model, cluster, gpus, layout, check_pipeline_split(model, layout), [&](const char* knob, auto&& message) {
     out.push_back({"--layout", 0, 0, knob, message()});
   });
   return out;
@@ -175,8 +176,13 @@ std::vector<Diagnostic> check_layout(const ModelConfig& model, const ClusterConf
 
 bool is_valid_layout(const ModelConfig& model, const ClusterConfig& cluster, long gpus,
                      const ParallelLayout& layout) {
+  return is_valid_layout(model, cluster, gpus, layout, check_pipeline_split(model, layout));
+}
+
+bool is_valid_layout(const ModelConfig& model, const ClusterConfig& cluster, long gpus,
+                     const ParallelLayout& layout, SplitProblem split) {
   bool valid = true;
-  run_rules(model, cluster, gpus, layout, [&](const char*, auto&&) { valid = false; });
+  run_rules(model, cluster, gpus, layout, split, [&](const char*, auto&&) { valid = false; });
   return valid;
 }
 

@@ -8,6 +8,7 @@
 #include "sim/core/hardware_config.h"
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
+#include "sim/core/pipeline_split.h"
 
 namespace sextant::sim {
 
@@ -19,5 +20,10 @@ std::vector<Diagnostic> check_layout(const ModelConfig& model, const ClusterConf
 /// The same rules as a yes/no, without building messages (for the search).
 bool is_valid_layout(const ModelConfig& model, const ClusterConfig& cluster, long gpus,
                      const ParallelLayout& layout);
+
+/// The same with check_pipeline_split(model, layout) already known: the
+/// search checks each split once, not once per layout (parsing a pp_layout).
+bool is_valid_layout(const ModelConfig& model, const ClusterConfig& cluster, long gpus,
+                     const ParallelLayout& layout, SplitProblem split);
 
 }  // namespace sextant::sim

@@ -18,8 +18,17 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l, int 
 
 MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l,
                              const PipelineSplit& split, int stage) {
+  return stage_memory(l, stage_holdings(m, l, split, stage));
+}
+
+StageHoldings stage_holdings(const ModelConfig& m, const ParallelLayout& l, const PipelineSplit& split,
+                             int stage) {
   const StageLayers& layers = split.stage(stage);
-  const StageParams params = stage_params_per_gpu(m, l, layers);
+  return {stage_params_per_gpu(m, l, layers), stage_activation_bytes(m, l, stage, layers), layers.num_layers};
+}
+
+MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdings) {
+  const StageParams& params = holdings.params;
   // Dense weights are sharded over data-parallel and context-parallel ranks
   // (Megatron's dp-cp group), expert weights over expert-data-parallel ranks.
   const StateBytesPerParam dense = state_bytes_per_param(l.zero, static_cast<double>(l.dp) * l.cp, l.gradient_bytes_per_param());
@@ -29,11 +38,11 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l,
   out.gradients = params.dense * dense.gradients + params.expert * expert.gradients;
   out.optimizer_states =
       params.dense * dense.optimizer_states + params.expert * expert.optimizer_states;
-  out.activations = stage_activation_bytes(m, l, stage, layers);
-  if (l.zero >= 3 && layers.num_layers > 0) {
+  out.activations = holdings.activation_bytes;
+  if (l.zero >= 3 && holdings.num_layers > 0) {
     // ZeRO-3 gathers each layer's bf16 weights before use and prefetches the
     // next: two layers' full (unsharded over dp) weights.
-    out.other = 2.0 * 2.0 * params.total() / layers.num_layers;
+    out.other = 2.0 * 2.0 * params.total() / holdings.num_layers;
   }
   return out;
 }
@@ -44,12 +53,25 @@ MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& 
 
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& l,
                                     const PipelineSplit& split) {
-  MemoryBreakdown peak;
-  double peak_bytes = -1;
+  return peak_memory_per_gpu(l, peak_stage_holdings(m, l, split));
+}
+
+std::vector<StageHoldings> peak_stage_holdings(const ModelConfig& m, const ParallelLayout& l,
+                                               const PipelineSplit& split) {
+  std::vector<StageHoldings> out;
   for (int s = 0; s < split.pp(); ++s) {
     // The stage before holds as much and keeps as many micro-batches or more.
     if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
-    const MemoryBreakdown here = stage_memory(m, l, split, s);
+    out.push_back(stage_holdings(m, l, split, s));
+  }
+  return out;
+}
+
+MemoryBreakdown peak_memory_per_gpu(const ParallelLayout& l, const std::vector<StageHoldings>& stages) {
+  MemoryBreakdown peak;
+  double peak_bytes = -1;
+  for (const StageHoldings& stage : stages) {
+    const MemoryBreakdown here = stage_memory(l, stage);
     if (here.total() > peak_bytes) {
       peak = here;
       peak_bytes = here.total();

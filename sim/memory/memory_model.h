@@ -4,6 +4,9 @@
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 #include "sim/core/pipeline_split.h"
+#include "sim/memory/parameter_count.h"
+
+#include <vector>
 
 namespace sextant::sim {
 
@@ -33,6 +36,19 @@ MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& lay
 MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout,
                              const PipelineSplit& split, int stage);
 
+/// What pipeline stage `stage` holds whatever the ZeRO stage: its weights per
+/// GPU and its activations (neither reads zero, fsdp or the data-parallel
+/// overlaps, so the search computes them once for layouts differing only there).
+struct StageHoldings {
+  StageParams params;
+  double activation_bytes = 0;
+  int num_layers = 0;
+};
+StageHoldings stage_holdings(const ModelConfig& model, const ParallelLayout& layout,
+                             const PipelineSplit& split, int stage);
+/// The breakdown of a stage holding `holdings` under `layout`'s ZeRO stage.
+MemoryBreakdown stage_memory(const ParallelLayout& layout, const StageHoldings& holdings);
+
 /// The breakdown of the stage that needs most memory. Stages holding the same
 /// layers differ only in micro-batches in flight, which never grow with the
 /// stage index, so a stage the one before it covers (StageLayers::covers) is
@@ -40,5 +56,9 @@ MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& lay
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout);
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
                                     const PipelineSplit& split);
+/// The holdings of the stages peak_memory_per_gpu evaluates, and the peak over them.
+std::vector<StageHoldings> peak_stage_holdings(const ModelConfig& model, const ParallelLayout& layout,
+                                               const PipelineSplit& split);
+MemoryBreakdown peak_memory_per_gpu(const ParallelLayout& layout, const std::vector<StageHoldings>& stages);
 
 }  // namespace sextant::sim

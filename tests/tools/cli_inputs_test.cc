@@ -131,6 +131,21 @@ TEST(CliInputs, PresetsListsFrameworksWithTheirFraction) {
   EXPECT_NE(r.out.find("  nemo-24.07               sustained 0.80; NeMo 24.07"), std::string::npos) << r.out;
 }
 
+// A fully given layout the named software could not run is refused, naming
+// the framework file and its key (issue 29, item 14).
+TEST(CliInputs, SimulateRefusesALayoutTheFrameworkCannotRun) {
+  TempDir dir;
+  const CommandResult r = run_sextant(dir,
+                                      "simulate --model narayanan21-1.7b --cluster dgx-a100 --gpus 32 "
+                                      "--layout tp=1,pp=1,dp=32,gbs=512,mbs=1,zero=1 --framework megatron-lm-2021");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("framework megatron-lm-2021 cannot run zero=1 with pp=1 (at most zero=0) "
+                       "(supports.max_zero_without_pipeline) (configs/frameworks/megatron-lm-2021.yaml)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 TEST(CliInputs, VersionNamesTheBuild) {
   TempDir dir;
   const CommandResult r = run_sextant(dir, "--version");

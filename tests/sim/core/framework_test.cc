@@ -17,7 +17,7 @@ const std::string kDeepSpeedLike =
     "  gradient_accumulation: separate-pass\n"    // 5
     "  cross_entropy: fused\n"                    // 6
     "supports:\n"                                 // 7
-    "  interleaved_schedule: false\n"             // 8
+    "  schedules: [1f1b]\n"                       // 8
     "  flash_attention: false\n"                  // 9
     "  overlap_grad_reduce: false\n"              // 10
     "  max_zero_with_pipeline: 1\n"               // 11
@@ -30,7 +30,8 @@ TEST(LoadFramework, ReadsBehaviourAndSupport) {
   EXPECT_EQ(f.behaviour.pipeline_exchange, PipelineExchange::kSequential);
   EXPECT_EQ(f.behaviour.gradient_accumulation, GradientAccumulation::kSeparatePass);
   EXPECT_EQ(f.behaviour.cross_entropy, CrossEntropyKernel::kFused);
-  EXPECT_FALSE(f.supports.interleaved_schedule);
+  EXPECT_FALSE(f.supports.runs(Schedule::kInterleaved));
+  EXPECT_TRUE(f.supports.runs(Schedule::kOneFOneB));
   EXPECT_FALSE(f.supports.flash_attention);
   EXPECT_FALSE(f.supports.overlap_grad_reduce);
   EXPECT_TRUE(f.supports.sequence_parallel);  // not named: supported
@@ -63,7 +64,7 @@ TEST(LoadFramework, PresetsLoad) {
   const PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
   const Framework ds = catalog.framework("deepspeed-pipe-2021");
   EXPECT_EQ(ds.behaviour.pipeline_exchange, PipelineExchange::kSequential);
-  EXPECT_FALSE(ds.supports.interleaved_schedule);
+  EXPECT_FALSE(ds.supports.runs(Schedule::kInterleaved));
   EXPECT_FALSE(ds.sustained_compute_fraction.has_value());
   const Framework mlm22 = catalog.framework("megatron-lm-2022");
   EXPECT_TRUE(mlm22.supports.sequence_parallel);
@@ -118,8 +119,10 @@ TEST(RestrictToFramework, RefusesWhatTheSoftwareCannotRun) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.diagnostics()[0].to_string(),
-              "--layout: framework ds cannot run vpp=3, recompute=selective, overlap_grad_reduce=1, "
-              "zero=2 with pp=4 (at most zero=1) (configs/frameworks/ds.yaml, supports:)");
+              "--layout: framework ds cannot run vpp=3 (needs schedule=1f1b-interleaved) (supports.schedules), "
+              "recompute=selective (supports.selective_recompute), overlap_grad_reduce=1 "
+              "(supports.overlap_grad_reduce), zero=2 with pp=4 (at most zero=1) "
+              "(supports.max_zero_with_pipeline) (configs/frameworks/ds.yaml)");
   }
 }
 
@@ -136,7 +139,110 @@ TEST(RestrictToFramework, RefusesZeroThreeWhereTheSoftwareCannotOverlap) {
     EXPECT_EQ(e.diagnostics()[0].to_string(),
               "--layout: framework ds cannot run zero=3 (modelled with its weight all-gathers and gradient "
               "reduce-scatters overlapping compute, which this software does not do) "
-              "(configs/frameworks/ds.yaml, supports:)");
+              "(supports.overlap_grad_reduce) (configs/frameworks/ds.yaml)");
+  }
+}
+
+// The lists and limits of `supports:` (issue 29, item 14).
+TEST(LoadFramework, ReadsSupportedValueLists) {
+  const std::string text =
+      "name: old\n"
+      "description: test\n"
+      "supports:\n"
+      "  schedules: [1f1b, gpipe]\n"
+      "  precisions: [fp16]\n"
+      "  fsdp: []\n"
+      "  max_zero_without_pipeline: 1\n"
+      "  max_zero_with_pipeline: 0\n"
+      "  context_parallel: false\n"
+      "  expert_parallel: false\n"
+      "  uneven_pipeline_split: false\n"
+      "source: test\n";
+  const Framework f = load_framework_text(text, "old.yaml");
+  EXPECT_EQ(f.supports.schedules, (std::vector<Schedule>{Schedule::kOneFOneB, Schedule::kGpipe}));
+  EXPECT_EQ(f.supports.precisions, (std::vector<Precision>{Precision::kFp16}));
+  EXPECT_TRUE(f.supports.fsdp.empty());
+  EXPECT_EQ(f.supports.max_zero(1), 1);
+  EXPECT_EQ(f.supports.max_zero(4), 0);
+  EXPECT_FALSE(f.supports.context_parallel);
+  EXPECT_FALSE(f.supports.expert_parallel);
+  EXPECT_FALSE(f.supports.uneven_pipeline_split);
+}
+
+TEST(LoadFramework, UnknownListValueNamesFileLineKeyAndAcceptedValues) {
+  const std::string text =
+      "name: old\n"                      // 1
+      "description: test\n"              // 2
+      "supports:\n"                      // 3
+      "  schedules: [1f1b, pipedream]\n"  // 4
+      "  fsdp: megatron-fsdp\n"          // 5
+      "source: test\n";
+  try {
+    load_framework_text(text, "old.yaml");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 2u);
+    EXPECT_EQ(e.diagnostics()[0].to_string(),
+              "old.yaml:4:14: supports.schedules: got 'pipedream'; accepted: 1f1b, 1f1b-interleaved, gpipe, zb-h1");
+    EXPECT_EQ(e.diagnostics()[1].to_string(),
+              "old.yaml:5:9: supports.fsdp: expected a list, e.g. [megatron-fsdp]; accepted values: "
+              "megatron-fsdp, fsdp2, deepspeed-zero3");
+  }
+}
+
+TEST(LoadFramework, TheOldInterleavedKeyPointsToSchedules) {
+  const std::string text =
+      "name: old\ndescription: test\nsupports:\n  interleaved_schedule: false\nsource: test\n";
+  EXPECT_THROW(load_framework_text(text, "old.yaml"), ConfigError);
+}
+
+// Megatron-LM of 2021: no distributed optimizer at any pipeline size, so a
+// layout without a pipeline and zero left open gets zero 0, and zero 1 is
+// refused naming the key (issue 29, item 14).
+TEST(RestrictToFramework, MegatronLm2021RunsNoZeroWithoutAPipeline) {
+  const PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const Framework f = catalog.framework("megatron-lm-2021");
+  PartialLayout open;
+  open.pp = 1;
+  restrict_to_framework(open, f, "--layout");
+  EXPECT_EQ(open.zero, 0);
+  EXPECT_EQ(open.cp, 1);
+  EXPECT_EQ(open.ep, 1);
+  EXPECT_EQ(open.first_stage_layers, 0);  // the even split, given
+  PartialLayout sharded = parse_layout("tp=1,pp=1,dp=32,gbs=512,zero=1");
+  try {
+    restrict_to_framework(sharded, f, "--layout");
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.diagnostics()[0].to_string(),
+              "--layout: framework megatron-lm-2021 cannot run zero=1 with pp=1 (at most zero=0) "
+              "(supports.max_zero_without_pipeline) (configs/frameworks/megatron-lm-2021.yaml)");
+  }
+}
+
+// Each refusal names its key.
+TEST(RestrictToFramework, EachUnsupportedValueNamesItsKey) {
+  const PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const Framework f = catalog.framework("megatron-lm-2021");
+  const std::pair<const char*, const char*> cases[] = {
+      {"schedule=gpipe", "supports.schedules"},
+      {"precision=fp8", "supports.precisions"},
+      {"zero=3,pp=1", "supports.fsdp"},
+      {"fsdp=fsdp2", "supports.fsdp"},
+      {"cp=2", "supports.context_parallel"},
+      {"ep=2", "supports.expert_parallel"},
+      {"pp=4,first_stage_layers=4", "supports.uneven_pipeline_split"},
+      {"pp=2,zero=1", "supports.max_zero_with_pipeline"},
+      {"sp=1", "supports.sequence_parallel"},
+  };
+  for (const auto& [spec, key] : cases) {
+    PartialLayout l = parse_layout(spec);
+    try {
+      restrict_to_framework(l, f, "--layout");
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(e.diagnostics()[0].message.find(key), std::string::npos) << spec << ": " << e.diagnostics()[0].message;
+    }
   }
 }
 
