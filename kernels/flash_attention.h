@@ -64,6 +64,12 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 /// flash_attention_unsupported_reason rejects.
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape);
 
+/// Whether flash_attention_backward on the current device runs `shape` (GQA)
+/// with K and V expanded to every query head (see
+/// flash_attention_backward_workspace_bytes): dK and dV are then each query
+/// head's share rounded to bf16, summed in fp32 and rounded again.
+bool flash_attention_backward_expands_kv_heads(const FlashAttentionShape& shape);
+
 /// The gradients of flash_attention_forward, all written (not accumulated):
 /// dq: (batch, seq, heads, head_dim) bf16, with q's row stride;
 /// dk, dv: (batch, seq, kv_heads, head_dim) bf16, with k's row stride, each summed

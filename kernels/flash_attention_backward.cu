@@ -573,6 +573,29 @@ unsigned elementwise_blocks(long long threads) {
 
 }  // namespace
 
+namespace {
+// The device's properties, queried per call (cheap: the runtime caches them).
+int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
+  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
+}
+
+// The wgmma kernels are compiled for sm_90a only, whose machine code runs on
+// compute capability 9.0 alone.
+bool runs_sm90_backward(const FlashAttentionShape& shape) {
+  return device_attribute(cudaDevAttrComputeCapabilityMajor) == 9 &&
+         device_attribute(cudaDevAttrComputeCapabilityMinor) == 0 &&
+         detail::flash_attention_backward_sm90_supports(shape);
+}
+}  // namespace
+
+bool flash_attention_backward_expands_kv_heads(const FlashAttentionShape& shape) {
+  return !runs_sm90_backward(shape) &&
+         expands_kv_heads(shape, device_attribute(cudaDevAttrMultiProcessorCount));
+}
+
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape) {
   if (!flash_attention_unsupported_reason(shape).empty()) return 0;
   std::size_t bytes = generic_workspace_bytes(shape);
@@ -609,13 +632,7 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
                    "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
                        std::to_string(needed) +
                        " bytes flash_attention_backward_workspace_bytes asks for");
-  // The wgmma kernels are compiled for sm_90a only, whose machine code runs on
-  // compute capability 9.0 alone.
-  int device = 0, major = 0, minor = 0;
-  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
-  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major == 9 && minor == 0 && detail::flash_attention_backward_sm90_supports(shape)) {
+  if (runs_sm90_backward(shape)) {
     detail::flash_attention_backward_sm90(dq, dk, dv, dout, q, k, v, out, lse, shape, workspace,
                                           stream);
     return;
@@ -629,9 +646,7 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
     else
       launch_backward<128>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
   };
-  int sm_count = 0;
-  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  if (!expands_kv_heads(shape, sm_count)) {
+  if (!flash_attention_backward_expands_kv_heads(shape)) {
     launch(dk, dv, k, v, shape);
     return;
   }

@@ -80,9 +80,13 @@ Reference reference_forward(const std::vector<double>& q, const std::vector<doub
   ref.out.assign(static_cast<std::size_t>(s.batch) * s.seq * s.heads * d, 0.0);
   ref.lse.assign(static_cast<std::size_t>(s.batch) * s.heads * s.seq, 0.0);
   std::vector<double> scores(s.seq);
+  // One query head's shares of dK and dV, (seq, d) of its kv head.
+  std::vector<double> head_dk(static_cast<std::size_t>(s.seq) * d), head_dv(head_dk.size());
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h) {
       const int hk = h / group;
+      std::fill(head_dk.begin(), head_dk.end(), 0.0);
+      std::fill(head_dv.begin(), head_dv.end(), 0.0);
       for (int i = 0; i < s.seq; ++i) {
         const double* qi = &q[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
         double max_score = -INFINITY;
@@ -114,11 +118,14 @@ struct Gradients {
 };
 
 /// The causal attention gradients in double from the forward's O and LSE,
-/// with the per-element error bounds the header derives.
+/// with the per-element error bounds the header derives. `heads_rounded`: dK
+/// and dV are each query head's share rounded to bf16 before the group's sum
+/// (flash_attention_backward_expands_kv_heads), one bf16 rounding of every share's
+/// magnitude more.
 Gradients reference_backward(const std::vector<double>& q, const std::vector<double>& k,
                              const std::vector<double>& v, const std::vector<double>& out,
                              const std::vector<double>& lse, const std::vector<double>& dout,
-                             const FlashAttentionShape& s) {
+                             const FlashAttentionShape& s, bool heads_rounded = false) {
   const int d = s.head_dim;
   const int group = s.heads / s.kv_heads;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -134,9 +141,13 @@ Gradients reference_backward(const std::vector<double>& q, const std::vector<dou
   auto at = [&](int b, int i, int h, int heads) {
     return ((static_cast<std::size_t>(b) * s.seq + i) * heads + h) * d;
   };
+  // One query head's shares of dK and dV, (seq, d) of its kv head.
+  std::vector<double> head_dk(static_cast<std::size_t>(s.seq) * d), head_dv(head_dk.size());
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h) {
       const int hk = h / group;
+      std::fill(head_dk.begin(), head_dk.end(), 0.0);
+      std::fill(head_dv.begin(), head_dv.end(), 0.0);
       for (int i = 0; i < s.seq; ++i) {
         const std::size_t qi = at(b, i, h, s.heads);
         double delta = 0, delta_magnitude = 0;
@@ -164,9 +175,18 @@ Gradients reference_backward(const std::vector<double>& q, const std::vector<dou
             g.dk_atol[kj + c] += scale * ds_error * std::abs(q[qi + c]);
             g.dq[qi + c] += scale * ds * k[kj + c];
             g.dq_atol[qi + c] += scale * ds_error * std::abs(k[kj + c]);
+            head_dv[static_cast<std::size_t>(j) * d + c] += p * dout[qi + c];
+            head_dk[static_cast<std::size_t>(j) * d + c] += scale * ds * q[qi + c];
           }
         }
       }
+      if (!heads_rounded) continue;
+      for (int j = 0; j < s.seq; ++j)
+        for (int c = 0; c < d; ++c) {
+          const std::size_t kj = at(b, j, hk, s.kv_heads) + c, share = static_cast<std::size_t>(j) * d + c;
+          g.dv_atol[kj] += unit * std::abs(head_dv[share]);
+          g.dk_atol[kj] += unit * std::abs(head_dk[share]);
+        }
     }
   for (auto* bounds : {&g.dq_atol, &g.dk_atol, &g.dv_atol})
     for (double& x : *bounds) x = 2 * x + 1e-6;
@@ -281,7 +301,7 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
                            d_v.get(), d_out.get(), d_lse.get(), s, d_ws.get(), ws_bytes, nullptr);
 
   const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
-                                         to_double(dout), s);
+                                         to_double(dout), s, flash_attention_backward_expands_kv_heads(s));
   EXPECT_TRUE(all_close(to_double(d_dv.download()), g.dv, 1e-2, g.dv_atol)) << "dv";
   EXPECT_TRUE(all_close(to_double(d_dk.download()), g.dk, 1e-2, g.dk_atol)) << "dk";
   EXPECT_TRUE(all_close(to_double(d_dq.download()), g.dq, 1e-2, g.dq_atol)) << "dq";
@@ -393,8 +413,8 @@ TEST_P(FlashAttentionFusedTest, BackwardMatchesReference) {
                            d_qkv.get() + f.v_column(), d_out.get(), d_lse.get(), s, d_ws.get(),
                            ws_bytes, nullptr);
 
-  const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
-                                         to_double(dout), contiguous);
+  const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse), to_double(dout),
+                                         contiguous, flash_attention_backward_expands_kv_heads(s));
   const std::vector<Bf16> dqkv = d_dqkv.download();
   EXPECT_TRUE(all_close(to_double(take_columns(dqkv, f, f.v_column(), f.kv_width)), g.dv, 1e-2,
                         g.dv_atol))
