@@ -54,8 +54,16 @@ void require_group_size(const comm::ParallelGroups& groups, sim::ParallelGroup k
 Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layout, const TrainerOptions& options,
                  const comm::ParallelGroups& groups)
     : layout_(layout), shape_(transformer_shape_of(model, layout)), options_(options), timer_(options.time_tasks) {
-  require(layout.cp == 1 && layout.ep == 1, "cp and ep are not executed by the engine yet (layout " +
-                                                layout.to_spec() + ")");
+  require(layout.cp == 1, "cp is not executed by the engine yet (layout " + layout.to_spec() + ")");
+  if (layout.ep > 1) {
+    require(model.moe.has_value(), "ep=" + std::to_string(layout.ep) + " splits the experts of MoE layers; model " +
+                                       model.name + " has none (use ep=1)");
+    require(layout.etp == 1, "etp=" + std::to_string(layout.etp) +
+                                 ": the engine runs each expert on one GPU (etp=1) so far");
+    require(layout.zero == 0, "ep=" + std::to_string(layout.ep) + " with zero=" + std::to_string(layout.zero) +
+                                  ": the distributed optimizer does not shard the expert weights over the "
+                                  "expert-data-parallel group yet; use zero=0 with ep > 1");
+  }
   require(layout.zero <= 1, "zero=" + std::to_string(layout.zero) +
                                 ": the engine runs no ZeRO stage beyond the distributed optimizer (zero=1)");
   require(layout.mbs >= 1 && layout.gbs % (layout.mbs * layout.dp) == 0,
@@ -64,6 +72,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
   require_group_size(groups, sim::ParallelGroup::kTp, layout.tp);
   require_group_size(groups, sim::ParallelGroup::kDp, layout.dp);
   require_group_size(groups, sim::ParallelGroup::kPp, layout.pp);
+  require_group_size(groups, sim::ParallelGroup::kEp, layout.ep);
+  ep_ = groups.spanning(sim::ParallelGroup::kEp);
+  if (ep_ != nullptr) expert_dp_ = groups.spanning(sim::ParallelGroup::kExpertDp);
   pp_ = groups.spanning(sim::ParallelGroup::kPp);
   dp_ = groups.spanning(sim::ParallelGroup::kDp);
   tp_ = groups.spanning(sim::ParallelGroup::kTp);
@@ -116,6 +127,10 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
     reducer_ = std::make_unique<data_parallel::GradientReducer>(
         *dp_, buffers_.gradients, bucket_ranges(),
         sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
+  // ep > 1: the experts' gradients summed over the ranks holding the same experts (none when dp = ep).
+  if (expert_dp_ != nullptr)
+    expert_reducer_ =
+        std::make_unique<data_parallel::GradientReducer>(*expert_dp_, buffers_.gradients, bucket_ranges(true));
   // Not under tp: every tp rank computes the replicated tensors' gradients (the
   // output layer's among them) and relies on computing them alike, so the ranks
   // keep cuBLASLt's heuristic choice, which depends on the shapes only, instead
@@ -174,7 +189,8 @@ void Trainer::plan_memory() {
   for (Chunk& chunk : chunks_)
     for (auto& slot : chunk.slots)
       slot->bind(*arena_, chunk.layout,
-                 ParameterBuffers{buffers_.weights + chunk.offset, buffers_.gradients + chunk.offset}, stream_, tp_);
+                 ParameterBuffers{buffers_.weights + chunk.offset, buffers_.gradients + chunk.offset}, stream_, tp_,
+                 ep_);
   // A backward's sent gradient and the next forward's received input may be in
   // flight in one exchange on the same slot for two chunks (stage_program.h):
   // safe only with the gradient at one place for every chunk of the slot.
@@ -189,6 +205,7 @@ Trainer::~Trainer() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   for (comm::Communicator* g : groups_in_use()) cudaStreamSynchronize(g->stream());
   reducer_.reset();
+  expert_reducer_.reset();
   sharded_.reset();
   if (to_comm_ != nullptr) cudaEventDestroy(to_comm_);
   if (from_comm_ != nullptr) cudaEventDestroy(from_comm_);
@@ -201,7 +218,7 @@ std::vector<comm::Communicator*> Trainer::groups_in_use() const {
   // tp first: its collectives sit inside the forward and backward, so a hung
   // one is named there rather than as a later group's wait behind it.
   std::vector<comm::Communicator*> in_use;
-  for (comm::Communicator* g : {tp_, pp_, embedding_, dp_})
+  for (comm::Communicator* g : {tp_, ep_, pp_, embedding_, dp_, expert_dp_})
     if (g != nullptr) in_use.push_back(g);
   return in_use;
 }
@@ -267,13 +284,14 @@ void Trainer::initialise_parameters(const sim::ModelConfig& model) {
   std::map<std::string, std::size_t> index;
   for (std::size_t i = 0; i < tensors; ++i) index[whole.tensors()[i].name] = i;
   const int tp = tp_ == nullptr ? 1 : tp_->size(), tp_rank = tp_ == nullptr ? 0 : tp_->rank();
+  const int ep_rank = ep_ == nullptr ? 0 : ep_->rank();
   // The whole fp32 stage: the master copy, or with a sharded one the gradient
   // buffer as scratch, whose blocks the shard then takes.
   float* full = sharded_ ? buffers_.gradients : buffers_.master;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(full, 0, buffer_elements_ * sizeof(float), stream_));  // padding too
   for (const Chunk& chunk : chunks_)
     for (const ParameterTensor& t : chunk.layout.tensors())
-      draw_initial_values(full + chunk.offset + t.offset, t, index.at(t.name), tp, tp_rank, options_,
+      draw_initial_values(full + chunk.offset + t.offset, t, index.at(t.name), tp, tp_rank, ep_rank, options_,
                           model.num_layers, stream_);
   kernels::convert_to_bf16(buffers_.weights, full, buffer_elements_, stream_);
   if (sharded_) sharded_->copy_to_shard(full, 0, buffer_elements_, buffers_.master, stream_);

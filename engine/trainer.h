@@ -76,6 +76,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -299,10 +300,12 @@ class Trainer {
   /// dp > 1: buckets_ as the Plan makes them, when each is reduced, and under
   /// overlap_param_gather which action first reads each.
   void plan_gradient_buckets_of_stage();
-  std::vector<data_parallel::GradientBucket> bucket_ranges() const;
+  /// The buckets reduced over dp: all of them, or with ep > 1 those of no
+  /// expert tensor (`expert`: the others, reduced over the expert-dp group).
+  std::vector<data_parallel::GradientBucket> bucket_ranges(bool expert = false) const;
   /// sp: the partial gradients in [begin, end) of the flat buffers summed over tp.
   void sum_partial_gradients(std::size_t begin, std::size_t end);
-  /// sp sums, then bucket `b`'s dp reduction queued.
+  /// sp sums, then bucket `b`'s dp (or expert-dp) reduction queued.
   void reduce_bucket(int b);
   /// After the program's compute: the tied embedding's sum, the buckets waiting
   /// for it, and the dp reductions' end.
@@ -314,8 +317,9 @@ class Trainer {
   bool is_tied_copy(const Chunk& chunk, int tensor) const;
   /// The ranges of the flat buffers whose gradients count in this rank's part
   /// of the norm: every tensor but a replicated one off tp rank 0 and the tied
-  /// copy; padding between counted tensors included (it is zero).
-  std::vector<ElementRange> norm_ranges() const;
+  /// copy; padding between counted tensors included (it is zero). With
+  /// `expert_only` set, only the tensors whose ParameterTensor::expert is it.
+  std::vector<ElementRange> norm_ranges(std::optional<bool> expert_only = std::nullopt) const;
 
   sim::ParallelLayout layout_;
   TransformerShape shape_;  // the rank's tp shard, every layer
@@ -328,8 +332,13 @@ class Trainer {
   comm::Communicator* dp_ = nullptr;         // dp > 1 only
   comm::Communicator* tp_ = nullptr;         // tp > 1 only
   comm::Communicator* embedding_ = nullptr;  // tied embeddings with pp > 1: the first and last stage
+  comm::Communicator* ep_ = nullptr;         // ep > 1 only
+  comm::Communicator* expert_dp_ = nullptr;  // ep > 1 with dp / ep > 1: the expert tensors' replicas
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
+  std::unique_ptr<data_parallel::GradientReducer> expert_reducer_;  // expert_dp_ only
   std::vector<GradientBucketRange> buckets_;  // dp > 1
+  std::vector<bool> expert_bucket_;           // per bucket: holds expert tensors (ep > 1)
+  std::vector<int> reducer_index_;            // per bucket: its index in its reducer's list
   std::vector<std::vector<int>> buckets_after_action_;   // by action index
   std::vector<int> after_schedule_;                      // buckets holding a tied embedding copy
   std::vector<std::vector<int>> gathers_before_action_;  // by action index (overlap_param_gather)

@@ -99,13 +99,19 @@ void write_trainer_state(const data_parallel::OptimizerBuffers& a, const checkpo
 }
 
 void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, int tp, int tp_rank,
-                         const TrainerOptions& o, int num_layers, cudaStream_t stream) {
+                         int ep_rank, const TrainerOptions& o, int num_layers, cudaStream_t stream) {
   float stddev = 0;
   switch (t.init) {
     case ParameterInit::kNormal: stddev = static_cast<float>(o.init_std); break;
     case ParameterInit::kScaledNormal: stddev = static_cast<float>(o.init_std / std::sqrt(2.0 * num_layers)); break;
     case ParameterInit::kOnes: kernels::fill_constant(out, t.elements(), 1.0f, stream); return;
     case ParameterInit::kZeros: return;
+  }
+  if (t.expert && ep_rank > 0) {  // the experts E/ep·r onwards: whole rows further down (tp = 1 with MoE)
+    const auto rows = static_cast<std::size_t>(t.rows), cols = static_cast<std::size_t>(t.cols);
+    kernels::fill_normal_block(out, cols, rows, cols, cols, static_cast<std::size_t>(ep_rank) * rows, 0, 0.0f, stddev,
+                               o.seed, random_stream, stream);
+    return;
   }
   if (!t.split_over_tp || tp == 1) {
     kernels::fill_normal(out, t.elements(), 0.0f, stddev, o.seed, random_stream, stream);

@@ -53,9 +53,11 @@ void write_trainer_state(const data_parallel::OptimizerBuffers& arrays, const ch
 /// model's layout) at each element's index in the WHOLE tensor: for tp rank
 /// `tp_rank` of `tp` > 1 a tensor split over tp gets its shard's blocks
 /// (ParameterTensor::tp_blocks) of the values one GPU draws, so the model does
-/// not depend on the layout. kZeros leaves `out` as it is.
+/// not depend on the layout; an expert tensor on ep rank `ep_rank` gets its
+/// experts' rows, rows [ep_rank·rows, +rows) of the whole (all experts) tensor.
+/// kZeros leaves `out` as it is.
 void draw_initial_values(float* out, const ParameterTensor& t, std::size_t random_stream, int tp, int tp_rank,
-                         const TrainerOptions& options, int num_layers, cudaStream_t stream);
+                         int ep_rank, const TrainerOptions& options, int num_layers, cudaStream_t stream);
 
 /// AdamW's settings for update `step` (1-based): the options' betas, eps,
 /// weight decay and the schedule's learning rate.

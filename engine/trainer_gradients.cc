@@ -28,8 +28,18 @@ bool Trainer::is_tied_copy(const Chunk& chunk, int tensor) const {
 void Trainer::plan_gradient_buckets_of_stage() {
   // The Plan's buckets of this stage (engine/model/gradient_bucket_plan.h) ...
   const std::size_t multiple = layout_.zero >= 1 ? sharded_bucket_multiple(dp_->size()) : 1;
-  const std::vector<ElementRange> ranges =
+  std::vector<ElementRange> ranges =
       stage_gradient_bucket_ranges(chunk_layouts(), stage_ == 0, options_.bucket_elements, multiple);
+  // ep > 1: no bucket mixes expert tensors (reduced over expert-dp) with the rest (over dp).
+  expert_bucket_.assign(ranges.size(), false);
+  if (ep_ != nullptr) {
+    ExpertSplitRanges split = split_at_expert_tensors(ranges, chunk_layouts());
+    ranges = std::move(split.ranges);
+    expert_bucket_ = std::move(split.expert);
+  }
+  reducer_index_.clear();
+  int counted[2] = {0, 0};
+  for (std::size_t b = 0; b < ranges.size(); ++b) reducer_index_.push_back(counted[expert_bucket_[b] ? 1 : 0]++);
   // ... each reduced after the action that writes the last of its gradients:
   // a tensor's last write is its block's backward (or its tp collective's) of
   // the last micro-batch, found among its chunk's compute actions. A tied
@@ -95,9 +105,10 @@ void Trainer::plan_gradient_buckets_of_stage() {
   }
 }
 
-std::vector<data_parallel::GradientBucket> Trainer::bucket_ranges() const {
+std::vector<data_parallel::GradientBucket> Trainer::bucket_ranges(bool expert) const {
   std::vector<data_parallel::GradientBucket> ranges;
-  for (const GradientBucketRange& b : buckets_) ranges.push_back({b.begin, b.elements});
+  for (std::size_t b = 0; b < buckets_.size(); ++b)
+    if (expert_bucket_[b] == expert) ranges.push_back({buckets_[b].begin, buckets_[b].elements});
   return ranges;
 }
 
@@ -117,7 +128,11 @@ void Trainer::sum_partial_gradients(std::size_t begin, std::size_t end) {
 void Trainer::reduce_bucket(int b) {
   const GradientBucketRange& r = buckets_[static_cast<std::size_t>(b)];
   sum_partial_gradients(r.begin, r.begin + r.elements);
-  reducer_->bucket_ready(b, stream_);
+  const int index = reducer_index_[static_cast<std::size_t>(b)];
+  if (!expert_bucket_[static_cast<std::size_t>(b)])
+    reducer_->bucket_ready(index, stream_);
+  else if (expert_reducer_ != nullptr)  // dp = ep: each expert on one rank, its gradient whole already
+    expert_reducer_->bucket_ready(index, stream_);
 }
 
 void Trainer::finish_gradients() {
@@ -139,10 +154,11 @@ void Trainer::finish_gradients() {
   if (reducer_ != nullptr && reduce_gradients_) {
     for (const int b : after_schedule_) reduce_bucket(b);
     reducer_->finish(stream_);
+    if (expert_reducer_ != nullptr) expert_reducer_->finish(stream_);
   }
 }
 
-std::vector<ElementRange> Trainer::norm_ranges() const {
+std::vector<ElementRange> Trainer::norm_ranges(std::optional<bool> expert_only) const {
   const bool replicated_here = tp_ == nullptr || tp_->rank() == 0;
   std::vector<ElementRange> ranges;
   bool skipped = true;  // the tensor before was left out (or there was none)
@@ -150,7 +166,8 @@ std::vector<ElementRange> Trainer::norm_ranges() const {
     const auto& tensors = chunk.layout.tensors();
     for (std::size_t i = 0; i < tensors.size(); ++i) {
       const ParameterTensor& t = tensors[i];
-      if ((!t.split_over_tp && !replicated_here) || is_tied_copy(chunk, static_cast<int>(i))) {
+      if ((!t.split_over_tp && !replicated_here) || is_tied_copy(chunk, static_cast<int>(i)) ||
+          (expert_only && t.expert != *expert_only)) {
         skipped = true;
         continue;
       }
@@ -163,7 +180,7 @@ std::vector<ElementRange> Trainer::norm_ranges() const {
     }
   }
   // Everything counted: the whole buffer in one sum, padding and all.
-  if (ranges.size() == 1 && ranges.front().first == 0) ranges.front().second = elements_;
+  if (!expert_only && ranges.size() == 1 && ranges.front().first == 0) ranges.front().second = elements_;
   return ranges;
 }
 
@@ -179,9 +196,20 @@ void Trainer::queue_optimizer(int step) {
   // the update (kernels/grad_norm.h), so the step never waits for the host.
   float* sum_squares = buffers_.norm_scalars;
   SEXTANT_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(float), stream_));
-  for (const auto& [begin, end] : norm_ranges())
-    kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients + begin, end - begin, buffers_.norm_workspace,
-                                         buffers_.norm_workspace_bytes, stream_);
+  auto accumulate = [&](const std::vector<ElementRange>& ranges) {
+    for (const auto& [begin, end] : ranges)
+      kernels::grad_sum_squares_accumulate(sum_squares, buffers_.gradients + begin, end - begin,
+                                           buffers_.norm_workspace, buffers_.norm_workspace_bytes, stream_);
+  };
+  if (ep_ != nullptr) {
+    // ep > 1: each rank's experts are its own, the rest replicated over the ep
+    // group: the experts' squares summed over ep first, then the rest added once.
+    accumulate(norm_ranges(true));
+    on_group(*ep_, [&] { ep_->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
+    accumulate(norm_ranges(false));
+  } else {
+    accumulate(norm_ranges());
+  }
   for (comm::Communicator* g : {tp_, pp_})
     if (g != nullptr) on_group(*g, [&] { g->all_reduce_sum(sum_squares, sum_squares, 1, comm::DataType::kFp32); });
   kernels::grad_clip_scale(buffers_.norm_scalars + 1, buffers_.norm_scalars + 2, sum_squares,

@@ -89,7 +89,8 @@ void Transformer::reserve_sequence_parallel(transformer::BufferReserver& r) {
 }
 
 void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout, ParameterBuffers parameters,
-                       cudaStream_t stream, comm::Communicator* tensor_parallel) {
+                       cudaStream_t stream, comm::Communicator* tensor_parallel,
+                       comm::Communicator* expert_parallel) {
   bindings_.bind(arena);
   const bool full = recompute_ == sim::Recompute::kFull;
   attention_.bind(full);
@@ -97,7 +98,7 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout, 
   if (moe_) moe_->bind(full);
   if (full)
     for (std::size_t i = 1; i < residual_.mid.size(); ++i) residual_.mid[i] = residual_.mid[0];
-  context_.bind(layout, parameters, stream, tensor_parallel);
+  context_.bind(layout, parameters, stream, tensor_parallel, expert_parallel);
 }
 
 transformer::ResidualBlock& Transformer::block(Part part, int layer) {

@@ -105,9 +105,11 @@ class Transformer {
   /// Points the buffers into `arena` (made from the plan above) and the
   /// parameters into `parameters`; before any task runs. `tensor_parallel`:
   /// the rank's tp group (null: one rank), the shape then being the rank's
-  /// shard (transformer_shape_of(model, layout)).
+  /// shard (transformer_shape_of(model, layout)); `expert_parallel`: its ep
+  /// group (null: one rank), which the MoE layers exchange tokens over.
   void bind(const DeviceArena& arena, const ParameterLayout& layout, ParameterBuffers parameters,
-            cudaStream_t stream, comm::Communicator* tensor_parallel = nullptr);
+            cudaStream_t stream, comm::Communicator* tensor_parallel = nullptr,
+            comm::Communicator* expert_parallel = nullptr);
 
   // Tasks. `mb` is the micro-batch within the step; `layer` the layer index.
   void embedding_forward(int mb) { embedding_.forward(mb); }

@@ -175,6 +175,39 @@ std::vector<ElementRange> stage_gradient_bucket_ranges(const std::vector<Paramet
   return round_bucket_ends(ranges, multiple);
 }
 
+ExpertSplitRanges split_at_expert_tensors(const std::vector<ElementRange>& ranges,
+                                          const std::vector<ParameterLayout>& chunks) {
+  // Where each run of one kind begins, in the stage's offsets.
+  std::vector<std::pair<std::size_t, bool>> runs;
+  std::size_t offset = 0;
+  for (const ParameterLayout& chunk : chunks) {
+    for (const ParameterTensor& t : chunk.tensors())
+      if (runs.empty() || runs.back().second != t.expert) runs.emplace_back(offset + t.offset, t.expert);
+    offset += chunk.total_elements();
+  }
+  ExpertSplitRanges out;
+  for (const auto& [begin, end] : ranges) {
+    std::size_t from = begin;
+    while (from < end) {
+      // The run holding `from` (none before the first tensor: dense).
+      bool expert = false;
+      std::size_t next = end;
+      for (std::size_t r = 0; r < runs.size(); ++r) {
+        if (runs[r].first <= from) {
+          expert = runs[r].second;
+        } else {
+          next = std::min(next, runs[r].first);
+          break;
+        }
+      }
+      out.ranges.emplace_back(from, next);
+      out.expert.push_back(expert);
+      from = next;
+    }
+  }
+  return out;
+}
+
 std::vector<std::vector<int>> first_parameter_reads(const ParameterLayout& layout, std::span<const sim::Task> tasks,
                                                     const std::vector<GradientBucketRange>& buckets) {
   // The first forward task of each reader: the embedding, layer l, the output.

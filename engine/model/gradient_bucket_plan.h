@@ -94,6 +94,19 @@ std::vector<ElementRange> round_bucket_ends(const std::vector<ElementRange>& ran
 std::vector<ElementRange> stage_gradient_bucket_ranges(const std::vector<ParameterLayout>& chunks, bool first_stage,
                                                        std::size_t bucket_elements, std::size_t multiple);
 
+/// Expert parallelism's two kinds of gradient (Megatron-Core's DDP keeps
+/// expert_parallel_buffers apart): `ranges`, tiling a stage's buffer (the
+/// chunks' layouts back to back), cut where its tensors change between expert
+/// weights (ParameterTensor::expert, reduced over the expert-data-parallel
+/// group) and the rest (reduced over dp); each tensor's alignment padding goes
+/// with it. `expert[i]` says which kind ranges[i] holds.
+struct ExpertSplitRanges {
+  std::vector<ElementRange> ranges;
+  std::vector<bool> expert;
+};
+ExpertSplitRanges split_at_expert_tensors(const std::vector<ElementRange>& ranges,
+                                          const std::vector<ParameterLayout>& chunks);
+
 /// Megatron's --overlap-param-gather (the distributed optimizer's bf16 weights
 /// gathered bucket by bucket while the forward runs): for each of `tasks`, the
 /// buckets whose parameters it is the first forward task to read, so the

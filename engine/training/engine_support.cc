@@ -19,11 +19,10 @@ namespace {
 
 // Knobs the engine does not execute yet, and what they are.
 constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {
-    {"cp", "context parallelism"}, {"ep", "expert parallelism"}, {"etp", "expert tensor parallelism"}};
+    {"cp", "context parallelism"}, {"etp", "expert tensor parallelism"}};
 
 std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
   if (name == "cp") return p.cp;
-  if (name == "ep") return p.ep;
   return p.etp;
 }
 
@@ -38,8 +37,8 @@ void refuse_unexecuted_knobs(const sim::PartialLayout& p) {
   for (const auto& [knob, name] : {std::pair{p.moe_a2a_overlap, "moe_a2a_overlap"},
                                    std::pair{p.moe_shared_expert_overlap, "moe_shared_expert_overlap"}})
     if (knob && *knob)
-      refuse("--layout", name, "1: overlaps the expert-parallel all-to-all, which the engine does not run yet "
-                                           "(ep = 1); accepted: 0");
+      refuse("--layout", name, "1: the engine runs the expert-parallel all-to-all and the shared expert "
+                                           "without overlapping them with compute yet; accepted: 0");
 }
 
 // Pipeline parallelism (engine/pipeline/): pp, vpp, the schedule (1F1B, or
@@ -77,7 +76,7 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
     if (knob && *knob != 1)
       refuse("--layout", name,
           std::to_string(*knob) + ": `sextant run` trains data-, tensor- and pipeline-parallel layouts "
-              "(dp, tp, pp, vpp; MoE models with every expert on each GPU) so far; " + what +
+              "(dp, tp, pp, vpp; ep for MoE models) so far; " + what +
               " is not executed yet, so " + name + " must be 1 (or left out)");
   }
 }
@@ -119,6 +118,16 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
   l.dp = dp;
   l.tp = tp;
   l.zero = p.zero.value_or(0);
+  // Expert parallelism folds over the data-parallel ranks (tp = 1 with MoE:
+  // engine/model/transformer_shape.cc), Megatron-Core's MoE parallel folding.
+  l.ep = p.ep.value_or(1);
+  if (l.ep < 1 || dp % l.ep != 0)
+    refuse("--layout", "ep", std::to_string(l.ep) + ": the experts are split over data-parallel ranks, so ep must "
+                                                     "divide dp = " + std::to_string(dp));
+  if (l.ep > 1 && l.zero != 0)
+    refuse("--layout", "zero", std::to_string(l.zero) + " with ep=" + std::to_string(l.ep) +
+                                   ": the distributed optimizer does not shard expert weights over the "
+                                   "expert-data-parallel group yet; use zero=0 with ep > 1");
   l.gbs = global_batch > 0 ? global_batch : p.gbs.value_or(l.mbs * dp);
   if (dp == 1 && l.gbs % l.mbs != 0)
     refuse("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +
@@ -172,6 +181,16 @@ void refuse_unexecuted_model(const sim::ModelConfig& model) {
   if (model.add_qkv_bias && !model.add_bias_linear)
     refuse("--model", "add_qkv_bias", "the engine has no q/k/v-only biases; "
                                                   "simulate this model instead of running it");
+}
+
+void check_expert_parallel_split(const sim::ModelConfig& model, int ep) {
+  if (ep == 1) return;
+  if (!model.moe)
+    refuse("--layout", "ep", std::to_string(ep) + ": splits the experts of MoE layers; model '" + model.name +
+                                 "' has none (use ep=1)");
+  if (model.moe->num_experts % ep != 0)
+    refuse("--layout", "ep", std::to_string(ep) + ": must divide the " + std::to_string(model.moe->num_experts) +
+                                 " experts of model '" + model.name + "'");
 }
 
 void check_tensor_parallel_split(const sim::ModelConfig& model, int tp) {

@@ -35,5 +35,8 @@ void refuse_unexecuted_model(const sim::ModelConfig& model);
 /// Tensor parallelism splits the heads, the query groups and the MLP
 /// (Shoeybi et al. 2019): each must be a multiple of tp (--layout tp).
 void check_tensor_parallel_split(const sim::ModelConfig& model, int tp);
+/// Expert parallelism splits the experts (--layout ep): an MoE model whose
+/// expert count ep divides.
+void check_expert_parallel_split(const sim::ModelConfig& model, int ep);
 
 }  // namespace sextant::engine::training

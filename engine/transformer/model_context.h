@@ -44,9 +44,10 @@ class ModelContext {
   void reserve_bias_workspace(BufferReserver& r);
   void reserve_gemm_workspace(BufferReserver& r);
   /// After the arena is bound: points everything at the parameters and the
-  /// stream. `tensor_parallel`: the rank's tp group (null or one rank: none).
+  /// stream. `tensor_parallel`: the rank's tp group (null or one rank: none);
+  /// `expert_parallel`: its ep group (the same).
   void bind(const ParameterLayout& layout, ParameterBuffers parameters, cudaStream_t stream,
-            comm::Communicator* tensor_parallel);
+            comm::Communicator* tensor_parallel, comm::Communicator* expert_parallel = nullptr);
 
   const TransformerShape& shape() const { return shape_; }
   const ParameterLayout& layout() const { return *layout_; }
@@ -70,6 +71,9 @@ class ModelContext {
   /// (a row-parallel product's bias and residual, the positions' embedding):
   /// rank 0 of the group, or the only rank.
   bool adds_replicated_terms() const { return tp_ == nullptr || tp_->rank() == 0; }
+  /// The ep group's exchanges, ordered with the compute stream as tp()'s are;
+  /// null without expert parallelism.
+  tensor_parallel::Collectives* ep() const { return ep_.get(); }
   /// Sequence parallelism's buffers and exchanges (its buffers exist when the
   /// shape is sequence-parallel; its exchanges after bind with tp > 1).
   tensor_parallel::SequenceParallel& sequence_parallel() { return sequence_parallel_; }
@@ -80,6 +84,7 @@ class ModelContext {
   ParameterBuffers parameters_;
   std::unique_ptr<kernels::CublasLtGemm> gemm_;
   std::unique_ptr<tensor_parallel::Collectives> tp_;
+  std::unique_ptr<tensor_parallel::Collectives> ep_;
   tensor_parallel::SequenceParallel sequence_parallel_;
   tensor_parallel::LinearRuntime runtime_;
   char* bias_workspace_ = nullptr;

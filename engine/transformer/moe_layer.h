@@ -16,11 +16,21 @@
 // Backward: the same in reverse; the router's gradient (its top-k weights' and
 // the losses') reaches x through the router GEMM, added to the permutation's.
 //
+// Expert parallelism (ep > 1; Lepikhin et al. 2020, GShard, Sec. 2.2; Megatron-Core's
+// MoEAlltoAllTokenDispatcher): each rank of the ep group holds E / ep experts and
+// routes its own tokens over all E; the permuted rows, in expert order, are one
+// block per destination rank. The rows per expert go first (an all-to-all of
+// E / ep counts per rank), then the rows (an all-to-all with variable counts,
+// Communicator::exchange), which arrive grouped by source and are sorted to
+// expert-major (kernels/moe_chunk_sort.h) for the grouped GEMMs; the combine
+// runs the same backwards, and the backward moves the gradients the same two ways.
+//
 // Stored per layer for the backward: the logits, the top-k choices and weights,
-// the routing map, the Switch loss's counts, and the permuted input, fc1's output,
-// the activation and fc2's output (P rows each); the rows per expert on the host.
-// One tensor-parallel rank and one expert-parallel rank so far
-// (transformer_shape_problems refuses others).
+// the routing map, the Switch loss's counts, the permuted input, fc1's output
+// and the activation (Q rows: this rank's experts' rows), fc2's output combined
+// back (P rows), the counts received from each source (ep > 1); on the host the
+// rows per local expert, sent to and received from each rank.
+// One tensor-parallel rank so far (transformer_shape_problems refuses others).
 #pragma once
 
 #include <cstdint>
@@ -88,10 +98,16 @@ class MoeLayer : public ResidualBlock {
     std::int32_t* token_rows = nullptr;  // (T, k): each pair's permuted row, or -1 (dropped)
     std::int32_t* kept = nullptr;        // (E): pairs each expert kept (the padding's bound)
     float* aux_counts = nullptr;       // (balancing groups, E) fp32, with the Switch loss
-    Bf16* permuted = nullptr;          // (P, h)
-    Bf16* fc1_out = nullptr;           // (P, fc1w)
-    Bf16* act = nullptr;               // (P, f)
-    Bf16* expert_out = nullptr;        // (P, h)
+    Bf16* permuted = nullptr;          // (Q, h): the local experts' input rows, expert-major
+    Bf16* fc1_out = nullptr;           // (Q, fc1w)
+    Bf16* act = nullptr;               // (Q, f)
+    Bf16* expert_out = nullptr;        // (P, h): this rank's pairs' expert outputs, combined back
+    std::int32_t* received = nullptr;  // (ep, local experts): rows from each source (ep > 1)
+  };
+  /// Rows of one layer's exchange, on the host (ep > 1): to and from each rank
+  /// of the ep group, the offsets of those blocks.
+  struct Exchange {
+    std::vector<std::int64_t> sent, sent_at, received, received_at;
   };
   struct Sizes;
   Sizes sizes() const;
@@ -104,14 +120,21 @@ class MoeLayer : public ResidualBlock {
   void route(int layer, const Bf16* x, bool count_statistics);
   /// The router GEMM's backward: the input gradient added into `dx`, the weight's gradient.
   void router_backward(int layer, Bf16* dx);
+  /// ep > 1: the counts' all-to-all, after the routing map of `layer`.
+  void exchange_counts(int layer);
+  /// ep > 1: rows of this rank's pairs (P, global expert order) to their experts'
+  /// ranks, arriving in `local` (Q, expert-major); and the way back.
+  void dispatch(int layer, const Bf16* pairs, Bf16* local);
+  void combine(int layer, const Bf16* local, Bf16* pairs);
 
   MoeOptions options_;
   int first_layer_;
   kernels::MoeGemmBackend backend_;
   std::vector<Stored> stored_;                        // per layer
-  std::vector<std::vector<std::int32_t>> expert_rows_;  // per layer, on the host: each expert's rows
+  std::vector<std::vector<std::int32_t>> expert_rows_;  // per layer, on the host: each local expert's rows
+  std::vector<Exchange> exchanges_;                     // per layer (ep > 1)
   std::vector<int> moe_index_;  // per layer: its index among the MoE layers (statistics_.expert_tokens)
-  std::vector<std::int32_t> readback_;                // the router's counts and the expert rows
+  std::vector<std::int32_t> readback_;  // the router's counts, the expert rows, the rows received
   MoeStatistics statistics_;
   std::unique_ptr<kernels::MoeGroupedGemm> grouped_;
 
@@ -124,9 +147,18 @@ class MoeLayer : public ResidualBlock {
   char* grouped_workspace_ = nullptr;
   Bf16* grouped_staging_ = nullptr;  // the grouped backend's bf16 weight gradient
   Bf16* dexpert_out_ = nullptr;      // (P, h)
-  Bf16* dact_ = nullptr;             // (P, f)
-  Bf16* dfc1_ = nullptr;             // (P, fc1w), SwiGLU only (GELU's backward runs in place)
+  Bf16* dact_ = nullptr;             // (Q, f)
+  Bf16* dfc1_ = nullptr;             // (Q, fc1w), SwiGLU only (GELU's backward runs in place)
   Bf16* dpermuted_ = nullptr;        // (P, h)
+  // ep > 1 (with ep = 1 the local rows are the pairs': the first two alias
+  // dexpert_out_ and dpermuted_): the local experts' output gradient and input
+  // gradient (Q, h); the rows as they arrive, by source (Q, h); the forward's
+  // permuted rows before they leave, and fc2's local output (P and Q, h).
+  Bf16* dlocal_out_ = nullptr;
+  Bf16* dlocal_in_ = nullptr;
+  Bf16* arrived_ = nullptr;
+  Bf16* pairs_ = nullptr;
+  Bf16* local_out_ = nullptr;
   float* dtopk_weights_ = nullptr;   // (T, k)
   float* dlogits_ = nullptr;         // (T, E)
   Bf16* dlogits_bf16_ = nullptr;     // (T, E)

@@ -157,12 +157,16 @@ TEST_F(MoeTrainerTest, LearnsARepeatedBatchAndCountsEveryRoutedToken) {
   }
 }
 
-// ep = 1 layouts through the in-process communicator against one GPU, the
-// trainer's own (layout-independent) initial weights: dp 2 and dp 2 with ZeRO-1
-// sum the same micro-batches' gradients in another order; pp 2 puts one MoE
-// layer on each stage. Tolerances as layout_parity_test.cc's without tp.
+// Layouts through the in-process communicator against one GPU, the trainer's
+// own (layout-independent) initial weights: dp 2 and dp 2 with ZeRO-1 sum the
+// same micro-batches' gradients in another order; pp 2 puts one MoE layer on
+// each stage; ep 2 and 4 send each token's rows to the rank of its experts and
+// back (ep = dp: each expert's gradient whole on one rank; ep 2 of dp 4: summed
+// over the expert-dp pair), with and without a capacity that drops tokens.
+// Tolerances as layout_parity_test.cc's without tp.
 struct MoeLayoutCase {
-  int pp, dp, zero;
+  int pp, dp, zero, ep = 1;
+  double capacity_factor = 0.0;
 };
 
 class MoeLayoutParityTest : public kernels::testing::GpuTestWithParam<MoeLayoutCase> {};
@@ -172,39 +176,56 @@ TEST_P(MoeLayoutParityTest, TrainsAsOneGpuDoes) {
   const sim::ModelConfig model = small_moe(8, 2, 64);
   TrainerOptions options = testing::three_step_options();
   options.lr.decay_steps = 5;
+  options.moe.capacity_factor = c.capacity_factor;
   std::vector<testing::Batch> batches;
   for (int i = 0; i < 5; ++i) batches.push_back(testing::random_batch(rng(), 4, 48, 160));
-  std::vector<double> want;
+  std::vector<double> want, want_norm;
   {
     Trainer one(model, testing::one_gpu_layout(1, 4), options);
-    for (const testing::Batch& b : batches) want.push_back(one.step(b.inputs, b.targets).loss);
+    for (const testing::Batch& b : batches) {
+      const StepResult r = one.step(b.inputs, b.targets);
+      want.push_back(r.loss);
+      want_norm.push_back(r.grad_norm);
+    }
   }
   sim::ParallelLayout layout = testing::one_gpu_layout(1, 4);
   layout.pp = c.pp;
   layout.dp = c.dp;
   layout.zero = c.zero;
+  layout.ep = c.ep;
   const int world = c.pp * c.dp;
-  std::vector<std::vector<double>> got(static_cast<std::size_t>(world));
+  std::vector<std::vector<double>> got(static_cast<std::size_t>(world)), got_norm(got.size());
   comm::testing::run_in_process(
       world,
       [&](int r, comm::Communicator& w) {
         const comm::ParallelGroups groups = comm::make_parallel_groups(w, layout, w.stream());
         Trainer trainer(model, layout, options, groups);
-        for (const testing::Batch& b : batches) got[static_cast<std::size_t>(r)].push_back(trainer.step(b.inputs, b.targets).loss);
+        for (const testing::Batch& b : batches) {
+          const StepResult step = trainer.step(b.inputs, b.targets);
+          got[static_cast<std::size_t>(r)].push_back(step.loss);
+          got_norm[static_cast<std::size_t>(r)].push_back(step.grad_norm);
+        }
       },
       std::chrono::minutes(2));
   for (const std::vector<double>& losses : got)
     for (std::size_t s = 0; s < want.size(); ++s)
       EXPECT_NEAR(losses[s], want[s], (s == 0 ? 1e-5 : 2e-3) * want[s]) << "step " << s + 1;
+  // The whole model's gradient norm on every rank (ep: the experts' squares summed over the ep group).
+  for (const std::vector<double>& norms : got_norm)
+    for (std::size_t s = 0; s < want_norm.size(); ++s)
+      EXPECT_NEAR(norms[s], want_norm[s], (s == 0 ? 1e-3 : 1e-2) * want_norm[s]) << "step " << s + 1;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, MoeLayoutParityTest,
                          ::testing::Values(MoeLayoutCase{1, 2, 0}, MoeLayoutCase{1, 2, 1}, MoeLayoutCase{2, 1, 0},
-                                           MoeLayoutCase{2, 2, 1}),
+                                           MoeLayoutCase{2, 2, 1}, MoeLayoutCase{1, 2, 0, 2},
+                                           MoeLayoutCase{1, 4, 0, 4}, MoeLayoutCase{1, 4, 0, 2},
+                                           MoeLayoutCase{2, 2, 0, 2}, MoeLayoutCase{1, 4, 0, 4, 1.0}),
                          [](const auto& info) {
                            const MoeLayoutCase& c = info.param;
                            return "pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +
-                                  (c.zero ? "_zero1" : "");
+                                  (c.zero ? "_zero1" : "") + (c.ep > 1 ? "_ep" + std::to_string(c.ep) : "") +
+                                  (c.capacity_factor > 0 ? "_capacity1" : "");
                          });
 
 }  // namespace

@@ -21,7 +21,7 @@ TEST(RunCommand, RefusesParallelLayoutsByName) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_NE(r.err.find("cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, "
-                       "vpp; MoE models with every expert on each GPU) so far; context parallelism is not "
+                       "vpp; ep for MoE models) so far; context parallelism is not "
                        "executed yet, so cp must be 1"),
             std::string::npos) << r.err;
   // pp=2 needs two processes; vpp needs a pipeline.

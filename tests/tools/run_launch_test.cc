@@ -118,7 +118,7 @@ TEST(RunLaunch, ModelParallelLayoutsStopEveryRankBeforeTheyMeet) {
   CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout cp=2");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--layout: cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts "
-                       "(dp, tp, pp, vpp; MoE models with every expert on each GPU) so far; context "
+                       "(dp, tp, pp, vpp; ep for MoE models) so far; context "
                        "parallelism is not executed yet"),
             std::string::npos) << r.err;
   // pp=2 with vpp=2: gpt-350m's 24 layers split into 4 chunks of 6, but one

@@ -28,7 +28,10 @@ std::string refusal(const std::string& spec, int world_size, int global_batch = 
 
 TEST(EngineSupport, EveryKnobTheEngineDoesNotExecuteIsRefusedByName) {
   EXPECT_EQ(refusal("cp=2", 2), "--layout: cp");
-  EXPECT_EQ(refusal("ep=2", 2), "--layout: ep");
+  EXPECT_EQ(refusal("ep=3", 2), "--layout: ep");  // experts fold over dp ranks: ep divides dp
+  EXPECT_EQ(refusal("dp=2,ep=2,zero=1", 2), "--layout: zero");  // experts not sharded by ZeRO-1 yet
+  EXPECT_EQ(refusal("dp=4,ep=2,mbs=1,gbs=8", 4), "");
+  EXPECT_EQ(executed("ep=4,mbs=1,gbs=8", 4).ep, 4);
   EXPECT_EQ(refusal("etp=2", 2), "--layout: etp");
   EXPECT_EQ(refusal("dp=2,zero=2", 2), "--layout: zero");
   EXPECT_EQ(refusal("zero=1", 1), "--layout: zero");  // nothing to shard on one GPU
@@ -54,9 +57,8 @@ TEST(EngineSupport, ModelParallelKnobsSayWhatIsExecuted) {
     ADD_FAILURE() << "cp=2 accepted";
   } catch (const sim::ConfigError& e) {
     EXPECT_EQ(e.diagnostics().at(0).message,
-              "2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, vpp; MoE "
-              "models with every expert on each GPU) so far; context parallelism is not executed yet, so cp "
-              "must be 1 (or left out)");
+              "2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, vpp; ep for "
+              "MoE models) so far; context parallelism is not executed yet, so cp must be 1 (or left out)");
   }
   EXPECT_NO_THROW(refuse_model_parallel(sim::parse_layout("cp=1,ep=1,etp=1,tp=8")));
 }
