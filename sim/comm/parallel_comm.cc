@@ -75,8 +75,13 @@ LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const Cluste
     const GroupPlacement ep = place_group(l.ep, l.etp, n);
     const double bytes = kBf16Bytes * T * m.moe->router_topk * h * l.etp / l.tp *
                          m.moe->expert_load_factor;
-    out.ep_forward_s = 2.0 * all_to_all_time_s(bytes, ep, r);
-    out.ep_backward_s = out.ep_forward_s;
+    out.ep_backward_s = 2.0 * all_to_all_time_s(bytes, ep, r);
+    // The forward first exchanges each rank's rows per expert (4-byte counts),
+    // which the receivers need to size their buffers and GEMMs (Megatron-Core's
+    // MoEAlltoAllTokenDispatcher.preprocess gathers them over the ep group; our
+    // engine's moe_layer.cc all-to-alls them): a latency-bound collective.
+    const double counts_bytes = 4.0 * m.moe->num_experts;
+    out.ep_forward_s = out.ep_backward_s + all_to_all_time_s(counts_bytes, ep, r);
   }
   return out;
 }

@@ -1,8 +1,12 @@
 // The engine's MoE block, kernel by kernel (engine/transformer/moe_layer.cc over
 // kernels/moe_router.h, moe_load_balancing.h, moe_routing_map.h, moe_permute.h,
-// moe_grouped_gemm.h), for one micro-batch on one rank: T tokens, E local
-// experts, top-k, hidden h, expert width f (fc1 2f wide for SwiGLU), the
-// busiest rank's P = T·k·expert_load_factor routed rows, n = P/E per expert.
+// moe_grouped_gemm.h, moe_chunk_sort.h), for one micro-batch on one rank: T
+// tokens, E experts (E_l = E / ep on this rank), top-k, hidden h, expert width f
+// (fc1 2f wide for SwiGLU); the rank routes its own T·k pairs, and its experts
+// get the busiest rank's Q = T·k·expert_load_factor rows, n = Q/E_l per expert.
+// With ep > 1 the rows travel between ranks (the plan's ep.dispatch and
+// ep.combine tasks, sim/comm/parallel_comm.cc) and are sorted by expert on
+// arrival and back by source before they leave (moe_chunk_sort, Q rows each).
 //
 // Forward (norm2 before it is the dense block's, engine_layer_kernels.cc):
 //   router GEMM         logits (T, E) fp32 = x (T, h) · Wr^T, bf16 inputs
@@ -16,10 +20,12 @@
 //   row counts          cudaMemcpyAsync of E int32 to the host and
 //                       cudaStreamSynchronize: cuBLAS takes the sizes on the host
 //   --- host sync ---
-//   moe_permute_forward reads x (T, h), writes the permuted rows (P, h)
+//   moe_permute_forward reads x (T, h), writes the permuted rows (T·k, h)
+//   [ep > 1: the rows' exchange, then moe_sort_chunks to expert-major (Q, h)]
 //   fc1                 per expert (n, fc1) = (n, h) · W1_e^T
-//   activation          SwiGLU (P, 2f) -> (P, f), or GELU (P, f)
+//   activation          SwiGLU (Q, 2f) -> (Q, f), or GELU (Q, f)
 //   fc2                 per expert (n, h) = (n, f) · W2_e^T
+//   [ep > 1: moe_sort_chunks back by source (Q, h), the exchange back]
 //   moe_unpermute_forward  y (T, h) = residual + Σ_k weight · expert row: reads
 //                       (P, h), the residual (T, h) and the weights, writes (T, h)
 // Backward:
@@ -194,13 +200,18 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
   PassTime t;
   if (!shape.moe()) return t;
   const double T = static_cast<double>(shape.tokens());
-  const double E = static_cast<double>(shape.local_experts);
+  const double E = static_cast<double>(shape.experts);          // the router's and the routing map's
+  const double E_local = static_cast<double>(shape.local_experts);  // the grouped GEMMs'
+  const double ep = static_cast<double>(shape.ep);
   const double h = static_cast<double>(shape.hidden);
   const double f = static_cast<double>(shape.expert_ffn_hidden);
   const double fc1 = static_cast<double>(shape.expert_fc1_width());
   const double pairs = static_cast<double>(shape.routed_pairs());  // T·k, what the router sorts
-  const double P = pairs * load_factor;  // the busiest rank's expert rows
-  const double n = P / E + kMeanPaddingRows;
+  const double P = pairs * load_factor;  // the busiest rank's expert rows (Q above)
+  // Each source pads its block of each expert (moe_layer.cc): ep blocks per expert.
+  const double n = P / E_local + ep * kMeanPaddingRows;
+  // ep > 1: moe_sort_chunks reads and writes the Q rows (2 + 2 bytes per element).
+  const double sort = shape.ep > 1 ? untabled_memory_kernel_s(4.0 * P * h, r) : 0.0;
   const double host = host_launch_s(r);
   const double hbm = r.memory_bytes_per_s / r.compute_time_factor;
 
@@ -234,21 +245,31 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
 
   // Forward, after the sync.
   const ExpertGemmBackend backend = engine_expert_gemm_backend(shape);
-  const ExpertLinearTimes g1 = engine_expert_linear_times(backend, n, h, fc1, E, r);
-  const ExpertLinearTimes g2 = engine_expert_linear_times(backend, n, f, h, E, r);
+  const ExpertLinearTimes g1 = engine_expert_linear_times(backend, n, h, fc1, E_local, r);
+  const ExpertLinearTimes g2 = engine_expert_linear_times(backend, n, f, h, E_local, r);
   Launches after;
-  // moe_permute_forward: x (T, h) and the rows (4 bytes per pair) in, (P, h) out.
-  after.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * P * h, r), host);
-  const double launches = product_launches(g1.backend, E);  // g2's backend is g1's: same rows
+  // moe_permute_forward: x (T, h) and the rows (4 bytes per pair) in, the pairs' rows out.
+  after.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * pairs * h, r), host);
+  // ep > 1: the exchange (its time the plan's dispatch task; here the host's
+  // launch of it) and the sort to expert-major.
+  if (shape.ep > 1) {
+    after.add(0.0, host);
+    after.add(sort, host);
+  }
+  const double launches = product_launches(g1.backend, E_local);  // g2's backend is g1's: same rows
   after.add_product(g1.gpu.forward_s, g1.host.forward_s, launches);
   const double activation_forward =
       shape.gelu ? untabled_memory_kernel_s(4.0 * P * f, r)  // GELU: read and write (P, f)
                  : elementwise_time_s(K::kSwigluForward, P, f, 6.0 * P * f, r);
   after.add(activation_forward, host);
   after.add_product(g2.gpu.forward_s, g2.host.forward_s, launches);
-  // moe_unpermute_forward: the expert rows (P, h), the rows and weights (4 + 4 per
+  if (shape.ep > 1) {  // sorted back by source, then the exchange back
+    after.add(sort, host);
+    after.add(0.0, host);
+  }
+  // moe_unpermute_forward: the pairs' expert rows, the rows and weights (4 + 4 per
   // pair) and the residual (T, h) in, y (T, h) out.
-  const double unpermute = untabled_memory_kernel_s(2.0 * P * h + 8.0 * pairs + 4.0 * T * h, r);
+  const double unpermute = untabled_memory_kernel_s(2.0 * pairs * h + 8.0 * pairs + 4.0 * T * h, r);
   after.add(unpermute, host);
 
   // One sync to the next: this block's kernels after the sync, the next layer's
@@ -267,9 +288,13 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
 
   // Backward.
   Launches back;
-  // moe_unpermute_backward: dy (T, h), the expert rows (P, h), rows and weights in;
-  // their gradient (P, h) and the weights' (4 per pair) out.
-  back.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * P * h + 12.0 * pairs, r), host);
+  // moe_unpermute_backward: dy (T, h), the pairs' expert rows, rows and weights in;
+  // their gradient and the weights' (4 per pair) out.
+  back.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs * h + 12.0 * pairs, r), host);
+  if (shape.ep > 1) {  // the gradient's exchange and sort, as the forward's rows
+    back.add(0.0, host);
+    back.add(sort, host);
+  }
   const double staged = g1.backend == ExpertGemmBackend::kCublasGrouped ? 1 : 0;
   back.add_product(g2.gpu.input_gradient_s, g2.host.input_gradient_s, launches);
   back.add_product(g2.gpu.weight_gradient_s, g2.host.weight_gradient_s, launches + staged);
@@ -279,8 +304,12 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
   back.add(activation_backward, host);
   back.add_product(g1.gpu.input_gradient_s, g1.host.input_gradient_s, launches);
   back.add_product(g1.gpu.weight_gradient_s, g1.host.weight_gradient_s, launches + staged);
-  // moe_permute_backward: (P, h) and the rows in, dx (T, h) out.
-  back.add(untabled_memory_kernel_s(2.0 * P * h + 4.0 * pairs + 2.0 * T * h, r), host);
+  if (shape.ep > 1) {  // the input gradient sorted back by source and sent home
+    back.add(sort, host);
+    back.add(0.0, host);
+  }
+  // moe_permute_backward: the pairs' rows in, dx (T, h) out.
+  back.add(untabled_memory_kernel_s(2.0 * pairs * h + 4.0 * pairs + 2.0 * T * h, r), host);
   // moe_router_backward: logits in, dlogits out (4 + 4 per logit), with the ids,
   // weights and their gradients (12 per pair); the cast to bf16 (4 + 2 per logit).
   back.add(untabled_memory_kernel_s(8.0 * T * E + 12.0 * pairs, r), host);

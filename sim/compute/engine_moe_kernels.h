@@ -1,4 +1,4 @@
-// Our engine's MoE block (engine/transformer/moe_layer.cc; ep = 1, tp = 1),
+// Our engine's MoE block (engine/transformer/moe_layer.cc; tp = 1, each expert whole on its ep rank),
 // which takes the place of the dense MLP block in an MoE layer of
 // engine_layer_kernels.cc: the router, the routing map, the permutation, the
 // experts' grouped GEMMs and the un-permutation (kernels/moe_*.h), costed kernel

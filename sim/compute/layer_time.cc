@@ -23,12 +23,12 @@ void add_separate_accumulation(PassTime& t, double params, int tensors, const De
 
 PassTime layer_time(const ModelConfig& m, const ParallelLayout& l, const DeviceRates& r,
                     bool moe_layer) {
-  // The engine's MoE block (engine_moe_kernels.h) runs on one expert-parallel
-  // and one tensor-parallel rank, without a shared expert; other MoE layouts,
-  // and multi-head latent attention, which the engine does not run, keep
-  // Megatron's kernel list (its GEMMs still from the measured tables where they
-  // cover the shapes).
-  const bool engine_moe = l.tp == 1 && l.ep == 1 && l.etp == 1 &&
+  // The engine's MoE block (engine_moe_kernels.h) runs on one tensor-parallel
+  // rank (each expert whole: etp = 1), without a shared expert; other MoE
+  // layouts, and multi-head latent attention, which the engine does not run,
+  // keep Megatron's kernel list (its GEMMs still from the measured tables where
+  // they cover the shapes).
+  const bool engine_moe = l.tp == 1 && l.etp == 1 &&
                           m.moe && m.moe->shared_expert_ffn_hidden_size == 0;
   const bool engine = r.software == Software::kSextantEngine &&
                       (!(moe_layer && m.moe) || engine_moe) && !m.mla;

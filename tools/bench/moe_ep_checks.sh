@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Expert parallelism (issue 25) on a node of four GPUs, one device call:
+# Expert parallelism (issue 25) on a node of four (or two) GPUs, one device call:
 #
 #   bash tools/bench/moe_ep_checks.sh BUILD_DIR OUT_DIR [PARTS]
 #
@@ -9,8 +9,8 @@
 # parity: both tiny MoE presets, synthetic data, 20 steps, mbs 1, gbs 16: one GPU, then four ranks
 #   through NCCL at dp=4 with ep=1, 2 and 4; each run's losses against the one-GPU run's (1e-5 at
 #   step 1: the same forward of the same weights; 1e-2 at step 20: the sums' order).
-# speed: 30 steps of each preset at dp=4 with ep=1, 2 and 4, with --compare (the measured H100
-#   profile): tokens/s, the step against the event simulator's, the busiest expert.
+# speed: 30 steps of each preset at dp=4 with ep=1, 2 and 4, with --compare (the measured profile
+#   of the node's GPU, H100 or H200): tokens/s, the step against the event simulator's, the busiest expert.
 # A table of every run ends the output; each run's JSON and log are in OUT_DIR.
 set -uo pipefail
 build=${1:?usage: moe_ep_checks.sh BUILD_DIR OUT_DIR [PARTS]}
@@ -21,6 +21,10 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE=0
 s="$build/tools/sextant"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >"$out/gpus.txt"
+# The node's GPUs: dp = that many, ep each power of two up to it.
+gpus=$(wc -l <"$out/gpus.txt")
+eps=(1)
+for ((e = 2; e <= gpus; e *= 2)); do eps+=("$e"); done
 summary=()
 
 if wants tests; then
@@ -58,8 +62,8 @@ run() {  # name, arguments
 if wants parity; then
   for model in moe-fine-tiny moe-mixtral-tiny; do
     run "parity_${model}_single" --model "$model" --layout mbs=1,gbs=16 --steps 20 "${common[@]}"
-    for ep in 1 2 4; do
-      run "parity_${model}_ep$ep" --model "$model" --nproc-per-node 4 --layout "dp=4,ep=$ep,mbs=1,gbs=16" \
+    for ep in "${eps[@]}"; do
+      run "parity_${model}_ep$ep" --model "$model" --nproc-per-node "$gpus" --layout "dp=$gpus,ep=$ep,mbs=1,gbs=16" \
         --steps 20 "${common[@]}"
     done
   done
@@ -74,8 +78,9 @@ def losses(name):
 print(f"{'run':36s} {'step 1 rel':>11s} {'step 20 rel':>11s}  verdict")
 for model in ("moe-fine-tiny", "moe-mixtral-tiny"):
     want = losses(f"parity_{model}_single")
-    for ep in (1, 2, 4):
+    for ep in (1, 2, 4, 8):
         name = f"parity_{model}_ep{ep}"
+        if not (out / f"{name}.json").exists(): continue
         got = losses(name)
         if want is None or got is None or len(got) != len(want):
             print(f"{name:36s} missing"); continue
@@ -86,13 +91,16 @@ PY
 fi
 
 if wants speed; then
+  # The engine's measured profile of this node's GPU.
+  profile=configs/profiles/measured/h100-sxm-80gb.yaml
+  grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb.yaml
   for spec in "moe-fine-tiny mbs=1,gbs=32" "moe-fine-tiny mbs=4,gbs=64" "moe-mixtral-tiny mbs=2,gbs=32"; do
     read -r model layout <<<"$spec"
-    for ep in 1 2 4; do
+    for ep in "${eps[@]}"; do
       name="speed_${model}_${layout%%,*}_ep$ep"
       name=${name//=/}
-      run "$name" --model "$model" --nproc-per-node 4 --layout "dp=4,ep=$ep,$layout" --steps 30 --compare \
-        --profile configs/profiles/measured/h100-sxm-80gb.yaml "${common[@]}"
+      run "$name" --model "$model" --nproc-per-node "$gpus" --layout "dp=$gpus,ep=$ep,$layout" --steps 30 --compare \
+        --profile "$profile" "${common[@]}"
     done
   done
   python3 - "$out" <<'PY' | tee "$out/speed.txt"
