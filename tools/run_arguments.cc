@@ -74,11 +74,6 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   if (s.layout.pp > 1 && s.compare) s.time_tasks = true;
   engine::training::check_tensor_parallel_split(s.model, s.layout.tp);
   engine::training::check_expert_parallel_split(s.model, s.layout.ep);
-  if (s.layout.ep > 1 && (!s.save_dir.empty() || !s.load_dir.empty()))
-    throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
-                       "checkpoints of expert-parallel layouts (ep=" + std::to_string(s.layout.ep) +
-                           ") are not written or read yet: each rank holds other experts; train with ep=1 to "
-                           "save or load");
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")

@@ -32,7 +32,8 @@ void for_each_model_number(Model& m, Visit visit) {
 std::string layout_text(const CheckpointLayout& l) {
   return "tp=" + std::to_string(l.tp) + (l.cp != 1 ? ", cp=" + std::to_string(l.cp) : "") +
          ", dp=" + std::to_string(l.dp) + ", zero=" + std::to_string(l.zero) +
-         (l.pp != 1 ? ", pp=" + std::to_string(l.pp) : "") + (l.vpp != 1 ? ", vpp=" + std::to_string(l.vpp) : "");
+         (l.pp != 1 ? ", pp=" + std::to_string(l.pp) : "") + (l.vpp != 1 ? ", vpp=" + std::to_string(l.vpp) : "") +
+         (l.ep != 1 ? ", ep=" + std::to_string(l.ep) : "");
 }
 
 Json sharding_json(const CheckpointSharding& s) {
@@ -40,6 +41,7 @@ Json sharding_json(const CheckpointSharding& s) {
   for (const TensorSharding& t : s.tensors) {
     Json e = {{"name", t.name}, {"shape", {t.rows, t.cols}}, {"offset", t.offset}, {"split_dim", t.split_dim}};
     if (t.split_dim >= 0) e["blocks"] = t.blocks;
+    if (t.expert) e["expert"] = true;
     tensors.push_back(e);
   }
   Json shards = Json::array();
@@ -87,6 +89,7 @@ CheckpointSharding parse_sharding(const Json& j, std::string& key) {
     e.offset = t.at("offset").get<std::uint64_t>();
     e.split_dim = t.at("split_dim").get<int>();
     if (e.split_dim >= 0) e.blocks = t.at("blocks").get<std::vector<std::int64_t>>();
+    e.expert = t.value("expert", false);
     s.tensors.push_back(std::move(e));
   }
   for (const Json& rank : j.at("optimizer_shards")) {
@@ -113,6 +116,7 @@ sim::ParallelLayout rank_order_layout(const CheckpointLayout& c) {
   sim::ParallelLayout l;
   l.tp = c.tp;
   l.cp = c.cp;
+  l.ep = c.ep;
   l.dp = c.dp;
   l.pp = c.pp;
   l.vpp = c.vpp;
@@ -155,6 +159,7 @@ std::string to_json(const CheckpointMetadata& m) {
   j["layout"] = {{"tp", m.layout.tp}, {"dp", m.layout.dp}, {"zero", m.layout.zero}, {"pp", m.layout.pp}};
   if (!m.stages.empty()) j["layout"]["vpp"] = m.layout.vpp;
   if (m.layout.cp != 1) j["layout"]["cp"] = m.layout.cp;
+  if (m.layout.ep != 1) j["layout"]["ep"] = m.layout.ep;
   j["world_size"] = m.world_size;
   j["lr_schedule"] = {{"max_lr", m.lr_schedule.max_lr},
                       {"min_lr", m.lr_schedule.min_lr},
@@ -215,6 +220,8 @@ CheckpointMetadata parse_metadata(const std::string& text, const std::string& fi
     m.layout.vpp = j.at("layout").value("vpp", 1);
     key = "layout.cp";
     m.layout.cp = j.at("layout").value("cp", 1);
+    key = "layout.ep";
+    m.layout.ep = j.at("layout").value("ep", 1);
     key = "world_size";
     m.world_size = j.at(key).get<int>();
     key = "lr_schedule";

@@ -71,6 +71,9 @@ struct CheckpointLayout {
   /// Context-parallel ranks: they split the sequence, not the arrays, so the
   /// ranks that differ only in cp hold the same shard. Written only when > 1.
   int cp = 1;
+  /// Expert-parallel ranks (folded over dp): each holds its experts' rows of
+  /// the expert tensors (TensorSharding::expert). Written only when > 1.
+  int ep = 1;
   bool operator==(const CheckpointLayout&) const = default;
 };
 

@@ -41,6 +41,7 @@ CheckpointLayout checkpoint_layout_of(const sim::ParallelLayout& l) {
   // zero counts with dp > 1 only, except with a pipeline, where it is refused (layout_mismatch).
   CheckpointLayout c{l.tp, l.dp, (l.dp > 1 || l.pp > 1) && l.zero >= 1 ? 1 : 0, l.pp, l.pp > 1 ? l.vpp : 1};
   c.cp = l.cp;
+  c.ep = l.ep;
   return c;
 }
 
@@ -70,8 +71,8 @@ void check_checkpoint_fits(const OpenedCheckpoint& c, const RunDescription& run)
   auto add = [&](const std::string& message) { problems.push_back({metadata_file(c), 0, 0, "--load", message}); };
   const CheckpointLayout layout = checkpoint_layout_of(run.layout);
   CheckpointModel model = model_of(run);
-  // A rank's share of the parameters depends on tp; the model fields say whether it is the same model.
-  if (m.layout.tp != layout.tp) model.parameters_per_rank = m.model.parameters_per_rank;
+  // A rank's share of the parameters depends on tp and ep; the model fields say whether it is the same model.
+  if (m.layout.tp != layout.tp || m.layout.ep != layout.ep) model.parameters_per_rank = m.model.parameters_per_rank;
   if (const std::string p = model_mismatch(m.model, model); !p.empty()) add(p);
   if (const std::string p = layout_mismatch(m.layout, layout, sharding_known(m)); !p.empty()) add(p);
   if (const std::string p = lr_schedule_mismatch(m.lr_schedule, lr_of(run.lr)); !p.empty()) add(p);

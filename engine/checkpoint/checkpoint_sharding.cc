@@ -9,7 +9,7 @@ namespace sextant::engine::checkpoint {
 
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
                                const std::vector<GradientBucketRange>& buckets, int dp,
-                               bool distributed_optimizer) {
+                               bool distributed_optimizer, int ep) {
   CheckpointSharding s;
   s.flat_elements = flat_elements;
   for (const ParameterTensor& t : layout.tensors()) {
@@ -25,6 +25,10 @@ CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint6
       e.split_dim = t.tp_split_dim;
       (e.split_dim == 0 ? e.rows : e.cols) *= tp;
       for (const std::int64_t b : t.tp_blocks) e.blocks.push_back(b * tp);
+    }
+    if (t.expert) {
+      e.expert = true;
+      e.rows *= ep;
     }
     s.tensors.push_back(std::move(e));
   }
@@ -61,7 +65,7 @@ CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const 
     TransformerShape chunk_shape = shape;
     chunk_shape.num_layers = held.num_layers;
     const ParameterLayout& chunk = chunks.emplace_back(chunk_shape, StageParts{held.first_layer, held.embedding, held.loss});
-    CheckpointSharding part = sharding_of(chunk, layout.tp, chunk.total_elements(), {}, 1, false);
+    CheckpointSharding part = sharding_of(chunk, layout.tp, chunk.total_elements(), {}, 1, false, layout.ep);
     for (TensorSharding& t : part.tensors) {
       t.offset += s.flat_elements;
       s.tensors.push_back(std::move(t));

@@ -15,7 +15,9 @@
 // of engine/comm/parallel_groups.h). Every tp rank's flat buffers have the same
 // element layout (the same tensors, each its shard's shape), so one list of
 // tensors describes them all; all dp ranks of one tp rank hold the same bf16
-// weights, and without ZeRO the same fp32 master weights and Adam moments.
+// weights, and without ZeRO the same fp32 master weights and Adam moments —
+// except the experts' tensors under expert parallelism (ep > 1, folded over
+// dp: dp rank d is ep rank d mod ep), which each ep rank holds its own rows of.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,9 @@ struct TensorSharding {
   /// tp rank r holds [start_k + r·blocks[k]/tp, +blocks[k]/tp) of each
   /// (ParameterTensor::tp_blocks, whole instead of per rank).
   std::vector<std::int64_t> blocks;
+  /// An expert tensor (ParameterTensor::expert): its rows, all experts', split
+  /// over ep; ep rank r holds [r·rows/ep, +rows/ep) (tp = 1 with experts).
+  bool expert = false;
   bool operator==(const TensorSharding&) const = default;
 };
 
@@ -82,9 +87,11 @@ struct CheckpointSharding {
 /// back to back in its shard (engine/data_parallel/distributed_optimizer.h).
 /// Throws std::logic_error for a tensor split over tp whose split dimension
 /// and blocks the layout does not give (a programming error).
+/// `ep`: the ranks the experts' tensors are split over (their whole rows are ep
+/// times the layout's).
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
                                const std::vector<GradientBucketRange>& buckets, int dp,
-                               bool distributed_optimizer);
+                               bool distributed_optimizer, int ep = 1);
 
 /// Dp rank d's ZeRO-1 shard: block d of each bucket, back to back.
 std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp);

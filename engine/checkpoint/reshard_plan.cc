@@ -39,10 +39,13 @@ void append_copy(std::vector<ArrayCopy>& copies, ArrayCopy c) {
   copies.push_back(c);
 }
 
-// A run of the whole tensor held by saved tp rank `tp_rank`.
+// A run of the whole tensor held by saved tp rank `tp_rank`; an expert
+// tensor's by saved dp rank `dp_rank` (its ep rank), any other's by every dp
+// rank (-1: the one the plan reads replicated arrays from).
 struct SourceRun {
   int tp_rank;
   ShardRun run;
+  int dp_rank = -1;
 };
 
 // Flat elements [begin, +elements) of a tp rank's buffers are at
@@ -91,9 +94,19 @@ std::string shape_text(const TensorSharding& t) {
 
 }  // namespace
 
-std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank) {
+std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank, int ep, int ep_rank) {
   std::vector<ShardRun> runs;
   const u64 rows = static_cast<u64>(t.rows), cols = static_cast<u64>(t.cols);
+  if (t.expert && ep > 1) {
+    if (tp > 1 || t.split_dim >= 0)
+      throw std::invalid_argument(t.name + ": an expert tensor split over tp too (the engine runs experts at tp = 1)");
+    if (rows % static_cast<u64>(ep) != 0)
+      throw std::invalid_argument(t.name + ": " + std::to_string(rows) + " rows not divisible by ep = " +
+                                  std::to_string(ep));
+    const u64 mine = rows / static_cast<u64>(ep) * cols;
+    append_run(runs, {0, static_cast<u64>(ep_rank) * mine, mine});
+    return runs;
+  }
   if (t.split_dim < 0 || tp == 1) {
     append_run(runs, {0, 0, rows * cols});
     return runs;
@@ -215,9 +228,12 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
                                                 " in the checkpoint; this run's is " + shape_text(t));
     std::vector<SourceRun> sources;
     try {
+      const bool by_ep = s.expert && saved_layout.ep > 1;
       const int holders = s.split_dim < 0 ? 1 : saved_layout.tp;
       for (int r = 0; r < holders; ++r)
-        for (const ShardRun& x : shard_runs(s, saved_layout.tp, r)) sources.push_back({r, x});
+        for (int e = 0; e < (by_ep ? saved_layout.ep : 1); ++e)
+          for (const ShardRun& x : shard_runs(s, saved_layout.tp, r, saved_layout.ep, e))
+            sources.push_back({r, x, by_ep ? e : -1});
     } catch (const std::invalid_argument& e) {
       throw_checkpoint_error(metadata_file, std::string("tensor ") + e.what());
     }
@@ -225,7 +241,7 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
               [](const SourceRun& a, const SourceRun& b) { return a.run.whole < b.run.whole; });
     std::vector<ShardRun> targets;
     try {
-      targets = shard_runs(t, run_layout.tp, tp_rank);
+      targets = shard_runs(t, run_layout.tp, tp_rank, run_layout.ep, me.ep);
     } catch (const std::invalid_argument& e) {
       throw_checkpoint_error(metadata_file, std::string("this run's tensor ") + e.what());
     }
@@ -238,7 +254,8 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
             const u64 src = s.offset + source.run.local + (from - source.run.whole);
             const u64 dst = t.offset + target.local + (from - target.whole);
             const u64 n = to - from;
-            append_copy(plan.weights, {saved_rank(source.tp_rank, source_dp, saved_stage), src, dst, n});
+            const int weights_dp = source.dp_rank >= 0 ? source.dp_rank : source_dp;
+            append_copy(plan.weights, {saved_rank(source.tp_rank, weights_dp, saved_stage), src, dst, n});
             // fp32: where the saved run kept [src, src + n) of that tp rank, and
             // where this rank keeps [dst, dst + n).
             const u64 saved_covered = for_each_overlap(
@@ -246,7 +263,10 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
                 [](const Placement& p) { return p.elements; },
                 [&](u64 a, u64 b, const Placement& p) {
                   const u64 to_flat = dst + (a - src);
-                  const int source_rank = saved_rank(source.tp_rank, p.dp_rank, saved_stage);
+                  // Unsharded fp32 arrays are read where the weights are (an
+                  // expert's from its ep rank's); ZeRO-1 shards from their dp rank.
+                  const bool unsharded = saved_stages[static_cast<std::size_t>(saved_stage)].optimizer_shards.empty();
+                  const int source_rank = saved_rank(source.tp_rank, unsharded ? weights_dp : p.dp_rank, saved_stage);
                   const u64 source_offset = p.offset + (a - p.begin);
                   if (mine == nullptr) {
                     append_copy(plan.optimizer, {source_rank, source_offset, to_flat, b - a});

@@ -8,7 +8,9 @@
 // of it (shard_runs), so a piece of the loading rank's shard is found in
 // whichever saved tp rank holds those elements. The bf16 weights come from
 // the saved ranks of one dp rank (dp rank d reads saved dp rank d mod dp:
-// all hold the same weights). The fp32 master weights and Adam moments are
+// all hold the same weights), an expert tensor's rows from the saved ep rank
+// that holds them (dp rank e of the saved run holds ep rank e's; ep folds
+// over dp), so a checkpoint of one ep loads into another. The fp32 master weights and Adam moments are
 // the same pieces, read from the saved dp rank whose optimizer shard holds
 // them under ZeRO-1, and written where the loading rank's own shard (or its
 // full arrays) keeps them. Padding between tensors is not saved state: it is
@@ -43,8 +45,10 @@ struct ShardRun {
 /// merged: one run for a replicated tensor; for a row split, one per block
 /// (block k's rows [start_k + r·b_k, +b_k)); for a column split, one per block
 /// per row. Throws std::invalid_argument when a block is not divisible by tp
-/// or the blocks do not add up to the split dimension.
-std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank);
+/// or the blocks do not add up to the split dimension. An expert tensor
+/// (TensorSharding::expert) over `ep` ranks: ep rank `ep_rank`'s rows, one run
+/// (std::invalid_argument when ep does not divide its rows, or with tp > 1).
+std::vector<ShardRun> shard_runs(const TensorSharding& t, int tp, int tp_rank, int ep = 1, int ep_rank = 0);
 
 /// Elements [source_offset, +elements) of saved rank source_rank's array go to
 /// [target_offset, +elements) of the loading rank's.

@@ -10,7 +10,7 @@ std::vector<checkpoint::CheckpointSharding> trainer_sharding(const Trainer& trai
   const sim::ParallelLayout& layout = trainer.parallel_layout();
   if (layout.pp == 1)
     return {checkpoint::sharding_of(trainer.chunk_layout(0), layout.tp, trainer.flat_elements(),
-                                    trainer.gradient_buckets(), layout.dp, layout.zero >= 1)};
+                                    trainer.gradient_buckets(), layout.dp, layout.zero >= 1, layout.ep)};
   std::vector<checkpoint::CheckpointSharding> stages = checkpoint::pipeline_sharding(model, layout, bucket_elements);
   const int stage = trainer.stage();
   const checkpoint::CheckpointSharding& mine = stages.at(static_cast<std::size_t>(stage));

@@ -175,7 +175,8 @@ TEST(RunLaunch, KnobsTheEngineDoesNotExecuteAreRefusedNotIgnored) {
   TempDir dir;
   for (const auto& [layout, message] :
        {std::pair{"grad_reduce_in_fp32=0", "grad_reduce_in_fp32: 0: the engine reduces gradients in fp32; accepted: 1"},
-        std::pair{"moe_a2a_overlap=1", "moe_a2a_overlap: 1: overlaps the expert-parallel all-to-all"}}) {
+        std::pair{"moe_a2a_overlap=1", "moe_a2a_overlap: 1: the engine runs the expert-parallel all-to-all and "
+                                       "the shared expert without overlapping them"}}) {
     const CommandResult r = run_sextant(dir, std::string("run --model gpt-350m --layout ") + layout);
     EXPECT_EQ(r.exit_code, 2) << layout;
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;

@@ -47,15 +47,17 @@ inline float identity_master(std::size_t tensor, std::uint64_t whole) {
 
 /// Every rank's state, by world rank in the rank order tp-cp-dp-pp
 /// (sim::rank_coordinates), stage s's ranks cut as stages[s] says (one
-/// sharding when pp = 1); the `cp` ranks of a tp, dp and stage hold the same.
+/// sharding when pp = 1); the `cp` ranks of a tp, dp and stage hold the same;
+/// with `ep` > 1 dp rank d holds ep rank d mod ep's rows of the expert tensors.
 inline std::vector<TrainerState> identity_states(int tp, int dp, const std::vector<CheckpointSharding>& stages,
                                                  const std::function<std::size_t(const TensorSharding&)>& tensor_id,
-                                                 float pad, std::int64_t step, int cp = 1) {
+                                                 float pad, std::int64_t step, int cp = 1, int ep = 1) {
   std::vector<TrainerState> states;
   CheckpointLayout layout;
   layout.tp = tp;
   layout.cp = cp;
   layout.dp = dp;
+  layout.ep = ep;
   layout.pp = static_cast<int>(stages.size());
   const sim::ParallelLayout order = rank_order_layout(layout);
   for (int w = 0; w < order.total_gpus(); ++w) {
@@ -66,7 +68,7 @@ inline std::vector<TrainerState> identity_states(int tp, int dp, const std::vect
     std::vector<float> full(sh.flat_elements, pad);
     for (const TensorSharding& tensor : sh.tensors) {
       const std::size_t i = tensor_id(tensor);
-      for (const ShardRun& r : shard_runs(tensor, tp, t))
+      for (const ShardRun& r : shard_runs(tensor, tp, t, ep, c.ep))
         for (std::uint64_t e = 0; e < r.elements; ++e) {
           weights[tensor.offset + r.local + e] = static_cast<std::uint16_t>(7 * i + r.whole + e);
           full[tensor.offset + r.local + e] = identity_master(i, r.whole + e);

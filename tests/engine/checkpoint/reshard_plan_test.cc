@@ -82,12 +82,36 @@ TEST(CheckpointSharding, ZeroShardsAreEachRanksBlockOfEveryBucket) {
 struct Layout {
   int tp, dp, zero;
   int cp = 1;  // context-parallel ranks: the same arrays as cp rank 0's
+  int ep = 1;  // expert-parallel ranks (the MoE model only), folded over dp
   CheckpointLayout checkpoint() const {
     CheckpointLayout c{tp, dp, zero};
     c.cp = cp;
+    c.ep = ep;
     return c;
   }
 };
+
+// test_shape's Llama with its second layer's MLP 4 SwiGLU experts of width 8,
+// top-2 (the first layer dense: DeepSeek's first_dense_layers), over `ep` ranks.
+TransformerShape moe_shape(int ep) {
+  TransformerShape s;
+  s.num_layers = 2;
+  s.hidden = 16;
+  s.ffn_hidden = 32;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 4;
+  s.vocab = 24;
+  s.seq = 8;
+  s.experts = 4;
+  s.local_experts = 4 / ep;
+  s.ep = ep;
+  s.router_topk = 2;
+  s.expert_ffn_hidden = 8;
+  s.first_dense_layers = 1;
+  s.layernorm = s.bias = s.learned_positions = s.tie_embeddings = s.gelu = false;  // Llama's
+  return s;
+}
 
 TransformerShape test_shape(int tp, bool llama, int hidden = 16) {
   TransformerShape s;
@@ -108,13 +132,24 @@ CheckpointSharding sharding_for(const Layout& l, bool llama, int hidden = 16) {
   return testing::sharding_with_buckets(ParameterLayout(test_shape(l.tp, llama, hidden)), l.tp, l.dp, l.zero != 0);
 }
 
+// The MoE model's sharding under `l` (ZeRO-1 when it has zero; ep = 1 then).
+CheckpointSharding moe_sharding_for(const Layout& l) {
+  const ParameterLayout layout(moe_shape(l.ep));
+  const std::uint64_t multiple = 8 * static_cast<std::uint64_t>(l.dp);
+  const std::uint64_t flat = l.zero != 0 ? (layout.total_elements() + multiple - 1) / multiple * multiple
+                                         : layout.total_elements();
+  std::vector<GradientBucketRange> buckets;
+  if (l.zero != 0) buckets = {{0, flat, 0}};
+  return sharding_of(layout, l.tp, flat, buckets, l.dp, l.zero != 0, l.ep);
+}
+
 // Every rank's state of a layout, each tensor identified by its index in the sharding.
 std::vector<TrainerState> states_for(const Layout& l, const CheckpointSharding& sh, float pad, std::int64_t step) {
   const std::vector<CheckpointSharding> stages = {sh};
   const TensorSharding* first = stages.front().tensors.data();
   return testing::identity_states(
       l.tp, l.dp, stages, [&](const TensorSharding& t) { return static_cast<std::size_t>(&t - first); }, pad, step,
-      l.cp);
+      l.cp, l.ep);
 }
 
 struct ReshardCase {
@@ -178,6 +213,49 @@ INSTANTIATE_TEST_SUITE_P(
       };
       return text(c.saved) + "To" + text(c.run) + (c.llama ? "Llama" : "Gpt");
     });
+
+// Expert parallelism: each ep rank (dp rank d: ep rank d mod ep) holds its
+// experts' rows of the expert tensors, the rest as every dp rank. A checkpoint
+// of one ep loads into another, and into and out of ep = 1 with and without ZeRO-1.
+class ExpertReshardTest : public ReshardTest {};
+
+TEST_P(ExpertReshardTest, EveryExpertRowLandsOnTheRankHoldingItsExpert) {
+  const ReshardCase& c = GetParam();
+  const CheckpointSharding saved = moe_sharding_for(c.saved);
+  const CheckpointSharding run = moe_sharding_for(c.run);
+  const OpenedCheckpoint opened = save(c.saved, saved);
+  ASSERT_EQ(opened.metadata.sharding, saved);  // the expert flags and ep through metadata.json
+  ASSERT_EQ(opened.metadata.layout.ep, c.saved.ep);
+  testing::expect_resharded_states(opened, {opened.metadata.sharding}, c.run.checkpoint(), {run},
+                                   states_for(c.run, run, 0.0f, 5));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ExpertReshardTest,
+    ::testing::Values(ReshardCase{{1, 4, 0, 1, 4}, {1, 2, 0, 1, 2}, true}, ReshardCase{{1, 2, 0, 1, 2}, {1, 1, 0}, true},
+                      ReshardCase{{1, 1, 0}, {1, 4, 0, 1, 4}, true}, ReshardCase{{1, 4, 0, 1, 2}, {1, 4, 0, 1, 4}, true},
+                      ReshardCase{{1, 2, 1}, {1, 4, 0, 1, 2}, true}, ReshardCase{{1, 4, 0, 1, 4}, {1, 2, 1}, true}),
+    [](const ::testing::TestParamInfo<ReshardCase>& info) {
+      const ReshardCase& c = info.param;
+      auto text = [](const Layout& l) {
+        return "Dp" + std::to_string(l.dp) + "Ep" + std::to_string(l.ep) + "Zero" + std::to_string(l.zero);
+      };
+      return text(c.saved) + "To" + text(c.run);
+    });
+
+TEST(ShardRuns, AnExpertTensorIsItsEpRanksRows) {
+  const ParameterLayout layout(moe_shape(2));
+  const CheckpointSharding sh = sharding_of(layout, 1, layout.total_elements(), {}, 2, false, 2);
+  const auto found = std::find_if(sh.tensors.begin(), sh.tensors.end(),
+                                  [](const TensorSharding& t) { return t.name == "layers.1.expert_fc1_weight"; });
+  ASSERT_NE(found, sh.tensors.end());
+  EXPECT_TRUE(found->expert);
+  EXPECT_EQ(found->rows, 4 * 16);  // 4 experts x SwiGLU's 2 x 8 rows, all ranks'
+  EXPECT_EQ(found->cols, 16);
+  // ep rank 1 of 2: experts 2 and 3, rows [32, 64).
+  EXPECT_EQ(shard_runs(*found, 1, 0, 2, 1), (std::vector<ShardRun>{{0, 32 * 16, 32 * 16}}));
+  EXPECT_THROW(shard_runs(*found, 1, 0, 3, 0), std::invalid_argument);  // 64 rows over 3 ranks
+}
 
 std::string error_of(const CheckpointSharding& saved, const CheckpointSharding& run) {
   try {

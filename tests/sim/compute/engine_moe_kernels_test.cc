@@ -149,14 +149,37 @@ TEST(EngineMoeKernels, ManySmallExpertsOnTheLoopWouldBeHostBound) {
             ExpertGemmBackend::kCublasGrouped);
 }
 
-// Layouts the engine's MoE block does not run (ep > 1 here) keep Megatron's list.
-TEST(EngineMoeKernels, ExpertParallelLayoutsKeepMegatronsList) {
+// The engine runs expert parallelism (ep > 1 over dp): its own block, the
+// experts' rows sorted by expert and back (two sorts each way, each reading and
+// writing the rows), costed unlike Megatron's list.
+TEST(EngineMoeKernels, ExpertParallelLayoutsRunTheEnginesBlock) {
   const Fixture f;
   const DeviceRates r = f.rates();
   const ModelConfig m = f.catalog.model("moe-mixtral-tiny");
   ParallelLayout l = one_gpu(2);
   l.ep = 2;
   l.dp = 2;
+  const PassTime engine = layer_time(m, l, r, true);
+  EXPECT_EQ(engine.forward_s, engine_layer_time(m, l, r, true).forward_s);
+  EXPECT_NE(engine.forward_s, megatron_layer_time(m, l, r, true).forward_s);
+  // Without the sorts' bytes (2 x 4 bytes per routed row and hidden element per
+  // pass) the block would be cheaper by at least that much.
+  const TransformerShape s = transformer_shape_of(m, l);
+  const double sorts = 2 * untabled_memory_kernel_s(4.0 * s.routed_pairs() * s.hidden, r);
+  ParallelLayout one = l;
+  one.ep = 1;
+  EXPECT_GT(engine.backward_s, sorts);
+  EXPECT_NE(engine.forward_s, layer_time(m, one, r, true).forward_s);
+}
+
+// Expert tensor parallelism (etp > 1), which the engine does not run, keeps Megatron's list.
+TEST(EngineMoeKernels, ExpertTensorParallelLayoutsKeepMegatronsList) {
+  const Fixture f;
+  const DeviceRates r = f.rates();
+  const ModelConfig m = f.catalog.model("moe-mixtral-tiny");
+  ParallelLayout l = one_gpu(2);
+  l.tp = 2;
+  l.etp = 2;
   const PassTime engine = layer_time(m, l, r, true);
   const PassTime megatron = megatron_layer_time(m, l, r, true);
   EXPECT_EQ(engine.forward_s, megatron.forward_s);
