@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "search/complete_layout.h"
+#include "search/memory_fit.h"
 #include "search/grounded_layout.h"
 #include "search/mechanism_evidence.h"
 #include "search/split_options.h"
@@ -31,7 +32,8 @@ Component largest(const MemoryBreakdown& m) {
                        {"gradients", m.gradients},
                        {"optimizer states", m.optimizer_states},
                        {"activations", m.activations},
-                       {"gathered parameters", m.other}};
+                       {"gathered parameters", m.other},
+                       {"the CUDA context and NCCL's buffers", m.runtime.total()}};
   Component best = parts[0];
   for (const Component& c : parts) {
     if (c.bytes > best.bytes) best = c;
@@ -185,11 +187,12 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
       stage = r.layout.pp - 1;
     }
   }
-  out.fits = worst.total() <= limit;
+  const double needed = memory_needed_bytes(worst, profile);
+  out.fits = needed <= limit;
   if (out.fits) {
     char line[256];
     std::snprintf(line, sizeof line, "fits: stage %d needs %s per GPU of %s", stage,
-                  gib(worst.total()).c_str(), available.c_str());
+                  gib(needed).c_str(), available.c_str());
     out.lines.push_back(line);
     std::snprintf(line, sizeof line, "step time %.3f s, MFU %.1f %% (Megatron convention)", r.step_time_s, 100 * r.mfu);
     out.lines.push_back(line);
@@ -214,13 +217,13 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
   } else {
     const Component big = largest(worst);
     out.lines.push_back(std::string(big.name) + " need " + gib(big.bytes) + " on stage " +
-                        std::to_string(stage) + " (" + gib(worst.total()) + " in all); " +
+                        std::to_string(stage) + " (" + gib(needed) + " in all); " +
                         available);
   }
   std::string tries;
   for (const auto& [label, changed] : memory_remedies(m, r.layout)) {
     if (!is_valid_layout(m, cluster, gpus, changed)) continue;
-    if (peak_memory_per_gpu(m, changed).total() > limit) continue;
+    if (memory_needed_bytes(peak_memory_per_gpu(m, changed), profile) > limit) continue;
     tries += (tries.empty() ? "" : " or ") + label;
   }
   if (!tries.empty()) {

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "search/candidate_space.h"
+#include "search/memory_fit.h"
 #include "search/split_options.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/layout_check.h"
@@ -140,7 +141,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         }
         // Memory is cheap: prune before timing the step.
         const MemoryBreakdown memory = peak_memory_per_gpu(l, holdings);
-        const double bytes = memory.total();
+        const double bytes = memory_needed_bytes(memory, profile);
         const bool fits = bytes <= out.memory_limit_bytes;
         if (fits) {
           ++mine.feasible;
@@ -221,7 +222,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         ++out.valid;
         const PipelineSplit split = pipeline_split(m, l);
         const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
-        const bool fits = memory.total() <= out.memory_limit_bytes;
+        const bool fits = memory_needed_bytes(memory, profile) <= out.memory_limit_bytes;
         if (fits) ++out.feasible;
         const bool rank = fits || !options.require_memory_fit;
         if (!rank && !options.keep_all) continue;

@@ -12,6 +12,7 @@
 #include "sim/core/text_format.h"
 #include "sim/flops/model_flops.h"
 #include "tools/run_moe_output.h"
+#include "tools/simulation_output.h"
 
 namespace sextant::tools {
 
@@ -77,8 +78,9 @@ void print_run_header(std::ostream& progress, const RunSettings& s, const engine
            << ", cosine to step " << lr.decay_steps << "; " << trainer->tasks_per_step()
            << " tasks per step\n";
   if (preset_has_dropout) progress << "note: the engine has no dropout; training with dropout 0\n";
-  progress << "memory: arena " << sim::format_gib(trainer->arena_bytes(), 2)
-           << "; the simulator predicts " << sim::format_gib(predicted.total(), 2) << "\n";
+  progress << "memory: arena " << sim::format_gib(trainer->arena_bytes(), 2) << "; the simulator predicts "
+           << sim::format_gib(predicted.total(), 2) << " (tensors " << sim::format_gib(predicted.tensors(), 2)
+           << ", CUDA context and NCCL " << sim::format_gib(predicted.runtime.total(), 2) << ")\n";
   if (dp > 1)
     progress << "data parallel: " << dp << " ranks, " << trainer->local_microbatches()
              << " micro-batches each per step, gradients "
@@ -197,7 +199,9 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
                                    {"gradients", predicted.gradients},
                                    {"optimizer_states", predicted.optimizer_states},
                                    {"activations", predicted.activations},
-                                   {"other", predicted.other}};
+                                   {"other", predicted.other},
+                                   {"runtime", predicted.runtime.total()},
+                                   {"runtime_parts", runtime_parts_json(predicted.runtime)}};
     j["loss"] = losses;
     j["lr"] = lrs;
     j["grad_norm"] = norms;
@@ -216,7 +220,13 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
         << fixed(tokens_per_s, 0) << " tokens/s, " << fixed(tflops, 1) << " TFLOP/s"
         << (gpu ? ", MFU " + sim::format_percent(mfu) : "") << "\n";
     out << "GPU memory: peak in use " << sim::format_gib(peak_in_use, 2) << " (arena "
-        << sim::format_gib(arena_bytes, 2) << ", the rest CUDA context and libraries)\n";
+        << sim::format_gib(arena_bytes, 2) << ", the rest CUDA context and libraries: "
+        << sim::format_gib(static_cast<double>(peak_in_use) - static_cast<double>(arena_bytes), 2)
+        << "); the simulator predicts " << sim::format_gib(predicted.total(), 2) << " ("
+        << sim::format_percent(static_cast<double>(peak_in_use) / predicted.total() - 1) << "), of which runtime "
+        << sim::format_gib(predicted.runtime.total(), 2) << " (CUDA context "
+        << sim::format_gib(predicted.runtime.cuda_context, 2) << ", NCCL " << sim::format_gib(predicted.runtime.nccl(), 2)
+        << ")\n";
     out << "  engine arena vs simulator (GiB):";
     const double predicted_parts[] = {predicted.parameters, predicted.gradients,
                                       predicted.optimizer_states, predicted.activations, predicted.other};
@@ -225,8 +235,8 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
           << fixed(arena[static_cast<std::size_t>(c)] / kGiB, 2) << " vs "
           << fixed(predicted_parts[c] / kGiB, 2) << ";";
     out << " total " << fixed(arena_bytes / kGiB, 2) << " vs "
-        << fixed(predicted.total() / kGiB, 2) << " ("
-        << sim::format_percent(arena_bytes / predicted.total() - 1) << ")\n";
+        << fixed(predicted.tensors() / kGiB, 2) << " ("
+        << sim::format_percent(arena_bytes / predicted.tensors() - 1) << ")\n";
     print_moe_summary(out, record.moe);
     if (timed_steps > 0) {
       std::vector<std::pair<double, std::string>> rows;

@@ -13,6 +13,14 @@ namespace {
 std::int64_t whole_bytes(double bytes) { return static_cast<std::int64_t>(std::llround(bytes)); }
 }  // namespace
 
+nlohmann::json runtime_parts_json(const sim::RuntimeMemory& m) {
+  return {{"cuda_context", whole_bytes(m.cuda_context)},
+          {"nccl_process", whole_bytes(m.nccl_process)},
+          {"nccl_communicators", whole_bytes(m.nccl_communicators)},
+          {"nccl_ring_buffers", whole_bytes(m.nccl_ring_buffers)},
+          {"nccl_p2p_buffers", whole_bytes(m.nccl_p2p_buffers)}};
+}
+
 const char* to_string(MfuConvention c) {
   return c == MfuConvention::kCausal ? "causal" : "megatron";
 }
@@ -141,7 +149,9 @@ nlohmann::json simulation_json_fields(const SimulationContext& c, const sim::Sim
         {"gradients", whole_bytes(m.gradients)},
         {"optimizer_states", whole_bytes(m.optimizer_states)},
         {"activations", whole_bytes(m.activations)},
-        {"other", whole_bytes(m.other)}}},
+        {"other", whole_bytes(m.other)},
+        {"runtime", whole_bytes(m.runtime.total())},
+        {"runtime_parts", runtime_parts_json(m.runtime)}}},
       {"fits_memory", r.fits_memory},
       {"time_breakdown_s",
        {{"compute", r.time.compute_s},
@@ -163,7 +173,8 @@ std::string simulation_csv_header() {
          "model_flops_per_step,hardware_flops_per_step,mfu,hfu,memory_total_bytes,"
          "memory_parameters_bytes,memory_gradients_bytes,memory_optimizer_states_bytes,"
          "memory_activations_bytes,memory_other_bytes,fits_memory,compute_s,"
-         "exposed_communication_s,pipeline_bubble_s,optimizer_s,mfu_convention,mfu_causal\n";
+         "exposed_communication_s,pipeline_bubble_s,optimizer_s,mfu_convention,mfu_causal,"
+         "memory_runtime_bytes\n";
 }
 
 std::string simulation_csv_row(const SimulationContext& c, const sim::SimulationResult& r) {
@@ -185,6 +196,7 @@ std::string simulation_csv_row(const SimulationContext& c, const sim::Simulation
   }
   out += std::string(",") + to_string(c.mfu_convention) + "," +
          sim::format_number("%.6g", r.mfu * c.causal_flops_fraction);
+  out += "," + std::to_string(whole_bytes(m.runtime.total()));
   return out + "\n";
 }
 

@@ -54,6 +54,9 @@ nlohmann::json profile_json(const sim::CostProfile& profile);
 std::string profile_label(const sim::CostProfile& profile);
 
 nlohmann::json layout_json(const sim::ParallelLayout& layout);
+/// {"cuda_context": bytes, "nccl_process": ..., "nccl_communicators": ...,
+/// "nccl_ring_buffers": ..., "nccl_p2p_buffers": ...} (sim/memory/runtime_memory.h).
+nlohmann::json runtime_parts_json(const sim::RuntimeMemory& runtime);
 nlohmann::json simulation_json(const SimulationContext& context, const sim::SimulationResult& r);
 std::string simulation_table(const SimulationContext& context, const sim::SimulationResult& r);
 std::string simulation_csv_header();

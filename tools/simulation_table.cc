@@ -33,6 +33,8 @@ std::string simulation_table(const SimulationContext& c, const sim::SimulationRe
   out += line("optimizer states", format_gib(m.optimizer_states));
   out += line("activations", format_gib(m.activations));
   out += line("other", format_gib(m.other));
+  out += line("runtime", format_gib(m.runtime.total()) + " (CUDA context " + format_gib(m.runtime.cuda_context) +
+                             ", NCCL " + format_gib(m.runtime.nccl()) + ")");
   out += line("total", format_gib(m.total()) + " of " + format_gib(c.gpu_memory_bytes) +
                            (r.fits_memory ? " (fits)" : " (DOES NOT FIT)"));
   out += "\nStep time\n";

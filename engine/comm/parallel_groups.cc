@@ -1,5 +1,7 @@
 #include "engine/comm/parallel_groups.h"
 
+#include "sim/comm/rank_communicators.h"
+
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -16,32 +18,6 @@ constexpr sim::ParallelGroup kKinds[] = {sim::ParallelGroup::kTp,       sim::Par
                                          sim::ParallelGroup::kPp,       sim::ParallelGroup::kDpCp,
                                          sim::ParallelGroup::kExpertTp, sim::ParallelGroup::kExpertDp,
                                          sim::ParallelGroup::kEmbedding};
-
-// Each rank's group of `kind` in terms any kind can be compared by: (the
-// group's lowest rank, the rank's place in it by key), or (-1, -1) for none.
-std::vector<std::pair<int, int>> canonical_groups(const sim::ParallelLayout& layout, sim::ParallelGroup kind) {
-  std::map<int, std::vector<std::pair<int, int>>> by_color;  // color -> (key, rank)
-  for (int r = 0; r < layout.total_gpus(); ++r) {
-    const sim::GroupMembership m = sim::group_membership(r, layout, kind);
-    if (m.member()) by_color[m.color].emplace_back(m.key, r);
-  }
-  std::vector<std::pair<int, int>> out(static_cast<std::size_t>(layout.total_gpus()), {-1, -1});
-  for (auto& [color, members] : by_color) {
-    std::sort(members.begin(), members.end());
-    int lowest = members.front().second;
-    for (const auto& [key, rank] : members) lowest = std::min(lowest, rank);
-    for (std::size_t place = 0; place < members.size(); ++place)
-      out[static_cast<std::size_t>(members[place].second)] = {lowest, static_cast<int>(place)};
-  }
-  return out;
-}
-
-// The most ranks any group of `kind` holds.
-int largest_group(const std::vector<std::pair<int, int>>& canonical) {
-  int largest = 0;
-  for (const auto& [lowest, place] : canonical) largest = std::max(largest, place + 1);
-  return largest;
-}
 
 }  // namespace
 
@@ -100,16 +76,12 @@ ParallelGroups make_parallel_groups(Communicator& world, const sim::ParallelLayo
       {sim::ParallelGroup::kExpertDp, &groups.expert_dp_own},
       {sim::ParallelGroup::kEmbedding, &groups.embedding_own}};
   for (auto& [kind, own] : further) {
-    const std::vector<std::pair<int, int>> mine = canonical_groups(layout, kind);
-    bool shared = false;
-    for (const sim::ParallelGroup earlier : kKinds) {
-      if (earlier == kind) break;
-      if (canonical_groups(layout, earlier) != mine) continue;
-      groups.same_as[static_cast<std::size_t>(kind)] = groups.same_as[static_cast<std::size_t>(earlier)];
-      shared = true;
-      break;
+    const sim::ParallelGroup shares = sim::communicator_kind(layout, kind);
+    if (shares != kind) {
+      groups.same_as[static_cast<std::size_t>(kind)] = groups.same_as[static_cast<std::size_t>(shares)];
+      continue;
     }
-    if (!shared && largest_group(mine) > 1) *own = split(kind);
+    if (sim::group_size(layout, kind) > 1) *own = split(kind);
   }
   return groups;
 }

@@ -24,7 +24,9 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l,
 StageHoldings stage_holdings(const ModelConfig& m, const ParallelLayout& l, const PipelineSplit& split,
                              int stage) {
   const StageLayers& layers = split.stage(stage);
-  return {stage_params_per_gpu(m, l, layers), stage_activation_bytes(m, l, stage, layers), layers.num_layers};
+  const ModelTraffic traffic{m.tie_embeddings, m.moe.has_value()};
+  return {stage_params_per_gpu(m, l, layers), stage_activation_bytes(m, l, stage, layers), layers.num_layers,
+          runtime_memory(l, stage, traffic)};
 }
 
 MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdings) {
@@ -39,6 +41,7 @@ MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdi
   out.optimizer_states =
       params.dense * dense.optimizer_states + params.expert * expert.optimizer_states;
   out.activations = holdings.activation_bytes;
+  out.runtime = holdings.runtime;
   if (l.zero >= 3 && holdings.num_layers > 0) {
     // ZeRO-3 gathers each layer's bf16 weights before use and prefetches the
     // next: two layers' full (unsharded over dp) weights.
@@ -59,9 +62,14 @@ MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& 
 std::vector<StageHoldings> peak_stage_holdings(const ModelConfig& m, const ParallelLayout& l,
                                                const PipelineSplit& split) {
   std::vector<StageHoldings> out;
+  const ModelTraffic traffic{m.tie_embeddings, m.moe.has_value()};
+  double runtime_before = 0;
   for (int s = 0; s < split.pp(); ++s) {
     // The stage before holds as much and keeps as many micro-batches or more.
-    if (s > 0 && split.stage(s - 1).covers(split.stage(s))) continue;
+    const double runtime = runtime_memory(l, s, traffic).total();
+    const bool covered = s > 0 && split.stage(s - 1).covers(split.stage(s)) && runtime <= runtime_before;
+    runtime_before = runtime;
+    if (covered) continue;
     out.push_back(stage_holdings(m, l, split, s));
   }
   return out;

@@ -1,10 +1,12 @@
-// Memory per GPU: model states plus activations, for the pipeline stage that needs most.
+// Memory per GPU: model states, activations and the rank's runtime memory
+// (CUDA context, NCCL: runtime_memory.h), for the pipeline stage that needs most.
 #pragma once
 
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 #include "sim/core/pipeline_split.h"
 #include "sim/memory/parameter_count.h"
+#include "sim/memory/runtime_memory.h"
 
 #include <vector>
 
@@ -16,7 +18,10 @@ struct MemoryBreakdown {
   double optimizer_states = 0;  // fp32 master weights, Adam m and v
   double activations = 0;
   double other = 0;             // transient buffers: gathered parameters (ZeRO-3)
-  double total() const { return parameters + gradients + optimizer_states + activations + other; }
+  RuntimeMemory runtime;        // beyond the tensors: CUDA context, NCCL (runtime_memory.h)
+  /// The tensors alone: what the engine's arena holds.
+  double tensors() const { return parameters + gradients + optimizer_states + activations + other; }
+  double total() const { return tensors() + runtime.total(); }
 };
 
 /// Model-state bytes per parameter under Megatron's mixed precision with Adam:
@@ -37,12 +42,14 @@ MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& lay
                              const PipelineSplit& split, int stage);
 
 /// What pipeline stage `stage` holds whatever the ZeRO stage: its weights per
-/// GPU and its activations (neither reads zero, fsdp or the data-parallel
-/// overlaps, so the search computes them once for layouts differing only there).
+/// GPU, its activations and its runtime memory (none reads zero, fsdp or the
+/// data-parallel overlaps, so the search computes them once for layouts
+/// differing only there).
 struct StageHoldings {
   StageParams params;
   double activation_bytes = 0;
   int num_layers = 0;
+  RuntimeMemory runtime;
 };
 StageHoldings stage_holdings(const ModelConfig& model, const ParallelLayout& layout,
                              const PipelineSplit& split, int stage);
@@ -51,8 +58,9 @@ MemoryBreakdown stage_memory(const ParallelLayout& layout, const StageHoldings& 
 
 /// The breakdown of the stage that needs most memory. Stages holding the same
 /// layers differ only in micro-batches in flight, which never grow with the
-/// stage index, so a stage the one before it covers (StageLayers::covers) is
-/// skipped: with an even split only the first and the last are evaluated.
+/// stage index, and in runtime memory (pipeline peers, the embedding group), so
+/// a stage the one before it covers (StageLayers::covers) with no more runtime
+/// memory is skipped.
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout);
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
                                     const PipelineSplit& split);

@@ -8,6 +8,7 @@
 
 #include "reports/validation_cases.h"
 #include "search/complete_layout.h"
+#include "search/memory_fit.h"
 #include "search/split_options.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/layout_check.h"
@@ -45,7 +46,7 @@ TEST_F(LayoutSearch, BestFirstAndEveryResultValidAndFitting) {
   EXPECT_GT(r.valid, r.feasible);
   for (std::size_t i = 0; i < r.best.size(); ++i) {
     EXPECT_TRUE(sim::is_valid_layout(model, cluster, 1024, r.best[i].layout));
-    EXPECT_LE(r.best[i].memory.total(), r.memory_limit_bytes);
+    EXPECT_LE(memory_needed_bytes(r.best[i].memory, profile), r.memory_limit_bytes);
     if (i > 0) {
       EXPECT_FALSE(ranks_before(r.best[i], r.best[i - 1]));
     }
@@ -130,12 +131,12 @@ TEST_F(LayoutSearch, MemoryLimitPrunes) {
   options.keep_all = true;
   const SearchResult r = run(options);
   ASSERT_FALSE(r.best.empty());
-  for (const sim::SimulationResult& s : r.best) EXPECT_LE(s.memory.total(), 40.0 * (1 << 30));
+  for (const sim::SimulationResult& s : r.best) EXPECT_LE(memory_needed_bytes(s.memory, profile), 40.0 * (1 << 30));
   // `all` (for CSV) keeps every valid layout and marks which fit.
   EXPECT_EQ(static_cast<long>(r.all.size()), r.valid);
   long fitting = 0;
   for (const sim::SimulationResult& s : r.all) {
-    EXPECT_EQ(s.fits_memory, s.memory.total() <= 40.0 * (1 << 30));
+    EXPECT_EQ(s.fits_memory, memory_needed_bytes(s.memory, profile) <= 40.0 * (1 << 30));
     fitting += s.fits_memory;
   }
   EXPECT_EQ(fitting, r.feasible);

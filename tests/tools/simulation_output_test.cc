@@ -39,7 +39,7 @@ TEST(SimulationJson, HasEveryContractField) {
   }
   EXPECT_EQ(keys(j["memory_bytes_per_gpu"]),
             (std::set<std::string>{"total", "parameters", "gradients", "optimizer_states",
-                                   "activations", "other"}));
+                                   "activations", "other", "runtime", "runtime_parts"}));
   EXPECT_EQ(keys(j["time_breakdown_s"]),
             (std::set<std::string>{"compute", "exposed_communication", "pipeline_bubble",
                                    "optimizer"}));
