@@ -3,19 +3,22 @@
 #
 #   bash tools/bench/moe_ep_checks.sh BUILD_DIR OUT_DIR [PARTS]
 #
-# PARTS: a comma-separated subset of tests,parity,speed (default: all).
+# PARTS: a comma-separated subset of tests,parity,ckpt,speed (default: all).
 # tests: the MoE kernel tests, the MoE trainer tests (in-process ep 2 and 4 against one GPU), the
 #   engine and data-parallel tests (the trainer's buckets and norm changed with ep).
 # parity: both tiny MoE presets, synthetic data, 20 steps, mbs 1, gbs 16: one GPU, then four ranks
 #   through NCCL at dp=4 with ep=1, 2 and 4; each run's losses against the one-GPU run's (1e-5 at
 #   step 1: the same forward of the same weights; 1e-2 at step 20: the sums' order).
+# ckpt: moe-mixtral-tiny at dp=ep=GPUs saved at step 3 of 5, loaded into ep = GPUs/2 (or 1) on all
+#   GPUs and into one GPU; steps 4-5 against the saving run's (1e-3: the same weights and data, the
+#   experts' rows summed in another grouping).
 # speed: 30 steps of each preset at dp=4 with ep=1, 2 and 4, with --compare (the measured profile
 #   of the node's GPU, H100 or H200): tokens/s, the step against the event simulator's, the busiest expert.
 # A table of every run ends the output; each run's JSON and log are in OUT_DIR.
 set -uo pipefail
 build=${1:?usage: moe_ep_checks.sh BUILD_DIR OUT_DIR [PARTS]}
 out=${2:?usage: moe_ep_checks.sh BUILD_DIR OUT_DIR [PARTS]}
-parts=",${3:-tests,parity,speed},"
+parts=",${3:-tests,parity,ckpt,speed},"
 wants() { [[ $parts == *",$1,"* ]]; }
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE=0
@@ -36,7 +39,7 @@ if wants tests; then
   for t in "${binaries[@]}"; do
     read -r binary filter <<<"$t"
     ( start=$SECONDS
-      CUDA_VISIBLE_DEVICES=$((gpu % 4)) SEXTANT_REQUIRE_GPU=1 timeout 450 "$build/tests/$binary" $filter \
+      CUDA_VISIBLE_DEVICES=$((gpu % gpus)) SEXTANT_REQUIRE_GPU=1 timeout 450 "$build/tests/$binary" $filter \
         >"$out/$binary.txt" 2>&1
       echo "$binary exit $? ($((SECONDS - start)) s)" >"$out/$binary.status" ) &
     pids+=($!)
@@ -48,6 +51,11 @@ if wants tests; then
     summary+=("$(cat "$out/$binary.status") $(grep -E '^\[  (PASSED|FAILED)' "$out/$binary.txt" | tr '\n' ' ')")
   done
   grep -hE "^\[  FAILED|Failure" "$out"/sextant_*.txt | head -20
+  # The communicators (parallel_groups.cc shares them by sim::communicator_kind), in-process and NCCL.
+  bash tests/engine/comm/run_gpu_comm_checks.sh "$build/tests" "$out/comm" >"$out/comm.txt" 2>&1
+  summary+=("comm checks exit $?: $(tail -1 "$out/comm.txt")")
+  SEXTANT_REQUIRE_GPU=1 timeout 400 "$build/tests/sextant_layout_parity_tests" >"$out/layout_parity.txt" 2>&1
+  summary+=("layout parity tests exit $?: $(grep -E '^\[  (PASSED|FAILED)' "$out/layout_parity.txt" | tr '\n' ' ')")
 fi
 
 common=(--configs "$PWD/configs" --data synthetic --format json --no-gemm-tuning)
@@ -87,6 +95,37 @@ for model in ("moe-fine-tiny", "moe-mixtral-tiny"):
         first = abs(got[0] - want[0]) / abs(want[0]); last = abs(got[-1] - want[-1]) / abs(want[-1])
         ok = first <= 1e-5 and last <= 1e-2
         print(f"{name:36s} {first:11.2e} {last:11.2e}  {'ok' if ok else 'FAIL'}")
+PY
+fi
+
+if wants ckpt; then
+  # Checkpoints go to a scratch folder, not OUT_DIR, which the device call copies back.
+  ckpt=$(mktemp -d "${TMPDIR:-/tmp}/sextant-ep-ckpt.XXXXXX")
+  five=(--model moe-mixtral-tiny --steps 5 "${common[@]}")
+  half=$((gpus / 2 > 1 ? gpus / 2 : 1))
+  run ckpt_saved --nproc-per-node "$gpus" --layout "dp=$gpus,ep=$gpus,mbs=1,gbs=16" "${five[@]}" \
+    --save "$ckpt/ep" --save-interval 3
+  run ckpt_to_half_ep --nproc-per-node "$gpus" --layout "dp=$gpus,ep=$half,mbs=1,gbs=16" "${five[@]}" \
+    --load "$ckpt/ep/step-3"
+  run ckpt_to_one_gpu --layout "mbs=1,gbs=16" "${five[@]}" --load "$ckpt/ep/step-3"
+  ls -R "$ckpt/ep/step-3" >"$out/ckpt_listing.txt"
+  rm -rf "$ckpt"
+  python3 - "$out" <<'PY' | tee "$out/ckpt.txt"
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+def loss(name):
+    try:
+        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
+    except Exception:
+        return None
+saved = loss("ckpt_saved")
+for name in ("ckpt_to_half_ep", "ckpt_to_one_gpu"):
+    got = loss(name)
+    if saved is None or got is None or len(got) != 2 or len(saved) != 5:
+        print(f"{name}: failed ({got})"); continue
+    e = [abs(got[i] - saved[3 + i]) / saved[3 + i] for i in range(2)]
+    print(f"{name}: step 4 {got[0]:.6f} vs {saved[3]:.6f} ({e[0]:.1e}), step 5 {got[1]:.6f} vs {saved[4]:.6f} "
+          f"({e[1]:.1e}) {'ok' if max(e) <= 1e-3 else 'FAIL'}")
 PY
 fi
 
