@@ -75,9 +75,9 @@ const std::vector<Mechanism>& layout_mechanisms() {
       {"cp>1", [](const ParallelLayout& l) { return l.cp > 1; },
        {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", false,
        "cp=2,mbs=1,gbs=1"},
-      // MoE layers have engine runs at ep = 1 (2026-11-27-h100-moe-engine); the
-      // engine spreads experts over dp ranks since 2026-11-28 (no dev case has ep).
-      {"ep>1", [](const ParallelLayout& l) { return l.ep > 1; }, {}, "", true,
+      // MoE layers have engine runs at ep = 1 (2026-11-27-h100-moe-engine) and
+      // ep = 2, 4 over dp (no dev case has ep).
+      {"ep>1", [](const ParallelLayout& l) { return l.ep > 1; }, {}, "2026-11-28-h200x4-moe-ep", true,
        "dp=2,ep=2,mbs=1,gbs=2"},
       {"etp>1", [](const ParallelLayout& l) { return l.etp > 1; }, {}, "", false,
        "tp=2,etp=2,mbs=1,gbs=1"},
