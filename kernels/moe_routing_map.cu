@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kScanThreads)
                          int capacity, bool pad, int rows_multiple) {
   using BlockScan = cub::BlockScan<std::int32_t, kScanThreads>;
   __shared__ typename BlockScan::TempStorage scan_space;
-  constexpr int kBatch = 8;
+  constexpr int kBatch = 16;  // a batch's loads overlap; kMaxChunks (128) is 8 batches
   const int e = threadIdx.x;
   std::int32_t count = 0;
   if (e < experts) {

@@ -65,13 +65,6 @@ const char* kernel_name(Kernel k) {
   return "?";
 }
 
-std::size_t l2_bytes() {
-  int device = 0, bytes = 0;
-  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
-  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
-  return static_cast<std::size_t>(bytes);
-}
-
 void run(benchmark::State& state, const Options& o, Kernel kernel, Timing timing, int tokens, int experts,
          int topk) {
   const std::size_t pairs = static_cast<std::size_t>(tokens) * topk;
@@ -93,7 +86,7 @@ void run(benchmark::State& state, const Options& o, Kernel kernel, Timing timing
   bench::Buffer d_logits(logits.size() * sizeof(float)), ids(pairs * sizeof(std::int32_t)),
       weights(pairs * sizeof(float)), lse(tokens * sizeof(float)), score_sum(tokens * sizeof(float)),
       counts(2 * experts * sizeof(std::int32_t)), kept(experts * sizeof(std::int32_t)),
-      rows(pairs * sizeof(std::int32_t)), workspace(workspace_bytes), flush(2 * l2_bytes());
+      rows(pairs * sizeof(std::int32_t)), workspace(workspace_bytes), flush(2 * bench::l2_bytes());
   SEXTANT_CUDA_CHECK(
       cudaMemcpy(d_logits.as<void>(), logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
   cudaStream_t stream = nullptr;
@@ -129,7 +122,7 @@ void run(benchmark::State& state, const Options& o, Kernel kernel, Timing timing
   }
   const int calls = timing == Timing::kGraph ? kCallsPerGraph : 1;
   for (auto _ : state) {
-    if (!o.keep_l2) SEXTANT_CUDA_CHECK(cudaMemsetAsync(flush.as<void>(), 0, 2 * l2_bytes(), stream));
+    if (!o.keep_l2) SEXTANT_CUDA_CHECK(cudaMemsetAsync(flush.as<void>(), 0, 2 * bench::l2_bytes(), stream));
     SEXTANT_CUDA_CHECK(cudaEventRecord(begin, stream));
     if (timing == Timing::kGraph)
       SEXTANT_CUDA_CHECK(cudaGraphLaunch(graph, stream));
