@@ -12,6 +12,7 @@
 // central differences of the forward, not against these formulas.
 #include "kernels/moe_router.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <string>
@@ -26,8 +27,14 @@ namespace {
 using detail::kWarpSize;
 using detail::warp_sum;
 
-constexpr int kTokensPerBlock = 4;  // one warp per token
+constexpr int kTokensPerBlock = 4;  // the backward: one warp per token
 constexpr int kThreads = kTokensPerBlock * kWarpSize;
+// The forward: 8 warps per block (its shared counts serve 8 tokens at a time),
+// at most kForwardBlocksPerSm blocks per SM, the warps striding over the tokens
+// beyond (fewer blocks, fewer atomics on the E global counts).
+constexpr int kForwardTokensPerBlock = 8;
+constexpr int kForwardThreads = kForwardTokensPerBlock * kWarpSize;
+constexpr int kForwardBlocksPerSm = 4;
 
 __device__ __forceinline__ float warp_max(float value) {
 #pragma unroll
@@ -36,96 +43,107 @@ __device__ __forceinline__ float warp_max(float value) {
   return value;
 }
 
-// The largest (value, lower index on ties) over the warp; every lane gets it.
-// NaN never wins: it is how taken entries are marked.
-__device__ __forceinline__ void warp_argmax(float& value, int& index) {
-#pragma unroll
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    const float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
-    const int other_index = __shfl_xor_sync(0xffffffffu, index, offset);
-    if (other_value > value || (other_value == value && other_index < index)) {
-      value = other_value;
-      index = other_index;
-    }
-  }
+// A selection score as an unsigned key that orders as the score does, so a
+// warp's argmax is two integer reductions (__reduce_max_sync, then the lowest
+// index holding the maximum). -0 and +0 tie, as they compare equal; NaN and -inf
+// get 0, "nothing": the scalar argmax this replaces started from -inf and took
+// only scores above it, so neither could win there either.
+__device__ __forceinline__ std::uint32_t selection_key(float score) {
+  if (!(score > -INFINITY)) return 0;
+  const std::uint32_t bits = __float_as_uint(score == 0.0f ? 0.0f : score);
+  return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;  // negatives reversed, below positives
 }
 
-// Forward: selection scores staged in shared memory, k rounds of warp argmax,
-// then lane j (< k) holds the j-th choice and computes its weight.
-__global__ void __launch_bounds__(kThreads)
+template <int kPerLane>
+__global__ void __launch_bounds__(kForwardThreads)
     moe_router_forward_kernel(std::int32_t* topk_ids, float* topk_weights, float* row_lse,
                               float* row_score_sum, std::int32_t* tokens_per_expert,
                               const float* logits, const float* expert_bias, int tokens, int experts,
                               int topk, bool sigmoid, bool normalize, float scaling_factor) {
-  extern __shared__ float selection_rows[];  // (kTokensPerBlock, experts)
+  __shared__ std::int32_t block_counts[kMoeMaxExperts];
+  for (int e = threadIdx.x; e < experts; e += kForwardThreads) block_counts[e] = 0;
+  __syncthreads();
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
-  const int t = blockIdx.x * kTokensPerBlock + warp;
-  if (t >= tokens) return;  // a whole warp: no block-wide barrier below
-  const float* x = logits + static_cast<std::int64_t>(t) * experts;
-  float* selection = selection_rows + warp * experts;
+  // Whole warps stride over the tokens, so no lane leaves the warp's collectives.
+  for (int t = blockIdx.x * kForwardTokensPerBlock + warp; t < tokens; t += gridDim.x * kForwardTokensPerBlock) {
+    const float* x = logits + static_cast<std::int64_t>(t) * experts;
+    float value[kPerLane];
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) {
+      const int i = lane + q * kWarpSize;
+      value[q] = i < experts ? x[i] : -INFINITY;
+    }
+    float m = -INFINITY;
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) m = fmaxf(m, value[q]);
+    m = warp_max(m);
+    float exp_sum = 0.0f, score_sum = 0.0f;
+    std::uint32_t key[kPerLane];
+#pragma unroll
+    for (int q = 0; q < kPerLane; ++q) {
+      const int i = lane + q * kWarpSize;
+      key[q] = 0;
+      if (i >= experts) continue;
+      const float v = value[q];
+      exp_sum += expf(v - m);
+      if (sigmoid) {
+        const float s = detail::sigmoid(v);
+        score_sum += s;
+        key[q] = selection_key(expert_bias != nullptr ? s + expert_bias[i] : s);
+      } else {
+        key[q] = selection_key(v);  // softmax is monotone: the largest logits are the largest probabilities
+      }
+    }
+    exp_sum = warp_sum(exp_sum);
+    score_sum = warp_sum(score_sum);
+    const float lse = m + logf(exp_sum);
 
-  float m = -INFINITY;
-  for (int i = lane; i < experts; i += kWarpSize) m = fmaxf(m, x[i]);
-  m = warp_max(m);
-  float exp_sum = 0.0f, score_sum = 0.0f;
-  for (int i = lane; i < experts; i += kWarpSize) {
-    const float v = x[i];
-    exp_sum += expf(v - m);
+    int choice = 0;
+    for (int j = 0; j < topk; ++j) {
+      std::uint32_t best = 0;
+      int best_index = INT_MAX;
+#pragma unroll
+      for (int q = 0; q < kPerLane; ++q)
+        if (key[q] > best) best = key[q], best_index = lane + q * kWarpSize;  // index rises: ties keep the lower
+      const std::uint32_t top = __reduce_max_sync(0xffffffffu, best);
+      int index = __reduce_min_sync(0xffffffffu, top != 0 && best == top ? best_index : INT_MAX);
+      // Only NaN scores (non-finite logits, a broken precondition) leave nothing
+      // chosen; pick index j, so later kernels still index inside the experts.
+      if (top == 0) index = j;
+      if (lane == j) choice = index;
+#pragma unroll
+      for (int q = 0; q < kPerLane; ++q)
+        if (lane + q * kWarpSize == index) key[q] = 0;  // taken
+    }
+
+    const bool selected = lane < topk;
+    const float chosen_logit = selected ? x[choice] : 0.0f;
+    float weight = 0.0f;
     if (sigmoid) {
-      const float s = detail::sigmoid(v);
-      score_sum += s;
-      selection[i] = expert_bias != nullptr ? s + expert_bias[i] : s;
+      const float s = detail::sigmoid(chosen_logit);
+      const float denominator = warp_sum(selected ? s : 0.0f) + detail::kSigmoidNormEpsilon;
+      weight = normalize ? s / denominator : s;
+    } else if (normalize) {
+      // softmax of the selected logits; the largest is m (round 0 took the row's maximum).
+      const float e = selected ? expf(chosen_logit - m) : 0.0f;
+      weight = e / warp_sum(e);
     } else {
-      selection[i] = v;  // softmax is monotone: the largest logits are the largest probabilities
+      weight = expf(chosen_logit - lse);
+    }
+    if (selected) {
+      const std::int64_t slot = static_cast<std::int64_t>(t) * topk + lane;
+      topk_ids[slot] = choice;
+      topk_weights[slot] = scaling_factor * weight;
+      atomicAdd(&block_counts[choice], 1);  // integers: the total is exact in any order
+    }
+    if (lane == 0) {
+      row_lse[t] = lse;
+      row_score_sum[t] = sigmoid ? score_sum : 1.0f;
     }
   }
-  exp_sum = warp_sum(exp_sum);
-  score_sum = warp_sum(score_sum);
-  const float lse = m + logf(exp_sum);
-  __syncwarp();
-
-  int choice = 0;
-  for (int j = 0; j < topk; ++j) {
-    float best = -INFINITY;
-    int best_index = INT_MAX;
-    for (int i = lane; i < experts; i += kWarpSize) {
-      const float v = selection[i];
-      if (v > best) best = v, best_index = i;  // i rises: ties keep the lower index
-    }
-    warp_argmax(best, best_index);
-    // Only NaN scores (non-finite logits, a broken precondition) leave nothing
-    // chosen; pick index j, so later kernels still index inside the experts.
-    if (best_index == INT_MAX) best_index = j;
-    if (lane == j) choice = best_index;
-    __syncwarp();
-    if (lane == best_index % kWarpSize) selection[best_index] = NAN;
-    __syncwarp();
-  }
-
-  const bool selected = lane < topk;
-  const float chosen_logit = selected ? x[choice] : 0.0f;
-  float weight = 0.0f;
-  if (sigmoid) {
-    const float s = detail::sigmoid(chosen_logit);
-    const float denominator = warp_sum(selected ? s : 0.0f) + detail::kSigmoidNormEpsilon;
-    weight = normalize ? s / denominator : s;
-  } else if (normalize) {
-    // softmax of the selected logits; the largest is m (round 0 took the row's maximum).
-    const float e = selected ? expf(chosen_logit - m) : 0.0f;
-    weight = e / warp_sum(e);
-  } else {
-    weight = expf(chosen_logit - lse);
-  }
-  if (selected) {
-    const std::int64_t slot = static_cast<std::int64_t>(t) * topk + lane;
-    topk_ids[slot] = choice;
-    topk_weights[slot] = scaling_factor * weight;
-    atomicAdd(&tokens_per_expert[choice], 1);  // integers: the total is exact in any order
-  }
-  if (lane == 0) {
-    row_lse[t] = lse;
-    row_score_sum[t] = sigmoid ? score_sum : 1.0f;
-  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < experts; e += kForwardThreads)
+    if (block_counts[e] != 0) atomicAdd(&tokens_per_expert[e], block_counts[e]);
 }
 
 // Backward, one warp per token: the dense terms (aux loss, z-loss, and the
@@ -250,12 +268,24 @@ void moe_router_forward(std::int32_t* topk_ids, float* topk_weights, float* row_
   require_argument(topk_ids != nullptr && topk_weights != nullptr && row_lse != nullptr &&
                        row_score_sum != nullptr && logits != nullptr,
                    kName, "topk_ids, topk_weights, row_lse, row_score_sum and logits must not be null");
-  const std::size_t shared_bytes = sizeof(float) * kTokensPerBlock * experts;  // <= 16 KiB
-  moe_router_forward_kernel<<<(tokens + kTokensPerBlock - 1) / kTokensPerBlock, kThreads, shared_bytes,
-                              stream>>>(topk_ids, topk_weights, row_lse, row_score_sum,
-                                        tokens_per_expert, logits, expert_bias, tokens, experts,
-                                        options.topk, sigmoid, options.normalize_topk,
-                                        options.scaling_factor);
+  int device = 0, sms = 0;
+  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(
+      (tokens + kForwardTokensPerBlock - 1) / kForwardTokensPerBlock,
+      static_cast<std::int64_t>(sms) * kForwardBlocksPerSm));
+  // The logits per lane, a power of two (kMoeMaxExperts = 1024 is 32 per lane).
+  static_assert(kMoeMaxExperts <= 32 * kWarpSize);
+  const int per_lane = (experts + kWarpSize - 1) / kWarpSize;
+  const auto kernel = per_lane <= 1    ? moe_router_forward_kernel<1>
+                      : per_lane <= 2  ? moe_router_forward_kernel<2>
+                      : per_lane <= 4  ? moe_router_forward_kernel<4>
+                      : per_lane <= 8  ? moe_router_forward_kernel<8>
+                      : per_lane <= 16 ? moe_router_forward_kernel<16>
+                                       : moe_router_forward_kernel<32>;
+  kernel<<<blocks, kForwardThreads, 0, stream>>>(topk_ids, topk_weights, row_lse, row_score_sum, tokens_per_expert,
+                                                 logits, expert_bias, tokens, experts, options.topk, sigmoid,
+                                                 options.normalize_topk, options.scaling_factor);
   SEXTANT_CHECK_LAUNCH("moe_router_forward_kernel");
 }
 

@@ -26,7 +26,9 @@
 // time each, 1.2-1.6 ms for 128 experts against 0.04-0.06 ms
 // (reports/measurements/2026-11-27-h100-moe-ncu/).
 //
-// Deterministic: CUB's stable radix sort and integer counts.
+// Deterministic: a counting sort by expert that keeps slot order within an
+// expert (kernels/moe_routing_map.cu), CUB's stable radix sort for the kProbs
+// priorities, and integer counts.
 #pragma once
 
 #include <cstddef>

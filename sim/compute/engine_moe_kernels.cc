@@ -15,8 +15,8 @@
 //   aux loss            moe_aux_loss_statistics (reads the logits again) and
 //                       moe_router_loss_values (Megatron's aux loss on: our
 //                       runs train with its default coefficient, 1e-2)
-//   moe_routing_map     memset, count, expert starts, iota, CUB radix sort of
-//                       the T·k expert ids, rows by position (dropless)
+//   moe_routing_map     a counting sort of the T·k pairs by expert (dropless):
+//                       chunk counts, expert starts, chunk ranks
 //   row counts          cudaMemcpyAsync of E int32 to the host and
 //                       cudaStreamSynchronize: cuBLAS takes the sizes on the host
 //   --- host sync ---
@@ -116,10 +116,10 @@ constexpr double kMeanPaddingRows = 3.5;
 // The grouped backend fills its device pointer tables, 64 experts per launch
 // (kernels/moe_grouped_gemm.cu, kPointersPerLaunch), before each product.
 constexpr double kExpertsPerPointerLaunch = 64;
-// CUB's onesweep radix sort (cub/device/dispatch/dispatch_radix_sort.cuh): a
-// histogram kernel and an exclusive-sum kernel, then one onesweep kernel per
-// digit of 8 bits, each reading and writing the keys and values (4 + 4 bytes).
-constexpr double kRadixSortDigitBits = 8;
+// The routing map's chunks (kernels/moe_routing_map.cu, kMinChunkPairs and
+// kMaxChunks): 1024 pairs each, at most 128 chunks.
+constexpr double kRoutingChunkPairs = 1024;
+constexpr double kRoutingMaxChunks = 128;
 
 // One grouped-backend product: `experts` outputs of (m_e × n) over an inner
 // dimension k, in `tiles`; m_e = `mean_m` on average, Poisson-spread when the
@@ -226,20 +226,15 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
   // Aux loss: the statistics re-read the logits; the loss values read E sums.
   before.add(untabled_memory_kernel_s(4.0 * T * E, r), host);
   before.add(untabled_memory_kernel_s(8.0 * E, r), host);
-  // moe_routing_map, dropless (kernels/moe_routing_map.cu): memset of the E
-  // counts, count_pairs (read the ids), expert_starts, iota (write the slots),
-  // the radix sort of the ids with their slots, rows_by_position (read the
-  // sorted ids and slots, write the rows).
-  before.add(untabled_memory_kernel_s(4.0 * E, r), host);
-  before.add(untabled_memory_kernel_s(4.0 * pairs, r), host);
-  before.add(untabled_memory_kernel_s(8.0 * E, r), host);
-  before.add(untabled_memory_kernel_s(4.0 * pairs, r), host);
-  const double id_bits = std::max(1.0, std::ceil(std::log2(E)));
-  const double digits = std::ceil(id_bits / kRadixSortDigitBits);
-  before.add(untabled_memory_kernel_s(4.0 * pairs, r), host);  // histogram
-  before.add(untabled_memory_kernel_s(8.0 * E, r), host);      // exclusive sum of the digit counts
-  for (double d = 0; d < digits; ++d) before.add(untabled_memory_kernel_s(16.0 * pairs, r), host);
-  before.add(untabled_memory_kernel_s(12.0 * pairs, r), host);
+  // moe_routing_map, dropless (kernels/moe_routing_map.cu), a counting sort in
+  // three kernels: chunk_counts (read the ids, write each chunk's E counts),
+  // expert_starts (one block: read and write the chunks' counts, write the E
+  // starts and the two outputs), chunk_ranks (read the ids, the chunk's E counts
+  // and starts, write the rows).
+  const double chunks = std::min(std::ceil(pairs / kRoutingChunkPairs), kRoutingMaxChunks);
+  before.add(untabled_memory_kernel_s(4.0 * pairs + 4.0 * chunks * E, r), host);
+  before.add(untabled_memory_kernel_s(8.0 * chunks * E + 20.0 * E, r), host);
+  before.add(untabled_memory_kernel_s(8.0 * pairs + 8.0 * chunks * E, r), host);
   // The row counts' copy to the host (4·E bytes: its time is the launch's).
   before.add(r.measured_kernel_gap_s, host);
 

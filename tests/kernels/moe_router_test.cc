@@ -206,7 +206,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"DeepSeekV3SigmoidBias", 200, 256, 8, MoeScoreFunction::kSigmoid, true, true, 2.5f, 40},
         Case{"SigmoidTop1Plain", 50, 32, 1, MoeScoreFunction::kSigmoid, false, false, 1.0f, 0},
         Case{"Widest1024Top32", 3, 1024, 32, MoeScoreFunction::kSigmoid, true, true, 1.0f, 0},
-        Case{"OneToken", 1, 8, 2, MoeScoreFunction::kSoftmax, true, false, 1.0f, 0}),
+        Case{"OneToken", 1, 8, 2, MoeScoreFunction::kSoftmax, true, false, 1.0f, 0},
+        // The forward keeps ceil(experts / 32) logits per lane, rounded up to a
+        // power of two: 40 experts (2 per lane, some lanes' second empty) and 1000
+        // (32 per lane); 6000 tokens are more than the grid's warps on an H100
+        // (4 blocks of 8 warps per SM, 132 SMs), so warps take several tokens.
+        Case{"Softmax40Top3", 97, 40, 3, MoeScoreFunction::kSoftmax, true, false, 1.0f, 0},
+        Case{"Sigmoid1000Top4", 20, 1000, 4, MoeScoreFunction::kSigmoid, true, true, 1.0f, 0},
+        Case{"ManyTokensTop2Of8", 6000, 8, 2, MoeScoreFunction::kSoftmax, true, false, 1.0f, 1000}),
     case_name);
 
 class MoeRouterEdgeTest : public testing::GpuTest {};
@@ -230,6 +237,51 @@ TEST_F(MoeRouterEdgeTest, TiesGoToTheLowerIndex) {
   EXPECT_EQ(d_counts.download(), (std::vector<std::int32_t>{5, 5, 5, 0, 0, 0, 0, 0}));
   // lse of 8 equal logits: 0.25 + ln 8.
   for (float l : d_lse.download()) EXPECT_NEAR(l, 0.25 + std::log(8.0), 1e-6);
+}
+
+// Ties across lanes (logits from four values, -0 and +0 among them, which tie
+// as they compare equal): the lowest indices of the largest value come first,
+// as the reference ranks them.
+TEST_F(MoeRouterEdgeTest, TiesAcrossLanesGoToTheLowerIndex) {
+  const int tokens = 300, experts = 128;
+  MoeRouterOptions o;
+  o.topk = 8;
+  const float values[] = {-0.0f, 0.0f, 0.5f, 1.0f};
+  std::vector<float> logits(static_cast<std::size_t>(tokens) * experts);
+  for (float& x : logits) x = values[rng()() % 4];
+  DeviceBuffer<float> d_logits(logits), d_weights(tokens * o.topk), d_lse(tokens), d_score_sum(tokens);
+  DeviceBuffer<std::int32_t> d_ids(tokens * o.topk), d_counts(experts);
+  moe_router_forward(d_ids.get(), d_weights.get(), d_lse.get(), d_score_sum.get(), d_counts.get(),
+                     d_logits.get(), nullptr, tokens, experts, o, nullptr);
+  const testing::RouterReference want = testing::router_reference(logits, {}, tokens, experts, o);
+  EXPECT_EQ(d_ids.download(), want.ids);
+  EXPECT_EQ(d_counts.download(), want.tokens_per_expert);
+  // A row of zeros of both signs: the first k indices.
+  std::vector<float> zeros(experts);
+  for (int i = 0; i < experts; ++i) zeros[i] = i % 2 == 0 ? -0.0f : 0.0f;
+  DeviceBuffer<float> d_zeros(zeros);
+  moe_router_forward(d_ids.get(), d_weights.get(), d_lse.get(), d_score_sum.get(), d_counts.get(), d_zeros.get(),
+                     nullptr, 1, experts, o, nullptr);
+  const std::vector<std::int32_t> ids = d_ids.download();
+  EXPECT_EQ(std::vector<std::int32_t>(ids.begin(), ids.begin() + o.topk),
+            (std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+// One expert: every token takes it with weight 1, and lse is the logit itself
+// (log of exp(0) = 1 is 0).
+TEST_F(MoeRouterEdgeTest, OneExpert) {
+  const int tokens = 37;
+  MoeRouterOptions o;
+  o.topk = 1;
+  const std::vector<float> logits = testing::random_float(rng(), tokens, 0.0, 2.0);
+  DeviceBuffer<float> d_logits(logits), d_weights(tokens), d_lse(tokens), d_score_sum(tokens);
+  DeviceBuffer<std::int32_t> d_ids(tokens), d_counts(1);
+  moe_router_forward(d_ids.get(), d_weights.get(), d_lse.get(), d_score_sum.get(), d_counts.get(),
+                     d_logits.get(), nullptr, tokens, 1, o, nullptr);
+  EXPECT_EQ(d_ids.download(), std::vector<std::int32_t>(tokens, 0));
+  EXPECT_EQ(d_weights.download(), std::vector<float>(tokens, 1.0f));
+  EXPECT_EQ(d_lse.download(), logits);
+  EXPECT_EQ(d_counts.download(), std::vector<std::int32_t>{tokens});
 }
 
 // No tokens: the counts are still written (zeros) and nothing else is touched.

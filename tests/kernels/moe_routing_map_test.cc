@@ -153,6 +153,26 @@ INSTANTIATE_TEST_SUITE_P(
              Case::Load::kSomeExpertsUnused, 8},
         Case{"RowsMultipleOf8Top8Of128", 509, 8, 128, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform, 8},
         Case{"RowsMultipleOf8WithDrops", 1000, 2, 8, 250, MoeDropPolicy::kPosition, false, Case::Load::kSkewed,
+             8},
+        // The counting sort (kernels/moe_routing_map.cu) cuts the pairs into chunks of
+        // 1024, more when there would be over 128 chunks. One expert; 1024 experts
+        // (24000 pairs: 23 whole chunks and one of 448); one token of 32 choices;
+        // 140002 pairs (chunks of 2048, the last partial); every pair to one expert
+        // over 5 chunks; capacities that overflow in the middle of a chunk after
+        // several (skewed: ~4900 of 12000 pairs to expert 0, capacity 1500).
+        Case{"OneExpert", 100, 1, 1, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform},
+        Case{"Top8Of1024", 3000, 8, 1024, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform},
+        Case{"OneTokenTop32Of1024", 1, 32, 1024, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform},
+        Case{"WiderChunks", 70001, 2, 16, 0, MoeDropPolicy::kProbs, false, Case::Load::kSkewed},
+        Case{"AllToOneExpertAcrossChunks", 5000, 1, 4, 0, MoeDropPolicy::kProbs, false, Case::Load::kAllToOne},
+        Case{"CapacityOverflowByPositionAcrossChunks", 6000, 2, 8, 1500, MoeDropPolicy::kPosition, false,
+             Case::Load::kSkewed},
+        Case{"CapacityOverflowByProbsAcrossChunks", 6000, 2, 8, 1500, MoeDropPolicy::kProbs, false,
+             Case::Load::kSkewed},
+        Case{"PaddedByPositionTop8Of128", 2048, 8, 128, 128, MoeDropPolicy::kPosition, true, Case::Load::kSkewed},
+        Case{"PaddedByProbsTop8Of128", 2048, 8, 128, 128, MoeDropPolicy::kProbs, true, Case::Load::kSkewed},
+        Case{"RowsMultipleOf8WiderChunks", 70001, 2, 16, 0, MoeDropPolicy::kProbs, false, Case::Load::kUniform, 8},
+        Case{"RowsMultipleOf8Top8Of1024", 3001, 8, 1024, 0, MoeDropPolicy::kPosition, false, Case::Load::kSkewed,
              8}),
     case_name);
 

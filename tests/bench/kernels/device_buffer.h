@@ -1,6 +1,7 @@
 // What the kernel benchmarks share: a zero-filled device allocation freed at
-// scope exit, and bf16 noise to fill GEMM operands with (tensor cores draw
-// less power on zeros and run faster on them: KINDS.md, 894 vs 788 TFLOP/s).
+// scope exit, bf16 noise to fill GEMM operands with (tensor cores draw less
+// power on zeros and run faster on them: KINDS.md, 894 vs 788 TFLOP/s), and the
+// L2's size (to flush it by writing twice as much).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -39,6 +40,14 @@ inline void fill_random_bf16(const Buffer& buffer, std::size_t count, float scal
     v = from_float(scale * (static_cast<float>(state) * 0x1p-31f - 1.0f));
   }
   SEXTANT_CUDA_CHECK(cudaMemcpy(buffer.as<void>(), host.data(), count * sizeof(Bf16), cudaMemcpyHostToDevice));
+}
+
+/// The current device's L2 cache, in bytes.
+inline std::size_t l2_bytes() {
+  int device = 0, bytes = 0;
+  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
+  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
+  return static_cast<std::size_t>(bytes);
 }
 
 }  // namespace sextant::kernels::bench

@@ -70,13 +70,6 @@ void fill_noise(const bench::Buffer& buffer, std::size_t count) {
   }
 }
 
-std::size_t l2_bytes() {
-  int device = 0, bytes = 0;
-  SEXTANT_CUDA_CHECK(cudaGetDevice(&device));
-  SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device));
-  return static_cast<std::size_t>(bytes);
-}
-
 void run(benchmark::State& state, const Options& o, MoeGemmBackend backend, Product product, int experts,
          int tokens_per_expert) {
   const std::vector<std::int32_t> rows(static_cast<std::size_t>(experts), tokens_per_expert);
@@ -85,7 +78,7 @@ void run(benchmark::State& state, const Options& o, MoeGemmBackend backend, Prod
   const std::size_t in_elements = total_rows * o.in, out_elements = total_rows * o.out;
   bench::Buffer x(in_elements * sizeof(Bf16)), y(out_elements * sizeof(Bf16)), w(weights * sizeof(Bf16)),
       dw(weights * sizeof(float)), staging(weights * sizeof(Bf16)),
-      workspace(MoeGroupedGemm::workspace_bytes(experts)), flush(2 * l2_bytes());
+      workspace(MoeGroupedGemm::workspace_bytes(experts)), flush(2 * bench::l2_bytes());
   fill_noise(x, in_elements);
   fill_noise(y, out_elements);
   fill_noise(w, weights);
@@ -118,7 +111,7 @@ void run(benchmark::State& state, const Options& o, MoeGemmBackend backend, Prod
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
   double total_s = 0;
   for (auto _ : state) {
-    SEXTANT_CUDA_CHECK(cudaMemsetAsync(flush.as<void>(), 0, 2 * l2_bytes(), stream));
+    SEXTANT_CUDA_CHECK(cudaMemsetAsync(flush.as<void>(), 0, 2 * bench::l2_bytes(), stream));
     SEXTANT_CUDA_CHECK(cudaEventRecord(begin, stream));
     call();
     SEXTANT_CUDA_CHECK(cudaEventRecord(end, stream));
