@@ -33,7 +33,7 @@ ki, ni, vi, ui = head.index("ID"), head.index("Kernel Name"), head.index("Metric
 launches = []
 for r in rows[1:]:
     v = float(r[vi].replace(",", ""))
-    v *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[ui], 1.0)
+    v *= {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}[r[ui]]
     launches.append((int(r[ki]), r[ni], v))
 launches.sort()
 # Step 2: after step 1's AdamW launches, up to and including step 2's (each step ends with them).
