@@ -139,7 +139,8 @@ TEST(RankCommunicators, PipelinePeersAndEmbeddingGroup) {
 // does: a communicator of its own, used only by a MoE model's expert gradients.
 TEST(RankCommunicators, ExpertDataParallelOwnGroupOnlyUsedByMoe) {
   const ParallelLayout l = layout(2, 1, 2, 1);
-  const RankCommunicator* dense = find(rank_communicators(l, 0, {false, false}), "expert_dp");
+  const std::vector<RankCommunicator> of_dense = rank_communicators(l, 0, {false, false});
+  const RankCommunicator* dense = find(of_dense, "expert_dp");  // into of_dense, which outlives it
   ASSERT_NE(dense, nullptr);
   EXPECT_EQ(dense->ranks, 4);
   EXPECT_FALSE(dense->collectives);
