@@ -27,7 +27,15 @@ namespace sextant::kernels {
 ///   q[(b * seq + t) * q_row_stride + h * head_dim + i], k and v likewise with kv_row_stride.
 struct FlashAttentionShape {
   int batch = 0;
-  int seq = 0;
+  int seq = 0;       // query tokens per sequence
+  // Key/value tokens per sequence; 0 means seq. At least seq: the queries are
+  // the LAST seq of kv_seq positions (bottom-right causal alignment, as
+  // FlashAttention-2 v2.1 defines it): query i attends keys j <= i + kv_seq - seq.
+  // Context parallelism's all-gather attention (Llama 3, Dubey et al. 2024,
+  // Sec. 3.3.2) runs a rank's query chunk against the keys up to its end.
+  // K, V (and dK, dV) are (batch, kv_seq, kv_heads, head_dim); Q, O, dQ, dO
+  // (batch, seq, heads, head_dim) and LSE (batch, heads, seq).
+  int kv_seq = 0;
   int heads = 0;     // query heads
   int kv_heads = 0;  // key/value heads; must divide heads (GQA, kv_heads == heads is MHA)
   int head_dim = 0;  // 64 or 128

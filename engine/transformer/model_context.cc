@@ -21,11 +21,14 @@ void ModelContext::reserve_gemm_workspace(BufferReserver& r) {
 }
 
 void ModelContext::bind(const ParameterLayout& layout, ParameterBuffers parameters, cudaStream_t stream,
-                        comm::Communicator* tensor_parallel, comm::Communicator* expert_parallel) {
+                        comm::Communicator* tensor_parallel, comm::Communicator* expert_parallel,
+                        comm::Communicator* context_parallel) {
   if (tensor_parallel != nullptr && tensor_parallel->size() > 1)
     tp_ = std::make_unique<tensor_parallel::Collectives>(*tensor_parallel, stream);
   if (expert_parallel != nullptr && expert_parallel->size() > 1)
     ep_ = std::make_unique<tensor_parallel::Collectives>(*expert_parallel, stream);
+  if (context_parallel != nullptr && context_parallel->size() > 1)
+    cp_ = std::make_unique<tensor_parallel::Collectives>(*context_parallel, stream);
   layout_ = &layout;
   parameters_ = parameters;
   gemm_ = std::make_unique<kernels::CublasLtGemm>(gemm_workspace_, kernels::kCublasLtWorkspaceBytes);

@@ -45,9 +45,10 @@ class ModelContext {
   void reserve_gemm_workspace(BufferReserver& r);
   /// After the arena is bound: points everything at the parameters and the
   /// stream. `tensor_parallel`: the rank's tp group (null or one rank: none);
-  /// `expert_parallel`: its ep group (the same).
+  /// `expert_parallel`: its ep group (the same); `context_parallel`: its cp group (the same).
   void bind(const ParameterLayout& layout, ParameterBuffers parameters, cudaStream_t stream,
-            comm::Communicator* tensor_parallel, comm::Communicator* expert_parallel = nullptr);
+            comm::Communicator* tensor_parallel, comm::Communicator* expert_parallel = nullptr,
+            comm::Communicator* context_parallel = nullptr);
 
   const TransformerShape& shape() const { return shape_; }
   const ParameterLayout& layout() const { return *layout_; }
@@ -74,6 +75,9 @@ class ModelContext {
   /// The ep group's exchanges, ordered with the compute stream as tp()'s are;
   /// null without expert parallelism.
   tensor_parallel::Collectives* ep() const { return ep_.get(); }
+  /// The cp group's collectives (the attention core's K/V exchanges), ordered
+  /// the same way; null without context parallelism.
+  tensor_parallel::Collectives* cp() const { return cp_.get(); }
   /// Sequence parallelism's buffers and exchanges (its buffers exist when the
   /// shape is sequence-parallel; its exchanges after bind with tp > 1).
   tensor_parallel::SequenceParallel& sequence_parallel() { return sequence_parallel_; }
@@ -85,6 +89,7 @@ class ModelContext {
   std::unique_ptr<kernels::CublasLtGemm> gemm_;
   std::unique_ptr<tensor_parallel::Collectives> tp_;
   std::unique_ptr<tensor_parallel::Collectives> ep_;
+  std::unique_ptr<tensor_parallel::Collectives> cp_;
   tensor_parallel::SequenceParallel sequence_parallel_;
   tensor_parallel::LinearRuntime runtime_;
   char* bias_workspace_ = nullptr;

@@ -18,6 +18,7 @@ TransformerShape transformer_shape_of(const ModelConfig& model, const ParallelLa
   s.sequence_parallel = layout.sp && layout.tp > 1;
   s.tp_comm_overlap = s.sequence_parallel && layout.tp_comm_overlap;
   s.seq = static_cast<int>(model.seq_length / layout.cp);
+  s.cp = layout.cp;
   s.micro_batch = layout.mbs;
   s.layernorm = model.normalization == Normalization::kLayerNorm;
   s.gelu = !shard.swiglu;

@@ -51,6 +51,11 @@ struct TransformerShape {
   /// (sequence parallelism, Korthikanti et al. 2022, Sec. 4.2.2; tp > 1 only).
   int tp = 1;
   bool sequence_parallel = false;
+  /// Context-parallel ranks each sequence is split over (Megatron-Core's
+  /// context parallelism): seq above is this rank's share, seq_length / cp,
+  /// two chunks of the causally load-balanced split
+  /// (engine/model/context_parallel_chunks.h).
+  int cp = 1;
   /// Under sequence parallelism: the all-gather before QKV and fc1 and the
   /// reduce-scatter after proj and fc2 pipelined with those GEMMs in tp
   /// chunks (layout knob tp_comm_overlap, Megatron --tp-comm-overlap;
