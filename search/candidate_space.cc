@@ -161,6 +161,8 @@ void for_each_layout_at(const ModelConfig& m, const PartialLayout& p, const Grid
   l.moe_a2a_overlap = p.moe_a2a_overlap.value_or(false);
   l.moe_shared_expert_overlap = p.moe_shared_expert_overlap.value_or(false);
   l.fsdp = fsdp;
+  // Megatron-Core's default unless asked for (the engine runs all_gather).
+  l.cp_comm_type = p.cp_comm_type.value_or(CpCommType::kP2p);
   l.grad_reduce_in_fp32 = p.grad_reduce_in_fp32.value_or(true);
   for (int vpp : vpps) {
     // The user's split, or the default for this (pp, vpp); the search tries

@@ -28,7 +28,7 @@ auto knobs(const ParallelLayout& l) {
                          l.first_stage_layers, l.last_stage_layers, l.embedding_in_split,
                          l.loss_in_split, std::string_view(l.pp_layout),
                          static_cast<int>(l.fsdp), l.grad_reduce_in_fp32, l.moe_a2a_overlap,
-                         l.moe_shared_expert_overlap);
+                         l.moe_shared_expert_overlap, static_cast<int>(l.cp_comm_type));
 }
 
 // What one worker found.

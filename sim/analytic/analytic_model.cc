@@ -49,8 +49,9 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
   }
   // Context parallel: each ring step hides behind the attention of the block in
   // hand; only the excess shows (Megatron-Core context parallelism). The attention
-  // backward is about twice its forward here.
-  const double attention_f = t.attention_core_forward_s;
+  // backward is about twice its forward here. The all-gather variant waits for
+  // its collectives: all of them show.
+  const double attention_f = c.cp_overlaps_core ? t.attention_core_forward_s : 0.0;
   const double cp_exposed = std::max(0.0, c.cp_forward_s - attention_f) * (full ? 2.0 : 1.0) +
                             std::max(0.0, c.cp_backward_s - 2.0 * attention_f);
   // Expert parallel all-to-all: on the critical path unless one of Megatron-Core's

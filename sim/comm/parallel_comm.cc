@@ -59,14 +59,26 @@ LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const Cluste
     }
   }
   if (l.cp > 1) {
-    // Ring attention (Liu et al. 2023; Megatron-Core context parallel): cp−1
-    // steps each passing this rank's K and V on; backward passes K, V, dK, dV.
     const GroupPlacement cp = place_group(l.cp, l.tp, n);
-    const double kv_bytes =
-        kBf16Bytes * T * static_cast<double>(m.kv_width() + m.value_width()) / l.tp;
-    const double step = p2p_time_s(kv_bytes, cp.crosses_nodes(), r);
-    out.cp_forward_s = (l.cp - 1) * step;
-    out.cp_backward_s = 2.0 * (l.cp - 1) * step;
+    // This rank's K and V (its T tokens, its tp share of the heads).
+    const double kv_elements = T * static_cast<double>(m.kv_width() + m.value_width()) / l.tp;
+    if (l.cp_comm_type == CpCommType::kAllGather) {
+      // Llama 3 (Dubey et al. 2024, Sec. 3.3.2), as the engine runs it
+      // (engine/transformer/context_parallel_attention_core.h): K/V of the
+      // whole sequence all-gathered before the core; in the backward gathered
+      // again (not kept), and dK/dV, summed in fp32, reduce-scattered home.
+      const double gathered_bf16 = kBf16Bytes * kv_elements * l.cp;
+      const double gradients_fp32 = 4.0 * kv_elements * l.cp;
+      out.cp_forward_s = all_gather_time_s(gathered_bf16, cp, r);
+      out.cp_backward_s = out.cp_forward_s + reduce_scatter_time_s(gradients_fp32, cp, r);
+      out.cp_overlaps_core = false;
+    } else {
+      // Ring attention (Liu et al. 2023; Megatron-Core context parallel): cp−1
+      // steps each passing this rank's K and V on; backward passes K, V, dK, dV.
+      const double step = p2p_time_s(kBf16Bytes * kv_elements, cp.crosses_nodes(), r);
+      out.cp_forward_s = (l.cp - 1) * step;
+      out.cp_backward_s = 2.0 * (l.cp - 1) * step;
+    }
   }
   if (moe_layer && m.moe && l.ep > 1) {
     // Dispatch and combine: each token's hidden state to and from its topk experts

@@ -30,8 +30,12 @@ struct LayerComm {
   // each per block): tp_forward_s = 2 (tp_all_gather_s + tp_reduce_scatter_s).
   double tp_all_gather_s = 0;
   double tp_reduce_scatter_s = 0;
-  double cp_forward_s = 0;   // K/V ring exchange (cp−1 steps)
-  double cp_backward_s = 0;  // K/V and their gradients
+  // cp_comm_type=p2p: the K/V ring (cp−1 steps), overlapped with the core;
+  // all_gather: the K/V all-gather (backward: again, and the reduce-scatter of
+  // dK/dV), before and after the core, not overlapped (cp_overlaps_core false).
+  double cp_forward_s = 0;
+  double cp_backward_s = 0;
+  bool cp_overlaps_core = true;
   double ep_forward_s = 0;   // token dispatch + combine all-to-all
   double ep_backward_s = 0;
 };

@@ -50,6 +50,10 @@ std::string_view to_string(FsdpImplementation value) {
   return "?";
 }
 
+std::string_view to_string(CpCommType value) {
+  return value == CpCommType::kP2p ? "p2p" : "all_gather";
+}
+
 std::string ParallelLayout::to_spec() const {
   auto flag = [](bool b) { return b ? "1" : "0"; };
   std::string out;
@@ -71,6 +75,7 @@ std::string ParallelLayout::to_spec() const {
   if (moe_a2a_overlap) out += ",moe_a2a_overlap=1";
   if (moe_shared_expert_overlap) out += ",moe_shared_expert_overlap=1";
   if (zero >= 3) out += ",fsdp=" + std::string(to_string(fsdp));
+  if (cp_comm_type != CpCommType::kP2p) out += ",cp_comm_type=" + std::string(to_string(cp_comm_type));
   if (custom_split()) out += "," + split_spec();
   return out;
 }
@@ -101,7 +106,7 @@ std::string_view layout_knob_names() {
   return "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, "
          "precision, attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, "
          "first_stage_layers, last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp, grad_reduce_in_fp32, "
-         "moe_a2a_overlap, moe_shared_expert_overlap";
+         "moe_a2a_overlap, moe_shared_expert_overlap, cp_comm_type";
 }
 
 namespace {
@@ -239,6 +244,9 @@ class LayoutParser {
           item, {{"megatron-fsdp", FsdpImplementation::kMegatronFsdp},
                  {"fsdp2", FsdpImplementation::kFsdp2},
                  {"deepspeed-zero3", FsdpImplementation::kDeepSpeedZero3}});
+    } else if (k == "cp_comm_type") {
+      out.cp_comm_type = choice<CpCommType>(
+          item, {{"p2p", CpCommType::kP2p}, {"all_gather", CpCommType::kAllGather}});
     } else if (k == "attention") {
       out.attention = choice<AttentionKernel>(
           item, {{"flash", AttentionKernel::kFlash}, {"unfused", AttentionKernel::kUnfused}});

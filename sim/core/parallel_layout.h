@@ -21,6 +21,12 @@ enum class Precision { kBf16, kFp16, kFp8 };
 /// Attention kernel: fused flash attention (Dao et al. 2022) or Megatron's
 /// unfused path that materialises the s×s scores (the only one before 2022).
 enum class AttentionKernel { kFlash, kUnfused };
+/// How context-parallel attention exchanges K and V (Megatron-Core
+/// --cp-comm-type): a ring of point-to-point steps overlapped with the
+/// attention of the chunk at hand (Liu et al. 2023, "Ring Attention"; p2p), or
+/// one all-gather of K/V before the attention and a reduce-scatter of their
+/// gradients after it (Llama 3, Dubey et al. 2024, Sec. 3.3.2; all_gather).
+enum class CpCommType { kP2p, kAllGather };
 /// Which ZeRO-3 / FSDP implementation shards the parameters (zero=3 only); they
 /// differ in how far gathers run ahead, how many reductions may queue, and how
 /// many collectives one unit takes (sim/comm/fsdp_behaviour.h).
@@ -31,6 +37,7 @@ std::string_view to_string(Schedule value);
 std::string_view to_string(Precision value);
 std::string_view to_string(AttentionKernel value);
 std::string_view to_string(FsdpImplementation value);
+std::string_view to_string(CpCommType value);
 
 /// A complete layout: every knob has a value.
 struct ParallelLayout {
@@ -68,6 +75,7 @@ struct ParallelLayout {
   /// --grad-reduce-in-bf16; fp16 always reduces in fp16, Megatron's default there).
   bool grad_reduce_in_fp32 = true;
   FsdpImplementation fsdp = FsdpImplementation::kMegatronFsdp;  // with zero=3
+  CpCommType cp_comm_type = CpCommType::kP2p;  // with cp > 1 (Megatron-Core's default: p2p)
   // How the layers split over pipeline stages (sim/core/pipeline_split.h has the
   // semantics). All unset is Megatron's even split.
   int first_stage_layers = 0;        // --decoder-first-pipeline-num-layers; 0: not set
@@ -116,6 +124,7 @@ struct PartialLayout {
   std::optional<bool> moe_a2a_overlap, moe_shared_expert_overlap;
   std::optional<bool> grad_reduce_in_fp32;
   std::optional<FsdpImplementation> fsdp;
+  std::optional<CpCommType> cp_comm_type;
   // Split knobs: when any is given the others are unset (not searched); when
   // none is, the search picks the split (even where the layers divide).
   std::optional<int> first_stage_layers, last_stage_layers;
@@ -142,7 +151,7 @@ void for_each_knob(To& to, const From& from, F&& f) {
   f(to.last_stage_layers, from.last_stage_layers), f(to.embedding_in_split, from.embedding_in_split);
   f(to.loss_in_split, from.loss_in_split), f(to.pp_layout, from.pp_layout), f(to.fsdp, from.fsdp);
   f(to.grad_reduce_in_fp32, from.grad_reduce_in_fp32), f(to.moe_a2a_overlap, from.moe_a2a_overlap);
-  f(to.moe_shared_expert_overlap, from.moe_shared_expert_overlap);
+  f(to.moe_shared_expert_overlap, from.moe_shared_expert_overlap), f(to.cp_comm_type, from.cp_comm_type);
 }
 
 /// Parses "tp=8,pp=12,recompute=selective,..." (DESIGN.md). `pp_layout` takes

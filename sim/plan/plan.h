@@ -54,6 +54,9 @@ struct PlanShape {
   /// reduce-scatter or an all-reduce; ZeRO-0's all-reduce or a reduce-scatter.
   bool sequence_parallel = false;
   int zero = 0;
+  /// The context-parallel exchange: the K/V ring or the all-gather (and, in the
+  /// backward, the dK/dV reduce-scatter) before the core.
+  bool cp_all_gather = false;
 };
 
 struct Plan {

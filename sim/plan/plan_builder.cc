@@ -42,6 +42,7 @@ class PlanBuilder {
     s.sequential_p2p =
         s.blocking_p2p && options_.pipeline_exchange == PipelineExchange::kSequential;
     s.sequence_parallel = l_.sp;
+    s.cp_all_gather = l_.cp_comm_type == CpCommType::kAllGather;
     s.zero = l_.zero;
     has_dp_ = l_.dp * l_.cp > 1 || (m_.moe && l_.expert_dp() > 1);
     fsdp_ = fsdp_behaviour_of(m_, l_);
@@ -306,13 +307,22 @@ class PlanBuilder {
                              start));
     }
     if (communicates && l_.cp > 1) {
-      const std::uint32_t core = w_->chain(make(TaskKind::kCompute, Block::kAttentionCore, pass,
-                                                StreamKind::kCompute, chunk, mb, layer));
       const DepRef after_block[] = {DepRef::task(block)};
-      const std::uint32_t ring = w_->add(make(TaskKind::kContextRing, Block::kAttentionCore, pass,
-                                              StreamKind::kContextParallel, chunk, mb, layer),
-                                         after_block);
-      w_->set_chain({core, ring});
+      const Task exchange = make(TaskKind::kContextRing, Block::kAttentionCore, pass,
+                                 StreamKind::kContextParallel, chunk, mb, layer);
+      const Task core_task = make(TaskKind::kCompute, Block::kAttentionCore, pass, StreamKind::kCompute,
+                                  chunk, mb, layer);
+      if (l_.cp_comm_type == CpCommType::kAllGather) {
+        // The core waits for the whole sequence's K/V (and, in the backward,
+        // the gradients' reduce-scatter is costed in the same task).
+        w_->join_chain(w_->add(exchange, after_block));
+        w_->chain(core_task);
+      } else {
+        // The ring runs beside the core, step by step.
+        const std::uint32_t core = w_->chain(core_task);
+        const std::uint32_t ring = w_->add(exchange, after_block);
+        w_->set_chain({core, ring});
+      }
     }
     if (tp) tensor_parallel(Block::kAttention, chunk, mb, layer, pass);
   }

@@ -120,7 +120,11 @@ void append_task_name(const Plan& plan, const Task& t, std::string& out) {
       return;
     case TaskKind::kContextRing:
       append_block(out, t);
-      out += ".cp.ring";
+      if (!plan.shape.cp_all_gather)
+        out += ".cp.ring";
+      else
+        out += t.pass == Pass::kForward || t.pass == Pass::kRecompute ? ".cp.all_gather"
+                                                                      : ".cp.all_gather+reduce_scatter";
       return;
     case TaskKind::kExpertDispatch:
       append_block(out, t);

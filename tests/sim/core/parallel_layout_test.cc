@@ -32,7 +32,7 @@ const std::string kKnobs =
     "tp, pp, vpp, dp, cp, ep, etp, mbs, gbs, sp, recompute, dist_opt, zero, schedule, precision, "
     "attention, overlap_grad_reduce, overlap_param_gather, tp_comm_overlap, first_stage_layers, "
     "last_stage_layers, embedding_in_split, loss_in_split, pp_layout, fsdp, grad_reduce_in_fp32, "
-    "moe_a2a_overlap, moe_shared_expert_overlap";
+    "moe_a2a_overlap, moe_shared_expert_overlap, cp_comm_type";
 
 TEST(ParseLayout, EmptySpecLeavesEveryKnobToTheSearch) {
   const PartialLayout p = parse_layout("");
@@ -324,6 +324,22 @@ TEST(ParallelLayout, ChoiceNames) {
   EXPECT_EQ(to_string(Precision::kBf16), "bf16");
   EXPECT_EQ(to_string(Precision::kFp8), "fp8");
   EXPECT_EQ(to_string(AttentionKernel::kFlash), "flash");
+}
+
+// cp_comm_type: Megatron-Core's --cp-comm-type names; written by to_spec only
+// when it is not the default, so every p2p spec reads as before.
+TEST(ParallelLayout, ContextParallelExchangeKnob) {
+  EXPECT_EQ(parse_layout("cp=2,cp_comm_type=all_gather").cp_comm_type, CpCommType::kAllGather);
+  EXPECT_EQ(parse_layout("cp=2,cp_comm_type=p2p").cp_comm_type, CpCommType::kP2p);
+  ParallelLayout l = layout_from_spec("cp=4,cp_comm_type=all_gather", "--layout");
+  EXPECT_NE(l.to_spec().find(",cp_comm_type=all_gather"), std::string::npos);
+  EXPECT_EQ(layout_from_spec(l.to_spec(), "--layout").cp_comm_type, CpCommType::kAllGather);
+  l.cp_comm_type = CpCommType::kP2p;
+  EXPECT_EQ(l.to_spec().find("cp_comm_type"), std::string::npos);
+  const Lines e = errors("cp=2,cp_comm_type=ring");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("p2p"), std::string::npos) << e[0];
+  EXPECT_NE(e[0].find("all_gather"), std::string::npos) << e[0];
 }
 
 }  // namespace

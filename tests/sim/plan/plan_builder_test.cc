@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -389,6 +390,31 @@ TEST(PlanBuilder, ZeroThreeComputeWaitsWhenTooManyReductionsAreInFlight) {
     }
   }
   EXPECT_EQ(waited.size(), zero3_tasks(plan).reduces.size() - 2);
+}
+
+// cp_comm_type: the ring runs beside the core (the core does not wait for
+// it); the all-gather runs before it (the core waits), and is named so.
+TEST(PlanBuilder, ContextParallelAllGatherPrecedesTheCore) {
+  ModelConfig m = testing::gpt3_175b();
+  m.num_layers = 2;
+  for (const CpCommType type : {CpCommType::kP2p, CpCommType::kAllGather}) {
+    ParallelLayout l;
+    l.cp = 2;
+    l.cp_comm_type = type;
+    l.gbs = 1;
+    const Plan plan = build_plan(m, l);
+    std::map<std::string, std::uint32_t> by_name;
+    for (std::uint32_t i = 0; i < plan.tasks.size(); ++i) by_name[task_name(plan, plan.tasks[i])] = i;
+    const bool gather = type == CpCommType::kAllGather;
+    const std::string core = "stage0.mb0.layer1.attn.core.fwd";
+    const std::string exchange = core + (gather ? ".cp.all_gather" : ".cp.ring");
+    ASSERT_TRUE(by_name.count(core)) << core;
+    ASSERT_TRUE(by_name.count(exchange)) << exchange;
+    const auto deps = plan.deps_of(by_name[core]);
+    const bool waits = std::find(deps.begin(), deps.end(), by_name[exchange]) != deps.end();
+    EXPECT_EQ(waits, gather) << to_string(type);
+    if (gather) EXPECT_TRUE(by_name.count("stage0.mb0.layer1.attn.core.bwd.cp.all_gather+reduce_scatter"));
+  }
 }
 
 }  // namespace

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Context parallelism (issue 26) on a node of four (or two) GPUs, one device call:
+#
+#   bash tools/bench/cp_checks.sh BUILD_DIR OUT_DIR [PARTS]
+#
+# PARTS: a comma-separated subset of tests,parity,speed,torch (default: all).
+# tests: the flash attention tests (kv_seq), the cp K/V kernels, the cp attention core in-process
+#   (cp 2 and 4 against one GPU's attention), the RoPE/embedding chunk positions, the cp trainer tests.
+# parity: llama3.2-1b at 16k tokens and gpt-350m at 8k, synthetic data, 20 steps, mbs 1, gbs 4: one GPU
+#   (cp=1), then through NCCL cp=2 (dp=2), cp=4, tp=2,sp=1,cp=2; each run's losses against the one-GPU
+#   run's (1e-5 at step 1: the same forward of the same weights; 1e-2 at step 20: the sums' order).
+# speed: llama3.2-1b at 32k (cp=1 on one GPU, cp=2 dp=2 and cp=4 on all) and at 128k (cp=4), with
+#   --compare against the event simulator at the node's measured profile: tokens/s, step, peak memory.
+# torch: PyTorch's context parallelism (tools/bench/torch_context_parallel.py under torchrun) at the
+#   same shapes, for tokens/s beside the engine's.
+# A table of every run ends the output; each run's JSON and log are in OUT_DIR.
+set -uo pipefail
+build=${1:?usage: cp_checks.sh BUILD_DIR OUT_DIR [PARTS]}
+out=${2:?usage: cp_checks.sh BUILD_DIR OUT_DIR [PARTS]}
+parts=",${3:-tests,parity,speed,torch},"
+wants() { [[ $parts == *",$1,"* ]]; }
+mkdir -p "$out"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE=0
+s="$build/tools/sextant"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >"$out/gpus.txt"
+gpus=$(wc -l <"$out/gpus.txt")
+summary=()
+
+if wants tests; then
+  # One binary per GPU, side by side (CUDA_VISIBLE_DEVICES), each with its own log.
+  gpu=0
+  pids=()
+  binaries=("${CP_TEST_BINARIES[@]:-sextant_kernel_tests --gtest_filter=*FlashAttention*:*ContextParallel*:*Rope*:*Embedding*}")
+  for t in "${binaries[@]}"; do
+    read -r binary filter <<<"$t"
+    ( start=$SECONDS
+      CUDA_VISIBLE_DEVICES=$((gpu % gpus)) SEXTANT_REQUIRE_GPU=1 timeout 500 "$build/tests/$binary" $filter \
+        >"$out/$binary.txt" 2>&1
+      echo "$binary exit $? ($((SECONDS - start)) s)" >"$out/$binary.status" ) &
+    pids+=($!)
+    gpu=$((gpu + 1))
+  done
+  wait "${pids[@]}"
+  for t in "${binaries[@]}"; do
+    read -r binary filter <<<"$t"
+    summary+=("$(cat "$out/$binary.status") $(grep -E '^\[  (PASSED|FAILED)' "$out/$binary.txt" | tr '\n' ' ')")
+  done
+  grep -hE "^\[  FAILED|Failure" "$out"/sextant_*.txt | head -30
+fi
+
+common=(--configs "$PWD/configs" --data synthetic --format json --no-gemm-tuning)
+run() {  # name, arguments
+  local name=$1
+  shift
+  local start=$SECONDS
+  timeout 300 "$s" run "$@" >"$out/$name.json" 2>"$out/$name.log"
+  summary+=("$(printf '%-32s exit %d (%d s)' "$name" $? $((SECONDS - start)))")
+}
+
+if wants parity; then
+  for spec in "llama3.2-1b 16384" "gpt-350m 8192"; do
+    read -r model seq <<<"$spec"
+    args=(--model "$model" --seq-length "$seq" --steps 20 "${common[@]}")
+    run "parity_${model}_single" --layout mbs=1,gbs=4 "${args[@]}"
+    run "parity_${model}_cp2dp2" --nproc-per-node 4 --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
+    run "parity_${model}_cp4" --nproc-per-node 4 --layout cp=4,mbs=1,gbs=4 "${args[@]}"
+    run "parity_${model}_tp2cp2" --nproc-per-node 4 --layout tp=2,sp=1,cp=2,mbs=1,gbs=4 "${args[@]}"
+  done
+  python3 - "$out" <<'PY' | tee "$out/parity.txt"
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+def losses(name):
+    try:
+        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
+    except Exception:
+        return None
+print(f"{'run':36s} {'step 1 rel':>11s} {'step 20 rel':>11s}  verdict")
+for model in ("llama3.2-1b", "gpt-350m"):
+    want = losses(f"parity_{model}_single")
+    for layout in ("cp2dp2", "cp4", "tp2cp2"):
+        name = f"parity_{model}_{layout}"
+        got = losses(name)
+        if want is None or got is None or len(got) != len(want):
+            print(f"{name:36s} missing"); continue
+        first = abs(got[0] - want[0]) / abs(want[0]); last = abs(got[-1] - want[-1]) / abs(want[-1])
+        ok = first <= 1e-5 and last <= 1e-2
+        print(f"{name:36s} {first:11.2e} {last:11.2e}  {'ok' if ok else 'FAIL'}")
+PY
+fi
+
+profile=configs/profiles/measured/h100-sxm-80gb.yaml
+grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb.yaml
+if wants speed; then
+  args=(--model llama3.2-1b --steps 20 --compare --profile "$profile" "${common[@]}")
+  run speed_32k_cp1 --seq-length 32768 --layout mbs=1,gbs=4 "${args[@]}"
+  run speed_32k_cp2dp2 --seq-length 32768 --nproc-per-node 4 --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
+  run speed_32k_cp4 --seq-length 32768 --nproc-per-node 4 --layout cp=4,mbs=1,gbs=4 "${args[@]}"
+  run speed_128k_cp4 --seq-length 131072 --nproc-per-node 4 --layout cp=4,mbs=1,gbs=2 "${args[@]}"
+fi
+
+if wants torch; then
+  torchrun=/opt/torch/.venv/bin/torchrun
+  for spec in "32768 2 4" "32768 4 4" "131072 4 2"; do
+    read -r seq cp gbs <<<"$spec"
+    name="torch_${seq}_cp$cp"
+    start=$SECONDS
+    timeout 300 "$torchrun" --nproc-per-node 4 tools/bench/torch_context_parallel.py --model llama3.2-1b \
+      --configs "$PWD/configs" --seq-length "$seq" --cp "$cp" --global-batch "$gbs" --mbs 1 --steps 20 --json \
+      >"$out/$name.json" 2>"$out/$name.log"
+    summary+=("$(printf '%-32s exit %d (%d s)' "$name" $? $((SECONDS - start)))")
+  done
+fi
+
+if wants speed || wants torch; then
+  python3 - "$out" <<'PY' | tee "$out/speed.txt"
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+print(f"{'run':28s} {'ms/step':>8s} {'tok/s':>9s} {'predicted':>9s} {'error':>7s} {'peak GiB':>8s}")
+for f in sorted(list(out.glob("speed_*.json")) + list(out.glob("torch_*.json"))):
+    try:
+        r = json.loads(f.read_text().strip().splitlines()[-1])
+    except Exception:
+        print(f"{f.stem:28s} no JSON"); continue
+    if "error" in r:
+        print(f"{f.stem:28s} error: {str(r['error'])[:80]}"); continue
+    c = r.get("compare") or {}
+    pred = c.get("predicted_step_s") or c.get("predicted_step_time_s") or 0
+    step = r.get("step_time_s") or 0
+    err = (pred - step) / step * 100 if pred and step else float("nan")
+    peak = r.get("peak_memory_bytes") or 0
+    print(f"{f.stem:28s} {step*1e3:8.1f} {r.get('tokens_per_s', 0):9.0f} {pred*1e3:9.1f} {err:6.1f}% {peak/2**30:8.1f}")
+PY
+fi
+
+echo
+printf '%s\n' "${summary[@]}"
