@@ -60,9 +60,10 @@ Compile  unless --no-compile, tried in order, each falling back to the next when
                             everything but the ring attention compiled
            eager            no compilation
          After the first step of a compiled variant torch._dynamo.config.error_on_recompile is
-         set, so a variant that would recompile every step (e.g. on the SDPA that
-         context_parallel() patches anew at each entry) fails in warm-up and the next is tried;
-         a recompile in a timed step is an error. --warmup must be >= 2 for that check.
+         set and dynamo's count of compiled graphs must not grow, so a variant that would
+         recompile every step (e.g. on the SDPA that context_parallel() patches anew at each
+         entry) fails in warm-up and the next is tried; a recompile in a timed step is an error.
+         --warmup must be >= 2 for that check.
 --recompute full  torch.utils.checkpoint around each transformer layer (non-reentrant): the
          layer's forward is recomputed in the backward, ring attention included.
 
@@ -140,6 +141,10 @@ GIB = ref.GIB
 
 class CheckFailed(Exception):
     """The context-parallel attention disagreed with SDPA over the whole sequence."""
+
+
+class RecompiledError(Exception):
+    """A compiled variant compiled new graphs after its first step."""
 
 
 # ----------------------------------------------------------------------------- layout and output
@@ -226,10 +231,12 @@ class Watchdog:
             self._timer.start()
 
     def _fire(self, limit_s):
-        _emit(json.dumps(self._describe(
-            error=f"time limit of {limit_s:g} s reached in phase '{self.phase}' (a hung "
-                  f"collective or a slow compile)")))
-        os._exit(1)
+        try:
+            _emit(json.dumps(self._describe(
+                error=f"time limit of {limit_s:g} s reached in phase '{self.phase}' (a hung "
+                      f"collective or a slow compile)")))
+        finally:
+            os._exit(1)
 
     def cancel(self):
         if self._timer is not None:
@@ -377,6 +384,13 @@ def _allow_one_compile_per_layer(num_layers):
             return
 
 
+def _compiled_graph_count():
+    """Graphs torch._dynamo has compiled so far (its "unique_graphs" counter; 0 if absent)."""
+    with contextlib.suppress(Exception):
+        return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
+    return 0
+
+
 def _dynamo_stats():
     """torch._dynamo's counters of compiled frames and graphs ({} where they are not found)."""
     with contextlib.suppress(Exception):
@@ -500,7 +514,7 @@ def run(args, spec, layout, watchdog):
     step_fn = wrap(variants[0])
     torch.cuda.reset_peak_memory_stats(device)
     losses, step_seconds, peak_device_bytes = [], [], 0
-    i = 0
+    i, graphs_after_first_step = 0, 0
     while i < args.warmup + args.steps:
         watchdog.phase = (f"step {i + 1} ({'warm-up' if i < args.warmup else 'timed'}, "
                           f"{variants[0]})")
@@ -509,12 +523,24 @@ def run(args, spec, layout, watchdog):
         try:
             loss = train_step(step_fn)
             torch.cuda.synchronize(device)
+            if variants[0] != "eager":
+                graphs = _compiled_graph_count()
+                if i == 0:
+                    graphs_after_first_step = graphs
+                    _set_error_on_recompile(True)  # from now on a recompile is an error
+                elif graphs > graphs_after_first_step:
+                    raise RecompiledError(f"torch.compile compiled {graphs - graphs_after_first_step}"
+                                          f" more graph(s) in step {i + 1}: it would recompile "
+                                          f"every step")
         except Exception as error:  # noqa: BLE001 -- a compile variant that fails: the next one
-            if ref._is_out_of_memory(error) or i >= args.warmup or len(variants) == 1:
+            if ref._is_out_of_memory(error) or (i >= args.warmup and i > 0) or len(variants) == 1:
                 raise
             traceback.print_exc(file=sys.stderr)
-            compile_errors.append({"variant": variants[0], "step": i + 1,
-                                   "error": f"{type(error).__name__}: {str(error)[:400]}"})
+            failure = f"{type(error).__name__}: {str(error)[:400]}"
+        else:
+            failure = None
+        if failure is not None:  # out of the except block: its traceback no longer holds DDP
+            compile_errors.append({"variant": variants[0], "step": i + 1, "error": failure})
             ref._log(f"note: compile variant '{variants[0]}' failed in step {i + 1}; "
                      f"trying '{variants[1]}'")
             variants.pop(0)
@@ -529,8 +555,6 @@ def run(args, spec, layout, watchdog):
             torch.cuda.reset_peak_memory_stats(device)
             continue
         seconds = time.perf_counter() - start
-        if i == 0 and variants[0] != "eager":
-            _set_error_on_recompile(True)  # from now on a recompile is an error
         losses.append(loss)
         peak_device_bytes = max(peak_device_bytes, total_bytes - torch.cuda.mem_get_info(device)[0])
         if i >= args.warmup:
