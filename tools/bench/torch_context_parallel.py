@@ -201,7 +201,7 @@ def print_summary(record):
     if record.get("dry_run"):
         print(f"dry run: {record['description']}")
         print(f"  world {record['world_size']} = dp {record['dp']} x cp {record['cp']}; "
-              f"{record['seq_per_rank']} of {record['seq']} tokens per rank, mbs {record['mbs']}; "
+              f"{record['seq_per_rank']} of {record['seq']} tokens per rank, mbs {record['mbs']}, gbs {record['gbs']}; "
               f"{record['parameters'] / 1e9:.3f} B parameters, "
               f"{record['flops_per_token'] / 1e9:.3f} GFLOP per token; rotate "
               f"{record['rotate_method']}, sdpa {record['sdpa_backend']}, mode {record['mode']}")
