@@ -662,6 +662,20 @@ class MoeMlp(_Module):
         return out.to(x.dtype).reshape(shape), aux
 
 
+def causal_attention(q, k, v, enable_gqa):
+    """Causal SDPA: q (b, heads, s, d), k and v (b, groups, s, d) -> (b, heads, s, d).
+    enable_gqa: SDPA's own grouped-query attention (PyTorch >= 2.5); else, when groups < heads,
+    K and V heads are repeated (query head i reads kv head i // (heads / groups)).
+    F.scaled_dot_product_attention is looked up at each call, so PyTorch's context_parallel()
+    (which replaces it inside its context) takes effect."""
+    if enable_gqa:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    if k.shape[1] != q.shape[1]:
+        r = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 class Block(_Module):
     """One pre-norm transformer layer; tensor names follow the engine's parameter layout."""
 
@@ -679,6 +693,9 @@ class Block(_Module):
             self.fc2 = nn.Linear(spec.ffn_hidden_size, h, bias=bias)
         self.gqa = spec.num_query_groups != spec.num_attention_heads
         self.sdpa_gqa = self.gqa and _sdpa_takes_enable_gqa()
+        # One function object shared by every layer (so torch.compile's guards match across
+        # layers); torch_context_parallel.py may swap it for a torch.compiler.disable'd copy.
+        self.attention = causal_attention
 
     def forward(self, x, rope):  # x: (b, s, h) -> (x, MoE aux loss or None)
         sp = self.spec
@@ -691,13 +708,7 @@ class Block(_Module):
         if rope is not None:
             q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (b, heads, s, d)
-        if self.sdpa_gqa:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        else:
-            if self.gqa:  # query head i reads kv head i // (heads / groups)
-                r = sp.num_attention_heads // sp.num_query_groups
-                k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        y = self.attention(q, k, v, self.sdpa_gqa)
         y = y.transpose(1, 2).reshape(b, s, sp.q_width)
         x = x + self.proj(y)
         if self.moe is not None:
@@ -725,12 +736,20 @@ class Transformer(_Module):
         # A plain attribute, not a buffer: model.to(bfloat16) must leave the angles in fp32.
         self.rope = rotary_tables(spec, spec.seq_length, self.wte.weight.device) if spec.rope else None
 
-    def forward(self, tokens, targets):
+    def forward(self, tokens, targets, positions=None):
+        """positions: None for tokens 0..s-1 in order; else (s,) int64, each token's position in
+        the whole sequence (a context-parallel rank holds a permuted share of the sequence:
+        tools/bench/torch_context_parallel.py), indexing the learned positions or RoPE angles."""
         s = tokens.shape[1]
         x = self.wte(tokens)  # (b, s, h)
-        if self.wpe is not None:
-            x = x + self.wpe.weight[:s]
-        rope = None if self.rope is None else (self.rope[0][:s], self.rope[1][:s])
+        if positions is None:
+            if self.wpe is not None:
+                x = x + self.wpe.weight[:s]
+            rope = None if self.rope is None else (self.rope[0][:s], self.rope[1][:s])
+        else:
+            if self.wpe is not None:
+                x = x + self.wpe(positions)  # (s, h), broadcast over the batch
+            rope = None if self.rope is None else (self.rope[0][positions], self.rope[1][positions])
         aux_total = None
         for layer in self.layers:
             x, aux = layer(x, rope)
@@ -782,6 +801,28 @@ def _is_out_of_memory(error):
     return "out of memory" in text or "outofmemoryerror" in text
 
 
+def build_model_and_optimizer(spec, device, mode, lr, moe_impl="loop",
+                              moe_aux_loss_coeff=MOE_AUX_LOSS_COEFF):
+    """(model, params, optimizer): the Transformer on `device`, initialised (init_weights; seed
+    the generator first), checked against parameter_count(), cast to bf16 for mode "bf16"; fused
+    AdamW as the engine's (weight decay on matrices only). params: decayed then not decayed."""
+    with device:  # parameters and rotary tables are created on the GPU directly
+        model = Transformer(spec, moe_impl=moe_impl, moe_aux_loss_coeff=moe_aux_loss_coeff)
+    init_weights(model, spec)
+    built = sum(p.numel() for p in model.parameters())
+    expected = parameter_count(spec)
+    if built != expected:  # the FLOP formula counts what parameter_count() counts
+        raise AssertionError(f"module has {built} parameters, parameter_count() says {expected}")
+    if mode == "bf16":
+        model = model.to(torch.bfloat16)
+    decay = [p for p in model.parameters() if p.dim() >= 2]      # matrices, as the engine
+    no_decay = [p for p in model.parameters() if p.dim() < 2]    # biases and norm parameters
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, fused=True)
+    return model, decay + no_decay, optimizer
+
+
 def run_benchmark(args, spec):
     """Build, train and time; returns the result record (see result_record)."""
     device = torch.device("cuda", args.device)
@@ -802,21 +843,8 @@ def run_benchmark(args, spec):
                 moe_info["moe_impl_fallback"] = problem
                 impl = "loop"
         moe_info["moe_impl_used"] = impl
-    with device:  # parameters and rotary tables are created on the GPU directly
-        model = Transformer(spec, moe_impl=impl, moe_aux_loss_coeff=args.moe_aux_loss_coeff)
-    init_weights(model, spec)
-    built = sum(p.numel() for p in model.parameters())
-    expected = parameter_count(spec)
-    if built != expected:  # the FLOP formula counts what parameter_count() counts
-        raise AssertionError(f"module has {built} parameters, parameter_count() says {expected}")
-    if args.mode == "bf16":
-        model = model.to(torch.bfloat16)
-    decay = [p for p in model.parameters() if p.dim() >= 2]      # matrices, as the engine
-    no_decay = [p for p in model.parameters() if p.dim() < 2]    # biases and norm parameters
-    params = decay + no_decay
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr, betas=ADAM_BETAS, eps=ADAM_EPS, fused=True)
+    model, params, optimizer = build_model_and_optimizer(
+        spec, device, args.mode, args.lr, moe_impl=impl, moe_aux_loss_coeff=args.moe_aux_loss_coeff)
     compiled = not args.no_compile
     step_fn = model if args.no_compile else torch.compile(model, mode=args.compile_mode)
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if args.mode == "amp"
