@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -31,7 +32,10 @@ void require(bool ok, const std::string& what) {
 // One dp replica's pipeline as the Plan knows it: the engine reduces dp in
 // its own buckets (trainer_gradients.cc), so the Plan holds the stage's
 // compute, its tensor-parallel collectives (tasks of their own, run by the
-// Transformer) and the pipeline sends.
+// Transformer) and the pipeline sends. With cp > 1 it is built on the local
+// sequence (the model's seq_length is the caller's S/cp) with cp = 1: the
+// context-parallel core exchanges K/V inside the attention task, so the Plan
+// must hold no cp task that the stage program cannot run.
 sim::ParallelLayout plan_layout(const sim::ParallelLayout& layout) {
   sim::ParallelLayout l = layout;
   l.cp = l.ep = l.etp = l.dp = 1;
@@ -54,7 +58,12 @@ void require_group_size(const comm::ParallelGroups& groups, sim::ParallelGroup k
 Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layout, const TrainerOptions& options,
                  const comm::ParallelGroups& groups)
     : layout_(layout), shape_(transformer_shape_of(model, layout)), options_(options), timer_(options.time_tasks) {
-  require(layout.cp == 1, "cp is not executed by the engine yet (layout " + layout.to_spec() + ")");
+  if (layout.cp > 1) {
+    require(!model.moe.has_value(), "cp=" + std::to_string(layout.cp) + " with the MoE model " + model.name +
+                                        ": context parallelism of MoE models is not executed yet");
+    require(layout.ep == 1, "cp=" + std::to_string(layout.cp) + " with ep=" + std::to_string(layout.ep) +
+                                ": context parallelism with expert parallelism is not executed yet");
+  }
   if (layout.ep > 1) {
     require(model.moe.has_value(), "ep=" + std::to_string(layout.ep) + " splits the experts of MoE layers; model " +
                                        model.name + " has none (use ep=1)");
@@ -71,12 +80,17 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
               std::to_string(layout.mbs) + ") times dp (" + std::to_string(layout.dp) + ")");
   require_group_size(groups, sim::ParallelGroup::kTp, layout.tp);
   require_group_size(groups, sim::ParallelGroup::kDp, layout.dp);
+  require_group_size(groups, sim::ParallelGroup::kCp, layout.cp);
   require_group_size(groups, sim::ParallelGroup::kPp, layout.pp);
   require_group_size(groups, sim::ParallelGroup::kEp, layout.ep);
   ep_ = groups.spanning(sim::ParallelGroup::kEp);
   if (ep_ != nullptr) expert_dp_ = groups.spanning(sim::ParallelGroup::kExpertDp);
   pp_ = groups.spanning(sim::ParallelGroup::kPp);
   dp_ = groups.spanning(sim::ParallelGroup::kDp);
+  cp_ = groups.spanning(sim::ParallelGroup::kCp);
+  replicas_ = groups.spanning(sim::ParallelGroup::kDpCp);
+  // std::invalid_argument unless the sequence is a multiple of 2·cp.
+  if (cp_ != nullptr) sequence_split_.emplace(static_cast<int>(model.seq_length), layout.cp, cp_->rank());
   tp_ = groups.spanning(sim::ParallelGroup::kTp);
   if (pp_ != nullptr && model.tie_embeddings) {
     embedding_ = groups.spanning(sim::ParallelGroup::kEmbedding);
@@ -88,18 +102,18 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
   shape_.micro_batch = layout.mbs;
 
   sim::ModelConfig plan_model = model;
-  plan_model.seq_length = shape_.seq;
+  plan_model.seq_length = shape_.seq;  // the rank's S/cp tokens of each sequence
   plan_model.hidden_dropout = plan_model.attention_dropout = 0;
   plan_ = sim::build_plan(plan_model, plan_layout(layout));  // std::invalid_argument for a schedule it cannot run
   program_ = pipeline::stage_program_of(plan_, stage_);
   build_chunks();
   buffer_elements_ = master_elements_ = elements_;
-  if (dp_ != nullptr) {
+  if (replicas_ != nullptr) {
     plan_gradient_buckets_of_stage();
     buffer_elements_ = buckets_.back().begin + buckets_.back().elements;
   }
-  if (layout.zero >= 1 && dp_ != nullptr) {
-    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*dp_, bucket_ranges(), decayed_);
+  if (layout.zero >= 1 && replicas_ != nullptr) {
+    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*replicas_, bucket_ranges(), decayed_);
     // Beside tp and pp the norm is the whole model's: this rank's shards, the
     // replicated tensors on tp rank 0 only and the tied copy not at all.
     std::vector<comm::Communicator*> then_over;
@@ -123,9 +137,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&to_comm_, cudaEventDisableTiming));
   SEXTANT_CUDA_CHECK(cudaEventCreateWithFlags(&from_comm_, cudaEventDisableTiming));
   initialise_parameters(model);
-  if (dp_ != nullptr)
+  if (replicas_ != nullptr)
     reducer_ = std::make_unique<data_parallel::GradientReducer>(
-        *dp_, buffers_.gradients, bucket_ranges(),
+        *replicas_, buffers_.gradients, bucket_ranges(),
         sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // ep > 1: the experts' gradients summed over the ranks holding the same experts (none when dp = ep).
   if (expert_dp_ != nullptr)
@@ -134,8 +148,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
   // Not under tp: every tp rank computes the replicated tensors' gradients (the
   // output layer's among them) and relies on computing them alike, so the ranks
   // keep cuBLASLt's heuristic choice, which depends on the shapes only, instead
-  // of each timing its own; not under pp: the pass would meet the other stages.
-  if (options_.tune_gemms && tp_ == nullptr && pp_ == nullptr) tune_gemms();
+  // of each timing its own; not under pp: the pass would meet the other stages;
+  // not under cp: its attention exchanges K/V with the other cp ranks.
+  if (options_.tune_gemms && tp_ == nullptr && pp_ == nullptr && cp_ == nullptr) tune_gemms();
 }
 
 void Trainer::build_chunks() {
@@ -158,14 +173,14 @@ void Trainer::build_chunks() {
 void Trainer::plan_memory() {
   ArenaPlan memory;
   const OptimizerSlots optimizer =
-      plan_optimizer_buffers(memory, buffer_elements_, master_elements_, sharded_ ? dp_->size() : 1);
+      plan_optimizer_buffers(memory, buffer_elements_, master_elements_, sharded_ ? replicas_->size() : 1);
   const std::size_t local_tokens = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(shape_.tokens());
   ArenaPlan::Slot losses = -1, gathered = -1;
   if (pp_ != nullptr)
     losses = memory.add("per-token losses (fp32)", MemoryCategory::kOther, local_tokens * sizeof(float));
-  if (dp_ != nullptr)
-    gathered = memory.add("per-token losses of the dp group (fp32)", MemoryCategory::kOther,
-                          static_cast<std::size_t>(layout_.gbs) * shape_.seq * sizeof(float));
+  if (replicas_ != nullptr)
+    gathered = memory.add("per-token losses of the dp x cp group (fp32)", MemoryCategory::kOther,
+                          static_cast<std::size_t>(layout_.gbs) * shape_.seq * layout_.cp * sizeof(float));
   // The activation slots: each an overlay that every chunk's Transformer of
   // that slot lays its stored activations over (they hold it one at a time:
   // stage_program.h), the pass's scratch shared by all (transformer.h). One
@@ -185,12 +200,12 @@ void Trainer::plan_memory() {
   arena_ = std::make_unique<DeviceArena>(memory);
   buffers_ = bind_optimizer_buffers(*arena_, optimizer);
   if (pp_ != nullptr) losses_ = arena_->get<float>(losses);
-  if (dp_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
+  if (replicas_ != nullptr) gathered_losses_ = arena_->get<float>(gathered);
   for (Chunk& chunk : chunks_)
     for (auto& slot : chunk.slots)
       slot->bind(*arena_, chunk.layout,
                  ParameterBuffers{buffers_.weights + chunk.offset, buffers_.gradients + chunk.offset}, stream_, tp_,
-                 ep_);
+                 ep_, cp_);
   // A backward's sent gradient and the next forward's received input may be in
   // flight in one exchange on the same slot for two chunks (stage_program.h):
   // safe only with the gradient at one place for every chunk of the slot.
@@ -218,7 +233,9 @@ std::vector<comm::Communicator*> Trainer::groups_in_use() const {
   // tp first: its collectives sit inside the forward and backward, so a hung
   // one is named there rather than as a later group's wait behind it.
   std::vector<comm::Communicator*> in_use;
-  for (comm::Communicator* g : {tp_, ep_, pp_, embedding_, dp_, expert_dp_})
+  // The dp x cp group is dp's own communicator at cp = 1: listed once.
+  comm::Communicator* replicas = replicas_ == dp_ ? nullptr : replicas_;
+  for (comm::Communicator* g : {tp_, cp_, ep_, pp_, embedding_, dp_, replicas, expert_dp_})
     if (g != nullptr) in_use.push_back(g);
   return in_use;
 }
@@ -303,10 +320,15 @@ void Trainer::initialise_parameters(const sim::ModelConfig& model) {
 }
 
 void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
-  const std::size_t expected = static_cast<std::size_t>(layout_.gbs) * shape_.seq;
+  const std::size_t sequence = static_cast<std::size_t>(shape_.seq) * static_cast<std::size_t>(layout_.cp);
+  const std::size_t expected = static_cast<std::size_t>(layout_.gbs) * sequence;
   if (inputs.size() != expected || targets.size() != expected)
     throw std::invalid_argument("Trainer: a step takes global_batch x seq = " + std::to_string(expected) +
                                 " inputs and targets");
+  if (sequence_split_) {
+    upload_local_chunks(inputs, targets);
+    return;
+  }
   // Local micro-batch i is global micro-batch dp_rank + i·dp: without dp, the
   // whole batch in one copy. The stage's slots share one set of tokens and
   // targets (Transformer's constructor). Pageable copies: cudaMemcpyAsync
@@ -329,6 +351,45 @@ void Trainer::upload(std::span<const std::int32_t> inputs, std::span<const std::
                                            per_copy * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
     }
   }
+}
+
+void Trainer::upload_local_chunks(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets) {
+  // Context parallelism: of each sequence of this rank's micro-batches (those
+  // of its dp rank, as without cp), its two chunks back to back
+  // (ContextParallelChunks), gathered on the host and copied in one piece.
+  const ContextParallelChunks& split = *sequence_split_;
+  const int dp = data_parallel_size(), dp_rank = dp_ == nullptr ? 0 : dp_->rank();
+  const std::size_t sequence = static_cast<std::size_t>(split.sequence_tokens());
+  const std::size_t local = static_cast<std::size_t>(split.local_tokens());
+  const std::size_t chunk = static_cast<std::size_t>(split.chunk_tokens());
+  const std::size_t sequences = static_cast<std::size_t>(microbatches_) * static_cast<std::size_t>(layout_.mbs);
+  local_inputs_.resize(sequences * local);
+  local_targets_.resize(sequences * local);
+  for (int i = 0; i < microbatches_; ++i)
+    for (int b = 0; b < layout_.mbs; ++b) {
+      // Sequence b of global micro-batch dp_rank + i·dp, and its place here.
+      const std::size_t global = static_cast<std::size_t>(dp_rank + i * dp) * layout_.mbs + b;
+      const std::size_t here = static_cast<std::size_t>(i) * layout_.mbs + b;
+      for (int j = 0; j < 2; ++j) {
+        const std::size_t from = global * sequence + static_cast<std::size_t>(split.chunk_start(j));
+        const std::size_t to = here * local + static_cast<std::size_t>(j) * chunk;
+        std::copy_n(inputs.data() + from, chunk, local_inputs_.data() + to);
+        std::copy_n(targets.data() + from, chunk, local_targets_.data() + to);
+      }
+    }
+  for (const Chunk& c : chunks_) {
+    if (!c.parts.embedding && !c.parts.output) continue;
+    const Transformer& any_slot = *c.slots.front();
+    if (c.parts.embedding)
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(any_slot.tokens(), local_inputs_.data(),
+                                         local_inputs_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    if (c.parts.output)
+      SEXTANT_CUDA_CHECK(cudaMemcpyAsync(any_slot.targets(), local_targets_.data(),
+                                         local_targets_.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                                         stream_));
+  }
+  // Pageable sources: cudaMemcpyAsync returns once it has staged them (CUDA
+  // runtime API, "API synchronization behavior"), so the vectors may be refilled.
 }
 
 void Trainer::zero_embedding_gradients() {
@@ -415,7 +476,9 @@ void Trainer::run_program(int step) {
   // program runs, each bucket waited for before the first action reading it.
   if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(buffers_.weights, stream_);
   zero_embedding_gradients();
-  const float loss_scale = 1.0f / static_cast<float>(static_cast<double>(layout_.gbs) * shape_.seq);
+  // 1 / the global batch's tokens: gbs whole sequences of seq·cp tokens (seq is the rank's S/cp).
+  const float loss_scale =
+      1.0f / static_cast<float>(static_cast<double>(layout_.gbs) * shape_.seq * layout_.cp);
   for (std::size_t k = 0; k < program_.actions.size(); ++k) {
     const StageAction& a = program_.actions[k];
     if (!gathers_before_action_.empty())

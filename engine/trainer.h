@@ -52,6 +52,20 @@
 // dp), summed over pp with zeros from the other stages — exact, so every rank
 // reports the mean one GPU would.
 //
+// Context parallelism (cp > 1; Megatron-Core's context parallelism, the
+// all-gather variant of Llama 3, Dubey et al. 2024, Sec. 3.3.2): each sequence
+// of S tokens is cut into 2·cp chunks and cp rank r holds chunks r and
+// 2·cp−1−r back to back (engine/model/context_parallel_chunks.h), so the
+// shape's seq is S/cp. Each rank uploads its two chunks of every sequence of
+// its dp rank's micro-batches (inputs and targets alike); the attention core
+// exchanges K/V over the cp group inside the attention task (the Plan is built
+// on the local sequence with cp = 1, so it holds no cp task the program cannot
+// run); RoPE and the learned positions take each local token's position in the
+// whole sequence. The loss scale is 1/(gbs·S). cp ranks hold the same weights:
+// every gradient is summed over dp x cp (the kDpCp group: Megatron-Core reduces
+// dense gradients over the data-and-context-parallel group), the distributed
+// optimizer shards over dp x cp, and the per-token losses are gathered over it.
+//
 // Initial weights do not depend on the layout: element (i, j) of a whole tensor
 // is drawn from the counter-based stream of the tensor's index in the whole
 // model (kernels/parameter_init.h) at its index in the whole tensor, and each
@@ -69,7 +83,8 @@
 // moments (12, or 12/dp under ZeRO-1) — Megatron's mixed-precision optimizer
 // (Rajbhandari et al. 2020, Sec. 3.1) — plus the Transformers' buffers.
 //
-// Not here (std::invalid_argument): cp, ep, ZeRO-2/3, zero-bubble schedules.
+// Not here (std::invalid_argument): cp with ep or MoE layers, etp, ZeRO-2/3,
+// zero-bubble schedules.
 #pragma once
 
 #include <chrono>
@@ -86,6 +101,7 @@
 #include "engine/data_parallel/gradient_reducer.h"
 #include "engine/data_parallel/optimizer_buffers.h"
 #include "engine/device_arena.h"
+#include "engine/model/context_parallel_chunks.h"
 #include "engine/model/gradient_bucket_plan.h"
 #include "engine/model/lr_schedule.h"
 #include "engine/model/parameter_layout.h"
@@ -207,6 +223,8 @@ class Trainer {
   std::size_t flat_elements() const { return buffer_elements_; }
   int steps_done() const { return steps_done_; }
   int data_parallel_size() const { return dp_ == nullptr ? 1 : dp_->size(); }
+  /// Ranks each sequence is split over (1 without context parallelism).
+  int context_parallel_size() const { return cp_ == nullptr ? 1 : cp_->size(); }
   /// This rank's micro-batches per step.
   int local_microbatches() const { return microbatches_; }
   /// The data-parallel buckets (empty at dp = 1), in buffer order.
@@ -270,6 +288,8 @@ class Trainer {
   void build_chunks();
   void plan_memory();
   void upload(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
+  /// cp > 1: this rank's two chunks of each of its sequences.
+  void upload_local_chunks(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets);
   /// Queues the step's program; the optimizer (for update number `step`) only
   /// when step > 0. Nothing waits for the GPU.
   void run_program(int step);
@@ -329,20 +349,26 @@ class Trainer {
   int stage_ = 0;
   int microbatches_ = 1;  // this rank's per step
   comm::Communicator* pp_ = nullptr;         // pp > 1 only
-  comm::Communicator* dp_ = nullptr;         // dp > 1 only
+  comm::Communicator* dp_ = nullptr;         // dp > 1 only: picks the micro-batches
+  comm::Communicator* cp_ = nullptr;         // cp > 1 only: the attention core's K/V exchanges
+  // dp x cp > 1 only (dp_ at cp = 1): the ranks holding the same weights, which
+  // reduce the gradients, shard the distributed optimizer and gather the losses.
+  comm::Communicator* replicas_ = nullptr;
   comm::Communicator* tp_ = nullptr;         // tp > 1 only
   comm::Communicator* embedding_ = nullptr;  // tied embeddings with pp > 1: the first and last stage
   comm::Communicator* ep_ = nullptr;         // ep > 1 only
   comm::Communicator* expert_dp_ = nullptr;  // ep > 1 with dp / ep > 1: the expert tensors' replicas
   std::unique_ptr<data_parallel::GradientReducer> reducer_;
   std::unique_ptr<data_parallel::GradientReducer> expert_reducer_;  // expert_dp_ only
-  std::vector<GradientBucketRange> buckets_;  // dp > 1
+  std::vector<GradientBucketRange> buckets_;  // dp x cp > 1
+  std::optional<ContextParallelChunks> sequence_split_;  // cp > 1: this rank's two chunks of a sequence
+  std::vector<std::int32_t> local_inputs_, local_targets_;  // cp > 1: the step's local tokens, on the host
   std::vector<bool> expert_bucket_;           // per bucket: holds expert tensors (ep > 1)
   std::vector<int> reducer_index_;            // per bucket: its index in its reducer's list
   std::vector<std::vector<int>> buckets_after_action_;   // by action index
   std::vector<int> after_schedule_;                      // buckets holding a tied embedding copy
   std::vector<std::vector<int>> gathers_before_action_;  // by action index (overlap_param_gather)
-  std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // zero=1, dp > 1
+  std::unique_ptr<data_parallel::DistributedOptimizer> sharded_;  // zero=1, dp x cp > 1
   std::vector<Chunk> chunks_;
   std::size_t elements_ = 0;         // the chunks' parameters
   std::size_t buffer_elements_ = 0;  // the flat buffers: elements_, padded for the sharded optimizer
@@ -351,7 +377,7 @@ class Trainer {
   std::unique_ptr<DeviceArena> arena_;
   data_parallel::OptimizerBuffers buffers_;  // weights, gradients, masters, Adam moments, norm scratch
   float* losses_ = nullptr;           // pp > 1: (local micro-batches x tokens), the last stage's, else zeros
-  float* gathered_losses_ = nullptr;  // (global batch x seq), dp > 1
+  float* gathered_losses_ = nullptr;  // (global batch x whole sequence), dp x cp > 1
   bool reduce_gradients_ = true;      // off for the GEMM-tuning pass
   cudaStream_t stream_ = nullptr;
   CUevent_st* to_comm_ = nullptr;    // cudaEvent_t: compute -> a communicator's stream

@@ -1,4 +1,4 @@
-// The end of a rank's step (trainer.h): the gradients reduced over dp in the
+// The end of a rank's step (trainer.h): the gradients reduced over dp x cp in the
 // Plan's buckets and summed between the tied embedding's two copies, the whole
 // model's gradient norm and AdamW, and the loss every rank reports.
 #include <cuda_runtime_api.h>
@@ -27,7 +27,7 @@ bool Trainer::is_tied_copy(const Chunk& chunk, int tensor) const {
 
 void Trainer::plan_gradient_buckets_of_stage() {
   // The Plan's buckets of this stage (engine/model/gradient_bucket_plan.h) ...
-  const std::size_t multiple = layout_.zero >= 1 ? sharded_bucket_multiple(dp_->size()) : 1;
+  const std::size_t multiple = layout_.zero >= 1 ? sharded_bucket_multiple(replicas_->size()) : 1;
   std::vector<ElementRange> ranges =
       stage_gradient_bucket_ranges(chunk_layouts(), stage_ == 0, options_.bucket_elements, multiple);
   // ep > 1: no bucket mixes expert tensors (reduced over expert-dp) with the rest (over dp).
@@ -238,13 +238,15 @@ double Trainer::read_results(double* grad_norm) {
       SEXTANT_CUDA_CHECK(cudaMemsetAsync(losses_, 0, local * sizeof(float), stream_));
     all = losses_;
   }
-  const int dp = data_parallel_size();
-  if (dp_ != nullptr) {
+  // Gathered over dp x cp (block cp_rank + cp·dp_rank: sim::group_membership's
+  // key): every token of the global batch once.
+  const int replicas = replicas_ == nullptr ? 1 : replicas_->size();
+  if (replicas_ != nullptr) {
     float* mine = all;
-    on_group(*dp_, [&] { dp_->all_gather(mine, gathered_losses_, local, comm::DataType::kFp32); });
+    on_group(*replicas_, [&] { replicas_->all_gather(mine, gathered_losses_, local, comm::DataType::kFp32); });
     all = gathered_losses_;
   }
-  const std::size_t total = local * static_cast<std::size_t>(dp);
+  const std::size_t total = local * static_cast<std::size_t>(replicas);
   if (pp_ != nullptr) on_group(*pp_, [&] { pp_->all_reduce_sum(all, all, total, comm::DataType::kFp32); });
   std::vector<float> losses(total);
   float norm = 0;
@@ -254,8 +256,11 @@ double Trainer::read_results(double* grad_norm) {
         cudaMemcpyAsync(&norm, buffers_.norm_scalars + 1, sizeof(float), cudaMemcpyDeviceToHost, stream_));
   wait_for_compute_stream();
   if (grad_norm != nullptr) *grad_norm = norm;
-  // Summed in global micro-batch order, the mean is the one a single rank computes.
-  return mean_loss_in_global_order(losses, microbatches_, dp, per_mb);
+  // Summed in global micro-batch order, the mean is the one a single rank
+  // computes. With cp > 1 each block holds a cp rank's chunks of its dp rank's
+  // micro-batches: dp·cp blocks, every token once, summed in another order (in
+  // double: the mean differs from one GPU's by rounding only).
+  return mean_loss_in_global_order(losses, microbatches_, replicas, per_mb);
 }
 
 }  // namespace sextant::engine

@@ -51,8 +51,8 @@ std::string Trainer::first_nonfinite_gradient() {
   }
   // A NaN in any tp shard (or in any rank's local gradient, which its ZeRO-1
   // owner's reduced block then holds too) makes the group's sum non-finite; dp
-  // replicas add copies of the same finite values.
-  for (comm::Communicator* group : {tp_, dp_})
+  // x cp replicas add copies of the same finite values.
+  for (comm::Communicator* group : {tp_, replicas_})
     if (group != nullptr)
       on_group(*group, [&] { group->all_reduce_sum(sums, sums, tensors.size(), comm::DataType::kFp32); });
   std::vector<float> host(tensors.size());

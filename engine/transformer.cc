@@ -90,7 +90,7 @@ void Transformer::reserve_sequence_parallel(transformer::BufferReserver& r) {
 
 void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout, ParameterBuffers parameters,
                        cudaStream_t stream, comm::Communicator* tensor_parallel,
-                       comm::Communicator* expert_parallel) {
+                       comm::Communicator* expert_parallel, comm::Communicator* context_parallel) {
   bindings_.bind(arena);
   const bool full = recompute_ == sim::Recompute::kFull;
   attention_.bind(full);
@@ -98,7 +98,7 @@ void Transformer::bind(const DeviceArena& arena, const ParameterLayout& layout, 
   if (moe_) moe_->bind(full);
   if (full)
     for (std::size_t i = 1; i < residual_.mid.size(); ++i) residual_.mid[i] = residual_.mid[0];
-  context_.bind(layout, parameters, stream, tensor_parallel, expert_parallel);
+  context_.bind(layout, parameters, stream, tensor_parallel, expert_parallel, context_parallel);
 }
 
 transformer::ResidualBlock& Transformer::block(Part part, int layer) {

@@ -106,10 +106,13 @@ class Transformer {
   /// parameters into `parameters`; before any task runs. `tensor_parallel`:
   /// the rank's tp group (null: one rank), the shape then being the rank's
   /// shard (transformer_shape_of(model, layout)); `expert_parallel`: its ep
-  /// group (null: one rank), which the MoE layers exchange tokens over.
+  /// group (null: one rank), which the MoE layers exchange tokens over;
+  /// `context_parallel`: its cp group (null: one rank), the shape's seq then
+  /// being the rank's two chunks of each sequence, which the attention core
+  /// exchanges K/V over and whose positions RoPE and the learned positions take.
   void bind(const DeviceArena& arena, const ParameterLayout& layout, ParameterBuffers parameters,
             cudaStream_t stream, comm::Communicator* tensor_parallel = nullptr,
-            comm::Communicator* expert_parallel = nullptr);
+            comm::Communicator* expert_parallel = nullptr, comm::Communicator* context_parallel = nullptr);
 
   // Tasks. `mb` is the micro-batch within the step; `layer` the layer index.
   void embedding_forward(int mb) { embedding_.forward(mb); }

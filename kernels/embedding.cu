@@ -23,7 +23,7 @@ template <bool kSharded>
 __global__ void embedding_forward_kernel(__nv_bfloat16* out, const std::int32_t* tokens,
                                          const __nv_bfloat16* wte, const __nv_bfloat16* wpe,
                                          std::int64_t vectors, int seq, int cols, int vocab_start,
-                                         int vocab_rows) {
+                                         int vocab_rows, SequencePositions positions) {
   const std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v >= vectors) return;
   const std::int64_t e = v * kBf16PerVector;
@@ -36,7 +36,8 @@ __global__ void embedding_forward_kernel(__nv_bfloat16* out, const std::int32_t*
   } else {
     load_bf16x8(wte + static_cast<std::int64_t>(tokens[n]) * cols + col, x);
   }
-  if (wpe != nullptr) load_bf16x8(wpe + (n % seq) * cols + col, p);
+  if (wpe != nullptr)
+    load_bf16x8(wpe + static_cast<std::int64_t>(position_of(positions, static_cast<int>(n % seq))) * cols + col, p);
 #pragma unroll
   for (int i = 0; i < 8; ++i) x[i] += p[i];
   store_bf16x8(out + e, x);
@@ -97,9 +98,11 @@ __global__ void embedding_backward_wte_kernel(float* dwte, const __nv_bfloat16* 
   dst[1] = hi;
 }
 
-// One thread per 8 columns of one position: sums the batch in order.
+// One thread per 8 columns of one local token: sums the batch in order into
+// its position's row (distinct tokens have distinct positions: no races).
 __global__ void embedding_backward_wpe_kernel(float* dwpe, const __nv_bfloat16* dout,
-                                              std::int64_t vectors, int batch, int seq, int cols) {
+                                              std::int64_t vectors, int batch, int seq, int cols,
+                                              SequencePositions positions) {
   const std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (v >= vectors) return;
   const std::int64_t e = v * kBf16PerVector;  // index into (seq, cols)
@@ -111,7 +114,8 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const __nv_bfloat16* 
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] += g[i];
   }
-  auto* dst = reinterpret_cast<float4*>(dwpe + e);
+  const int t = static_cast<int>(e / cols);
+  auto* dst = reinterpret_cast<float4*>(dwpe + static_cast<std::int64_t>(position_of(positions, t)) * cols + e % cols);
   float4 lo = dst[0], hi = dst[1];
   lo.x += acc[0], lo.y += acc[1], lo.z += acc[2], lo.w += acc[3];
   hi.x += acc[4], hi.y += acc[5], hi.z += acc[6], hi.w += acc[7];
@@ -138,7 +142,7 @@ std::size_t cub_sort_bytes(int n, int vocab) {
   return bytes;
 }
 
-void check_shape(const char* launcher, int batch, int seq, int cols) {
+void check_shape(const char* launcher, int batch, int seq, int cols, const SequencePositions& positions) {
   require_argument(batch >= 0 && seq > 0, launcher,
                    "batch (" + std::to_string(batch) + ") must be >= 0 and seq (" +
                        std::to_string(seq) + ") > 0");
@@ -147,29 +151,31 @@ void check_shape(const char* launcher, int batch, int seq, int cols) {
   require_argument(cols > 0 && cols % kBf16PerVector == 0, launcher,
                    "cols (" + std::to_string(cols) +
                        ") must be a positive multiple of 8 (16-byte vector accesses)");
+  const std::string problem = sequence_positions_problem(positions, seq);
+  require_argument(problem.empty(), launcher, "positions: " + problem);
 }
 
 }  // namespace
 
 void embedding_forward(Bf16* out, const std::int32_t* tokens, const Bf16* wte, const Bf16* wpe,
-                       int batch, int seq, int cols, cudaStream_t stream) {
+                       int batch, int seq, int cols, cudaStream_t stream, const SequencePositions& positions) {
   constexpr const char* kName = "embedding_forward";
-  check_shape(kName, batch, seq, cols);
+  check_shape(kName, batch, seq, cols, positions);
   require_argument(is_aligned(out, 16) && is_aligned(wte, 16) && is_aligned(wpe, 16), kName,
                    "out, wte and wpe must be 16-byte aligned");
   const std::int64_t vectors = static_cast<std::int64_t>(batch) * seq * cols / kBf16PerVector;
   if (vectors == 0) return;
   embedding_forward_kernel<false><<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads), kThreads,
                                     0, stream>>>(detail::cuda_bf16(out), tokens, detail::cuda_bf16(wte),
-                                                 detail::cuda_bf16(wpe), vectors, seq, cols, 0, 0);
+                                                 detail::cuda_bf16(wpe), vectors, seq, cols, 0, 0, positions);
   SEXTANT_CHECK_LAUNCH("embedding_forward_kernel");
 }
 
 void embedding_forward_shard(Bf16* out, const std::int32_t* tokens, const Bf16* wte_shard,
                              const Bf16* wpe, int batch, int seq, int cols, int vocab_start,
-                             int vocab_rows, cudaStream_t stream) {
+                             int vocab_rows, cudaStream_t stream, const SequencePositions& positions) {
   constexpr const char* kName = "embedding_forward_shard";
-  check_shape(kName, batch, seq, cols);
+  check_shape(kName, batch, seq, cols, positions);
   require_argument(vocab_start >= 0 && vocab_rows > 0, kName, "needs vocab_start >= 0 and vocab_rows > 0");
   require_argument(is_aligned(out, 16) && is_aligned(wte_shard, 16) && is_aligned(wpe, 16), kName,
                    "out, wte_shard and wpe must be 16-byte aligned");
@@ -178,7 +184,7 @@ void embedding_forward_shard(Bf16* out, const std::int32_t* tokens, const Bf16* 
   embedding_forward_kernel<true><<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads), kThreads,
                                    0, stream>>>(detail::cuda_bf16(out), tokens, detail::cuda_bf16(wte_shard),
                                                 detail::cuda_bf16(wpe), vectors, seq, cols, vocab_start,
-                                                vocab_rows);
+                                                vocab_rows, positions);
   SEXTANT_CHECK_LAUNCH("embedding_forward_kernel<sharded>");
 }
 
@@ -193,22 +199,22 @@ namespace {
 // sharded table's skipped tokens) add nothing.
 void embedding_backward_rows(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
                              int batch, int seq, int vocab, int rows, int cols, void* workspace,
-                             std::size_t workspace_bytes, cudaStream_t stream);
+                             std::size_t workspace_bytes, cudaStream_t stream, const SequencePositions& positions);
 }  // namespace
 
 void embedding_backward(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
                         int batch, int seq, int vocab, int cols, void* workspace,
-                        std::size_t workspace_bytes, cudaStream_t stream) {
+                        std::size_t workspace_bytes, cudaStream_t stream, const SequencePositions& positions) {
   embedding_backward_rows(dwte, dwpe, dout, tokens, batch, seq, vocab, vocab, cols, workspace,
-                          workspace_bytes, stream);
+                          workspace_bytes, stream, positions);
 }
 
 namespace {
 void embedding_backward_rows(float* dwte, float* dwpe, const Bf16* dout, const std::int32_t* tokens,
                              int batch, int seq, int vocab, int rows, int cols, void* workspace,
-                             std::size_t workspace_bytes, cudaStream_t stream) {
+                             std::size_t workspace_bytes, cudaStream_t stream, const SequencePositions& positions) {
   constexpr const char* kName = "embedding_backward";
-  check_shape(kName, batch, seq, cols);
+  check_shape(kName, batch, seq, cols, positions);
   require_argument(vocab > 0, kName, "vocab (" + std::to_string(vocab) + ") must be > 0");
   require_argument(is_aligned(dwte, 16) && is_aligned(dwpe, 16) && is_aligned(dout, 16) &&
                        is_aligned(workspace, kAlign),
@@ -224,7 +230,7 @@ void embedding_backward_rows(float* dwte, float* dwpe, const Bf16* dout, const s
     const std::int64_t vectors = static_cast<std::int64_t>(seq) * cols / kBf16PerVector;
     embedding_backward_wpe_kernel<<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads),
                                     kThreads, 0, stream>>>(dwpe, detail::cuda_bf16(dout), vectors,
-                                                           batch, seq, cols);
+                                                           batch, seq, cols, positions);
     SEXTANT_CHECK_LAUNCH("embedding_backward_wpe_kernel");
   }
 
@@ -261,9 +267,9 @@ std::size_t embedding_backward_shard_workspace_bytes(int batch, int seq, int voc
 void embedding_backward_shard(float* dwte_shard, float* dwpe, const Bf16* dout,
                               const std::int32_t* tokens, int batch, int seq, int vocab_start,
                               int vocab_rows, int cols, void* workspace, std::size_t workspace_bytes,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const SequencePositions& positions) {
   constexpr const char* kName = "embedding_backward_shard";
-  check_shape(kName, batch, seq, cols);
+  check_shape(kName, batch, seq, cols, positions);
   require_argument(vocab_start >= 0 && vocab_rows > 0, kName, "needs vocab_start >= 0 and vocab_rows > 0");
   require_argument(is_aligned(workspace, kAlign), kName, "workspace must be 256-byte aligned");
   const std::size_t needed = embedding_backward_shard_workspace_bytes(batch, seq, vocab_rows);
@@ -280,7 +286,7 @@ void embedding_backward_shard(float* dwte_shard, float* dwpe, const Bf16* dout,
   // Rows equal to vocab_rows sort last and are skipped by the wte kernel
   // (token >= vocab), so the shard's gradient is exactly its tokens'.
   embedding_backward_rows(dwte_shard, dwpe, dout, rows, batch, seq, vocab_rows + 1, vocab_rows, cols,
-                          static_cast<char*>(workspace) + rows_bytes, workspace_bytes - rows_bytes, stream);
+                          static_cast<char*>(workspace) + rows_bytes, workspace_bytes - rows_bytes, stream, positions);
 }
 
 }  // namespace sextant::kernels

@@ -84,8 +84,8 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, const float (&in)[kWidth
 // exponent_step = -2 log2(theta) / head_dim, so theta^(-2i/d) = 2^(i * exponent_step).
 // sign: +1 rotates by +angle (forward), -1 by -angle (backward).
 template <int kWidth>
-__global__ void rope_kernel(__nv_bfloat16* qkv, std::int64_t tokens, int seq, int rotated_heads,
-                            int head_dim, int row_stride, float exponent_step, float sign) {
+__global__ void rope_kernel(__nv_bfloat16* qkv, std::int64_t tokens, int seq, SequencePositions positions,
+                            int rotated_heads, int head_dim, int row_stride, float exponent_step, float sign) {
   const int half = head_dim / 2;
   const int vectors_per_half = half / kWidth;
   const int groups = (rotated_heads + kHeadsPerThread - 1) / kHeadsPerThread;
@@ -117,7 +117,7 @@ __global__ void rope_kernel(__nv_bfloat16* qkv, std::int64_t tokens, int seq, in
   // exp2f is within 2 ulp, and position is exact (seq <= 2^24). sincosf, not
   // __sincosf: the fast intrinsic's error grows with the argument, which here
   // reaches the sequence length in radians.
-  const float position = static_cast<float>(token % seq);
+  const float position = static_cast<float>(position_of(positions, static_cast<int>(token % seq)));
   float c[kWidth], s[kWidth];
 #pragma unroll
   for (int j = 0; j < kWidth; ++j) {
@@ -185,16 +185,16 @@ void launch(const char* launcher, const char* buffer_name, Bf16* qkv, const Rope
       static_cast<float>(-2.0 * std::log2(static_cast<double>(s.theta)) / s.head_dim);
   __nv_bfloat16* p = detail::cuda_bf16(qkv);
   if (width == 8) {
-    rope_kernel<8><<<blocks, kThreads, 0, stream>>>(p, tokens, s.seq, rotated_heads, s.head_dim,
-                                                    s.row_stride, exponent_step, sign);
+    rope_kernel<8><<<blocks, kThreads, 0, stream>>>(p, tokens, s.seq, s.positions, rotated_heads,
+                                                    s.head_dim, s.row_stride, exponent_step, sign);
     SEXTANT_CHECK_LAUNCH("rope_kernel<8>");
   } else if (width == 2) {
-    rope_kernel<2><<<blocks, kThreads, 0, stream>>>(p, tokens, s.seq, rotated_heads, s.head_dim,
-                                                    s.row_stride, exponent_step, sign);
+    rope_kernel<2><<<blocks, kThreads, 0, stream>>>(p, tokens, s.seq, s.positions, rotated_heads,
+                                                    s.head_dim, s.row_stride, exponent_step, sign);
     SEXTANT_CHECK_LAUNCH("rope_kernel<2>");
   } else {
-    rope_kernel<1><<<blocks, kThreads, 0, stream>>>(p, tokens, s.seq, rotated_heads, s.head_dim,
-                                                    s.row_stride, exponent_step, sign);
+    rope_kernel<1><<<blocks, kThreads, 0, stream>>>(p, tokens, s.seq, s.positions, rotated_heads,
+                                                    s.head_dim, s.row_stride, exponent_step, sign);
     SEXTANT_CHECK_LAUNCH("rope_kernel<1>");
   }
 }
@@ -228,6 +228,11 @@ std::string rope_unsupported_reason(const RopeShape& s) {
           " + 2 * " + std::to_string(s.kv_heads) + ") * " + std::to_string(s.head_dim) + " = " +
           std::to_string(needed));
   }
+  if (const std::string problem = sequence_positions_problem(s.positions, s.seq); !problem.empty())
+    add("positions: " + problem);
+  else if (s.positions.chunk_tokens > 0 && positions_end(s.positions, s.seq) > kMaxSeq)
+    add("positions reach " + std::to_string(positions_end(s.positions, s.seq)) +
+        ": at most 16777216 (positions are exact in fp32 up to 2^24)");
   if (!(std::isfinite(s.theta) && s.theta > 1.0f))
     add("theta (" + format_float(s.theta) + ") must be finite and above 1");
   if (reasons.empty()) {

@@ -1,7 +1,8 @@
 // Rotary position embedding (Su et al. 2021, "RoFormer", eq. 34) in the
 // rotate-half form of GPT-NeoX, HF Llama and Megatron-LM, applied in place to
 // the fused QKV projection's output. For the token at position t of its
-// sequence (0-based), every query and key head, and i < d/2:
+// sequence (0-based; under context parallelism its position in the whole
+// sequence: kernels/sequence_positions.h), every query and key head, and i < d/2:
 //   angle          = t * theta^(-2i/d)
 //   out[i]         = x[i] cos(angle) - x[i + d/2] sin(angle)
 //   out[i + d/2]   = x[i + d/2] cos(angle) + x[i] sin(angle)
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "kernels/bf16.h"
+#include "kernels/sequence_positions.h"
 #include "kernels/stream.h"
 
 namespace sextant::kernels {
@@ -29,12 +31,15 @@ namespace sextant::kernels {
 /// them; columns past (heads + 2 * kv_heads) * head_dim, if any, are left alone.
 struct RopeShape {
   int batch = 0;
-  int seq = 0;         // positions restart at 0 for each of the batch's sequences
+  int seq = 0;         // local tokens per sequence; positions restart for each of the batch's sequences
   int heads = 0;       // query heads
   int kv_heads = 0;    // key/value heads (== heads for MHA, fewer for GQA)
   int head_dim = 0;    // even, at most 256
   int row_stride = 0;  // elements per row: >= (heads + 2 * kv_heads) * head_dim, a multiple of 8
   float theta = 10000.0f;  // the base; RoFormer and Llama 2 use 10^4, Llama 3 5 * 10^5
+  /// Each local token's position in the whole sequence: t by default; under
+  /// context parallelism the rank's two chunks' positions.
+  SequencePositions positions;
 };
 
 /// Empty when rope_forward and rope_backward accept `shape`; otherwise every

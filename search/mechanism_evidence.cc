@@ -70,10 +70,10 @@ const std::vector<Mechanism>& layout_mechanisms() {
       {"grad_reduce_in_fp32=0", [](const ParallelLayout& l) { return !l.grad_reduce_in_fp32; },
        {"nemo2407_GPT3-5B_64gpus"}, "", false,
        "dp=2,grad_reduce_in_fp32=0,mbs=1,gbs=2"},
-      // The engine refuses cp > 1 (engine/training/engine_support.h); NeMo's and
-      // Megatron-LM's Llama 3 runs use cp=2.
+      // The engine executes cp > 1 (issue 26: the all-gather variant; no engine
+      // measurement yet); NeMo's and Megatron-LM's Llama 3 runs use cp=2.
       {"cp>1", [](const ParallelLayout& l) { return l.cp > 1; },
-       {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", false,
+       {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", true,
        "cp=2,mbs=1,gbs=1"},
       // MoE layers have engine runs at ep = 1 (2026-11-27-h100-moe-engine) and
       // ep = 2, 4 over dp (no dev case has ep).

@@ -48,7 +48,8 @@ void print_run_header(std::ostream& progress, const RunSettings& s, const engine
   const engine::Trainer* trainer = &trainer_ref;
   const engine::data::TokenBatches* data = &data_ref;
   const engine::TransformerShape& shape = trainer->shape();
-  const int dp = s.layout.dp, tp = s.layout.tp, pp = s.layout.pp, seq = shape.seq;
+  // seq: the whole sequence (shape.seq is a cp rank's S/cp tokens).
+  const int dp = s.layout.dp, tp = s.layout.tp, pp = s.layout.pp, seq = shape.seq * shape.cp;
   const bool json = s.format == "json";
   const auto& gpu = facts.gpu;
   const auto& predicted = facts.predicted;
@@ -62,6 +63,7 @@ void print_run_header(std::ostream& progress, const RunSettings& s, const engine
                : tp > 1 ? " on each rank (its tp shard)"
                         : "")
            << "; layout " << (tp > 1 ? "tp=" + std::to_string(tp) + ", " : "")
+           << (s.layout.cp > 1 ? "cp=" + std::to_string(s.layout.cp) + ", " : "")
            << (pp > 1 ? "pp=" + std::to_string(pp) + ", " : "")
            << (s.layout.vpp > 1 ? "vpp=" + std::to_string(s.layout.vpp) + ", " : "") << (dp > 1 ? "dp=" + std::to_string(dp) + ", " : "")
            << "mbs=" << s.layout.mbs << ", gbs=" << s.layout.gbs
@@ -100,6 +102,11 @@ void print_run_header(std::ostream& progress, const RunSettings& s, const engine
                                                std::to_string(tp) + " of the tokens each"
                                          : "; norms replicated")
              << "\n";
+  if (s.layout.cp > 1)
+    progress << "context parallel: " << s.layout.cp << " ranks, each with 2 of the " << 2 * s.layout.cp
+             << " chunks of every sequence (" << shape.seq << " of " << seq
+             << " tokens; causally load-balanced), K and V all-gathered over cp in each attention; gradients "
+                "reduced over dp x cp\n";
   if (pp > 1)
     progress << "pipeline parallel: " << pp << " stages" << (s.layout.vpp > 1 ? " of " + std::to_string(s.layout.vpp) + " model chunks each" : "")
              << " (" << sim::to_string(trainer->plan().shape.schedule) << ", layers "
@@ -173,7 +180,7 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"ep", s.layout.ep},
+    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"cp", s.layout.cp}, {"ep", s.layout.ep},
                    {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))},
                    {"tp_comm_overlap", s.layout.tp_comm_overlap}, {"overlap_param_gather", s.layout.overlap_param_gather}};

@@ -84,7 +84,7 @@ int run_training(PreparedRun& run, std::ostream& rank_out) {
   engine::data::TokenBatches* data = run.data.get();
   const bool json = s.format == "json";
   std::ostream& progress = run.world_rank != 0 ? silent : json ? std::cerr : out;
-  const int seq = shape.seq;
+  const int seq = shape.seq * shape.cp;  // the whole sequence: shape.seq is a cp rank's S/cp tokens
   // The engine has no dropout; the simulator is asked about the model it trains.
   sim::ModelConfig trained = s.model;
   const bool preset_has_dropout = trained.hidden_dropout > 0 || trained.attention_dropout > 0;

@@ -46,7 +46,10 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
   // first like the embedding's.
   if (parts.embedding || (parts.output && s.tie_embeddings))
     wte_ = add("wte", s.vocab, h, true, ParameterInit::kNormal);
-  if (parts.embedding && s.learned_positions) wpe_ = add("wpe", s.seq, h, true, ParameterInit::kNormal);
+  // The position table covers the whole sequence: seq is the rank's S/cp
+  // tokens under context parallelism, whose positions span all S.
+  if (parts.embedding && s.learned_positions)
+    wpe_ = add("wpe", static_cast<std::int64_t>(s.seq) * s.cp, h, true, ParameterInit::kNormal);
   layers_.resize(static_cast<std::size_t>(s.num_layers));
   const std::vector<std::int64_t> qkv_blocks = {s.q_width(), s.kv_width(), s.kv_width()};
   const std::vector<std::int64_t> fc1_blocks =

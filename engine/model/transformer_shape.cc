@@ -67,6 +67,14 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
   need(!s.sequence_parallel || s.tokens() % s.tp == 0,
        "sequence parallelism splits the micro-batch's " + std::to_string(s.tokens()) +
            " tokens over tp = " + std::to_string(s.tp) + " ranks: micro-batch x sequence must be a multiple of tp");
+  // Context parallelism: each rank's seq tokens are two equal chunks of the
+  // sequence (engine/model/context_parallel_chunks.h); dense models only so far.
+  need(s.cp == 1 || model.seq_length % (2 * s.cp) == 0,
+       "context parallelism cuts the sequence of " + std::to_string(model.seq_length) + " tokens into 2·cp = " +
+           std::to_string(2 * s.cp) + " equal chunks: the sequence length must be a multiple of " +
+           std::to_string(2 * s.cp));
+  need(s.cp == 1 || !model.moe,
+       "cp = " + std::to_string(s.cp) + " with MoE layers: context parallelism of MoE models is not executed yet");
   need(s.micro_batch >= 1, "micro-batch size must be at least 1");
   need(s.seq >= 1, "sequence length must be at least 1");
   // Kernels index rows with int: tokens x the widest row must stay below 2^31.

@@ -18,12 +18,11 @@ namespace {
 }
 
 // Knobs the engine does not execute yet, and what they are.
-constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {
-    {"cp", "context parallelism"}, {"etp", "expert tensor parallelism"}};
+constexpr std::pair<const char*, const char*> kModelParallelKnobs[] = {{"etp", "expert tensor parallelism"}};
 
 std::optional<int> knob_of(const sim::PartialLayout& p, std::string_view name) {
-  if (name == "cp") return p.cp;
-  return p.etp;
+  if (name == "etp") return p.etp;
+  return std::nullopt;
 }
 
 // The overlap and precision knobs the engine does not execute as given: refused
@@ -75,8 +74,8 @@ void refuse_model_parallel(const sim::PartialLayout& p) {
     const std::optional<int> knob = knob_of(p, name);
     if (knob && *knob != 1)
       refuse("--layout", name,
-          std::to_string(*knob) + ": `sextant run` trains data-, tensor- and pipeline-parallel layouts "
-              "(dp, tp, pp, vpp; ep for MoE models) so far; " + what +
+          std::to_string(*knob) + ": `sextant run` trains data-, tensor-, context- and pipeline-parallel "
+              "layouts (dp, tp, cp, pp, vpp; ep for MoE models) so far; " + what +
               " is not executed yet, so " + name + " must be 1 (or left out)");
   }
 }
@@ -85,23 +84,36 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
   refuse_model_parallel(p);
   refuse_unexecuted_knobs(p);
   const int tp = p.tp.value_or(1);
+  const int cp = p.cp.value_or(1);
   const int pp = p.pp.value_or(1);
-  // The ranks a replica takes: tp, or tp·pp with a pipeline.
-  const int replica = tp * pp;
-  const std::string product = pp > 1 ? "tp·pp·dp" : "tp·dp";
+  if (cp < 1) refuse("--layout", "cp", std::to_string(cp) + ": must be at least 1");
+  // The ranks a replica takes: tp, tp·cp with context parallelism, times pp with a pipeline.
+  const int replica = tp * cp * pp;
+  const std::string model_parallel = std::string("tp") + (cp > 1 ? "·cp" : "") + (pp > 1 ? "·pp" : "");
+  const std::string product = model_parallel + "·dp";
   if (p.dp && replica * *p.dp != world_size)
     refuse("--layout", "dp",
         product + " = " + std::to_string(replica * *p.dp) + " but this run has " + std::to_string(world_size) +
             " rank(s): start " + product + " processes with --nproc-per-node " + std::to_string(replica * *p.dp) +
             " (or a Slurm / mpirun job of that many tasks), or leave dp out to fill the ranks");
-  if (world_size % replica != 0)
-    refuse("--layout", pp > 1 ? "pp" : "tp",
-        std::to_string(pp > 1 ? pp : tp) + ": this run has " + std::to_string(world_size) +
-            " rank(s), not a multiple of " + (pp > 1 ? "tp·pp = " + std::to_string(replica) : "tp") +
+  if (world_size % replica != 0) {
+    // The knob named: the last of tp, cp, pp the layout sets above 1.
+    const char* knob = pp > 1 ? "pp" : cp > 1 ? "cp" : "tp";
+    const int value = pp > 1 ? pp : cp > 1 ? cp : tp;
+    refuse("--layout", knob,
+        std::to_string(value) + ": this run has " + std::to_string(world_size) + " rank(s), not a multiple of " +
+            (replica == tp ? std::string("tp") : model_parallel + " = " + std::to_string(replica)) +
             ": start " + product + " processes (--nproc-per-node, Slurm or mpirun)");
+  }
   const int dp = world_size / replica;
-  if (p.zero && *p.zero != 0 && dp == 1)
+  // The distributed optimizer shards over dp x cp (the ranks holding the same
+  // weights: Megatron-Core's data-and-context-parallel group).
+  if (p.zero && *p.zero != 0 && dp * cp == 1)
     refuse("--layout", "zero", "ZeRO shards state over data-parallel GPUs; with one GPU use zero=0");
+  if (cp > 1 && p.ep.value_or(1) > 1)
+    refuse("--layout", "ep", std::to_string(*p.ep) + " with cp=" + std::to_string(cp) +
+                                 ": context parallelism with expert parallelism is not executed yet; "
+                                 "use ep=1 with cp > 1, or cp=1");
   if (p.zero && *p.zero > 1)
     refuse("--layout", "zero",
         std::to_string(*p.zero) + ": the engine executes zero=0 and zero=1 (dist_opt=1, the distributed "
@@ -117,6 +129,7 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
                                   std::to_string(*p.gbs));
   l.dp = dp;
   l.tp = tp;
+  l.cp = cp;
   l.zero = p.zero.value_or(0);
   // Expert parallelism folds over the data-parallel ranks (tp = 1 with MoE:
   // engine/model/transformer_shape.cc), Megatron-Core's MoE parallel folding.
@@ -152,7 +165,7 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
   // Megatron --overlap-param-gather: the distributed optimizer's all-gathers of
   // the weights run at the next step's start, overlapped with its forward.
   if (p.overlap_param_gather.value_or(false)) {
-    if (l.zero < 1 || dp == 1)
+    if (l.zero < 1 || dp * cp == 1)
       refuse("--layout", "overlap_param_gather",
                          "1: overlaps the distributed optimizer's all-gather of the weights with the next forward, "
                          "so it needs zero=1 (dist_opt=1) and dp > 1 (this layout has zero=" + std::to_string(l.zero) +
@@ -161,7 +174,7 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
   }
   // The engine reduces each gradient bucket as soon as backward completes it
   // (Megatron's --overlap-grad-reduce), always, with or without a pipeline.
-  if (p.overlap_grad_reduce && !*p.overlap_grad_reduce && dp > 1)
+  if (p.overlap_grad_reduce && !*p.overlap_grad_reduce && dp * cp > 1)
     refuse("--layout", "overlap_grad_reduce",
                        "0: with data parallelism the engine always reduces each gradient bucket as soon as "
                        "backward completes it (Megatron's --overlap-grad-reduce); accepted: 1");
@@ -200,6 +213,31 @@ void check_tensor_parallel_split(const sim::ModelConfig& model, int tp) {
     if (count % tp != 0)
       refuse("--layout", "tp", std::to_string(tp) + ": " + key + " (" + std::to_string(count) +
                                                ") of model '" + model.name + "' must be a multiple of tp");
+}
+
+}  // namespace sextant::engine::training
+
+namespace sextant::engine::training {
+
+void check_context_parallel_split(const sim::ModelConfig& model, const sim::ParallelLayout& layout) {
+  const int cp = layout.cp;
+  if (cp == 1) return;
+  if (model.moe)
+    refuse("--layout", "cp", std::to_string(cp) + ": model '" + model.name + "' has MoE layers; context "
+                                 "parallelism of MoE models is not executed yet (use cp=1)");
+  // The causally load-balanced split (engine/model/context_parallel_chunks.h):
+  // 2·cp chunks of equal length.
+  if (model.seq_length % (2LL * cp) != 0)
+    refuse("--layout", "cp", std::to_string(cp) + ": the sequence of " + std::to_string(model.seq_length) +
+                                 " tokens is cut into 2·cp = " + std::to_string(2 * cp) +
+                                 " equal chunks, so --seq-length must be a multiple of " + std::to_string(2 * cp));
+  // Sequence parallelism then splits each rank's mbs·seq/cp tokens over tp
+  // (Korthikanti et al. 2022, Sec. 4.2.2).
+  const long long local_tokens = static_cast<long long>(layout.mbs) * (model.seq_length / cp);
+  if (layout.sp && layout.tp > 1 && local_tokens % layout.tp != 0)
+    refuse("--layout", "cp", std::to_string(cp) + " with tp=" + std::to_string(layout.tp) + " and sp=1: each rank's " +
+                                 std::to_string(local_tokens) + " tokens (mbs·seq/cp) are split over tp, so they "
+                                 "must be a multiple of tp");
 }
 
 }  // namespace sextant::engine::training

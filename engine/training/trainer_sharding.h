@@ -18,7 +18,8 @@ namespace sextant::engine::training {
 /// pipeline, each stage's from the layout (pipeline_sharding), checked against
 /// this rank's trainer — the same tensors in its order and, under ZeRO-1, its
 /// own buckets — std::logic_error when they differ (a programming error: the
-/// checkpoint would describe other arrays than the ranks hold).
+/// checkpoint would describe other arrays than the ranks hold); std::invalid_argument
+/// for a context-parallel layout (cp > 1: not checkpointed yet).
 std::vector<checkpoint::CheckpointSharding> trainer_sharding(const Trainer& trainer, const sim::ModelConfig& model,
                                                              std::size_t bucket_elements);
 

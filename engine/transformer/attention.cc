@@ -1,6 +1,7 @@
 #include "engine/transformer/attention.h"
 
 #include "engine/transformer/flash_attention_core.h"
+#include "engine/transformer/local_positions.h"
 #include "engine/transformer/padded_heads.h"
 #include "kernels/rope.h"
 
@@ -9,7 +10,10 @@ namespace {
 
 constexpr auto kAct = MemoryCategory::kActivations;
 
-kernels::RopeShape rope_shape(const TransformerShape& s) {
+// Each local token rotated by its position in the whole sequence (under
+// context parallelism, its chunk's place: local_positions.h).
+kernels::RopeShape rope_shape(const ModelContext& context) {
+  const TransformerShape& s = context.shape();
   kernels::RopeShape r{};
   r.batch = s.micro_batch;
   r.seq = s.seq;
@@ -18,6 +22,7 @@ kernels::RopeShape rope_shape(const TransformerShape& s) {
   r.head_dim = s.head_dim;
   r.row_stride = s.qkv_width();
   r.theta = s.rope_theta;
+  r.positions = local_positions(context);
   return r;
 }
 
@@ -106,7 +111,7 @@ void SelfAttention::forward(int layer, bool /*recompute*/) {
   Bf16* qkv = s.attention_padded() ? qkv_ : a.qkv;
   qkv_linear_.forward(
       qkv_linear_.forward_args(qkv, x, context_.linear(w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width())));
-  if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(s), context_.stream());
+  if (!s.learned_positions) kernels::rope_forward(qkv, rope_shape(context_), context_.stream());
   if (s.attention_padded()) split_padded_heads(a.q, a.k, a.v, qkv_, s, context_.stream());
   core_->forward(a.attn, a.lse, a.q, a.k, a.v);
   const Bf16* proj_in = projection_input(a);
@@ -135,7 +140,7 @@ void SelfAttention::backward(int layer) {
   Bf16* dv = padded ? dv_ : qkv_ + s.q_width() + s.kv_width();
   core_->backward(dq, dk, dv, dout, a.q, a.k, a.v, a.attn, a.lse);
   if (padded) merge_padded_gradients(qkv_, dq_, dk_, dv_, s, context_.stream());
-  if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(s), context_.stream());
+  if (!s.learned_positions) kernels::rope_backward(qkv_, rope_shape(context_), context_.stream());
   qkv_linear_.backward(stream_.scratch, qkv_, stored_normed_input(layer),
                        context_.linear(w.qkv_weight, w.qkv_bias, s.hidden, s.qkv_width()));
   // Column-parallel QKV under tp: the collective task after this one sums the

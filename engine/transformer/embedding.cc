@@ -1,5 +1,6 @@
 #include "engine/transformer/embedding.h"
 
+#include "engine/transformer/local_positions.h"
 #include "kernels/embedding.h"
 
 namespace sextant::engine::transformer {
@@ -27,14 +28,14 @@ void Embedding::forward(int mb) {
   tensor_parallel::Collectives* tp = context_.tp();
   if (tp == nullptr) {
     kernels::embedding_forward(out, tokens_of(mb), context_.weight(layout.wte()), context_.weight(layout.wpe()),
-                               s.micro_batch, s.seq, s.hidden, context_.stream());
+                               s.micro_batch, s.seq, s.hidden, context_.stream(), local_positions(context_));
     return;
   }
   Bf16* partial = s.sequence_parallel ? stream_.scratch : out;
   kernels::embedding_forward_shard(partial, tokens_of(mb), context_.weight(layout.wte()),
                                    context_.adds_replicated_terms() ? context_.weight(layout.wpe()) : nullptr,
                                    s.micro_batch, s.seq, s.hidden, s.vocab_start(tp->rank()), s.vocab,
-                                   context_.stream());
+                                   context_.stream(), local_positions(context_));
   if (s.sequence_parallel)
     tp->reduce_scatter(partial, out, to_size(s.norm_tokens() * s.hidden));
   else
@@ -48,7 +49,7 @@ void Embedding::backward(int mb) {
   if (tp == nullptr) {
     kernels::embedding_backward(context_.gradient(layout.wte()), context_.gradient(layout.wpe()), stream_.gradient,
                                 tokens_of(mb), s.micro_batch, s.seq, s.vocab, s.hidden, workspace_,
-                                workspace_bytes_, context_.stream());
+                                workspace_bytes_, context_.stream(), local_positions(context_));
     return;
   }
   // Every rank needs the gradient of every token for its rows, and computes
@@ -61,7 +62,7 @@ void Embedding::backward(int mb) {
   }
   kernels::embedding_backward_shard(context_.gradient(layout.wte()), context_.gradient(layout.wpe()), dout,
                                     tokens_of(mb), s.micro_batch, s.seq, s.vocab_start(tp->rank()), s.vocab,
-                                    s.hidden, workspace_, workspace_bytes_, context_.stream());
+                                    s.hidden, workspace_, workspace_bytes_, context_.stream(), local_positions(context_));
 }
 
 }  // namespace sextant::engine::transformer

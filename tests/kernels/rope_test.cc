@@ -10,6 +10,9 @@
 // t * inv_freq half an ulp; 2^e (ln2 |e| + 2.5) <= 2.5 for e <= 0), and an
 // angle error moves the output by at most r times it; sincosf's 2 ulp and the
 // fp32 products add a few 2^-24 r. At t = 4095 that is 1.5e-3 r.
+// Under context parallelism (chunked positions, kernels/sequence_positions.h)
+// t is the token's position in the whole sequence, which the reference takes
+// independently of the kernel: chunk j's token u is at chunk_start[j] + u.
 // Value heads and padding columns must come back bit for bit.
 #include <gtest/gtest.h>
 
@@ -32,6 +35,9 @@ struct Case {
   int batch, seq, heads, kv_heads, head_dim;
   int padding = 0;  // extra columns at the end of each row, beyond the V heads
   float theta = 10000.0f;
+  // Context parallelism: two chunks of seq / 2 tokens starting at these
+  // positions of the whole sequence (-1: positions 0..seq-1).
+  int chunk_start0 = -1, chunk_start1 = -1;
 };
 
 RopeShape shape_of(const Case& c) {
@@ -43,6 +49,7 @@ RopeShape shape_of(const Case& c) {
   s.head_dim = c.head_dim;
   s.row_stride = (c.heads + 2 * c.kv_heads) * c.head_dim + c.padding;
   s.theta = c.theta;
+  if (c.chunk_start0 >= 0) s.positions = SequencePositions{c.seq / 2, {c.chunk_start0, c.chunk_start1}};
   return s;
 }
 
@@ -55,7 +62,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   name.append("_kv").append(std::to_string(c.kv_heads));
   name.append("_d").append(std::to_string(c.head_dim));
   name.append("_pad").append(std::to_string(c.padding));
-  return name.append("_theta").append(std::to_string(static_cast<long>(c.theta)));
+  name.append("_theta").append(std::to_string(static_cast<long>(c.theta)));
+  if (c.chunk_start0 >= 0)
+    name.append("_chunks").append(std::to_string(c.chunk_start0)).append("_").append(std::to_string(c.chunk_start1));
+  return name;
 }
 
 std::size_t elements(const RopeShape& s) {
@@ -74,7 +84,11 @@ Reference rotate(const std::vector<double>& x, const RopeShape& s, double sign) 
   Reference r{x, std::vector<double>(x.size(), 0.0)};
   const int d = s.head_dim, half = d / 2;
   for (std::int64_t row = 0; row < static_cast<std::int64_t>(s.batch) * s.seq; ++row) {
-    const int t = static_cast<int>(row % s.seq);
+    // The position in the whole sequence, from the chunks' starts.
+    const int local = static_cast<int>(row % s.seq);
+    const int c = s.positions.chunk_tokens;
+    const int t = c == 0 ? local : local < c ? s.positions.chunk_start[0] + local
+                                             : s.positions.chunk_start[1] + local - c;
     for (int head = 0; head < s.heads + s.kv_heads; ++head) {
       const std::size_t base = static_cast<std::size_t>(row) * s.row_stride +
                                static_cast<std::size_t>(head) * d;
@@ -182,7 +196,15 @@ INSTANTIATE_TEST_SUITE_P(
         // d/2 = 36: not a multiple of 8, so 4-byte (bf16x2) accesses.
         Case{2, 33, 3, 1, 72},
         // d/2 = 5, odd: element-wise accesses; row (3 + 2) * 10 = 50 padded to 56.
-        Case{1, 50, 3, 1, 10, 6}),
+        Case{1, 50, 3, 1, 10, 6},
+        // Context parallelism, cp = 4 of a 2048-token sequence: rank 1 holds
+        // chunks 1 and 6 of 256 tokens, at positions 256 and 1536; two sequences.
+        Case{2, 512, 4, 2, 64, 0, 10000.0f, 256, 1536},
+        // cp = 8 of 16384 tokens, rank 1: chunks 1 and 14 of 1024 at 1024 and
+        // 14336 (angles up to 15359 rad), GQA, d 128, Llama 3's theta.
+        Case{1, 2048, 8, 2, 128, 0, 500000.0f, 1024, 14336},
+        // cp = 2 of 66 tokens, rank 0: chunks 0 and 3 of 33 (odd chunks), d/2 odd.
+        Case{1, 66, 3, 1, 10, 6, 10000.0f, 0, 99}),
     case_name);
 
 // Argument checks run on the host before any launch, so they need no GPU.
@@ -206,6 +228,21 @@ TEST(RopeArguments, UnsupportedShapeNamesEveryProblem) {
   EXPECT_EQ(rope_unsupported_reason(RopeShape{1, 16777217, 1, 1, 64, 192, NAN}),
             "seq (16777217) must be in [1, 16777216] (positions are exact in fp32 up to 2^24); "
             "theta (nan) must be finite and above 1");
+}
+
+TEST(RopeArguments, ChunkedPositionsAreChecked) {
+  RopeShape s{1, 128, 4, 2, 64, 512};
+  s.positions = SequencePositions{64, {64, 192}};  // cp = 2 of 256 tokens, rank 1
+  EXPECT_EQ(rope_unsupported_reason(s), "");
+  s.positions = SequencePositions{60, {64, 192}};
+  EXPECT_EQ(rope_unsupported_reason(s),
+            "positions: chunk_tokens 60, chunk_start {64, 192}: two chunks must hold the seq (128) local tokens, "
+            "chunk_tokens = seq / 2");
+  s.positions = SequencePositions{64, {64, 100}};
+  EXPECT_EQ(rope_unsupported_reason(s), "positions: chunk_tokens 64, chunk_start {64, 100}: the two chunks overlap");
+  s.positions = SequencePositions{64, {0, 16777200}};
+  EXPECT_EQ(rope_unsupported_reason(s),
+            "positions reach 16777264: at most 16777216 (positions are exact in fp32 up to 2^24)");
 }
 
 TEST(RopeArguments, LaunchersThrowBeforeLaunching) {

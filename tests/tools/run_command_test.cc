@@ -17,13 +17,18 @@ using sextant::testing::TempDir;
 
 TEST(RunCommand, RefusesParallelLayoutsByName) {
   TempDir dir;
-  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout cp=2,mbs=1");
+  // etp: the knob left refused since cp is executed (this asserted cp's refusal before).
+  CommandResult r = run_sextant(dir, "run --model gpt-350m --layout etp=2,mbs=1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_NE(r.err.find("cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, "
-                       "vpp; ep for MoE models) so far; context parallelism is not "
-                       "executed yet, so cp must be 1"),
+  EXPECT_NE(r.err.find("etp: 2: `sextant run` trains data-, tensor-, context- and pipeline-parallel layouts (dp, "
+                       "tp, cp, pp, vpp; ep for MoE models) so far; expert tensor parallelism is not "
+                       "executed yet, so etp must be 1"),
             std::string::npos) << r.err;
+  // cp=2 on one process: the ranks are refused, not context parallelism.
+  r = run_sextant(dir, "run --model gpt-350m --layout cp=2,mbs=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cp: 2: this run has 1 rank(s), not a multiple of tp·cp = 2"), std::string::npos) << r.err;
   // pp=2 needs two processes; vpp needs a pipeline.
   r = run_sextant(dir, "run --model gpt-350m --layout pp=2,mbs=1");
   EXPECT_EQ(r.exit_code, 2);

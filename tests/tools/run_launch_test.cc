@@ -50,7 +50,8 @@ TEST(RunLaunch, PrintSbatchRefusesWhatRunRefusesBeforeWritingAnything) {
       {"--nodes 1 --model gpt-350m --layout dp=16",
        "tp·cp·dp·pp = 16 is not the 8 ranks the launcher started"},
       // A knob the engine does not execute.
-      {"--nodes 1 --model gpt-350m --layout cp=2", "context parallelism is not executed yet"},
+      // (cp=2 before context parallelism was executed; etp is refused still.)
+      {"--nodes 1 --model gpt-350m --layout etp=2", "expert tensor parallelism is not executed yet"},
       {"--nodes 1 --model gpt-350m --layout zero=3", "--layout: zero"},
       // A batch the ranks cannot share.
       {"--nodes 1 --model gpt-350m --layout mbs=2,gbs=6", "--layout"},
@@ -112,13 +113,14 @@ TEST(RunLaunch, ALayoutThatDoesNotFitTheRanksStopsEveryRank) {
 }
 
 TEST(RunLaunch, ModelParallelLayoutsStopEveryRankBeforeTheyMeet) {
-  // 2 ranks, cp=2 (dp = 2/2 = 1): a layout the engine does not execute yet is refused by
-  // each rank before the rendezvous (so no GPU or NCCL is needed to say so).
+  // 2 ranks, etp=2 (cp=2 before context parallelism was executed): a layout the engine
+  // does not execute yet is refused by each rank before the rendezvous (so no GPU or
+  // NCCL is needed to say so).
   TempDir dir;
-  CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout cp=2");
+  CommandResult r = run_sextant(dir, "run --nproc-per-node 2 --model gpt-350m --layout etp=2");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--layout: cp: 2: `sextant run` trains data-, tensor- and pipeline-parallel layouts "
-                       "(dp, tp, pp, vpp; ep for MoE models) so far; context "
+  EXPECT_NE(r.err.find("--layout: etp: 2: `sextant run` trains data-, tensor-, context- and pipeline-parallel "
+                       "layouts (dp, tp, cp, pp, vpp; ep for MoE models) so far; expert tensor "
                        "parallelism is not executed yet"),
             std::string::npos) << r.err;
   // pp=2 with vpp=2: gpt-350m's 24 layers split into 4 chunks of 6, but one

@@ -27,7 +27,13 @@ std::string refusal(const std::string& spec, int world_size, int global_batch = 
 }
 
 TEST(EngineSupport, EveryKnobTheEngineDoesNotExecuteIsRefusedByName) {
-  EXPECT_EQ(refusal("cp=2", 2), "--layout: cp");
+  // cp is executed (it was refused before context parallelism): the replica is tp·cp·pp ranks.
+  EXPECT_EQ(refusal("cp=2", 2), "");
+  EXPECT_EQ(refusal("cp=3", 2), "--layout: cp");               // 2 ranks are not a multiple of cp
+  EXPECT_EQ(refusal("cp=2,ep=2", 4), "--layout: ep");          // cp with ep not executed yet
+  EXPECT_EQ(refusal("tp=2,cp=2,dp=2", 4), "--layout: dp");     // tp·cp·dp = 8 ranks
+  EXPECT_EQ(refusal("cp=2,zero=1,mbs=1,gbs=2", 2), "");        // ZeRO-1 shards over dp x cp
+  EXPECT_EQ(refusal("cp=2,overlap_grad_reduce=0", 2), "--layout: overlap_grad_reduce");
   EXPECT_EQ(refusal("ep=3", 2), "--layout: ep");  // experts fold over dp ranks: ep divides dp
   EXPECT_EQ(refusal("dp=2,ep=2,zero=1", 2), "--layout: zero");  // experts not sharded by ZeRO-1 yet
   EXPECT_EQ(refusal("dp=4,ep=2,mbs=1,gbs=8", 4), "");
@@ -53,14 +59,17 @@ TEST(EngineSupport, EveryKnobTheEngineDoesNotExecuteIsRefusedByName) {
 
 TEST(EngineSupport, ModelParallelKnobsSayWhatIsExecuted) {
   try {
-    refuse_model_parallel(sim::parse_layout("cp=2"));
-    ADD_FAILURE() << "cp=2 accepted";
+    // Was cp=2's message before context parallelism was executed; etp is the one left.
+    refuse_model_parallel(sim::parse_layout("etp=2"));
+    ADD_FAILURE() << "etp=2 accepted";
   } catch (const sim::ConfigError& e) {
     EXPECT_EQ(e.diagnostics().at(0).message,
-              "2: `sextant run` trains data-, tensor- and pipeline-parallel layouts (dp, tp, pp, vpp; ep for "
-              "MoE models) so far; context parallelism is not executed yet, so cp must be 1 (or left out)");
+              "2: `sextant run` trains data-, tensor-, context- and pipeline-parallel layouts (dp, tp, cp, pp, "
+              "vpp; ep for MoE models) so far; expert tensor parallelism is not executed yet, so etp must be 1 "
+              "(or left out)");
   }
   EXPECT_NO_THROW(refuse_model_parallel(sim::parse_layout("cp=1,ep=1,etp=1,tp=8")));
+  EXPECT_NO_THROW(refuse_model_parallel(sim::parse_layout("cp=4")));
 }
 
 TEST(EngineSupport, WhatItExecutesIsFilledIn) {
@@ -85,6 +94,40 @@ TEST(EngineSupport, OverlapGradReduceOffIsRefusedWhereThereIsDataParallelism) {
   // an overlapped reduction (it had said 0, so the prediction exposed the reduction).
   EXPECT_TRUE(executed("dp=4,mbs=4,gbs=16", 4, 16).overlap_grad_reduce);
   EXPECT_TRUE(executed("pp=2,dist_opt=1", 4, 8).overlap_grad_reduce);
+}
+
+TEST(EngineSupport, ContextParallelLayoutsAreFilledInAndChecked) {
+  // 8 ranks, tp=2, cp=2: dp = 8 / (tp·cp) = 2; 16 ranks with pp=2 too.
+  const sim::ParallelLayout l = executed("tp=2,sp=1,cp=2,mbs=1,gbs=8", 8);
+  EXPECT_EQ(l.cp, 2);
+  EXPECT_EQ(l.dp, 2);
+  EXPECT_EQ(executed("tp=2,cp=2,pp=2,mbs=1,gbs=8", 16).dp, 2);
+  EXPECT_EQ(executed("cp=4,mbs=1,gbs=8", 4).dp, 1);
+  auto key_of = [](const sim::ModelConfig& model, const sim::ParallelLayout& layout) {
+    try {
+      check_context_parallel_split(model, layout);
+    } catch (const sim::ConfigError& e) {
+      return e.diagnostics().at(0).file + ": " + e.diagnostics().at(0).key + ": " + e.diagnostics().at(0).message;
+    }
+    return std::string();
+  };
+  sim::ModelConfig m;
+  m.name = "m";
+  m.seq_length = 1000;
+  // 1000 tokens in 2·cp = 8 chunks of 125: accepted; 2·cp = 16 does not divide 1000.
+  EXPECT_EQ(key_of(m, executed("cp=4", 4)), "");
+  EXPECT_EQ(key_of(m, executed("cp=8", 8)),
+            "--layout: cp: 8: the sequence of 1000 tokens is cut into 2·cp = 16 equal chunks, so --seq-length "
+            "must be a multiple of 16");
+  // sp: each rank's 1000 / 4 = 250 tokens over tp = 4: not a multiple.
+  EXPECT_EQ(key_of(m, executed("tp=4,sp=1,cp=4,mbs=1", 16)),
+            "--layout: cp: 4 with tp=4 and sp=1: each rank's 250 tokens (mbs·seq/cp) are split over tp, so they "
+            "must be a multiple of tp");
+  EXPECT_EQ(key_of(m, executed("tp=2,sp=1,cp=4,mbs=1", 8)), "");
+  sim::ModelConfig moe = m;
+  moe.moe = sim::MoeConfig{};
+  EXPECT_EQ(key_of(moe, executed("cp=2", 2)).substr(0, 14), "--layout: cp: ");
+  EXPECT_EQ(key_of(moe, executed("cp=1", 1)), "");
 }
 
 TEST(EngineSupport, ModelFeaturesWithoutKernelsAreRefused) {
