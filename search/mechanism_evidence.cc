@@ -70,11 +70,17 @@ const std::vector<Mechanism>& layout_mechanisms() {
       {"grad_reduce_in_fp32=0", [](const ParallelLayout& l) { return !l.grad_reduce_in_fp32; },
        {"nemo2407_GPT3-5B_64gpus"}, "", false,
        "dp=2,grad_reduce_in_fp32=0,mbs=1,gbs=2"},
-      // The engine executes cp > 1 (issue 26: the all-gather variant; no engine
-      // measurement yet); NeMo's and Megatron-LM's Llama 3 runs use cp=2.
-      {"cp>1", [](const ParallelLayout& l) { return l.cp > 1; },
-       {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", true,
-       "cp=2,mbs=1,gbs=1"},
+      // Context parallelism: Megatron-Core's default ring (p2p), which NeMo's and
+      // Megatron-LM's Llama 3 runs use at cp=2, is not executed by the engine; the
+      // all-gather variant is (issue 26).
+      {"cp>1 cp_comm_type=p2p",
+       [](const ParallelLayout& l) { return l.cp > 1 && l.cp_comm_type == sim::CpCommType::kP2p; },
+       {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", false,
+       "cp=2,cp_comm_type=p2p,mbs=1,gbs=1"},
+      {"cp>1 cp_comm_type=all_gather",
+       [](const ParallelLayout& l) { return l.cp > 1 && l.cp_comm_type == sim::CpCommType::kAllGather; },
+       {}, "", true,
+       "cp=2,cp_comm_type=all_gather,mbs=1,gbs=1"},
       // MoE layers have engine runs at ep = 1 (2026-11-27-h100-moe-engine) and
       // ep = 2, 4 over dp (no dev case has ep).
       {"ep>1", [](const ParallelLayout& l) { return l.ep > 1; }, {}, "2026-11-28-h200x4-moe-ep", true,

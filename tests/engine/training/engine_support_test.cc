@@ -103,6 +103,10 @@ TEST(EngineSupport, ContextParallelLayoutsAreFilledInAndChecked) {
   EXPECT_EQ(l.dp, 2);
   EXPECT_EQ(executed("tp=2,cp=2,pp=2,mbs=1,gbs=8", 16).dp, 2);
   EXPECT_EQ(executed("cp=4,mbs=1,gbs=8", 4).dp, 1);
+  // The engine runs the all-gather attention, and says so to --compare; the ring is refused by name.
+  EXPECT_EQ(executed("cp=4,mbs=1,gbs=8", 4).cp_comm_type, sim::CpCommType::kAllGather);
+  EXPECT_EQ(executed("cp=2,cp_comm_type=all_gather", 2).cp_comm_type, sim::CpCommType::kAllGather);
+  EXPECT_EQ(refusal("cp=2,cp_comm_type=p2p", 2), "--layout: cp_comm_type");
   auto key_of = [](const sim::ModelConfig& model, const sim::ParallelLayout& layout) {
     try {
       check_context_parallel_split(model, layout);
