@@ -97,25 +97,17 @@ std::vector<float> rows_of(const std::vector<float>& m, std::size_t width, const
   return out;
 }
 
-void upload(Bf16* device, const std::vector<float>& host) {
-  std::vector<Bf16> bf16(host.size());
-  std::transform(host.begin(), host.end(), bf16.begin(), kernels::from_float);
-  SEXTANT_CUDA_CHECK(cudaMemcpy(device, bf16.data(), bf16.size() * sizeof(Bf16), cudaMemcpyHostToDevice));
-}
-std::vector<float> download(const Bf16* device, std::size_t count) {
-  std::vector<Bf16> bf16(count);
-  SEXTANT_CUDA_CHECK(cudaMemcpy(bf16.data(), device, count * sizeof(Bf16), cudaMemcpyDeviceToHost));
-  std::vector<float> out(count);
-  std::transform(bf16.begin(), bf16.end(), out.begin(), kernels::to_float);
-  return out;
-}
-// `rows` rows of `width` columns, `stride` apart on the device (column slices of a fused row).
-void upload_columns(Bf16* device, std::size_t stride, const std::vector<float>& host, std::size_t width) {
+// Rows of `width` columns, `stride` apart on the device (column slices of a
+// fused row), copied on `stream` and waited for: a pageable copy on another
+// stream may land after `stream`'s kernels read it.
+void upload_columns(Bf16* device, std::size_t stride, const std::vector<float>& host, std::size_t width,
+                    cudaStream_t stream) {
   const std::size_t rows = host.size() / width;
   std::vector<Bf16> bf16(host.size());
   std::transform(host.begin(), host.end(), bf16.begin(), kernels::from_float);
-  SEXTANT_CUDA_CHECK(cudaMemcpy2D(device, stride * sizeof(Bf16), bf16.data(), width * sizeof(Bf16),
-                                  width * sizeof(Bf16), rows, cudaMemcpyHostToDevice));
+  SEXTANT_CUDA_CHECK(cudaMemcpy2DAsync(device, stride * sizeof(Bf16), bf16.data(), width * sizeof(Bf16),
+                                       width * sizeof(Bf16), rows, cudaMemcpyHostToDevice, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 std::vector<float> download_columns(const Bf16* device, std::size_t stride, std::size_t rows, std::size_t width) {
   std::vector<Bf16> bf16(rows * width);
@@ -173,15 +165,15 @@ void run_core(const TransformerShape& shape, Communicator* cp_group, AttentionTe
     const ParameterLayout layout(shape);
     context.bind(layout, {}, compute, nullptr, nullptr, cp_group);
     const std::size_t q_stride = fused ? row : qw, kv_stride = fused ? row : kvw;
-    upload_columns(q, q_stride, t.q, qw);
-    upload_columns(k, kv_stride, t.k, kvw);
-    upload_columns(v, kv_stride, t.v, kvw);
-    upload(dout, t.dout);
+    upload_columns(q, q_stride, t.q, qw, compute);
+    upload_columns(k, kv_stride, t.k, kvw, compute);
+    upload_columns(v, kv_stride, t.v, kvw, compute);
+    upload_columns(dout, qw, t.dout, qw, compute);
     core->forward(out, lse, q, k, v);
     core->backward(dq, dk, dv, dout, q, k, v, out, lse);
     SEXTANT_CUDA_CHECK(cudaStreamSynchronize(compute));
     if (cp_group != nullptr) SEXTANT_CUDA_CHECK(cudaStreamSynchronize(cp_group->stream()));
-    t.out = download(out, T * qw);
+    t.out = download_columns(out, qw, T, qw);
     t.lse.resize(T * static_cast<std::size_t>(shape.heads));
     SEXTANT_CUDA_CHECK(cudaMemcpy(t.lse.data(), lse, t.lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
     t.dq = download_columns(dq, q_stride, T, qw);
