@@ -1,5 +1,6 @@
 #include "engine/transformer/attention.h"
 
+#include "engine/transformer/context_parallel_attention_core.h"
 #include "engine/transformer/flash_attention_core.h"
 #include "engine/transformer/local_positions.h"
 #include "engine/transformer/padded_heads.h"
@@ -26,6 +27,13 @@ kernels::RopeShape rope_shape(const ModelContext& context) {
   return r;
 }
 
+// Context parallelism's all-gather attention when the sequences are split over
+// a cp group, else flash attention on this rank's whole sequences.
+std::unique_ptr<AttentionCore> make_attention_core(ModelContext& context) {
+  if (context.shape().cp > 1) return std::make_unique<ContextParallelAttentionCore>(context);
+  return std::make_unique<FlashAttentionCore>(context);
+}
+
 }  // namespace
 
 SelfAttention::SelfAttention(ModelContext& context, ResidualStream& stream, Norm& norm)
@@ -33,7 +41,7 @@ SelfAttention::SelfAttention(ModelContext& context, ResidualStream& stream, Norm
       stored_(to_size(context.shape().num_layers)),
       qkv_linear_(context.runtime(), static_cast<int>(context.shape().tokens())),
       proj_linear_(context.runtime(), static_cast<int>(context.shape().tokens())),
-      core_(std::make_unique<FlashAttentionCore>(context)) {}
+      core_(make_attention_core(context)) {}
 
 ResidualBlock::Ends SelfAttention::ends(int layer) const {
   const LayerTensors& w = context_.layout().layer(layer);

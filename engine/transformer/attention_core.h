@@ -9,7 +9,9 @@
 // Q, K, V are in the kernels' layout, (tokens, heads, attention_head_dim)
 // with their row strides (kernels/flash_attention.h: FlashAttentionShape),
 // the output (tokens, heads, attention_head_dim) and its log-sum-exp
-// (micro_batch, heads, seq) stored for the backward.
+// (micro_batch · heads · seq floats, laid out as the core chooses: flash
+// attention's (micro_batch, heads, seq), the context-parallel core's per chunk)
+// stored for the backward.
 #pragma once
 
 #include "engine/transformer/arena_buffers.h"

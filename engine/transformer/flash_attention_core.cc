@@ -1,7 +1,6 @@
 #include "engine/transformer/flash_attention_core.h"
 
 namespace sextant::engine::transformer {
-namespace {
 
 kernels::FlashAttentionShape flash_attention_shape(const TransformerShape& s) {
   kernels::FlashAttentionShape a{};
@@ -16,8 +15,6 @@ kernels::FlashAttentionShape flash_attention_shape(const TransformerShape& s) {
   }
   return a;
 }
-
-}  // namespace
 
 FlashAttentionCore::FlashAttentionCore(ModelContext& context)
     : context_(context), shape_(flash_attention_shape(context.shape())) {}

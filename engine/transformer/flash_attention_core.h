@@ -12,6 +12,13 @@
 
 namespace sextant::engine::transformer {
 
+/// The flash attention call on this rank's whole sequences of `shape`: its
+/// micro-batch of seq tokens, its heads, and the row strides of Q, K and V as
+/// the block stores them (attention.h: column slices of the fused QKV rows,
+/// or padded arrays of their own). The context-parallel core runs its chunks
+/// with these heads and strides.
+kernels::FlashAttentionShape flash_attention_shape(const TransformerShape& shape);
+
 class FlashAttentionCore : public AttentionCore {
  public:
   explicit FlashAttentionCore(ModelContext& context);

@@ -1,0 +1,282 @@
+// Context-parallel attention (all-gather K/V) at cp = 2 and cp = 4 on the
+// in-process communicator (one thread and compute stream per rank), against
+// the one-GPU core (FlashAttentionCore) on the whole sequences: random Q, K,
+// V and dO, and every rank's output, log-sum-exp and gradients dQ, dK, dV at
+// its tokens must be the whole run's at the positions those tokens hold
+// (engine/model/context_parallel_chunks.h). Both cores run from a
+// ModelContext, reserving their buffers in an ArenaPlan as the engine does;
+// Q, K, V sit where SelfAttention puts them: column slices of the fused QKV
+// rows (head_dim 64, 128), or padded arrays of their own (head_dim 80).
+//
+// Tolerances. Both runs are flash attention on the same bf16 inputs; they
+// differ only in how the keys are split into calls. The output and LSE take
+// flash attention's test bounds (tests/kernels/flash_attention_test.cc):
+// O within rtol 1e-2 + 2^-8·max|V|, LSE within max(1e-4, S·2^-24). dQ is
+// summed with fp32 atomics in either run (its last bits vary from run to
+// run): rtol 1e-2 plus 2^-7 of its rms. dK and dV are rounded twice here —
+// each chunk's share to bf16 by flash attention, then the fp32 sum over the
+// 2·cp chunks to bf16 — where the whole run rounds once: up to 2·cp
+// partials, each off by 2^-9 of itself, so rtol 1e-2 plus 2^-6 of the rms.
+// A wrong position, a missing chunk or key range, or a lost reduce-scatter
+// term is off by O(rms), 64 times more.
+#include "engine/transformer/context_parallel_attention_core.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/device_arena.h"
+#include "engine/model/context_parallel_chunks.h"
+#include "engine/model/parameter_layout.h"
+#include "engine/transformer/flash_attention_core.h"
+#include "engine/transformer/model_context.h"
+#include "kernels/cuda_check.h"
+#include "tests/engine/comm/comm_test_support.h"
+#include "tests/kernels/gpu_test_support.h"
+
+namespace sextant::engine::transformer {
+namespace {
+
+using comm::Communicator;
+using comm::testing::run_in_process;
+using kernels::Bf16;
+
+struct Case {
+  int cp;
+  int sequence_tokens;  // S, the whole sequence
+  int micro_batch;
+  int heads, kv_heads, head_dim;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  std::string name = "cp";  // appended piecewise: "cp" + to_string trips GCC 12's -Wrestrict
+  name += std::to_string(c.cp);
+  name += "_s" + std::to_string(c.sequence_tokens);
+  name += "_b" + std::to_string(c.micro_batch);
+  name += "_h" + std::to_string(c.heads);
+  name += "_kv" + std::to_string(c.kv_heads);
+  name += "_d" + std::to_string(c.head_dim);
+  return name;
+}
+
+/// One layer's attention shard of `c` on `cp` ranks (seq = S / cp).
+TransformerShape shape_of(const Case& c, int cp) {
+  TransformerShape s;
+  s.num_layers = 1;
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  s.hidden = c.heads * c.head_dim;
+  s.ffn_hidden = 4 * s.hidden;
+  s.vocab = 128;
+  s.seq = c.sequence_tokens / cp;
+  s.micro_batch = c.micro_batch;
+  s.cp = cp;
+  return s;
+}
+
+/// Rows in the attention kernels' layout (rows, heads, attention_head_dim), as floats.
+struct AttentionTensors {
+  std::vector<float> q, k, v;  // inputs
+  std::vector<float> dout;     // the output's gradient (an input of the backward)
+  std::vector<float> out, lse, dq, dk, dv;  // results; lse (micro_batch, heads, seq)
+};
+
+std::vector<float> rows_of(const std::vector<float>& m, std::size_t width, const std::vector<std::size_t>& rows) {
+  std::vector<float> out;
+  out.reserve(rows.size() * width);
+  for (std::size_t r : rows)
+    out.insert(out.end(), m.begin() + static_cast<long>(r * width), m.begin() + static_cast<long>((r + 1) * width));
+  return out;
+}
+
+// Rows of `width` columns, `stride` apart on the device (column slices of a
+// fused row), copied on `stream` and waited for: a pageable copy on another
+// stream may land after `stream`'s kernels read it.
+void upload_columns(Bf16* device, std::size_t stride, const std::vector<float>& host, std::size_t width,
+                    cudaStream_t stream) {
+  const std::size_t rows = host.size() / width;
+  std::vector<Bf16> bf16(host.size());
+  std::transform(host.begin(), host.end(), bf16.begin(), kernels::from_float);
+  SEXTANT_CUDA_CHECK(cudaMemcpy2DAsync(device, stride * sizeof(Bf16), bf16.data(), width * sizeof(Bf16),
+                                       width * sizeof(Bf16), rows, cudaMemcpyHostToDevice, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+std::vector<float> download_columns(const Bf16* device, std::size_t stride, std::size_t rows, std::size_t width) {
+  std::vector<Bf16> bf16(rows * width);
+  SEXTANT_CUDA_CHECK(cudaMemcpy2D(bf16.data(), width * sizeof(Bf16), device, stride * sizeof(Bf16),
+                                  width * sizeof(Bf16), rows, cudaMemcpyDeviceToHost));
+  std::vector<float> out(bf16.size());
+  std::transform(bf16.begin(), bf16.end(), out.begin(), kernels::to_float);
+  return out;
+}
+
+/// The attention core SelfAttention would pick for `shape` (cp > 1: the
+/// context-parallel one), run forward and backward on `t`'s inputs, its results
+/// written into `t`. `cp_group`: the rank's cp group (null for cp = 1).
+void run_core(const TransformerShape& shape, Communicator* cp_group, AttentionTensors& t) {
+  cudaStream_t compute = nullptr;
+  SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  {
+    ModelContext context(shape);
+    ArenaPlan plan;
+    ArenaBindings bindings;
+    BufferReserver r(plan, {}, bindings);
+    context.reserve_gemm_workspace(r);
+    std::unique_ptr<AttentionCore> core;
+    if (shape.cp > 1)
+      core = std::make_unique<ContextParallelAttentionCore>(context);
+    else
+      core = std::make_unique<FlashAttentionCore>(context);
+    core->reserve(r);
+    // The block's buffers, as SelfAttention lays them out (attention.h).
+    const std::size_t T = static_cast<std::size_t>(shape.tokens());
+    const std::size_t d = static_cast<std::size_t>(shape.attention_head_dim());
+    const std::size_t qw = static_cast<std::size_t>(shape.heads) * d, kvw = static_cast<std::size_t>(shape.kv_heads) * d;
+    const bool fused = !shape.attention_padded();
+    const std::size_t row = fused ? qw + 2 * kvw : 0;  // the fused row's width
+    Bf16 *qkv = nullptr, *dqkv = nullptr, *q = nullptr, *k = nullptr, *v = nullptr;
+    Bf16 *dq = nullptr, *dk = nullptr, *dv = nullptr, *out = nullptr, *dout = nullptr;
+    float* lse = nullptr;
+    constexpr auto kAct = MemoryCategory::kActivations;
+    if (fused) {
+      r.own(qkv, "qkv", kAct, T * row);
+      r.own(dqkv, "grad.qkv", kAct, T * row);
+    } else {
+      r.own(q, "q", kAct, T * qw), r.own(k, "k", kAct, T * kvw), r.own(v, "v", kAct, T * kvw);
+      r.own(dq, "grad.q", kAct, T * qw), r.own(dk, "grad.k", kAct, T * kvw), r.own(dv, "grad.v", kAct, T * kvw);
+    }
+    r.own(out, "attn", kAct, T * qw);
+    r.own(dout, "grad.attn", kAct, T * qw);
+    r.own(lse, "lse", kAct, T * static_cast<std::size_t>(shape.heads));
+    DeviceArena arena(plan);
+    bindings.bind(arena);
+    if (fused) {
+      q = qkv, k = qkv + qw, v = qkv + qw + kvw;
+      dq = dqkv, dk = dqkv + qw, dv = dqkv + qw + kvw;
+    }
+    const ParameterLayout layout(shape);
+    context.bind(layout, {}, compute, nullptr, nullptr, cp_group);
+    const std::size_t q_stride = fused ? row : qw, kv_stride = fused ? row : kvw;
+    upload_columns(q, q_stride, t.q, qw, compute);
+    upload_columns(k, kv_stride, t.k, kvw, compute);
+    upload_columns(v, kv_stride, t.v, kvw, compute);
+    upload_columns(dout, qw, t.dout, qw, compute);
+    core->forward(out, lse, q, k, v);
+    core->backward(dq, dk, dv, dout, q, k, v, out, lse);
+    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(compute));
+    if (cp_group != nullptr) SEXTANT_CUDA_CHECK(cudaStreamSynchronize(cp_group->stream()));
+    t.out = download_columns(out, qw, T, qw);
+    t.lse.resize(T * static_cast<std::size_t>(shape.heads));
+    SEXTANT_CUDA_CHECK(cudaMemcpy(t.lse.data(), lse, t.lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    t.dq = download_columns(dq, q_stride, T, qw);
+    t.dk = download_columns(dk, kv_stride, T, kvw);
+    t.dv = download_columns(dv, kv_stride, T, kvw);
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamDestroy(compute));
+}
+
+double rms(const std::vector<float>& x) {
+  double square = 0;
+  for (float v : x) square += static_cast<double>(v) * v;
+  return std::sqrt(square / static_cast<double>(std::max<std::size_t>(x.size(), 1)));
+}
+
+::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
+                                 double atol) {
+  return kernels::testing::all_close(std::vector<double>(got.begin(), got.end()),
+                                     std::vector<double>(want.begin(), want.end()), rtol, atol);
+}
+
+class ContextParallelAttentionCoreParity : public kernels::testing::GpuTestWithParam<Case> {};
+
+TEST_P(ContextParallelAttentionCoreParity, EveryRanksRowsMatchTheWholeSequenceRun) {
+  const Case c = GetParam();
+  const TransformerShape whole_shape = shape_of(c, 1);
+  const std::size_t d = static_cast<std::size_t>(whole_shape.attention_head_dim());
+  const std::size_t qw = static_cast<std::size_t>(c.heads) * d, kvw = static_cast<std::size_t>(c.kv_heads) * d;
+  const std::size_t rows = static_cast<std::size_t>(c.micro_batch) * static_cast<std::size_t>(c.sequence_tokens);
+  // N(0, 1) bf16 inputs: scores q.k / sqrt(d) of standard deviation 1, as the flash attention tests.
+  auto random = [&](std::size_t n) {
+    std::vector<float> x = kernels::testing::random_float(rng(), n, 0.0, 1.0);
+    for (float& v : x) v = kernels::to_float(kernels::from_float(v));
+    return x;
+  };
+  AttentionTensors whole;
+  whole.q = random(rows * qw), whole.k = random(rows * kvw), whole.v = random(rows * kvw);
+  whole.dout = random(rows * qw);
+  run_core(whole_shape, nullptr, whole);
+
+  const TransformerShape shard_shape = shape_of(c, c.cp);
+  const int L = shard_shape.seq, S = c.sequence_tokens, chunk = L / 2;
+  std::vector<AttentionTensors> ranks(static_cast<std::size_t>(c.cp));
+  std::vector<std::vector<std::size_t>> rank_rows(static_cast<std::size_t>(c.cp));  // rank's token -> whole row
+  for (int r = 0; r < c.cp; ++r) {
+    const ContextParallelChunks split(S, c.cp, r);
+    std::vector<std::size_t>& mine = rank_rows[static_cast<std::size_t>(r)];
+    for (int b = 0; b < c.micro_batch; ++b)
+      for (int t = 0; t < L; ++t) mine.push_back(static_cast<std::size_t>(b) * S + split.global_position(t));
+    AttentionTensors& in = ranks[static_cast<std::size_t>(r)];
+    in.q = rows_of(whole.q, qw, mine), in.k = rows_of(whole.k, kvw, mine), in.v = rows_of(whole.v, kvw, mine);
+    in.dout = rows_of(whole.dout, qw, mine);
+  }
+  run_in_process(c.cp, [&](int r, Communicator& comm) { run_core(shard_shape, &comm, ranks[static_cast<std::size_t>(r)]); });
+
+  double max_v = 0;
+  for (float x : whole.v) max_v = std::max(max_v, std::fabs(static_cast<double>(x)));
+  const double lse_atol = std::max(1e-4, S * std::ldexp(1.0, -24));
+  const double dq_atol = std::ldexp(1.0, -7) * rms(whole.dq);
+  const double dk_atol = std::ldexp(1.0, -6) * rms(whole.dk), dv_atol = std::ldexp(1.0, -6) * rms(whole.dv);
+  for (int r = 0; r < c.cp; ++r) {
+    SCOPED_TRACE("cp rank " + std::to_string(r));
+    const AttentionTensors& got = ranks[static_cast<std::size_t>(r)];
+    const std::vector<std::size_t>& mine = rank_rows[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(close(got.out, rows_of(whole.out, qw, mine), 1e-2, std::ldexp(max_v, -8))) << "out";
+    // LSE: the whole run's (b, h, p); the core's chunk (b, j) at (2b + j)·heads·c, (h, i).
+    std::vector<float> want_lse(got.lse.size());
+    for (int b = 0; b < c.micro_batch; ++b)
+      for (int j = 0; j < 2; ++j)
+        for (int h = 0; h < c.heads; ++h)
+          for (int i = 0; i < chunk; ++i) {
+            const std::size_t p = mine[static_cast<std::size_t>(b * L + j * chunk + i)] - static_cast<std::size_t>(b) * S;
+            want_lse[(static_cast<std::size_t>(2 * b + j) * c.heads + h) * chunk + i] =
+                whole.lse[(static_cast<std::size_t>(b) * c.heads + h) * S + p];
+          }
+    EXPECT_TRUE(close(got.lse, want_lse, 0.0, lse_atol)) << "lse";
+    EXPECT_TRUE(close(got.dq, rows_of(whole.dq, qw, mine), 1e-2, dq_atol)) << "dq";
+    EXPECT_TRUE(close(got.dk, rows_of(whole.dk, kvw, mine), 1e-2, dk_atol)) << "dk";
+    EXPECT_TRUE(close(got.dv, rows_of(whole.dv, kvw, mine), 1e-2, dv_atol)) << "dv";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ContextParallelAttentionCoreParity,
+    ::testing::Values(
+        // GQA (8 query heads, 2 key/value heads) and MHA, head_dim 64 and 128:
+        // Q, K, V column slices of the fused QKV rows.
+        Case{2, 512, 1, 8, 2, 64}, Case{2, 1024, 1, 8, 8, 128}, Case{2, 2048, 2, 8, 2, 128},
+        Case{4, 512, 1, 8, 8, 64}, Case{4, 1024, 2, 8, 2, 64}, Case{4, 2048, 1, 8, 2, 128},
+        // head_dim 80 (GPT-3 2.7B's): padded to 128, Q, K, V arrays of their own.
+        Case{2, 1024, 2, 8, 2, 80}, Case{4, 512, 1, 8, 8, 80}),
+    case_name);
+
+TEST(ContextParallelAttentionCoreShape, RejectsOneRankAndAnOddShare) {
+  Case c{2, 512, 1, 8, 2, 64};
+  TransformerShape s = shape_of(c, 1);
+  ModelContext one(s);
+  EXPECT_THROW(ContextParallelAttentionCore core(one), std::invalid_argument);
+  s = shape_of(c, 2);
+  s.seq = 255;  // a rank's share must be two chunks
+  ModelContext odd(s);
+  EXPECT_THROW(ContextParallelAttentionCore core(odd), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sextant::engine::transformer
