@@ -46,7 +46,7 @@ class SelfAttention : public ResidualBlock {
     Bf16* k = nullptr;    // (T, kv_heads, attention_head_dim)
     Bf16* v = nullptr;
     Bf16* attn = nullptr;  // (T, heads, attention_head_dim), the core's output
-    float* lse = nullptr;  // (micro_batch, heads, seq)
+    float* lse = nullptr;  // micro_batch·heads·seq floats, in the core's layout (attention_core.h)
   };
   /// The core's output as the projection reads it, (T, q_width): a.attn
   /// itself, or its unpadded copy.
