@@ -91,24 +91,40 @@ double max_abs(const std::vector<double>& values) {
 /// The forward's O tolerance of tests/kernels/flash_attention_test.cc: 2^-8 max|V|.
 double out_atol(const std::vector<double>& v) { return std::ldexp(max_abs(v), -8); }
 
+/// Fresh N(0, 1) contiguous operands of shape `s`: Q, dO (batch, seq, heads,
+/// head_dim), K, V (batch, kv_seq, kv_heads, head_dim).
+struct Operands {
+  std::vector<Bf16> q, k, v, dout;
+};
+Operands random_operands(const FlashAttentionShape& s, std::mt19937_64& rng) {
+  Operands x;
+  x.q = testing::random_bf16(rng, q_elems(s), 0.0, 1.0);
+  x.k = testing::random_bf16(rng, kv_elems(s), 0.0, 1.0);
+  x.v = testing::random_bf16(rng, kv_elems(s), 0.0, 1.0);
+  x.dout = testing::random_bf16(rng, q_elems(s), 0.0, 1.0);
+  return x;
+}
+
+/// `s` with Q (and dQ) contiguous: the reference's layout.
+FlashAttentionShape contiguous_q(FlashAttentionShape s) {
+  s.q_row_stride = 0;
+  return s;
+}
+
 class FlashAttentionKvSeqTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
 
 TEST_P(FlashAttentionKvSeqTest, ForwardMatchesReference) {
   const FlashAttentionShape s = GetParam();
   ASSERT_EQ(flash_attention_unsupported_reason(s), "");
   const QueryRows rows(s);
-  const auto q = testing::random_bf16(rng(), q_elems(s), 0.0, 1.0);
-  const auto k = testing::random_bf16(rng(), kv_elems(s), 0.0, 1.0);
-  const auto v = testing::random_bf16(rng(), kv_elems(s), 0.0, 1.0);
-  DeviceBuffer<Bf16> d_q(rows.widen(q)), d_k(k), d_v(v), d_out(q_elems(s));
+  const Operands x = random_operands(s, rng());
+  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_out(q_elems(s));
   DeviceBuffer<float> d_lse(lse_elems(s));
 
   flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr);
 
-  FlashAttentionShape contiguous = s;
-  contiguous.q_row_stride = 0;
-  const auto vd = to_double(v);
-  const AttentionReference ref = reference_forward(to_double(q), to_double(k), vd, contiguous);
+  const auto vd = to_double(x.v);
+  const AttentionReference ref = reference_forward(to_double(x.q), to_double(x.k), vd, contiguous_q(s));
   EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, out_atol(vd))) << "out";
   EXPECT_TRUE(all_close(to_double(d_lse.download()), ref.lse, 0.0, lse_atol(s))) << "lse";
 }
@@ -117,17 +133,13 @@ TEST_P(FlashAttentionKvSeqTest, BackwardMatchesReference) {
   const FlashAttentionShape s = GetParam();
   ASSERT_EQ(flash_attention_unsupported_reason(s), "");
   const QueryRows rows(s);
-  const auto q = testing::random_bf16(rng(), q_elems(s), 0.0, 1.0);
-  const auto k = testing::random_bf16(rng(), kv_elems(s), 0.0, 1.0);
-  const auto v = testing::random_bf16(rng(), kv_elems(s), 0.0, 1.0);
-  const auto dout = testing::random_bf16(rng(), q_elems(s), 0.0, 1.0);
-  FlashAttentionShape contiguous = s;
-  contiguous.q_row_stride = 0;
-  const auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
+  const Operands x = random_operands(s, rng());
+  const FlashAttentionShape contiguous = contiguous_q(s);
+  const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
   const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
   const std::vector<Bf16> out = to_bf16(fwd.out);
   const std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
-  DeviceBuffer<Bf16> d_q(rows.widen(q)), d_k(k), d_v(v), d_dout(dout), d_out(out);
+  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_dout(x.dout), d_out(out);
   // dQ's rows start as all kFill: the kernels must write every head column and leave the rest.
   DeviceBuffer<Bf16> d_dq(rows.widen(std::vector<Bf16>(q_elems(s), kFill)));
   DeviceBuffer<Bf16> d_dk(kv_elems(s)), d_dv(kv_elems(s));
@@ -140,7 +152,7 @@ TEST_P(FlashAttentionKvSeqTest, BackwardMatchesReference) {
                            d_v.get(), d_out.get(), d_lse.get(), s, d_ws.get(), ws_bytes, nullptr);
 
   const AttentionGradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
-                                                  to_double(dout), contiguous,
+                                                  to_double(x.dout), contiguous,
                                                   flash_attention_backward_expands_kv_heads(s));
   const std::vector<Bf16> dq = d_dq.download();
   EXPECT_TRUE(all_close(to_double(d_dv.download()), g.dv, 1e-2, g.dv_atol)) << "dv";
@@ -193,11 +205,9 @@ TEST_P(FlashAttentionKvSeqEqualsSeqTest, MatchesKvSeqZeroBitForBit) {
   FlashAttentionShape equal = zero;
   equal.kv_seq = zero.seq;
   const QueryRows rows(zero);
-  const auto q = rows.widen(testing::random_bf16(rng(), q_elems(zero), 0.0, 1.0));
-  const auto k = testing::random_bf16(rng(), kv_elems(zero), 0.0, 1.0);
-  const auto v = testing::random_bf16(rng(), kv_elems(zero), 0.0, 1.0);
-  const auto dout = testing::random_bf16(rng(), q_elems(zero), 0.0, 1.0);
-  DeviceBuffer<Bf16> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(q_elems(zero));
+  const Operands x = random_operands(zero, rng());
+  const std::vector<Bf16> q = rows.widen(x.q);
+  DeviceBuffer<Bf16> d_q(q), d_k(x.k), d_v(x.v), d_dout(x.dout), d_out(q_elems(zero));
   DeviceBuffer<Bf16> d_dq(q.size()), d_dk(kv_elems(zero)), d_dv(kv_elems(zero));
   DeviceBuffer<float> d_lse(lse_elems(zero));
   ASSERT_EQ(flash_attention_backward_workspace_bytes(equal),
@@ -291,15 +301,13 @@ TEST_P(FlashAttentionContextParallelTest, ChunkForwardsAreTheFullRows) {
   const int c = cp.chunk();
   const QueryRows rows(full);
   const std::size_t row_elems = static_cast<std::size_t>(full.heads) * full.head_dim;
-  const auto q = testing::random_bf16(rng(), q_elems(full), 0.0, 1.0);
-  const auto k = testing::random_bf16(rng(), kv_elems(full), 0.0, 1.0);
-  const auto v = testing::random_bf16(rng(), kv_elems(full), 0.0, 1.0);
-  DeviceBuffer<Bf16> d_q(rows.widen(q)), d_k(k), d_v(v), d_out(q_elems(full));
+  const Operands x = random_operands(full, rng());
+  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_out(q_elems(full));
   DeviceBuffer<float> d_lse(lse_elems(full));
   flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), full, nullptr);
   const auto full_out = to_double(d_out.download());
   const auto full_lse = to_double(d_lse.download());
-  const double atol = 2 * out_atol(to_double(v));
+  const double atol = 2 * out_atol(to_double(x.v));
 
   for (int chunk = 0; chunk < 2 * cp.cp; ++chunk) {
     const FlashAttentionShape s = cp.chunk_shape(chunk);
@@ -331,18 +339,15 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
   const QueryRows rows(full);
   const std::size_t row_elems = static_cast<std::size_t>(full.heads) * full.head_dim;
   const std::size_t kv_row_elems = static_cast<std::size_t>(full.kv_heads) * full.head_dim;
-  const auto q = testing::random_bf16(rng(), q_elems(full), 0.0, 1.0);
-  const auto k = testing::random_bf16(rng(), kv_elems(full), 0.0, 1.0);
-  const auto v = testing::random_bf16(rng(), kv_elems(full), 0.0, 1.0);
-  const auto dout = testing::random_bf16(rng(), q_elems(full), 0.0, 1.0);
-  FlashAttentionShape contiguous = full;
-  contiguous.q_row_stride = 0;
-  const auto qd = to_double(q), kd = to_double(k), vd = to_double(v), doutd = to_double(dout);
+  const Operands x = random_operands(full, rng());
+  const FlashAttentionShape contiguous = contiguous_q(full);
+  const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
+  const auto doutd = to_double(x.dout);
   const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
   const std::vector<Bf16> out = to_bf16(fwd.out);
   const std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
   const auto outd = to_double(out), lsed = to_double(lse);
-  DeviceBuffer<Bf16> d_q(rows.widen(q)), d_k(k), d_v(v), d_dout(dout), d_out(out);
+  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_dout(x.dout), d_out(out);
   DeviceBuffer<float> d_lse(lse);
   const std::vector<Bf16> fill_dq = rows.widen(std::vector<Bf16>(q_elems(full), kFill));
 
@@ -386,8 +391,7 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
       dk_sum[i] += dk_part[i];
       dv_sum[i] += dv_part[i];
     }
-    FlashAttentionShape chunk_contiguous = s;
-    chunk_contiguous.q_row_stride = 0;
+    const FlashAttentionShape chunk_contiguous = contiguous_q(s);
     const std::size_t q_first = first_row * row_elems, q_count = q_elems(s);
     const AttentionGradients gc = reference_backward(
         slice(qd, q_first, q_count), slice(kd, 0, kv_elems(s)), slice(vd, 0, kv_elems(s)),
