@@ -19,9 +19,14 @@
 //                    fragments (no shared memory); V read by ldmatrix.trans
 // Scores are turned into log2 units at the exponential (one FFMA:
 // s * scale*log2(e) - m * scale*log2(e)), so the exponentials are one ex2.approx each.
-// The diagonal block is the only one that needs the causal mask (64-row query
-// blocks against 64-key blocks), and it is processed first, so every row's
-// running max is finite from the first step on.
+// With kv_seq > seq the queries are the last seq of kv_seq positions
+// (bottom-right causal): query i sees keys j <= i + offset, offset = kv_seq -
+// seq, computed once per block. A query block's walk starts at the last key
+// block its last row sees and ends at key block 0; the blocks it masks are
+// those that straddle its diagonal, processed first: one when offset is a
+// multiple of 64 (the square case, offset 0, included), else two. (In the
+// first of two, some rows may see no key; their running max stays -inf for
+// that step, which the guard below turns into P = 0 and alpha = 0.)
 //
 // Query blocks are launched heaviest first across all heads (grid z, the
 // slowest, reversed: the last block sees every key), so the causal triangle's
@@ -82,9 +87,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     flash_attention_forward_kernel(__nv_bfloat16* __restrict__ out,      // (b, s, h, d)
                                    float* __restrict__ lse,              // (b, h, s)
                                    const __nv_bfloat16* __restrict__ q,  // (b*s, q_row_stride)
-                                   const __nv_bfloat16* __restrict__ k,  // (b*s, kv_row_stride)
-                                   const __nv_bfloat16* __restrict__ v,  // (b*s, kv_row_stride)
-                                   int seq, int heads, int kv_heads, long long q_row_stride,
+                                   const __nv_bfloat16* __restrict__ k,  // (b*kv_seq, kv_row_stride)
+                                   const __nv_bfloat16* __restrict__ v,  // (b*kv_seq, kv_row_stride)
+                                   int seq, int kv_seq, int heads, int kv_heads, long long q_row_stride,
                                    long long kv_row_stride, float scale_log2) {
   using L = Layout<kHeadDim>;
   constexpr int kDSteps = kHeadDim / 16;     // k-steps of Q K^T
@@ -101,7 +106,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const int kv_head = head / (heads / kv_heads);
   const __nv_bfloat16* q_base = q + static_cast<std::size_t>(batch) * seq * q_row_stride +
                                 static_cast<std::size_t>(head) * kHeadDim;
-  const std::size_t kv_offset = static_cast<std::size_t>(batch) * seq * kv_row_stride +
+  const std::size_t kv_offset = static_cast<std::size_t>(batch) * kv_seq * kv_row_stride +
                                 static_cast<std::size_t>(kv_head) * kHeadDim;
   const __nv_bfloat16* k_base = k + kv_offset;
   const __nv_bfloat16* v_base = v + kv_offset;
@@ -111,17 +116,25 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const int g = lane / 4;  // C fragment rows g and g + 8
   const int t = lane % 4;  // C fragment columns 2t, 2t + 1 of each n-tile
   const int first_row = q_block * kBlockRows;
+  // Bottom-right causal: row i sees keys j <= i + offset. The block's first
+  // row's last key, `diagonal`, decides the masks: key block kb straddles the
+  // diagonal (needs the mask) iff its last key kb * 64 + 63 > diagonal, i.e.
+  // kb >= (diagonal + 1) / 64. The walk starts at the key block of the last
+  // key a real row of the block sees.
+  const int diagonal = first_row + (kv_seq - seq);
+  const int last_key_block = min(diagonal + kBlockRows - 1, kv_seq - 1) / kBlockKeys;
+  const int masked_steps = last_key_block - (diagonal + 1) / kBlockKeys + 1;
 
   auto load_kv = [&](int stage, int key_block) {
     __nv_bfloat16* k_tile = kv_stages + 2 * stage * L::kTileElems;
-    load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile, k_base, key_block * kBlockKeys, seq,
+    load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile, k_base, key_block * kBlockKeys, kv_seq,
                                                     kv_row_stride);
     load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile + L::kTileElems, v_base,
-                                                    key_block * kBlockKeys, seq, kv_row_stride);
+                                                    key_block * kBlockKeys, kv_seq, kv_row_stride);
     cp_async_commit();
   };
   load_tile_async<kBlockRows, kHeadDim, kThreads>(q_tile, q_base, first_row, seq, q_row_stride);
-  load_kv(0, q_block);  // one group with Q
+  load_kv(0, last_key_block);  // one group with Q
 
   std::uint32_t q_frag[kDSteps][4];
   float o[kDTiles][4];
@@ -130,8 +143,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   float m[2] = {-INFINITY, -INFINITY};  // running max of rows g, g + 8 (raw scores)
   float l[2] = {0.f, 0.f};              // this lane's part of the running sums
 
-  for (int step = 0; step <= q_block; ++step) {
-    const int key_block = q_block - step;
+  for (int step = 0; step <= last_key_block; ++step) {
+    const int key_block = last_key_block - step;
     cp_async_wait<0>();
     // This stage has landed for every thread, and every warp is done with the
     // other stage (read in the previous step), which the next copy overwrites.
@@ -161,8 +174,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       }
     }
 
-    if (step == 0) {  // the diagonal block: key j of the block is masked for row i < j
-      const int row = warp * kWarpRows + g;
+    if (step < masked_steps) {
+      // A block on the diagonal: key c of the block is masked for block row r
+      // when key_block * 64 + c > first_row + r + offset (with offset 0 and
+      // key_block == q_block: c > r).
+      const int row = warp * kWarpRows + g + (diagonal - key_block * kBlockKeys);
 #pragma unroll
       for (int n = 0; n < kKeyTiles; ++n)
 #pragma unroll
@@ -183,8 +199,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       // The four lanes of a quad share the row.
       m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
       m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
-      // Finite for every row once the diagonal block is seen; the guard keeps
-      // exp2(-inf - -inf) from making a NaN should that ever change.
+      // -inf only while every key seen so far is masked for the row (the
+      // first of two diagonal blocks); the guard keeps exp2(-inf - -inf) from
+      // making a NaN: P = 0 and alpha = 0 then.
       m_scaled[r] = m_new[r] == -INFINITY ? 0.f : m_new[r] * scale_log2;
       alpha[r] = fast_exp2(m[r] * scale_log2 - m_scaled[r]);  // 0 on the first step
       m[r] = m_new[r];
@@ -260,7 +277,7 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(kHeadDim)));  // log2(e) / sqrt(d)
   flash_attention_forward_kernel<kHeadDim><<<grid, kThreads, kBytes, stream>>>(
       detail::cuda_bf16(out), lse, detail::cuda_bf16(q), detail::cuda_bf16(k),
-      detail::cuda_bf16(v), shape.seq, shape.heads, shape.kv_heads,
+      detail::cuda_bf16(v), shape.seq, kv_seq_of(shape), shape.heads, shape.kv_heads,
       q_row_stride(shape), kv_row_stride(shape), scale_log2);
   SEXTANT_CHECK_LAUNCH("flash_attention_forward_kernel");
 }
@@ -275,9 +292,11 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
   };
   // Grid y and z are limited to 65535 (CUDA programming guide, compute
   // capabilities table): batch is grid y, and the blocks of 64 query rows
-  // (forward) or 128 keys (backward) along seq are grid z.
+  // (forward) or 128 keys (backward) along seq and kv_seq are grid z.
   constexpr int kMaxGridYZ = 65535;
   constexpr long long kMaxSeq = static_cast<long long>(kMaxGridYZ) * kBlockRows;
+  constexpr int kBackwardBlockKeys = 128;  // kernels/flash_attention_backward.cu
+  constexpr long long kMaxKvSeq = static_cast<long long>(kMaxGridYZ) * kBackwardBlockKeys;
   if (shape.head_dim != 64 && shape.head_dim != 128)
     add("head_dim (" + std::to_string(shape.head_dim) + ") must be 64 or 128");
   if (shape.batch < 1 || shape.batch > kMaxGridYZ)
@@ -286,6 +305,11 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
     add("seq (" + std::to_string(shape.seq) + ") must be positive");
   else if (shape.seq > kMaxSeq)
     add("seq (" + std::to_string(shape.seq) + ") must be at most " + std::to_string(kMaxSeq));
+  if (shape.kv_seq != 0 && shape.kv_seq < shape.seq)
+    add("kv_seq (" + std::to_string(shape.kv_seq) + ") must be 0 (= seq) or at least seq (" +
+        std::to_string(shape.seq) + ")");
+  else if (shape.kv_seq > kMaxKvSeq)
+    add("kv_seq (" + std::to_string(shape.kv_seq) + ") must be at most " + std::to_string(kMaxKvSeq));
   if (shape.heads < 1 || shape.heads > kMaxGridYZ)
     add("heads (" + std::to_string(shape.heads) + ") must be in [1, 65535]");
   if (shape.kv_heads < 1)

@@ -19,12 +19,13 @@
 namespace sextant::kernels {
 
 /// The shape of one attention call. Q and O are (batch, seq, heads, head_dim);
-/// K and V are (batch, seq, kv_heads, head_dim); row-major. O (and dO, LSE) are
+/// K and V are (batch, kv_seq, kv_heads, head_dim); row-major. O (and dO, LSE) are
 /// contiguous; the tokens of Q, K and V (and of dQ, dK, dV) may be further
 /// apart than one row, so that they can be column slices of one fused buffer,
 /// e.g. the (tokens, (heads + 2 * kv_heads) * head_dim) output of one QKV GEMM:
 /// element i of head h of token t of sequence b is
-///   q[(b * seq + t) * q_row_stride + h * head_dim + i], k and v likewise with kv_row_stride.
+///   q[(b * seq + t) * q_row_stride + h * head_dim + i], k and v likewise with kv_seq and
+///   kv_row_stride.
 struct FlashAttentionShape {
   int batch = 0;
   int seq = 0;       // query tokens per sequence
@@ -52,8 +53,8 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
 
 /// out: (batch, seq, heads, head_dim) bf16, written.
 /// lse: (batch, heads, seq) fp32, written: log(sum_j exp(q_i . k_j / sqrt(head_dim)))
-///   over the keys j <= i, natural logarithm.
-/// q: (batch, seq, heads, head_dim); k, v: (batch, seq, kv_heads, head_dim) bf16, with
+///   over the keys j <= i + kv_seq - seq, natural logarithm.
+/// q: (batch, seq, heads, head_dim); k, v: (batch, kv_seq, kv_heads, head_dim) bf16, with
 ///   the shape's row strides.
 /// Throws KernelArgumentError (before launching anything) when the shape is
 /// unsupported, a pointer is null, or q, k, v, out are not 16-byte aligned.
@@ -66,7 +67,7 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 /// backward's instead (dQ padded to whole 64-query blocks, delta and LSE in
 /// log2 units), and the size returned covers either. With GQA at a head_dim
 /// the Hopper backward does not take, also K, V, dK and dV expanded to every
-/// query head (bf16): when the kernel's (kv head, sequence, key block) blocks
+/// query head (bf16, kv_seq tokens each): when the kernel's (kv head, sequence, key block) blocks
 /// would not fill the GPU, it runs as multi-head attention on those and sums
 /// each group's dK, dV (one more bf16 rounding). 0 for a shape
 /// flash_attention_unsupported_reason rejects.
@@ -80,7 +81,7 @@ bool flash_attention_backward_expands_kv_heads(const FlashAttentionShape& shape)
 
 /// The gradients of flash_attention_forward, all written (not accumulated):
 /// dq: (batch, seq, heads, head_dim) bf16, with q's row stride;
-/// dk, dv: (batch, seq, kv_heads, head_dim) bf16, with k's row stride, each summed
+/// dk, dv: (batch, kv_seq, kv_heads, head_dim) bf16, with k's row stride, each summed
 ///   over the query heads that share the key/value head. Only the head columns of
 ///   each row are written, so dq, dk, dv may be slices of one fused gradient buffer.
 /// dout, out: (batch, seq, heads, head_dim) bf16, the output's gradient and the

@@ -28,6 +28,12 @@
 // On compute capability 9.0 (H100, H200) at head_dim 128, flash_attention_backward
 // runs the wgmma kernels of kernels/flash_attention_backward_sm90.cu instead;
 // this one serves head_dim 64, sm_80 and any other device.
+// With kv_seq > seq (bottom-right causal: query i sees keys j <= i + offset,
+// offset = kv_seq - seq) the key blocks cover kv_seq, and a key block's walk
+// starts at the first query block that sees its first key, (first_key -
+// offset) / 64 (0 when that is negative); the masks compare each query with
+// its key shifted by the offset, computed once per warp, so only the query
+// blocks that straddle the diagonal are masked, as in the square case.
 // Key block 0 sees every query block, so the grid's slowest dimension walks the
 // key blocks from 0: the heaviest blocks of every head start first. (One head
 // at a time instead starts the last heads' long blocks late: 10 % slower at
@@ -147,17 +153,18 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float x, float y) {
 // grid: (kv_heads, batch, key blocks); block: kThreads.
 template <int kHeadDim>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
-    flash_attention_backward_kernel(__nv_bfloat16* __restrict__ dk,         // (b*s, kv_row_stride)
-                                    __nv_bfloat16* __restrict__ dv,         // (b*s, kv_row_stride)
+    flash_attention_backward_kernel(__nv_bfloat16* __restrict__ dk,         // (b*kv_seq, kv_row_stride)
+                                    __nv_bfloat16* __restrict__ dv,         // (b*kv_seq, kv_row_stride)
                                     float* __restrict__ dq_accum,           // (b, s, h, d), +=
                                     const __nv_bfloat16* __restrict__ dout, // (b, s, h, d)
                                     const __nv_bfloat16* __restrict__ q,    // (b*s, q_row_stride)
-                                    const __nv_bfloat16* __restrict__ k,    // (b*s, kv_row_stride)
-                                    const __nv_bfloat16* __restrict__ v,    // (b*s, kv_row_stride)
+                                    const __nv_bfloat16* __restrict__ k,    // (b*kv_seq, kv_row_stride)
+                                    const __nv_bfloat16* __restrict__ v,    // (b*kv_seq, kv_row_stride)
                                     const float* __restrict__ lse,          // (b, h, s)
                                     const float* __restrict__ delta,        // (b, h, s)
-                                    int seq, int heads, int kv_heads, long long q_row_stride,
-                                    long long kv_row_stride, float scale, float scale_log2) {
+                                    int seq, int kv_seq, int heads, int kv_heads,
+                                    long long q_row_stride, long long kv_row_stride, float scale,
+                                    float scale_log2) {
   using L = Layout<kHeadDim>;
   constexpr int kDSteps = kHeadDim / 16;         // k-steps of K Q^T and V dO^T
   constexpr int kDTiles = kHeadDim / 8;          // n-tiles of dK, dV
@@ -182,10 +189,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const int key_block = blockIdx.z;  // block 0 sees every query block: launched first
   const int group = heads / kv_heads;
   const int first_key = key_block * kBlockKeys;
-  const int first_query_block = first_key / kBlockQueries;
+  // Bottom-right causal: query i sees key j iff i >= j - offset. Keys are
+  // compared with queries through `- offset` from here on (offset 0: the
+  // square case's comparisons exactly).
+  const int offset = kv_seq - seq;
+  const int first_query_block = max(first_key - offset, 0) / kBlockQueries;
   const int blocks_per_head = (seq + kBlockQueries - 1) / kBlockQueries - first_query_block;
   const int steps = group * blocks_per_head;
-  const std::size_t kv_offset = static_cast<std::size_t>(batch) * seq * kv_row_stride +
+  const std::size_t kv_offset = static_cast<std::size_t>(batch) * kv_seq * kv_row_stride +
                                 static_cast<std::size_t>(kv_head) * kHeadDim;
   const std::size_t dout_row_stride = static_cast<std::size_t>(heads) * kHeadDim;
 
@@ -194,6 +205,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const int g = lane / 4;  // C fragment rows g and g + 8
   const int t = lane % 4;  // C fragment columns 2t, 2t + 1 of each n-tile
   const int warp_first_key = first_key + warp * kWarpRows;
+  // The first query that sees the warp's first key (may be negative).
+  const int warp_first_query = warp_first_key - offset;
 
   // Step i covers query block first_query_block + i % blocks_per_head of query
   // head kv_head * group + i / blocks_per_head.
@@ -228,9 +241,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     cp_async_commit();
   };
 
-  load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile, k + kv_offset, first_key, seq,
+  load_tile_async<kBlockKeys, kHeadDim, kThreads>(k_tile, k + kv_offset, first_key, kv_seq,
                                                   kv_row_stride);
-  load_tile_async<kBlockKeys, kHeadDim, kThreads>(v_tile, v + kv_offset, first_key, seq,
+  load_tile_async<kBlockKeys, kHeadDim, kThreads>(v_tile, v + kv_offset, first_key, kv_seq,
                                                   kv_row_stride);
   load_step(0, 0);  // one group with K and V
 
@@ -315,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     const auto* lse_stage = reinterpret_cast<const float*>(do_stage + L::kQueryTileElems);
     const float* delta_stage = lse_stage + kBlockQueries;
 
-    if (first_query + kBlockQueries - 1 < warp_first_key) {
+    if (first_query + kBlockQueries - 1 < warp_first_query) {
       // Every query of the block precedes every key of the warp: P = 0, dS = 0.
       constexpr int kChunksPerRow = kBlockQueries / 8;
       for (int i = lane; i < kWarpRows * kChunksPerRow; i += detail::kWarpSize)
@@ -354,8 +367,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       }
 
       // P^T in s, dS^T in dp. Element e of n-tile n: key warp_first_key + g
-      // + 8 (e / 2), query first_query + 8n + 2t + e % 2.
-      const bool needs_mask = first_query < warp_first_key + kWarpRows - 1;
+      // + 8 (e / 2), seen first by query warp_first_query + g + 8 (e / 2);
+      // query first_query + 8n + 2t + e % 2.
+      const bool needs_mask = first_query < warp_first_query + kWarpRows - 1;
 #pragma unroll
       for (int n = 0; n < kQueryTiles; ++n) {
         const float2 lse2 = *reinterpret_cast<const float2*>(lse_stage + 8 * n + 2 * t);
@@ -365,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           float p = fast_exp2(fmaf(s[n][e], scale_log2, -lse_log2[e % 2]));
-          if (needs_mask && first_query + 8 * n + 2 * t + e % 2 < warp_first_key + g + 8 * (e / 2))
+          if (needs_mask && first_query + 8 * n + 2 * t + e % 2 < warp_first_query + g + 8 * (e / 2))
             p = 0.f;  // the query precedes the key
           s[n][e] = p;
           dp[n][e] = p * (dp[n][e] - row_delta[e % 2]);
@@ -410,7 +424,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = warp_first_key + g + 8 * r;
-    if (key >= seq) continue;
+    if (key >= kv_seq) continue;
     const std::size_t offset = kv_offset + static_cast<std::size_t>(key) * kv_row_stride + 2 * t;
 #pragma unroll
     for (int n = 0; n < kDTiles; ++n) {
@@ -465,11 +479,12 @@ void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16*
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kBytes)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
-  const dim3 grid(shape.kv_heads, shape.batch, (shape.seq + kBlockKeys - 1) / kBlockKeys);
+  const int kv_seq = kv_seq_of(shape);
+  const dim3 grid(shape.kv_heads, shape.batch, (kv_seq + kBlockKeys - 1) / kBlockKeys);
   flash_attention_backward_kernel<kHeadDim><<<grid, kThreads, kBytes, stream>>>(
       detail::cuda_bf16(dk), detail::cuda_bf16(dv), dq_accum, detail::cuda_bf16(dout),
       detail::cuda_bf16(q), detail::cuda_bf16(k), detail::cuda_bf16(v), lse, delta, shape.seq,
-      shape.heads, shape.kv_heads, q_row_stride(shape), kv_row_stride(shape),
+      kv_seq, shape.heads, shape.kv_heads, q_row_stride(shape), kv_row_stride(shape),
       static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634));  // log2(e) / sqrt(d)
   SEXTANT_CHECK_LAUNCH("flash_attention_backward_kernel");
 
@@ -492,13 +507,13 @@ void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16*
 // summed over its group in fp32 and rounded once more.
 bool expands_kv_heads(const FlashAttentionShape& shape, int sm_count) {
   const long long blocks = static_cast<long long>(shape.kv_heads) * shape.batch *
-                           ((shape.seq + kBlockKeys - 1) / kBlockKeys);
+                           ((kv_seq_of(shape) + kBlockKeys - 1) / kBlockKeys);
   return shape.kv_heads < shape.heads && blocks < sm_count;
 }
 
-// Elements of one expanded buffer: (batch, seq, heads, head_dim).
+// Elements of one expanded buffer: (batch, kv_seq, heads, head_dim).
 std::size_t expanded_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
+  return static_cast<std::size_t>(s.batch) * kv_seq_of(s) * s.heads * s.head_dim;
 }
 
 constexpr std::size_t kWorkspaceAlign = 256;
@@ -655,7 +670,7 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
   Bf16* v_heads = k_heads + n;
   Bf16* dk_heads = v_heads + n;
   Bf16* dv_heads = dk_heads + n;
-  const long long rows = static_cast<long long>(shape.batch) * shape.seq;
+  const long long rows = static_cast<long long>(shape.batch) * kv_seq_of(shape);  // K, V rows
   const int group = shape.heads / shape.kv_heads;
   const long long vectors_per_row = static_cast<long long>(shape.heads) * shape.head_dim / detail::kBf16PerVector;
   expand_kv_heads_kernel<<<elementwise_blocks(rows * vectors_per_row), kConvertThreads, 0, stream>>>(

@@ -52,8 +52,15 @@
 // 512 contiguous bytes (4 full cache lines) per instruction; launch 3 puts the
 // rows back in order through shared memory.
 //
-// Keys past seq are zero-filled by TMA (4-D tensor maps (head_dim, heads, seq,
-// batch)) and causally masked for every real query; queries past seq have Q =
+// With kv_seq > seq (bottom-right causal: query i sees keys j <= i + offset,
+// offset = kv_seq - seq) the key blocks cover kv_seq; a key block's walk starts
+// at the query block of the first query that sees its first key, and the mask
+// compares each query with its key shifted by the offset (computed once), so
+// only query blocks straddling the diagonal have masked entries, as when
+// kv_seq == seq.
+//
+// Keys past kv_seq are zero-filled by TMA (4-D tensor maps (head_dim, heads,
+// kv_seq, batch)) and causally masked for every real query; queries past seq have Q =
 // 0, dO = 0, LSE = +inf, so P = 0 and dS = 0. Neither's gradient is stored.
 //
 // Measured on an H200 (b = 4, h = 16, s = 2048, d = 128, all three launches):
@@ -230,8 +237,9 @@ struct Shared {
 
 /// What one block walks: step i is query block first_query_block + i %
 /// blocks_per_head of query head kv_head * group + i / blocks_per_head.
+/// `offset` = kv_seq - seq: query i sees key j iff i >= j - offset.
 struct Walk {
-  int batch, kv_head, group, first_key, first_query_block, blocks_per_head, steps;
+  int batch, kv_head, group, first_key, offset, first_query_block, blocks_per_head, steps;
   __device__ __forceinline__ int head(int step) const {
     return kv_head * group + step / blocks_per_head;
   }
@@ -296,7 +304,7 @@ __device__ __forceinline__ std::uint32_t mn_major_step(int kk) { return kk * 16 
 __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
                                         __nv_bfloat16* __restrict__ dk,
                                         __nv_bfloat16* __restrict__ dv,
-                                        float* __restrict__ dq_accum, int seq, int heads,
+                                        float* __restrict__ dq_accum, int kv_seq, int heads,
                                         int padded_seq, long long kv_row_stride, float scale,
                                         float scale_log2) {
   using L = Layout;
@@ -313,6 +321,8 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
   const int g = lane / 4;
   const int t = lane % 4;
   const int wg_first_key = walk.first_key + warpgroup * kWarpgroupKeys;
+  // The first query that sees the warpgroup's first key (may be negative).
+  const int wg_first_query = wg_first_key - walk.offset;
 
   // K, V as A (64 keys of this warpgroup, K-major); Q, dO as B of S^T, dP^T
   // (K-major) and of dK, dV (MN-major, panels kQPanelBytes apart along N);
@@ -367,12 +377,13 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
     wgmma_commit_group();
     wgmma_fence_operand(dp);
 
-    // Register 4i + e: key wg_first_key + 16 warp + g + 8 (e / 2), query
-    // first_query + 8i + 2t + e % 2 (kernels/wgmma.cuh).
+    // Register 4i + e: key wg_first_key + 16 warp + g + 8 (e / 2), seen first
+    // by query row_query + 8 (e / 2); query first_query + 8i + 2t + e % 2
+    // (kernels/wgmma.cuh).
     const float* lse_stage = sh.lse_log2 + stage * kBlockQueries;
     const float* delta_stage = sh.delta + stage * kBlockQueries;
-    const int row_key = wg_first_key + 16 * warp + g;
-    const bool needs_mask = first_query < wg_first_key + kWarpgroupKeys - 1;
+    const int row_query = wg_first_query + 16 * warp + g;
+    const bool needs_mask = first_query < wg_first_query + kWarpgroupKeys - 1;
     wgmma_wait_group<1>();  // S^T retired; dP^T may still run
     wgmma_fence_operand(s);
 #pragma unroll
@@ -382,7 +393,7 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float p = fast_exp2(fmaf(s[4 * i + e], scale_log2, -lse_col[e % 2]));
-        if (needs_mask && first_query + 8 * i + 2 * t + e % 2 < row_key + 8 * (e / 2))
+        if (needs_mask && first_query + 8 * i + 2 * t + e % 2 < row_query + 8 * (e / 2))
           p = 0.f;  // the query precedes the key
         s[4 * i + e] = p;
       }
@@ -477,12 +488,12 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
     if (lane == 0) mbarrier_arrive(&bar->empty[stage]);  // the slot is free
   }
 
-  // dK (times the softmax scale) and dV, keys row_key and row_key + 8.
+  // dK (times the softmax scale) and dV, keys wg_first_key + 16 warp + g and + 8.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = wg_first_key + 16 * warp + g + 8 * r;
-    if (key >= seq) continue;
-    const std::size_t offset = (static_cast<std::size_t>(walk.batch) * seq + key) * kv_row_stride +
+    if (key >= kv_seq) continue;
+    const std::size_t offset = (static_cast<std::size_t>(walk.batch) * kv_seq + key) * kv_row_stride +
                                static_cast<std::size_t>(walk.kv_head) * kHeadDim + 2 * t;
 #pragma unroll
     for (int i = 0; i < kHeadDim / 8; ++i) {
@@ -503,13 +514,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                          const __grid_constant__ CUtensorMap do_map,
                                          const __grid_constant__ CUtensorMap k_map,
                                          const __grid_constant__ CUtensorMap v_map,
-                                         __nv_bfloat16* __restrict__ dk,  // (b*s, kv_row_stride)
-                                         __nv_bfloat16* __restrict__ dv,  // (b*s, kv_row_stride)
+                                         __nv_bfloat16* __restrict__ dk,  // (b*kv_seq, kv_row_stride)
+                                         __nv_bfloat16* __restrict__ dv,  // (b*kv_seq, kv_row_stride)
                                          float* __restrict__ dq_accum,  // (b, h, padded_seq / 64) tiles
                                          const float* __restrict__ lse_log2,  // (b, h, padded_seq)
                                          const float* __restrict__ delta,     // (b, h, padded_seq)
-                                         int seq, int padded_seq, int heads, int kv_heads,
-                                         long long kv_row_stride, float scale, float scale_log2,
+                                         int seq, int kv_seq, int padded_seq, int heads,
+                                         int kv_heads, long long kv_row_stride, float scale,
+                                         float scale_log2,
                                          bool heads_outer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout;
@@ -528,7 +540,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   walk.batch = static_cast<int>(heads_outer ? blockIdx.z : blockIdx.y);
   walk.group = heads / kv_heads;
   walk.first_key = static_cast<int>(heads_outer ? blockIdx.x : blockIdx.z) * kBlockKeys;
-  walk.first_query_block = walk.first_key / kBlockQueries;
+  walk.offset = kv_seq - seq;
+  walk.first_query_block = max(walk.first_key - walk.offset, 0) / kBlockQueries;
   walk.blocks_per_head = padded_seq / kBlockQueries - walk.first_query_block;
   walk.steps = walk.group * walk.blocks_per_head;
   if (threadIdx.x == 0) {
@@ -549,7 +562,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
   setmaxnreg_inc<kConsumerRegisters>();
-  consume(sh, walk, dk, dv, dq_accum, seq, heads, padded_seq, kv_row_stride, scale, scale_log2);
+  consume(sh, walk, dk, dv, dq_accum, kv_seq, heads, padded_seq, kv_row_stride, scale, scale_log2);
 #endif
 }
 
@@ -626,12 +639,13 @@ long long padded_seq_of(const FlashAttentionShape& shape) {
 bool flash_attention_backward_sm90_supports(const FlashAttentionShape& shape) {
   if (shape.head_dim != kHeadDim) return false;
   // Grid y and z dimensions (at most 65535) hold two of heads, batch and key blocks.
-  if (shape.heads > 65535 || shape.batch > 65535 || padded_seq_of(shape) / kBlockKeys + 1 > 65535)
+  const long long kv_seq = kv_seq_of(shape);
+  if (shape.heads > 65535 || shape.batch > 65535 || (kv_seq + kBlockKeys - 1) / kBlockKeys > 65535)
     return false;
-  // TMA strides must be below 2^40 bytes.
+  // TMA strides must be below 2^40 bytes (kv_seq >= seq bounds the Q and dO maps' too).
   const long long widest = std::max({q_row_stride(shape), kv_row_stride(shape),
                                      static_cast<long long>(shape.heads) * shape.head_dim});
-  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * shape.seq < (1LL << 40);
+  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * kv_seq < (1LL << 40);
 }
 
 std::size_t flash_attention_backward_sm90_workspace_bytes(const FlashAttentionShape& shape) {
@@ -660,22 +674,23 @@ void flash_attention_backward_sm90(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dou
   const CUtensorMap do_map =
       make_attention_tensor_map(dout, kHeadDim, shape.heads, shape.seq, shape.batch,
                       static_cast<long long>(shape.heads) * kHeadDim, kBlockQueries);
-  const CUtensorMap k_map = make_attention_tensor_map(k, kHeadDim, shape.kv_heads, shape.seq, shape.batch,
+  const int kv_seq = kv_seq_of(shape);
+  const CUtensorMap k_map = make_attention_tensor_map(k, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
                                             kv_row_stride(shape), kBlockKeys);
-  const CUtensorMap v_map = make_attention_tensor_map(v, kHeadDim, shape.kv_heads, shape.seq, shape.batch,
+  const CUtensorMap v_map = make_attention_tensor_map(v, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
                                             kv_row_stride(shape), kBlockKeys);
   // Above 48 KiB a kernel must opt in to its dynamic shared memory.
   SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_backward_sm90_kernel,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(Layout::kBytes)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
-  const int key_blocks = (shape.seq + kBlockKeys - 1) / kBlockKeys;
+  const int key_blocks = (kv_seq + kBlockKeys - 1) / kBlockKeys;
   const bool heads_outer = backward_heads_outer(shape);
   const dim3 grid = heads_outer ? dim3(key_blocks, shape.kv_heads, shape.batch)
                                 : dim3(shape.kv_heads, shape.batch, key_blocks);
   flash_attention_backward_sm90_kernel<<<grid, kThreads, Layout::kBytes, stream>>>(
       q_map, do_map, k_map, v_map, cuda_bf16(dk), cuda_bf16(dv), dq_accum, lse_log2, delta,
-      shape.seq, padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
+      shape.seq, kv_seq, padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
       static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634),  // log2(e) / sqrt(d)
       heads_outer);
   SEXTANT_CHECK_LAUNCH("flash_attention_backward_sm90_kernel");

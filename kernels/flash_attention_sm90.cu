@@ -27,7 +27,12 @@
 //
 // The causal mask is applied only to the diagonal block (128-row query tiles
 // against 128-key blocks), which is processed first so every row's running max
-// is finite from the first step on. Scores go to log2 units at the exponential
+// is finite from the first step on. With kv_seq > seq (bottom-right causal:
+// query i sees keys j <= i + offset, offset = kv_seq - seq) this kernel takes
+// offsets that are whole key blocks (offset % 128 == 0, so the diagonal still
+// lies in one block, masked exactly as in the square case): query block q
+// walks key blocks q + offset / 128 down to 0. Other offsets run on
+// kernels/flash_attention.cu's kernel (flash_attention_forward_sm90_supports). Scores go to log2 units at the exponential
 // (ex2.approx), and LSE is written in natural-log units, as in
 // kernels/flash_attention.cu, whose interface this shares.
 //
@@ -144,7 +149,8 @@ struct Shared {
 template <int kHeadDim>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map,
                                         const CUtensorMap* v_map, const Shared& sh, int heads,
-                                        int group, int batch_heads, int q_blocks, int tiles) {
+                                        int group, int batch_heads, int q_blocks, int tiles,
+                                        int offset_blocks) {
   using L = Layout<kHeadDim>;
   Barriers* bar = sh.barriers;
   tma_prefetch_map(q_map);
@@ -163,7 +169,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     for (int p = 0; p < L::kPanels; ++p)
       tma_load_4d(sh.q + p * L::kQPanelBytes, q_map, &bar->q_full, p * kPanelCols, tile.head,
                   tile.q_block * kBlockRows, tile.batch);
-    for (int key_block = tile.q_block; key_block >= 0; --key_block, ++kv_iter) {
+    for (int key_block = tile.q_block + offset_blocks; key_block >= 0; --key_block, ++kv_iter) {
       const int stage = kv_iter % kStages;
       const std::uint32_t empty_parity = ((kv_iter / kStages) & 1) ^ 1;
       mbarrier_wait(&bar->k_empty[stage], empty_parity);
@@ -249,7 +255,7 @@ template <int kHeadDim>
 __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restrict__ out,
                                         float* __restrict__ lse, int seq, int heads,
                                         int batch_heads, int q_blocks, int tiles,
-                                        float scale_log2) {
+                                        int offset_blocks, float scale_log2) {
   using L = Layout<kHeadDim>;
   constexpr int kDSteps = kHeadDim / 16;      // k-steps of S = Q K^T
   constexpr int kKeySteps = kBlockKeys / 16;  // k-steps of O = P V
@@ -306,7 +312,7 @@ __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restr
     const int index = tile_of_round(round);
     if (index >= tiles) break;
     const Tile tile = decode_tile(index, heads, batch_heads, q_blocks);
-    const int blocks = tile.q_block + 1;
+    const int blocks = tile.q_block + offset_blocks + 1;
 
 #pragma unroll
     for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
@@ -398,7 +404,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                         __nv_bfloat16* __restrict__ out,  // (b, s, h, d)
                                         float* __restrict__ lse,          // (b, h, s)
                                         int seq, int heads, int group, int batch_heads,
-                                        int q_blocks, int tiles, float scale_log2) {
+                                        int q_blocks, int tiles, int offset_blocks,
+                                        float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout<kHeadDim>;
   extern __shared__ unsigned char shared_raw[];
@@ -421,11 +428,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < kWarpgroupThreads) {
     setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == 0)
-      produce<kHeadDim>(&q_map, &k_map, &v_map, sh, heads, group, batch_heads, q_blocks, tiles);
+      produce<kHeadDim>(&q_map, &k_map, &v_map, sh, heads, group, batch_heads, q_blocks, tiles,
+                        offset_blocks);
     return;
   }
   setmaxnreg_inc<kConsumerRegisters>();
-  consume<kHeadDim>(sh, out, lse, seq, heads, batch_heads, q_blocks, tiles, scale_log2);
+  consume<kHeadDim>(sh, out, lse, seq, heads, batch_heads, q_blocks, tiles, offset_blocks,
+                    scale_log2);
 #endif
 }
 
@@ -435,10 +444,11 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
   constexpr std::size_t kBytes = Layout<kHeadDim>::kBytes;
   const CUtensorMap q_map =
       make_attention_tensor_map(q, kHeadDim, shape.heads, shape.seq, shape.batch, q_row_stride(shape), kBlockKeys);
+  const int kv_seq = kv_seq_of(shape);
   const CUtensorMap k_map =
-      make_attention_tensor_map(k, kHeadDim, shape.kv_heads, shape.seq, shape.batch, kv_row_stride(shape), kBlockKeys);
+      make_attention_tensor_map(k, kHeadDim, shape.kv_heads, kv_seq, shape.batch, kv_row_stride(shape), kBlockKeys);
   const CUtensorMap v_map =
-      make_attention_tensor_map(v, kHeadDim, shape.kv_heads, shape.seq, shape.batch, kv_row_stride(shape), kBlockKeys);
+      make_attention_tensor_map(v, kHeadDim, shape.kv_heads, kv_seq, shape.batch, kv_row_stride(shape), kBlockKeys);
   int sms = 0;
   SEXTANT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int q_blocks = (shape.seq + kBlockRows - 1) / kBlockRows;
@@ -452,7 +462,8 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
       static_cast<float>(1.4426950408889634 / std::sqrt(double(kHeadDim)));  // log2(e) / sqrt(d)
   flash_attention_forward_sm90_kernel<kHeadDim><<<std::min(tiles, sms), kThreads, kBytes, stream>>>(
       q_map, k_map, v_map, cuda_bf16(out), lse, shape.seq, shape.heads,
-      shape.heads / shape.kv_heads, batch_heads, q_blocks, tiles, scale_log2);
+      shape.heads / shape.kv_heads, batch_heads, q_blocks, tiles, (kv_seq - shape.seq) / kBlockKeys,
+      scale_log2);
   SEXTANT_CHECK_LAUNCH("flash_attention_forward_sm90_kernel");
 }
 
@@ -461,12 +472,15 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
 // Declared in kernels/flash_attention.cu, which dispatches here.
 bool flash_attention_forward_sm90_supports(const FlashAttentionShape& shape) {
   if (shape.head_dim != 64 && shape.head_dim != 128) return false;
+  // The diagonal must lie within one key block (file comment).
+  const long long kv_seq = kv_seq_of(shape);
+  if ((kv_seq - shape.seq) % kBlockKeys != 0) return false;
   // Tile indices are ints.
   const long long q_blocks = (static_cast<long long>(shape.seq) + kBlockRows - 1) / kBlockRows;
   if (static_cast<long long>(shape.batch) * shape.heads * q_blocks > INT_MAX) return false;
   // TMA strides must be below 2^40 bytes.
   const long long widest = std::max(q_row_stride(shape), kv_row_stride(shape));
-  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * shape.seq < (1LL << 40);
+  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * kv_seq < (1LL << 40);
 }
 
 void flash_attention_forward_sm90(Bf16* out, float* lse, const Bf16* q, const Bf16* k,

@@ -42,6 +42,11 @@ inline long long kv_row_stride(const FlashAttentionShape& shape) {
                                   : static_cast<long long>(shape.kv_heads) * shape.head_dim;
 }
 
+/// Key/value tokens per sequence: the shape's kv_seq, or seq when it is 0.
+inline int kv_seq_of(const FlashAttentionShape& shape) {
+  return shape.kv_seq != 0 ? shape.kv_seq : shape.seq;
+}
+
 /// log2(e): scores are turned into log2 units so the exponentials are exp2.
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.69314718055994531f;

@@ -43,161 +43,21 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/flash_attention.h"
+#include "tests/kernels/flash_attention_reference.h"
 #include "tests/kernels/gpu_test_support.h"
 
 namespace sextant::kernels {
 namespace {
 
 using testing::all_close;
+using testing::AttentionGradients;
+using testing::AttentionReference;
+using testing::lse_atol;
+using testing::reference_backward;
+using testing::reference_forward;
+using testing::to_bf16;
 using testing::DeviceBuffer;
 using testing::to_double;
-
-std::string shape_name(const ::testing::TestParamInfo<FlashAttentionShape>& info) {
-  const auto& s = info.param;
-  std::string name = "b";  // appended piecewise: "b" + to_string trips GCC 12's -Wrestrict
-  name += std::to_string(s.batch);
-  name += "_s" + std::to_string(s.seq);
-  name += "_h" + std::to_string(s.heads);
-  name += "_kv" + std::to_string(s.kv_heads);
-  name += "_d" + std::to_string(s.head_dim);
-  if (s.q_row_stride != 0) name += "_qstride" + std::to_string(s.q_row_stride);
-  if (s.kv_row_stride != 0) name += "_kvstride" + std::to_string(s.kv_row_stride);
-  return name;
-}
-
-struct Reference {
-  std::vector<double> out;  // (b, s, h, d)
-  std::vector<double> lse;  // (b, h, s)
-};
-
-/// Causal softmax(Q K^T / sqrt(d)) V in double, row by row.
-Reference reference_forward(const std::vector<double>& q, const std::vector<double>& k,
-                            const std::vector<double>& v, const FlashAttentionShape& s) {
-  const int d = s.head_dim;
-  const int group = s.heads / s.kv_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  Reference ref;
-  ref.out.assign(static_cast<std::size_t>(s.batch) * s.seq * s.heads * d, 0.0);
-  ref.lse.assign(static_cast<std::size_t>(s.batch) * s.heads * s.seq, 0.0);
-  std::vector<double> scores(s.seq);
-  // One query head's shares of dK and dV, (seq, d) of its kv head.
-  std::vector<double> head_dk(static_cast<std::size_t>(s.seq) * d), head_dv(head_dk.size());
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h) {
-      const int hk = h / group;
-      std::fill(head_dk.begin(), head_dk.end(), 0.0);
-      std::fill(head_dv.begin(), head_dv.end(), 0.0);
-      for (int i = 0; i < s.seq; ++i) {
-        const double* qi = &q[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
-        double max_score = -INFINITY;
-        for (int j = 0; j <= i; ++j) {
-          const double* kj = &k[((static_cast<std::size_t>(b) * s.seq + j) * s.kv_heads + hk) * d];
-          double dot = 0;
-          for (int c = 0; c < d; ++c) dot += qi[c] * kj[c];
-          scores[j] = dot * scale;
-          max_score = std::max(max_score, scores[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j <= i; ++j) sum += std::exp(scores[j] - max_score);
-        const double lse = max_score + std::log(sum);
-        ref.lse[(static_cast<std::size_t>(b) * s.heads + h) * s.seq + i] = lse;
-        double* oi = &ref.out[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
-        for (int j = 0; j <= i; ++j) {
-          const double p = std::exp(scores[j] - lse);
-          const double* vj = &v[((static_cast<std::size_t>(b) * s.seq + j) * s.kv_heads + hk) * d];
-          for (int c = 0; c < d; ++c) oi[c] += p * vj[c];
-        }
-      }
-    }
-  return ref;
-}
-
-struct Gradients {
-  std::vector<double> dq, dk, dv;              // as q, k, v
-  std::vector<double> dq_atol, dk_atol, dv_atol;
-};
-
-/// The causal attention gradients in double from the forward's O and LSE,
-/// with the per-element error bounds the header derives. `heads_rounded`: dK
-/// and dV are each query head's share rounded to bf16 before the group's sum
-/// (flash_attention_backward_expands_kv_heads), one bf16 rounding of every share's
-/// magnitude more.
-Gradients reference_backward(const std::vector<double>& q, const std::vector<double>& k,
-                             const std::vector<double>& v, const std::vector<double>& out,
-                             const std::vector<double>& lse, const std::vector<double>& dout,
-                             const FlashAttentionShape& s, bool heads_rounded = false) {
-  const int d = s.head_dim;
-  const int group = s.heads / s.kv_heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  const double unit = std::ldexp(1.0, -9);        // bf16 rounding, relative
-  const double fp32_unit = std::ldexp(1.0, -24);  // fp32 rounding, relative
-  Gradients g;
-  g.dq.assign(q.size(), 0.0);
-  g.dq_atol.assign(q.size(), 0.0);
-  g.dk.assign(k.size(), 0.0);
-  g.dk_atol.assign(k.size(), 0.0);
-  g.dv.assign(v.size(), 0.0);
-  g.dv_atol.assign(v.size(), 0.0);
-  auto at = [&](int b, int i, int h, int heads) {
-    return ((static_cast<std::size_t>(b) * s.seq + i) * heads + h) * d;
-  };
-  // One query head's shares of dK and dV, (seq, d) of its kv head.
-  std::vector<double> head_dk(static_cast<std::size_t>(s.seq) * d), head_dv(head_dk.size());
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h) {
-      const int hk = h / group;
-      std::fill(head_dk.begin(), head_dk.end(), 0.0);
-      std::fill(head_dv.begin(), head_dv.end(), 0.0);
-      for (int i = 0; i < s.seq; ++i) {
-        const std::size_t qi = at(b, i, h, s.heads);
-        double delta = 0, delta_magnitude = 0;
-        for (int c = 0; c < d; ++c) {
-          delta += dout[qi + c] * out[qi + c];
-          delta_magnitude += std::abs(dout[qi + c] * out[qi + c]);
-        }
-        const double lse_i = lse[(static_cast<std::size_t>(b) * s.heads + h) * s.seq + i];
-        for (int j = 0; j <= i; ++j) {
-          const std::size_t kj = at(b, j, hk, s.kv_heads);
-          double dot = 0, dp = 0, dp_magnitude = 0;
-          for (int c = 0; c < d; ++c) {
-            dot += q[qi + c] * k[kj + c];
-            dp += dout[qi + c] * v[kj + c];
-            dp_magnitude += std::abs(dout[qi + c] * v[kj + c]);
-          }
-          const double p = std::exp(dot * scale - lse_i);
-          const double ds = p * (dp - delta);
-          const double ds_error =
-              unit * std::abs(ds) + p * d * fp32_unit * (dp_magnitude + delta_magnitude);
-          for (int c = 0; c < d; ++c) {
-            g.dv[kj + c] += p * dout[qi + c];
-            g.dv_atol[kj + c] += unit * p * std::abs(dout[qi + c]);
-            g.dk[kj + c] += scale * ds * q[qi + c];
-            g.dk_atol[kj + c] += scale * ds_error * std::abs(q[qi + c]);
-            g.dq[qi + c] += scale * ds * k[kj + c];
-            g.dq_atol[qi + c] += scale * ds_error * std::abs(k[kj + c]);
-            head_dv[static_cast<std::size_t>(j) * d + c] += p * dout[qi + c];
-            head_dk[static_cast<std::size_t>(j) * d + c] += scale * ds * q[qi + c];
-          }
-        }
-      }
-      if (!heads_rounded) continue;
-      for (int j = 0; j < s.seq; ++j)
-        for (int c = 0; c < d; ++c) {
-          const std::size_t kj = at(b, j, hk, s.kv_heads) + c, share = static_cast<std::size_t>(j) * d + c;
-          g.dv_atol[kj] += unit * std::abs(head_dv[share]);
-          g.dk_atol[kj] += unit * std::abs(head_dk[share]);
-        }
-    }
-  for (auto* bounds : {&g.dq_atol, &g.dk_atol, &g.dv_atol})
-    for (double& x : *bounds) x = 2 * x + 1e-6;
-  return g;
-}
-
-std::vector<Bf16> to_bf16(const std::vector<double>& values) {
-  std::vector<Bf16> out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = from_float(static_cast<float>(values[i]));
-  return out;
-}
 
 /// Q, K, V (or dQ, dK, dV) as column slices of one (tokens, stride) buffer: q
 /// in columns [0, h d), k in [h d, (h + hkv) d), v in [(h + hkv) d, (h + 2 hkv) d);
@@ -245,11 +105,6 @@ std::size_t changed_padding(const std::vector<Bf16>& fused, const FusedColumns& 
   return changed;
 }
 
-/// The header's LSE tolerance: fp32 sums over up to seq terms.
-double lse_atol(const FlashAttentionShape& s) {
-  return std::max(1e-4, std::ldexp(static_cast<double>(s.seq), -24));
-}
-
 /// Runs the forward on fresh N(0, 1) contiguous inputs of shape `s` and checks
 /// O and LSE against the double reference with the header's tolerances.
 void expect_forward_matches_reference(const FlashAttentionShape& s, std::mt19937_64& rng) {
@@ -265,7 +120,7 @@ void expect_forward_matches_reference(const FlashAttentionShape& s, std::mt19937
   flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr);
 
   const auto vd = to_double(v);
-  const Reference ref = reference_forward(to_double(q), to_double(k), vd, s);
+  const AttentionReference ref = reference_forward(to_double(q), to_double(k), vd, s);
   double max_abs_v = 0;
   for (double x : vd) max_abs_v = std::max(max_abs_v, std::abs(x));
   EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, std::ldexp(max_abs_v, -8)))
@@ -288,7 +143,7 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
   const auto v = testing::random_bf16(rng(), kv_elems, 0.0, 1.0);
   const auto dout = testing::random_bf16(rng(), q_elems, 0.0, 1.0);
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
-  const Reference fwd = reference_forward(qd, kd, vd, s);
+  const AttentionReference fwd = reference_forward(qd, kd, vd, s);
   const std::vector<Bf16> out = to_bf16(fwd.out);
   std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
   DeviceBuffer<Bf16> d_q(q), d_k(k), d_v(v), d_dout(dout), d_out(out);
@@ -300,7 +155,7 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
   flash_attention_backward(d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(), d_q.get(), d_k.get(),
                            d_v.get(), d_out.get(), d_lse.get(), s, d_ws.get(), ws_bytes, nullptr);
 
-  const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
+  const AttentionGradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
                                          to_double(dout), s, flash_attention_backward_expands_kv_heads(s));
   EXPECT_TRUE(all_close(to_double(d_dv.download()), g.dv, 1e-2, g.dv_atol)) << "dv";
   EXPECT_TRUE(all_close(to_double(d_dk.download()), g.dk, 1e-2, g.dk_atol)) << "dk";
@@ -316,17 +171,17 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
 // at 2 kv heads make 132 blocks, an H100's or H200's SM count, and keep the
 // kernel's own walk over each group's query heads.
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
-                         ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64},
-                                           FlashAttentionShape{2, 128, 4, 1, 128},
-                                           FlashAttentionShape{1, 256, 4, 4, 128},
-                                           FlashAttentionShape{1, 256, 4, 1, 64},
-                                           FlashAttentionShape{1, 1000, 4, 1, 128},
-                                           FlashAttentionShape{2, 1000, 4, 4, 64},
-                                           FlashAttentionShape{3, 65, 4, 2, 128},
-                                           FlashAttentionShape{1, 1, 4, 2, 64},
-                                           FlashAttentionShape{1, 2050, 2, 1, 128},
-                                           FlashAttentionShape{66, 128, 4, 2, 64}),
-                         shape_name);
+                         ::testing::Values(FlashAttentionShape{2, 128, 0, 4, 4, 64},
+                                           FlashAttentionShape{2, 128, 0, 4, 1, 128},
+                                           FlashAttentionShape{1, 256, 0, 4, 4, 128},
+                                           FlashAttentionShape{1, 256, 0, 4, 1, 64},
+                                           FlashAttentionShape{1, 1000, 0, 4, 1, 128},
+                                           FlashAttentionShape{2, 1000, 0, 4, 4, 64},
+                                           FlashAttentionShape{3, 65, 0, 4, 2, 128},
+                                           FlashAttentionShape{1, 1, 0, 4, 2, 64},
+                                           FlashAttentionShape{1, 2050, 0, 2, 1, 128},
+                                           FlashAttentionShape{66, 128, 0, 4, 2, 64}),
+                         testing::flash_attention_shape_name);
 
 // Forward only (the backward's reference would take minutes): a long sequence,
 // and grids of more (query block, batch, head) tiles than an H100 has SMs
@@ -340,11 +195,11 @@ TEST_P(FlashAttentionForwardTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionForwardTest,
-                         ::testing::Values(FlashAttentionShape{1, 4096, 2, 1, 128},
-                                           FlashAttentionShape{2, 2048, 2, 2, 64},
-                                           FlashAttentionShape{8, 520, 8, 2, 128},
-                                           FlashAttentionShape{8, 520, 8, 8, 64}),
-                         shape_name);
+                         ::testing::Values(FlashAttentionShape{1, 4096, 0, 2, 1, 128},
+                                           FlashAttentionShape{2, 2048, 0, 2, 2, 64},
+                                           FlashAttentionShape{8, 520, 0, 8, 2, 128},
+                                           FlashAttentionShape{8, 520, 0, 8, 8, 64}),
+                         testing::flash_attention_shape_name);
 
 // q_row_stride == kv_row_stride: one fused (tokens, stride) buffer for Q, K, V.
 class FlashAttentionFusedTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
@@ -371,7 +226,7 @@ TEST_P(FlashAttentionFusedTest, ForwardMatchesReference) {
   FlashAttentionShape contiguous = s;
   contiguous.q_row_stride = contiguous.kv_row_stride = 0;
   const auto vd = to_double(v);
-  const Reference ref = reference_forward(to_double(q), to_double(k), vd, contiguous);
+  const AttentionReference ref = reference_forward(to_double(q), to_double(k), vd, contiguous);
   double max_abs_v = 0;
   for (double x : vd) max_abs_v = std::max(max_abs_v, std::abs(x));
   EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, std::ldexp(max_abs_v, -8)))
@@ -392,7 +247,7 @@ TEST_P(FlashAttentionFusedTest, BackwardMatchesReference) {
   FlashAttentionShape contiguous = s;
   contiguous.q_row_stride = contiguous.kv_row_stride = 0;
   const auto qd = to_double(q), kd = to_double(k), vd = to_double(v);
-  const Reference fwd = reference_forward(qd, kd, vd, contiguous);
+  const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
   const std::vector<Bf16> out = to_bf16(fwd.out);
   std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
   std::vector<Bf16> qkv(f.elems(), fill);
@@ -413,7 +268,7 @@ TEST_P(FlashAttentionFusedTest, BackwardMatchesReference) {
                            d_qkv.get() + f.v_column(), d_out.get(), d_lse.get(), s, d_ws.get(),
                            ws_bytes, nullptr);
 
-  const Gradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse), to_double(dout),
+  const AttentionGradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse), to_double(dout),
                                          contiguous, flash_attention_backward_expands_kv_heads(s));
   const std::vector<Bf16> dqkv = d_dqkv.download();
   EXPECT_TRUE(all_close(to_double(take_columns(dqkv, f, f.v_column(), f.kv_width)), g.dv, 1e-2,
@@ -431,47 +286,47 @@ TEST_P(FlashAttentionFusedTest, BackwardMatchesReference) {
 // * 128 + 8 = 1032 and (4 + 2 * 1) * 64 + 8 = 392, with 8 padding columns (GQA).
 // Sequences: 128 fills the blocks, 200 and 65 end in partial ones.
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionFusedTest,
-                         ::testing::Values(FlashAttentionShape{2, 128, 4, 4, 64, 768, 768},
-                                           FlashAttentionShape{1, 200, 4, 2, 128, 1032, 1032},
-                                           FlashAttentionShape{2, 65, 4, 1, 64, 392, 392}),
-                         shape_name);
+                         ::testing::Values(FlashAttentionShape{2, 128, 0, 4, 4, 64, 768, 768},
+                                           FlashAttentionShape{1, 200, 0, 4, 2, 128, 1032, 1032},
+                                           FlashAttentionShape{2, 65, 0, 4, 1, 64, 392, 392}),
+                         testing::flash_attention_shape_name);
 
 // The argument checks run before any CUDA call, so these need no GPU.
 TEST(FlashAttentionArguments, UnsupportedShapeNamesEveryProblem) {
-  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 4, 64}), "");
-  EXPECT_EQ(flash_attention_unsupported_reason({0, 128, 6, 4, 96}),
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 0, 4, 4, 64}), "");
+  EXPECT_EQ(flash_attention_unsupported_reason({0, 128, 0, 6, 4, 96}),
             "head_dim (96) must be 64 or 128; batch (0) must be in [1, 65535]; kv_heads (4) must "
             "divide heads (6)");
-  EXPECT_EQ(flash_attention_unsupported_reason({1, 0, 4, 0, 128}),
+  EXPECT_EQ(flash_attention_unsupported_reason({1, 0, 0, 4, 0, 128}),
             "seq (0) must be positive; kv_heads (0) must be positive");
   // The grid's z dimension holds seq / 64 blocks, at most 65535.
-  EXPECT_EQ(flash_attention_unsupported_reason({1, 4194241, 4, 4, 64}),
+  EXPECT_EQ(flash_attention_unsupported_reason({1, 4194241, 0, 4, 4, 64}),
             "seq (4194241) must be at most 4194240");
 }
 
 TEST(FlashAttentionArguments, UnsupportedStridesNameTheWidth) {
   // A fused QKV buffer of 4 + 2 * 2 heads of 64: stride 512.
-  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, 512, 512}), "");
-  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, 0, 136}), "");
-  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, 260, 120}),
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 0, 4, 2, 64, 512, 512}), "");
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 0, 4, 2, 64, 0, 136}), "");
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 0, 4, 2, 64, 260, 120}),
             "q_row_stride (260) must be 0 or a multiple of 8 no less than heads * head_dim "
             "(256); kv_row_stride (120) must be 0 or a multiple of 8 no less than kv_heads * "
             "head_dim (128)");
-  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 4, 2, 64, -256, 0}),
+  EXPECT_EQ(flash_attention_unsupported_reason({2, 128, 0, 4, 2, 64, -256, 0}),
             "q_row_stride (-256) must be 0 or a multiple of 8 no less than heads * head_dim (256)");
 }
 
 TEST(FlashAttentionArguments, BackwardChecksWorkspace) {
   // (2, 128, 4, 64) fp32 dQ plus (2, 4, 128) fp32 delta: 4 * (65536 + 1024) bytes.
-  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 4, 4, 64}), 266240u);
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 0, 4, 4, 64}), 266240u);
   // GQA adds K, V, dK and dV expanded to the 4 query heads, (2, 128, 4, 64) bf16
   // each, after the first part rounded up to 256 bytes (266240 already is).
-  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 4, 1, 64}), 266240u + 4 * 65536 * 2);
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 0, 4, 1, 64}), 266240u + 4 * 65536 * 2);
   alignas(16) Bf16 buffer[8];
   float lse[1];
   try {
     flash_attention_backward(buffer, buffer, buffer, buffer, buffer, buffer, buffer, buffer, lse,
-                             {2, 128, 4, 1, 64}, buffer, 16, nullptr);
+                             {2, 128, 0, 4, 1, 64}, buffer, 16, nullptr);
     FAIL() << "expected KernelArgumentError";
   } catch (const KernelArgumentError& e) {
     EXPECT_STREQ(e.what(),
@@ -484,13 +339,13 @@ TEST(FlashAttentionArguments, LauncherThrowsBeforeLaunching) {
   alignas(16) Bf16 buffer[8];
   float lse[1];
   try {
-    flash_attention_forward(buffer, lse, buffer, buffer, buffer, {1, 1, 3, 2, 64}, nullptr);
+    flash_attention_forward(buffer, lse, buffer, buffer, buffer, {1, 1, 0, 3, 2, 64}, nullptr);
     FAIL() << "expected KernelArgumentError";
   } catch (const KernelArgumentError& e) {
     EXPECT_STREQ(e.what(), "flash_attention_forward: kv_heads (2) must divide heads (3)");
   }
   try {
-    flash_attention_forward(buffer + 1, lse, buffer, buffer, buffer, {1, 1, 2, 2, 64}, nullptr);
+    flash_attention_forward(buffer + 1, lse, buffer, buffer, buffer, {1, 1, 0, 2, 2, 64}, nullptr);
     FAIL() << "expected KernelArgumentError";
   } catch (const KernelArgumentError& e) {
     EXPECT_STREQ(e.what(),
@@ -505,9 +360,9 @@ TEST(FlashAttentionArguments, LauncherThrowsBeforeLaunching) {
 // kernel's blocks walks 4 heads and its (Q, dO) slots wrap many times; and an
 // MHA shape that fills its blocks exactly (2 * 4 * 512 keys in 32 blocks).
 INSTANTIATE_TEST_SUITE_P(LongShapes, FlashAttentionTest,
-                         ::testing::Values(FlashAttentionShape{2, 520, 8, 2, 128},
-                                           FlashAttentionShape{2, 512, 4, 4, 128}),
-                         shape_name);
+                         ::testing::Values(FlashAttentionShape{2, 520, 0, 8, 2, 128},
+                                           FlashAttentionShape{2, 512, 0, 4, 4, 128}),
+                         testing::flash_attention_shape_name);
 
 }  // namespace
 }  // namespace sextant::kernels

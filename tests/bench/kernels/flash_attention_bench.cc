@@ -120,12 +120,12 @@ int main(int argc, char** argv) {
   std::printf("| pass | shape | time (us) | TFLOP/s | %% of 989.4 peak |\n|---|---|---:|---:|---:|\n");
   std::mt19937_64 rng(2026);
   for (const FlashAttentionShape& s :
-       {FlashAttentionShape{4, 2048, 16, 16, 128}, FlashAttentionShape{4, 2048, 16, 16, 64},
-        FlashAttentionShape{4, 2048, 16, 4, 128}, FlashAttentionShape{1, 8192, 16, 16, 128},
-        FlashAttentionShape{8, 1024, 16, 16, 128}})
+       {FlashAttentionShape{4, 2048, 0, 16, 16, 128}, FlashAttentionShape{4, 2048, 0, 16, 16, 64},
+        FlashAttentionShape{4, 2048, 0, 16, 4, 128}, FlashAttentionShape{1, 8192, 0, 16, 16, 128},
+        FlashAttentionShape{8, 1024, 0, 16, 16, 128}})
     sextant::kernels::time_attention(s, /*fused=*/false, iters, rng);
-  sextant::kernels::time_attention({4, 2048, 16, 16, 128}, /*fused=*/true, iters, rng);
+  sextant::kernels::time_attention({4, 2048, 0, 16, 16, 128}, /*fused=*/true, iters, rng);
   // A longer sequence at the same token count as the first row.
-  sextant::kernels::time_attention({2, 4096, 16, 16, 128}, /*fused=*/false, iters, rng);
+  sextant::kernels::time_attention({2, 4096, 0, 16, 16, 128}, /*fused=*/false, iters, rng);
   return 0;
 }
