@@ -30,7 +30,12 @@ if wants tests; then
   # One binary per GPU, side by side (CUDA_VISIBLE_DEVICES), each with its own log.
   gpu=0
   pids=()
-  binaries=("${CP_TEST_BINARIES[@]:-sextant_kernel_tests --gtest_filter=*FlashAttention*:*ContextParallel*:*Rope*:*Embedding*}")
+  # The new kernels and the cp core and trainer; then the suites whose trainer groups changed
+  # (dp became dp x cp) or whose attention changed (the square path of the kv_seq kernels).
+  binaries=("sextant_kernel_tests --gtest_filter=*FlashAttention*:*ContextParallel*:*Rope*:*Embedding*:*SequencePositions*"
+            sextant_context_parallel_attention_tests sextant_context_parallel_trainer_tests
+            sextant_layout_parity_tests sextant_data_parallel_tests sextant_engine_tests
+            sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests)
   for t in "${binaries[@]}"; do
     read -r binary filter <<<"$t"
     ( start=$SECONDS
@@ -58,8 +63,10 @@ run() {  # name, arguments
 }
 
 if wants parity; then
-  for spec in "llama3.2-1b 16384" "gpt-350m 8192"; do
-    read -r model seq <<<"$spec"
+  # PARITY_MODELS: which of the two (default both).
+  for model in ${PARITY_MODELS:-llama3.2-1b gpt-350m}; do
+    seq=16384
+    [[ $model == gpt-350m ]] && seq=8192
     args=(--model "$model" --seq-length "$seq" --steps 20 "${common[@]}")
     run "parity_${model}_single" --layout mbs=1,gbs=4 "${args[@]}"
     run "parity_${model}_cp2dp2" --nproc-per-node 4 --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
