@@ -32,10 +32,12 @@ if wants tests; then
   pids=()
   # The new kernels and the cp core and trainer; then the suites whose trainer groups changed
   # (dp became dp x cp) or whose attention changed (the square path of the kv_seq kernels).
+  # CP_TESTS_ONLY=1: the two cp binaries alone (a rerun after a fix).
   binaries=("sextant_kernel_tests --gtest_filter=*FlashAttention*:*ContextParallel*:*Rope*:*Embedding*:*SequencePositions*"
             sextant_context_parallel_attention_tests sextant_context_parallel_trainer_tests
             sextant_layout_parity_tests sextant_data_parallel_tests sextant_engine_tests
             sextant_pipeline_trainer_tests sextant_checkpoint_gpu_tests)
+  [[ ${CP_TESTS_ONLY:-0} == 1 ]] && binaries=(sextant_context_parallel_attention_tests sextant_context_parallel_trainer_tests)
   for t in "${binaries[@]}"; do
     read -r binary filter <<<"$t"
     ( start=$SECONDS
@@ -98,8 +100,9 @@ fi
 profile=configs/profiles/measured/h100-sxm-80gb.yaml
 grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb.yaml
 if wants speed; then
-  args=(--model llama3.2-1b --steps 20 --compare --profile "$profile" "${common[@]}")
-  run speed_32k_cp1 --seq-length 32768 --layout mbs=1,gbs=4 "${args[@]}"
+  # 10 steps (a step is seconds long at these lengths); one GPU at 32k for the scaling.
+  args=(--model llama3.2-1b --steps 10 --compare --profile "$profile" "${common[@]}")
+  run speed_32k_cp1 --seq-length 32768 --layout mbs=1,gbs=2 "${args[@]}"
   run speed_32k_cp2dp2 --seq-length 32768 --nproc-per-node 4 --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
   run speed_32k_cp4 --seq-length 32768 --nproc-per-node 4 --layout cp=4,mbs=1,gbs=4 "${args[@]}"
   run speed_128k_cp4 --seq-length 131072 --nproc-per-node 4 --layout cp=4,mbs=1,gbs=2 "${args[@]}"
@@ -107,7 +110,8 @@ fi
 
 if wants torch; then
   torchrun=/opt/torch/.venv/bin/torchrun
-  for spec in "32768 2 4" "32768 4 4" "131072 4 2"; do
+  for spec in ${TORCH_RUNS:-32768:2:4 32768:4:4 131072:4:2}; do
+    spec=${spec//:/ }
     read -r seq cp gbs <<<"$spec"
     name="torch_${seq}_cp$cp"
     start=$SECONDS
@@ -117,7 +121,7 @@ if wants torch; then
     ((seq > 65536)) && extra=(--recompute full)
     timeout 300 "$torchrun" --nproc-per-node 4 tools/bench/torch_context_parallel.py --model llama3.2-1b \
       --seq-length "$seq" --cp "$cp" --gbs "$gbs" --mbs 1 --warmup 3 --steps 10 --time-limit-s 280 --json \
-      "${extra[@]}" >"$out/$name.json" 2>"$out/$name.log"
+      "${extra[@]}" ${TORCH_FLAGS:-} >"$out/$name.json" 2>"$out/$name.log"
     summary+=("$(printf '%-32s exit %d (%d s)' "$name" $? $((SECONDS - start)))")
   done
 fi

@@ -151,15 +151,16 @@ struct Reference {
 };
 
 const Reference& reference(bool llama, std::mt19937_64& rng) {
+  // Cached only once complete, so a failed build is not reused by the next case.
   static std::map<bool, std::unique_ptr<Reference>> cache;
-  std::unique_ptr<Reference>& r = cache[llama];
-  if (r) return *r;
-  r = std::make_unique<Reference>();
+  if (const auto it = cache.find(llama); it != cache.end()) return *it->second;
+  auto r = std::make_unique<Reference>();
   r->model = model_of(llama);
   const sim::ParallelLayout one_gpu = testing::one_gpu_layout(1, kGlobalBatch);
   r->one = transformer_shape_of(r->model, one_gpu);
   std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (const ParameterTensor& t : ParameterLayout(r->one).tensors()) {
+  const ParameterLayout whole(r->one);  // named: the loop reads its tensors
+  for (const ParameterTensor& t : whole.tensors()) {
     std::vector<float>& w = r->weights[t.name];
     const bool gain = t.name.find("gamma") != std::string::npos;
     for (std::size_t i = 0; i < t.elements(); ++i)
@@ -168,7 +169,7 @@ const Reference& reference(bool llama, std::mt19937_64& rng) {
   for (int i = 0; i < kSteps; ++i) r->batches.push_back(counting_batch(rng, kGlobalBatch));
   Trainer trainer(r->model, one_gpu, options_of());
   run(trainer, r->weights, r->batches, r->single);
-  return *r;
+  return *(cache[llama] = std::move(r));
 }
 
 class ContextParallelTrainerTest : public kernels::testing::GpuTestWithParam<CpCase> {};
