@@ -148,8 +148,10 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     t.forward_s += copies;
     t.backward_s += copies;
   }
-  const AttentionTimes a = attention_times(l.mbs, heads, static_cast<double>(m.seq_length),
-                                           padded, l.cp, r);
+  const double seq = static_cast<double>(m.seq_length);
+  const AttentionTimes a = l.cp > 1 && l.cp_comm_type == CpCommType::kAllGather
+                               ? all_gather_attention_times(l.mbs, heads, seq, padded, l.cp, r)
+                               : attention_times(l.mbs, heads, seq, padded, l.cp, r);
   t.forward_s += a.forward_s;
   t.backward_s += a.backward_s;
   // GQA at head_dim 64 (no Hopper backward) with fewer (kv head, sequence, key

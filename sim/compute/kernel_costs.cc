@@ -1,5 +1,7 @@
 #include "sim/compute/kernel_costs.h"
 
+#include <cmath>
+
 #include "sim/compute/gemm_time.h"
 
 namespace sextant::sim {
@@ -74,6 +76,19 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
   t.forward_s = f * forward_flops / (r.attention_forward_flops_per_s * occupancy) + r.kernel_overhead_s;
   t.backward_s =
       f * 2.5 * forward_flops / (r.attention_backward_flops_per_s * occupancy) + r.kernel_overhead_s;
+  return t;
+}
+
+AttentionTimes all_gather_attention_times(double batch, double heads, double seq, double head_dim, double cp,
+                                          const DeviceRates& r) {
+  if (cp <= 1) return attention_times(batch, heads, seq, head_dim, 1, r);
+  const double chunk = seq / (2 * cp);
+  AttentionTimes t;
+  for (const double tokens : {chunk, chunk * std::sqrt(4 * cp - 1)}) {
+    const AttentionTimes call = attention_times(1, heads, tokens, head_dim, 1, r);
+    t.forward_s += batch * call.forward_s;
+    t.backward_s += batch * call.backward_s;
+  }
   return t;
 }
 

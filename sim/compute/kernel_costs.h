@@ -47,6 +47,19 @@ struct AttentionTimes {
 AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
                                const DeviceRates& rates);
 
+/// Context parallelism's all-gather attention as the engine runs it
+/// (engine/transformer/context_parallel_attention_core.h): per sequence two
+/// calls, a local chunk's c = seq/(2·cp) queries against the keys up to the
+/// chunk's end (bottom-right causal; chunk indices r and 2·cp−1−r,
+/// engine/model/context_parallel_chunks.h). Every rank does the same work;
+/// rank 0's calls are costed: chunk 0 is a square causal call of c tokens,
+/// chunk 2·cp−1 has c·2cp·c − c²/2 (query, key) pairs, costed as the square
+/// causal call of equal pairs, c·sqrt(4·cp − 1) tokens (from the measured
+/// tables where there are: the kernels walk key blocks per 128-query block,
+/// so their time follows the pairs once the query blocks fill the GPU).
+AttentionTimes all_gather_attention_times(double batch, double heads, double seq, double head_dim, double cp,
+                                          const DeviceRates& rates);
+
 /// One element-wise kernel sweeping (rows, width); `roofline_bytes` is what it
 /// moves, for the roofline where the table has no point.
 double elementwise_time_s(ElementwiseKernel kernel, double rows, double width,

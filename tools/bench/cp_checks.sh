@@ -100,28 +100,31 @@ fi
 profile=configs/profiles/measured/h100-sxm-80gb.yaml
 grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb.yaml
 if wants speed; then
-  # 10 steps (a step is seconds long at these lengths); one GPU at 32k for the scaling.
-  args=(--model llama3.2-1b --steps 10 --compare --profile "$profile" "${common[@]}")
-  run speed_32k_cp1 --seq-length 32768 --layout mbs=1,gbs=2 "${args[@]}"
-  run speed_32k_cp2dp2 --seq-length 32768 --nproc-per-node 4 --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
-  run speed_32k_cp4 --seq-length 32768 --nproc-per-node 4 --layout cp=4,mbs=1,gbs=4 "${args[@]}"
-  run speed_128k_cp4 --seq-length 131072 --nproc-per-node 4 --layout cp=4,mbs=1,gbs=2 "${args[@]}"
+  # 10 steps (a step is seconds long at these lengths). llama3.2-1b's 128,256-entry vocabulary
+  # caps a rank at 16,743 tokens (the logits' 2^31 elements, transformer_shape_problems), so
+  # 32k runs at cp >= 2 and 128k uses gpt-1.3b (50,304 entries) at cp=4 with full recomputation.
+  args=(--steps 10 --compare --profile "$profile" "${common[@]}")
+  run speed_llama_32k_cp2dp2 --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
+    --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
+  run speed_llama_32k_cp4 --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
+    --layout cp=4,mbs=1,gbs=4 "${args[@]}"
+  run speed_gpt_128k_cp4 --model gpt-1.3b --seq-length 131072 --nproc-per-node 4 \
+    --layout cp=4,mbs=1,gbs=1,recompute=full --steps 5 --compare --profile "$profile" "${common[@]}"
 fi
 
 if wants torch; then
   torchrun=/opt/torch/.venv/bin/torchrun
-  for spec in ${TORCH_RUNS:-32768:2:4 32768:4:4 131072:4:2}; do
-    spec=${spec//:/ }
-    read -r seq cp gbs <<<"$spec"
-    name="torch_${seq}_cp$cp"
+  for spec in ${TORCH_RUNS:-llama3.2-1b:32768:2:4 llama3.2-1b:32768:4:4 gpt-1.3b:131072:4:1}; do
+    IFS=: read -r model seq cp gbs <<<"$spec"
+    name="torch_${model%%[.-]*}_$((seq / 1024))k_cp$cp"
     start=$SECONDS
-    # The same global batch as the engine's run; 128k needs full recomputation in PyTorch (its
-    # activations and fp32 logits), the engine's default recompute is what its own run used.
+    # The engine's layouts; 128k with full recomputation in both.
     extra=()
     ((seq > 65536)) && extra=(--recompute full)
-    timeout 300 "$torchrun" --nproc-per-node 4 tools/bench/torch_context_parallel.py --model llama3.2-1b \
-      --seq-length "$seq" --cp "$cp" --gbs "$gbs" --mbs 1 --warmup 3 --steps 10 --time-limit-s 280 --json \
-      "${extra[@]}" ${TORCH_FLAGS:-} >"$out/$name.json" 2>"$out/$name.log"
+    timeout "${TORCH_TIMEOUT:-170}" "$torchrun" --nproc-per-node 4 tools/bench/torch_context_parallel.py \
+      --model "$model" --seq-length "$seq" --cp "$cp" --gbs "$gbs" --mbs 1 --warmup 3 --steps 6 \
+      --time-limit-s "$(( ${TORCH_TIMEOUT:-170} - 10 ))" --json "${extra[@]}" ${TORCH_FLAGS:-} \
+      >"$out/$name.json" 2>"$out/$name.log"
     summary+=("$(printf '%-32s exit %d (%d s)' "$name" $? $((SECONDS - start)))")
   done
 fi

@@ -13,7 +13,8 @@
 // flash attention's test bounds (tests/kernels/flash_attention_test.cc):
 // O within rtol 1e-2 + 2^-8·max|V|, LSE within max(1e-4, S·2^-24). dQ is
 // summed with fp32 atomics in either run (its last bits vary from run to
-// run): rtol 1e-2 plus 2^-7 of its rms. dK and dV are rounded more often
+// run) from P and dS rounded to bf16 in key blocks that start elsewhere in
+// the chunk calls: rtol 1e-2 plus 2^-6 of its rms. dK and dV are rounded more often
 // here: each chunk call's share to bf16 (and, where flash attention runs GQA
 // on K/V expanded to every query head, each query head's share first), then
 // the fp32 sum over the 2·cp chunk calls to bf16, where the whole run rounds
@@ -240,7 +241,12 @@ TEST_P(ContextParallelAttentionCoreParity, EveryRanksRowsMatchTheWholeSequenceRu
   double max_v = 0;
   for (float x : whole.v) max_v = std::max(max_v, std::fabs(static_cast<double>(x)));
   const double lse_atol = std::max(1e-4, S * std::ldexp(1.0, -24));
-  const double dq_atol = std::ldexp(1.0, -7) * rms(whole.dq);
+  // dQ: 2^-6 of the rms (not 2^-7): besides the atomics' order, the backward
+  // rounds P and dS to bf16 for its tensor-core products, and a chunk call's
+  // key blocks start at other offsets than the whole run's (measured on an
+  // H200: 7 of 131072 elements of cp 4, head_dim 80 padded, up to 1.4 times
+  // 2^-7·rms).
+  const double dq_atol = std::ldexp(1.0, -6) * rms(whole.dq);
   // Partials per key (see the top): 2·cp chunk calls, each of g query heads' shares when expanded.
   const ContextParallelChunks last(S, c.cp, c.cp - 1);
   kernels::FlashAttentionShape chunk_call = flash_attention_shape(shard_shape);
