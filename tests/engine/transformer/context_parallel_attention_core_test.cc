@@ -204,6 +204,26 @@ double rms(const std::vector<float>& x) {
                                      std::vector<double>(want.begin(), want.end()), rtol, atol);
 }
 
+// The gradients: every element within 4 times the bound, and at most 1 in
+// 1000 beyond the bound itself. Their rounding differences are tails of many
+// bf16 roundings (measured on H200s: up to 12 of 32768 elements past a bound
+// of the rounding's scale, run to run with the random inputs); a wrong
+// position, chunk or reduction is off by O(rms) at most elements.
+::testing::AssertionResult gradient_close(const std::vector<float>& got, const std::vector<float>& want,
+                                          double rtol, double atol) {
+  std::size_t beyond = 0;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double bound = atol + rtol * std::fabs(static_cast<double>(want[i]));
+    if (error > 4 * bound) return close(got, want, 4 * rtol, 4 * atol);  // names the worst element
+    if (error > bound) ++beyond;
+  }
+  if (got.size() != want.size() || beyond * 1000 > got.size())
+    return ::testing::AssertionFailure() << beyond << " of " << got.size() << " elements beyond the bound (at most "
+                                         << got.size() / 1000 << ")\n" << close(got, want, rtol, atol).message();
+  return ::testing::AssertionSuccess();
+}
+
 class ContextParallelAttentionCoreParity : public kernels::testing::GpuTestWithParam<Case> {};
 
 TEST_P(ContextParallelAttentionCoreParity, EveryRanksRowsMatchTheWholeSequenceRun) {
@@ -278,9 +298,9 @@ TEST_P(ContextParallelAttentionCoreParity, EveryRanksRowsMatchTheWholeSequenceRu
                 whole.lse[(static_cast<std::size_t>(b) * c.heads + h) * S + p];
           }
     EXPECT_TRUE(close(got.lse, want_lse, 0.0, lse_atol)) << "lse";
-    EXPECT_TRUE(close(got.dq, rows_of(whole.dq, qw, mine), 1e-2, dq_atol)) << "dq";
-    EXPECT_TRUE(close(got.dk, rows_of(whole.dk, kvw, mine), 1e-2, dk_atol)) << "dk";
-    EXPECT_TRUE(close(got.dv, rows_of(whole.dv, kvw, mine), 1e-2, dv_atol)) << "dv";
+    EXPECT_TRUE(gradient_close(got.dq, rows_of(whole.dq, qw, mine), 1e-2, dq_atol)) << "dq";
+    EXPECT_TRUE(gradient_close(got.dk, rows_of(whole.dk, kvw, mine), 1e-2, dk_atol)) << "dk";
+    EXPECT_TRUE(gradient_close(got.dv, rows_of(whole.dv, kvw, mine), 1e-2, dv_atol)) << "dv";
   }
 }
 
