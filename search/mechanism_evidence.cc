@@ -72,14 +72,14 @@ const std::vector<Mechanism>& layout_mechanisms() {
        "dp=2,grad_reduce_in_fp32=0,mbs=1,gbs=2"},
       // Context parallelism: Megatron-Core's default ring (p2p), which NeMo's and
       // Megatron-LM's Llama 3 runs use at cp=2, is not executed by the engine; the
-      // all-gather variant is (issue 26).
+      // all-gather variant is (issue 26), measured at 16k-128k on 4 H200s.
       {"cp>1 cp_comm_type=p2p",
        [](const ParallelLayout& l) { return l.cp > 1 && l.cp_comm_type == sim::CpCommType::kP2p; },
        {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", false,
        "cp=2,cp_comm_type=p2p,mbs=1,gbs=1"},
       {"cp>1 cp_comm_type=all_gather",
        [](const ParallelLayout& l) { return l.cp > 1 && l.cp_comm_type == sim::CpCommType::kAllGather; },
-       {}, "", true,
+       {}, "2026-11-28-h200x4-context-parallel", true,
        "cp=2,cp_comm_type=all_gather,mbs=1,gbs=1"},
       // MoE layers have engine runs at ep = 1 (2026-11-27-h100-moe-engine) and
       // ep = 2, 4 over dp (no dev case has ep).
