@@ -75,11 +75,6 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   engine::training::check_tensor_parallel_split(s.model, s.layout.tp);
   engine::training::check_expert_parallel_split(s.model, s.layout.ep);
   engine::training::check_context_parallel_split(s.model, s.layout);
-  // Checkpoints shard the distributed optimizer over dp; under cp it shards over dp x cp.
-  if (s.layout.cp > 1 && (!s.save_dir.empty() || !s.load_dir.empty()))
-    throw_option_error(s.save_dir.empty() ? "--load" : "--save", "",
-                       "cp=" + std::to_string(s.layout.cp) + ": checkpoints of context-parallel layouts are not "
-                       "saved or loaded yet (issue 26); run cp=1 to save or load, or leave --save/--load out");
   if (s.steps < 1) throw_option_error("--steps", "", std::to_string(s.steps) + ": at least 1");
   if (s.log_interval < 1) throw_option_error("--log-interval", "", "at least 1");
   if (s.format != "table" && s.format != "json")

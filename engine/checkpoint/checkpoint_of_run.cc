@@ -38,9 +38,16 @@ std::string metadata_file(const OpenedCheckpoint& c) {
 }  // namespace
 
 CheckpointLayout checkpoint_layout_of(const sim::ParallelLayout& l) {
+  // Context parallelism folds into dp: cp ranks hold the same weights, and the
+  // distributed optimizer shards over dp x cp (the trainer's replica group,
+  // Megatron-Core's data-and-context-parallel group), so the arrays of a cp x dp
+  // layout are those of dp·cp data-parallel ranks. cp sits inside dp in the
+  // rank order (tp-cp-ep-dp-pp), so every rank keeps its number: replica rank
+  // cp_rank + cp·dp_rank is its dp rank here. A checkpoint is then resharded to
+  // any cp as to any dp.
+  const int dp = l.dp * l.cp;
   // zero counts with dp > 1 only, except with a pipeline, where it is refused (layout_mismatch).
-  CheckpointLayout c{l.tp, l.dp, (l.dp > 1 || l.pp > 1) && l.zero >= 1 ? 1 : 0, l.pp, l.pp > 1 ? l.vpp : 1};
-  c.cp = l.cp;
+  CheckpointLayout c{l.tp, dp, (dp > 1 || l.pp > 1) && l.zero >= 1 ? 1 : 0, l.pp, l.pp > 1 ? l.vpp : 1};
   c.ep = l.ep;
   return c;
 }

@@ -7,13 +7,11 @@ namespace sextant::engine::training {
 
 std::vector<checkpoint::CheckpointSharding> trainer_sharding(const Trainer& trainer, const sim::ModelConfig& model,
                                                              std::size_t bucket_elements) {
-  const sim::ParallelLayout& layout = trainer.parallel_layout();
-  // Context parallelism: cp ranks hold the same weights, but the distributed
-  // optimizer shards over dp x cp, which the checkpoint's sharding (over dp)
-  // does not describe yet.
-  if (layout.cp > 1)
-    throw std::invalid_argument("checkpoint: cp=" + std::to_string(layout.cp) +
-                                ": checkpoints of context-parallel layouts are not saved or loaded yet (issue 26)");
+  // Context parallelism folds into dp (checkpoint_layout_of): the trainer's
+  // buckets and optimizer shards are over its dp·cp replicas.
+  sim::ParallelLayout layout = trainer.parallel_layout();
+  layout.dp *= layout.cp;
+  layout.cp = 1;
   if (layout.pp == 1)
     return {checkpoint::sharding_of(trainer.chunk_layout(0), layout.tp, trainer.flat_elements(),
                                     trainer.gradient_buckets(), layout.dp, layout.zero >= 1, layout.ep)};

@@ -18,8 +18,9 @@ namespace sextant::engine::training {
 /// pipeline, each stage's from the layout (pipeline_sharding), checked against
 /// this rank's trainer — the same tensors in its order and, under ZeRO-1, its
 /// own buckets — std::logic_error when they differ (a programming error: the
-/// checkpoint would describe other arrays than the ranks hold); std::invalid_argument
-/// for a context-parallel layout (cp > 1: not checkpointed yet).
+/// checkpoint would describe other arrays than the ranks hold). A context-parallel
+/// layout gives the sharding of its dp·cp replicas (cp folds into dp:
+/// engine/checkpoint/checkpoint_of_run.cc, checkpoint_layout_of).
 std::vector<checkpoint::CheckpointSharding> trainer_sharding(const Trainer& trainer, const sim::ModelConfig& model,
                                                              std::size_t bucket_elements);
 

@@ -3,12 +3,13 @@
 #
 #   bash tools/bench/cp_checks.sh BUILD_DIR OUT_DIR [PARTS]
 #
-# PARTS: a comma-separated subset of tests,parity,speed,torch (default: all).
+# PARTS: a comma-separated subset of tests,parity,ckpt,speed,torch (default: all).
 # tests: the flash attention tests (kv_seq), the cp K/V kernels, the cp attention core in-process
 #   (cp 2 and 4 against one GPU's attention), the RoPE/embedding chunk positions, the cp trainer tests.
 # parity: llama3.2-1b at 16k tokens and gpt-350m at 8k, synthetic data, 20 steps, mbs 1, gbs 4: one GPU
 #   (cp=1), then through NCCL cp=2 (dp=2), cp=4, tp=2,sp=1,cp=2; each run's losses against the one-GPU
 #   run's (1e-5 at step 1: the same forward of the same weights; 1e-2 at step 20: the sums' order).
+# ckpt: a cp=2 x dp=2 ZeRO-1 checkpoint loaded into cp=4 and into one GPU (steps 4-5 within 1e-3).
 # speed: llama3.2-1b at 32k (cp=1 on one GPU, cp=2 dp=2 and cp=4 on all) and at 128k (cp=4), with
 #   --compare against the event simulator at the node's measured profile: tokens/s, step, peak memory.
 # torch: PyTorch's context parallelism (tools/bench/torch_context_parallel.py under torchrun) at the
@@ -17,7 +18,7 @@
 set -uo pipefail
 build=${1:?usage: cp_checks.sh BUILD_DIR OUT_DIR [PARTS]}
 out=${2:?usage: cp_checks.sh BUILD_DIR OUT_DIR [PARTS]}
-parts=",${3:-tests,parity,speed,torch},"
+parts=",${3:-tests,parity,ckpt,speed,torch},"
 wants() { [[ $parts == *",$1,"* ]]; }
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE=0
@@ -94,6 +95,35 @@ for model in ("llama3.2-1b", "gpt-350m"):
         first = abs(got[0] - want[0]) / abs(want[0]); last = abs(got[-1] - want[-1]) / abs(want[-1])
         ok = first <= 1e-5 and last <= 1e-2
         print(f"{name:36s} {first:11.2e} {last:11.2e}  {'ok' if ok else 'FAIL'}")
+PY
+fi
+
+if wants ckpt; then
+  # Checkpoints reshard cp (cp folds into dp: checkpoint_layout_of): gpt-350m at 8k saved at
+  # step 3 of 5 by cp=2 x dp=2 with ZeRO-1 (optimizer shards over the 4 replicas), loaded into
+  # cp=4 (ZeRO-1 over 4 cp ranks) and into one GPU; steps 4-5 against the saving run's.
+  ckpt=$(mktemp -d "${TMPDIR:-/tmp}/sextant-cp-ckpt.XXXXXX")
+  five=(--model gpt-350m --seq-length 8192 --steps 5 "${common[@]}")
+  run ckpt_saved --nproc-per-node 4 --layout cp=2,dp=2,zero=1,mbs=1,gbs=4 "${five[@]}" --save "$ckpt/cp" --save-interval 3
+  run ckpt_to_cp4 --nproc-per-node 4 --layout cp=4,zero=1,mbs=1,gbs=4 "${five[@]}" --load "$ckpt/cp/step-3"
+  run ckpt_to_one_gpu --layout mbs=1,gbs=4 "${five[@]}" --load "$ckpt/cp/step-3"
+  rm -rf "$ckpt"
+  python3 - "$out" <<'PY' | tee "$out/ckpt.txt"
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+def loss(name):
+    try:
+        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
+    except Exception:
+        return None
+saved = loss("ckpt_saved")
+for name in ("ckpt_to_cp4", "ckpt_to_one_gpu"):
+    got = loss(name)
+    if saved is None or got is None or len(got) != 2 or len(saved) != 5:
+        print(f"{name}: failed ({got})"); continue
+    e = [abs(got[i] - saved[3 + i]) / saved[3 + i] for i in range(2)]
+    print(f"{name}: step 4 {got[0]:.6f} vs {saved[3]:.6f} ({e[0]:.1e}), step 5 {got[1]:.6f} vs {saved[4]:.6f} "
+          f"({e[1]:.1e}) {'ok' if max(e) <= 1e-3 else 'FAIL'}")
 PY
 fi
 

@@ -15,6 +15,7 @@
 
 #include "engine/checkpoint/save_across_ranks.h"
 #include "engine/model/parameter_layout.h"
+#include "sim/comm/group_placement.h"
 #include "sim/core/config_error.h"
 #include "tests/support/temp_dir.h"
 
@@ -55,26 +56,41 @@ RunSharding sharding_of_run(const RunDescription& r) {
   return {sharding_of(layout, r.layout.tp, layout.total_elements(), {}, r.layout.dp, false)};
 }
 
-TEST(CheckpointOfRun, LayoutRecordsCpAndZeroWhereItShards) {
+// cp folds into dp: cp ranks hold the same weights and the distributed
+// optimizer shards over dp x cp, so a cp x dp layout's arrays are those of
+// dp·cp data-parallel ranks (the rank numbers unchanged: cp sits inside dp).
+// (Before the engine ran cp, the checkpoint recorded cp with the cp ranks
+// sharing one optimizer shard; ZeRO-1 over dp x cp made that wrong.)
+TEST(CheckpointOfRun, LayoutFoldsCpIntoDpAndRecordsZeroWhereItShards) {
   EXPECT_EQ(checkpoint_layout_of(layout_of(2, 1, 1, 1)), (CheckpointLayout{2, 1, 0}));  // ZeRO-1 of one rank: nothing
   EXPECT_EQ(checkpoint_layout_of(layout_of(1, 1, 2, 1)), (CheckpointLayout{1, 2, 1}));
-  CheckpointLayout with_cp{1, 2, 1};
-  with_cp.cp = 2;
-  EXPECT_EQ(checkpoint_layout_of(layout_of(1, 2, 2, 1)), with_cp);
+  EXPECT_EQ(checkpoint_layout_of(layout_of(1, 2, 2, 1)), (CheckpointLayout{1, 4, 1}));
+  EXPECT_EQ(checkpoint_layout_of(layout_of(1, 2, 1, 1)), (CheckpointLayout{1, 2, 1}));  // ZeRO-1 over the 2 cp ranks
+  EXPECT_EQ(checkpoint_layout_of(layout_of(2, 4, 1, 0)), (CheckpointLayout{2, 4, 0}));
+  // Every rank keeps its number: rank_at of the folded layout is the run's.
+  const sim::ParallelLayout run = layout_of(2, 2, 2, 1);
+  const sim::ParallelLayout folded = rank_order_layout(checkpoint_layout_of(run));
+  for (int r = 0; r < 8; ++r) {
+    const sim::RankCoordinates c = sim::rank_coordinates(r, run);
+    const sim::RankCoordinates f = sim::rank_coordinates(r, folded);
+    EXPECT_EQ(f.tp, c.tp);
+    EXPECT_EQ(f.dp, c.cp + run.cp * c.dp) << "rank " << r;
+  }
 }
 
 TEST(CheckpointOfRun, MetadataCountsTheRanksOfEveryCpRank) {
   const RunDescription run = tiny_run(layout_of(2, 2, 2, 0));
   const CheckpointMetadata m = checkpoint_metadata_of(run, 3, 4, sharding_of_run(run));
   EXPECT_EQ(m.world_size, 2 * 2 * 2);  // tp·cp·dp
-  EXPECT_EQ(m.layout.cp, 2);
+  EXPECT_EQ(m.layout.dp, 4);  // cp folded into dp
+  EXPECT_EQ(m.layout.cp, 1);
   EXPECT_EQ(m.step, 3);
   EXPECT_EQ(m.data_batches, 4);
   EXPECT_EQ(m.model.seq_length, 8);  // the model's, not a cp rank's share of it
-  // cp is written only when > 1, and read back.
+  // cp folds into dp, so no "cp" is written (the field is still read, 1 when absent).
   CheckpointMetadata with_files = m;
   for (int r = 0; r < m.world_size; ++r) with_files.files.push_back({r, shard_file_name(r), 1, 0});
-  EXPECT_NE(to_json(with_files).find("\"cp\": 2"), std::string::npos);
+  EXPECT_EQ(to_json(with_files).find("\"cp\""), std::string::npos);
   EXPECT_EQ(parse_metadata(to_json(with_files), "m.json").layout, m.layout);
   const RunDescription one = tiny_run(layout_of(1, 1, 1, 0));
   EXPECT_EQ(to_json(checkpoint_metadata_of(one, 1, 1, sharding_of_run(one))).find("\"cp\""), std::string::npos);
