@@ -79,5 +79,33 @@ TEST(ComparePrediction, PipelineStagesComputeRows) {
   EXPECT_EQ(make_compare_report(p, p.step_time_s, stage0).rows[1].task_kind.rfind("stage", 0), std::string::npos);
 }
 
+// cp_comm_type=all_gather: the engine runs the attention core and its K/V
+// exchanges inside the attention task, so the prediction names them so — no
+// "attn.core" or ".cp." kinds — and counts the exchanges as the stage's compute,
+// as the engine's measured attention task does. The total is unchanged.
+TEST(ComparePrediction, AllGatherContextParallelFoldsIntoTheAttentionTask) {
+  sim::ParallelLayout l;
+  l.cp = 2;
+  l.mbs = 1;
+  l.gbs = 1;
+  l.cp_comm_type = sim::CpCommType::kAllGather;
+  const ComparePrediction gather = predict_gpt350m(l);
+  double total = 0;
+  for (const auto& [kind, s] : gather.task_seconds_per_step) {
+    EXPECT_EQ(kind.find("core"), std::string::npos) << kind;
+    EXPECT_EQ(kind.find(".cp."), std::string::npos) << kind;
+    total += s;
+  }
+  ASSERT_TRUE(gather.task_seconds_per_step.count("layer*.attn.bwd"));
+  EXPECT_TRUE(gather.compute_kinds.count("layer*.attn.bwd"));
+  // The ring (Megatron's p2p) keeps its own tasks: the engine does not run it.
+  l.cp_comm_type = sim::CpCommType::kP2p;
+  const ComparePrediction ring = predict_gpt350m(l);
+  EXPECT_TRUE(ring.task_seconds_per_step.count("layer*.attn.core.bwd"));
+  EXPECT_TRUE(ring.task_seconds_per_step.count("layer*.attn.core.bwd.cp.ring"));
+  EXPECT_GT(total, 0);
+  EXPECT_GT(gather.stage_compute_s.at(0), 0);
+}
+
 }  // namespace
 }  // namespace sextant::reports
