@@ -76,26 +76,12 @@ if wants parity; then
     run "parity_${model}_cp4" --nproc-per-node 4 --layout cp=4,mbs=1,gbs=4 "${args[@]}"
     run "parity_${model}_tp2cp2" --nproc-per-node 4 --layout tp=2,sp=1,cp=2,mbs=1,gbs=4 "${args[@]}"
   done
-  python3 - "$out" <<'PY' | tee "$out/parity.txt"
-import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
-def losses(name):
-    try:
-        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
-    except Exception:
-        return None
-print(f"{'run':36s} {'step 1 rel':>11s} {'step 20 rel':>11s}  verdict")
-for model in ("llama3.2-1b", "gpt-350m"):
-    want = losses(f"parity_{model}_single")
-    for layout in ("cp2dp2", "cp4", "tp2cp2"):
-        name = f"parity_{model}_{layout}"
-        got = losses(name)
-        if want is None or got is None or len(got) != len(want):
-            print(f"{name:36s} missing"); continue
-        first = abs(got[0] - want[0]) / abs(want[0]); last = abs(got[-1] - want[-1]) / abs(want[-1])
-        ok = first <= 1e-5 and last <= 1e-2
-        print(f"{name:36s} {first:11.2e} {last:11.2e}  {'ok' if ok else 'FAIL'}")
-PY
+  groups=()
+  for model in llama3.2-1b gpt-350m; do
+    runs=$(printf "parity_${model}_%s," cp2dp2 cp4 tp2cp2)
+    groups+=("parity_${model}_single=${runs%,}")
+  done
+  python3 tools/bench/loss_parity.py parity "$out" "${groups[@]}" | tee "$out/parity.txt"
 fi
 
 if wants ckpt; then
@@ -108,23 +94,7 @@ if wants ckpt; then
   run ckpt_to_cp4 --nproc-per-node 4 --layout cp=4,zero=1,mbs=1,gbs=4 "${five[@]}" --load "$ckpt/cp/step-3"
   run ckpt_to_one_gpu --layout mbs=1,gbs=4 "${five[@]}" --load "$ckpt/cp/step-3"
   rm -rf "$ckpt"
-  python3 - "$out" <<'PY' | tee "$out/ckpt.txt"
-import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
-def loss(name):
-    try:
-        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
-    except Exception:
-        return None
-saved = loss("ckpt_saved")
-for name in ("ckpt_to_cp4", "ckpt_to_one_gpu"):
-    got = loss(name)
-    if saved is None or got is None or len(got) != 2 or len(saved) != 5:
-        print(f"{name}: failed ({got})"); continue
-    e = [abs(got[i] - saved[3 + i]) / saved[3 + i] for i in range(2)]
-    print(f"{name}: step 4 {got[0]:.6f} vs {saved[3]:.6f} ({e[0]:.1e}), step 5 {got[1]:.6f} vs {saved[4]:.6f} "
-          f"({e[1]:.1e}) {'ok' if max(e) <= 1e-3 else 'FAIL'}")
-PY
+  python3 tools/bench/loss_parity.py resume "$out" ckpt_saved ckpt_to_cp4 ckpt_to_one_gpu | tee "$out/ckpt.txt"
 fi
 
 profile=configs/profiles/measured/h100-sxm-80gb.yaml

@@ -75,27 +75,12 @@ if wants parity; then
         --steps 20 "${common[@]}"
     done
   done
-  python3 - "$out" <<'PY' | tee "$out/parity.txt"
-import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
-def losses(name):
-    try:
-        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
-    except Exception as e:
-        return None
-print(f"{'run':36s} {'step 1 rel':>11s} {'step 20 rel':>11s}  verdict")
-for model in ("moe-fine-tiny", "moe-mixtral-tiny"):
-    want = losses(f"parity_{model}_single")
-    for ep in (1, 2, 4, 8):
-        name = f"parity_{model}_ep{ep}"
-        if not (out / f"{name}.json").exists(): continue
-        got = losses(name)
-        if want is None or got is None or len(got) != len(want):
-            print(f"{name:36s} missing"); continue
-        first = abs(got[0] - want[0]) / abs(want[0]); last = abs(got[-1] - want[-1]) / abs(want[-1])
-        ok = first <= 1e-5 and last <= 1e-2
-        print(f"{name:36s} {first:11.2e} {last:11.2e}  {'ok' if ok else 'FAIL'}")
-PY
+  groups=()
+  for model in moe-fine-tiny moe-mixtral-tiny; do
+    runs=$(printf "parity_${model}_ep%s," 1 2 4 8)
+    groups+=("parity_${model}_single=${runs%,}")
+  done
+  python3 tools/bench/loss_parity.py parity "$out" --skip-absent "${groups[@]}" | tee "$out/parity.txt"
 fi
 
 if wants ckpt; then
@@ -110,23 +95,7 @@ if wants ckpt; then
   run ckpt_to_one_gpu --layout "mbs=1,gbs=16" "${five[@]}" --load "$ckpt/ep/step-3"
   ls -R "$ckpt/ep/step-3" >"$out/ckpt_listing.txt"
   rm -rf "$ckpt"
-  python3 - "$out" <<'PY' | tee "$out/ckpt.txt"
-import json, sys, pathlib
-out = pathlib.Path(sys.argv[1])
-def loss(name):
-    try:
-        return json.loads((out / f"{name}.json").read_text().strip().splitlines()[-1])["loss"]
-    except Exception:
-        return None
-saved = loss("ckpt_saved")
-for name in ("ckpt_to_half_ep", "ckpt_to_one_gpu"):
-    got = loss(name)
-    if saved is None or got is None or len(got) != 2 or len(saved) != 5:
-        print(f"{name}: failed ({got})"); continue
-    e = [abs(got[i] - saved[3 + i]) / saved[3 + i] for i in range(2)]
-    print(f"{name}: step 4 {got[0]:.6f} vs {saved[3]:.6f} ({e[0]:.1e}), step 5 {got[1]:.6f} vs {saved[4]:.6f} "
-          f"({e[1]:.1e}) {'ok' if max(e) <= 1e-3 else 'FAIL'}")
-PY
+  python3 tools/bench/loss_parity.py resume "$out" ckpt_saved ckpt_to_half_ep ckpt_to_one_gpu | tee "$out/ckpt.txt"
 fi
 
 if wants speed; then
