@@ -44,6 +44,11 @@ struct FlashAttentionShape {
   int q_row_stride = 0;
   // Elements between consecutive tokens of k and v (and dk, dv); 0 means kv_heads * head_dim.
   int kv_row_stride = 0;
+  // false: no mask, every query attends every key, and kv_seq may be any
+  // positive number (below seq too). Ring attention's steps (Liu et al. 2023;
+  // under the causally load-balanced split, Megatron-Core's context
+  // parallelism) attend a K/V chunk that lies wholly before the queries.
+  bool causal = true;
 };
 
 /// Empty when flash_attention_forward and _backward can run `shape`; otherwise every reason
