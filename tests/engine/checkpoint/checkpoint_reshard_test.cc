@@ -42,11 +42,13 @@
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_directory.h"
+#include "engine/checkpoint/checkpoint_of_run.h"
 #include "engine/checkpoint/checkpoint_sharding.h"
 #include "engine/checkpoint/reshard_plan.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/parallel_groups.h"
 #include "engine/trainer.h"
+#include "engine/training/trainer_sharding.h"
 #include "tests/engine/comm/comm_test_support.h"
 #include "tests/engine/random_batch.h"
 #include "tests/engine/small_models.h"
@@ -66,11 +68,13 @@ struct Layout {
   int tp = 1, dp = 1;
   bool zero = false;
   int pp = 1;
-  int ranks() const { return tp * dp * pp; }
-  checkpoint::CheckpointLayout checkpoint() const { return {tp, dp, zero ? 1 : 0, pp}; }
+  int cp = 1;  // context parallelism folds into dp in a checkpoint (checkpoint_layout_of)
+  int ranks() const { return tp * cp * dp * pp; }
+  checkpoint::CheckpointLayout checkpoint() const { return checkpoint::checkpoint_layout_of(parallel()); }
   sim::ParallelLayout parallel() const {
     sim::ParallelLayout l;
     l.tp = tp;
+    l.cp = cp;
     l.dp = dp;
     l.pp = pp;
     l.zero = zero ? 1 : 0;
@@ -110,11 +114,11 @@ void on_ranks(const sim::ModelConfig& model, const Layout& l, const TrainerOptio
   });
 }
 
-// The rank's sharding: its one model chunk's at pp = 1, else its pipeline stage's.
+// The rank's sharding: its one model chunk's at pp = 1, else its pipeline
+// stage's; what `sextant run` saves (training::trainer_sharding: cp folded into dp).
 checkpoint::CheckpointSharding sharding_of(const Trainer& t, const sim::ModelConfig& model, const Layout& l) {
-  if (l.pp > 1) return checkpoint::pipeline_stage_sharding(model, l.parallel(), t.stage(), kBucketElements);
-  return checkpoint::sharding_of(t.chunk_layout(0), l.tp, t.flat_elements(), t.gradient_buckets(), l.dp,
-                                 l.zero);
+  const std::vector<checkpoint::CheckpointSharding> stages = training::trainer_sharding(t, model, kBucketElements);
+  return l.pp > 1 ? stages.at(static_cast<std::size_t>(t.stage())) : stages.at(0);
 }
 
 using Masters = std::map<std::string, std::vector<float>>;  // whole tensors
@@ -227,8 +231,8 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
     EXPECT_NEAR(resumed[static_cast<std::size_t>(s)], want, c.loss_tolerance * want) << "step " << kSaveAt + 1 + s;
     worst = std::max(worst, std::abs(resumed[static_cast<std::size_t>(s)] - want) / want);
   }
-  std::cout << "  saved tp=" << c.saved.tp << " dp=" << c.saved.dp << " zero=" << c.saved.zero << " pp=" << c.saved.pp
-            << ", loaded tp=" << c.loaded.tp << " dp=" << c.loaded.dp << " zero=" << c.loaded.zero
+  std::cout << "  saved tp=" << c.saved.tp << " cp=" << c.saved.cp << " dp=" << c.saved.dp << " zero=" << c.saved.zero << " pp=" << c.saved.pp
+            << ", loaded tp=" << c.loaded.tp << " cp=" << c.loaded.cp << " dp=" << c.loaded.dp << " zero=" << c.loaded.zero
             << " pp=" << c.loaded.pp << (c.llama ? " (llama)" : " (gpt)")
             << ": losses 4-6 uninterrupted " << uninterrupted[3] << ", " << uninterrupted[4] << ", " << uninterrupted[5]
             << "; loaded " << resumed[0] << ", " << resumed[1] << ", " << resumed[2] << "; worst relative difference "
@@ -247,11 +251,18 @@ INSTANTIATE_TEST_SUITE_P(
                       // the distributed optimizer beside pp and tp
                       ReshardCase{{1, 2, true, 2}, {1, 1, false, 1}, false, 1e-3},
                       ReshardCase{{2, 2, true, 1}, {1, 1, false, 1}, false, 1e-2},
-                      ReshardCase{{1, 1, false, 1}, {2, 2, true, 2}, true, 1e-2}),
+                      ReshardCase{{1, 1, false, 1}, {2, 2, true, 2}, true, 1e-2},
+                      // context parallelism (folded into dp): cp x dp with ZeRO-1 to one rank, one
+                      // rank to cp 4 with ZeRO-1, cp 2 x dp 2 to cp 4 (the optimizer's 4 shards kept),
+                      // tp 2 x cp 2 to dp 2 (bounds: cp reorders fp32 sums, as dp does; tp its bf16 partial sums)
+                      ReshardCase{{1, 2, true, 1, 2}, {1, 1, false, 1}, false, 1e-3},
+                      ReshardCase{{1, 1, false, 1}, {1, 1, true, 1, 4}, true, 1e-3},
+                      ReshardCase{{1, 2, true, 1, 2}, {1, 1, true, 1, 4}, true, 1e-3},
+                      ReshardCase{{2, 1, false, 1, 2}, {1, 2, true, 1}, false, 1e-2}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) {
       auto text = [](const Layout& l) {
-        return "Tp" + std::to_string(l.tp) + "Dp" + std::to_string(l.dp) + (l.zero ? "Zero1" : "") +
-               (l.pp > 1 ? "Pp" + std::to_string(l.pp) : "");
+        return "Tp" + std::to_string(l.tp) + (l.cp > 1 ? "Cp" + std::to_string(l.cp) : "") + "Dp" +
+               std::to_string(l.dp) + (l.zero ? "Zero1" : "") + (l.pp > 1 ? "Pp" + std::to_string(l.pp) : "");
       };
       return text(info.param.saved) + "To" + text(info.param.loaded) + (info.param.llama ? "Llama" : "Gpt");
     });
