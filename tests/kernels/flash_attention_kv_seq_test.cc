@@ -22,6 +22,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/flash_attention.h"
+#include "tests/kernels/flash_attention_operands.h"
 #include "tests/kernels/flash_attention_reference.h"
 #include "tests/kernels/gpu_test_support.h"
 
@@ -38,85 +39,26 @@ using testing::reference_forward;
 using testing::reference_kv_seq;
 using testing::to_bf16;
 using testing::to_double;
-
-// Padding columns of the strided Q and dQ rows: would dominate any score it leaked into.
-const Bf16 kFill = from_float(1e4f);
-
-std::size_t q_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
-}
-std::size_t kv_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * reference_kv_seq(s) * s.kv_heads * s.head_dim;
-}
-std::size_t lse_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * s.heads * s.seq;
-}
-
-/// Q's rows: `stride` elements apart (the shape's q_row_stride), heads * head_dim when 0.
-struct QueryRows {
-  int width = 0, stride = 0;
-  explicit QueryRows(const FlashAttentionShape& s)
-      : width(s.heads * s.head_dim), stride(s.q_row_stride != 0 ? s.q_row_stride : width) {}
-  /// The contiguous (tokens, width) `rows` as the first width columns of
-  /// (tokens, stride) rows, the rest kFill.
-  std::vector<Bf16> widen(const std::vector<Bf16>& rows) const {
-    const std::size_t tokens = rows.size() / width;
-    std::vector<Bf16> wide(tokens * stride, kFill);
-    for (std::size_t t = 0; t < tokens; ++t)
-      std::copy_n(rows.begin() + t * width, width, wide.begin() + t * stride);
-    return wide;
-  }
-  std::vector<Bf16> narrow(const std::vector<Bf16>& wide) const {
-    const std::size_t tokens = wide.size() / stride;
-    std::vector<Bf16> rows(tokens * width);
-    for (std::size_t t = 0; t < tokens; ++t)
-      std::copy_n(wide.begin() + t * stride, width, rows.begin() + t * width);
-    return rows;
-  }
-  /// How many padding columns of `wide` are no longer kFill.
-  std::size_t changed_padding(const std::vector<Bf16>& wide) const {
-    std::size_t changed = 0;
-    for (std::size_t i = 0; i < wide.size(); ++i)
-      changed += static_cast<int>(i % stride) >= width && wide[i].bits != kFill.bits;
-    return changed;
-  }
-};
-
-double max_abs(const std::vector<double>& values) {
-  double m = 0;
-  for (double x : values) m = std::max(m, std::abs(x));
-  return m;
-}
-
-/// The forward's O tolerance of tests/kernels/flash_attention_test.cc: 2^-8 max|V|.
-double out_atol(const std::vector<double>& v) { return std::ldexp(max_abs(v), -8); }
-
-/// Fresh N(0, 1) contiguous operands of shape `s`: Q, dO (batch, seq, heads,
-/// head_dim), K, V (batch, kv_seq, kv_heads, head_dim).
-struct Operands {
-  std::vector<Bf16> q, k, v, dout;
-};
-Operands random_operands(const FlashAttentionShape& s, std::mt19937_64& rng) {
-  Operands x;
-  x.q = testing::random_bf16(rng, q_elems(s), 0.0, 1.0);
-  x.k = testing::random_bf16(rng, kv_elems(s), 0.0, 1.0);
-  x.v = testing::random_bf16(rng, kv_elems(s), 0.0, 1.0);
-  x.dout = testing::random_bf16(rng, q_elems(s), 0.0, 1.0);
-  return x;
-}
-
-/// `s` with Q (and dQ) contiguous: the reference's layout.
-FlashAttentionShape contiguous_q(FlashAttentionShape s) {
-  s.q_row_stride = 0;
-  return s;
-}
+using testing::add_bound;
+using testing::contiguous;
+using testing::kFill;
+using testing::kv_elems;
+using testing::lse_elems;
+using testing::lse_rows;
+using testing::Operands;
+using testing::out_atol;
+using testing::q_elems;
+using testing::query_rows;
+using testing::random_operands;
+using testing::slice;
+using testing::StridedRows;
 
 class FlashAttentionKvSeqTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
 
 TEST_P(FlashAttentionKvSeqTest, ForwardMatchesReference) {
   const FlashAttentionShape s = GetParam();
   ASSERT_EQ(flash_attention_unsupported_reason(s), "");
-  const QueryRows rows(s);
+  const StridedRows rows = query_rows(s);
   const Operands x = random_operands(s, rng());
   DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_out(q_elems(s));
   DeviceBuffer<float> d_lse(lse_elems(s));
@@ -124,7 +66,7 @@ TEST_P(FlashAttentionKvSeqTest, ForwardMatchesReference) {
   flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr);
 
   const auto vd = to_double(x.v);
-  const AttentionReference ref = reference_forward(to_double(x.q), to_double(x.k), vd, contiguous_q(s));
+  const AttentionReference ref = reference_forward(to_double(x.q), to_double(x.k), vd, contiguous(s));
   EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, out_atol(vd))) << "out";
   EXPECT_TRUE(all_close(to_double(d_lse.download()), ref.lse, 0.0, lse_atol(s))) << "lse";
 }
@@ -132,9 +74,9 @@ TEST_P(FlashAttentionKvSeqTest, ForwardMatchesReference) {
 TEST_P(FlashAttentionKvSeqTest, BackwardMatchesReference) {
   const FlashAttentionShape s = GetParam();
   ASSERT_EQ(flash_attention_unsupported_reason(s), "");
-  const QueryRows rows(s);
+  const StridedRows rows = query_rows(s);
   const Operands x = random_operands(s, rng());
-  const FlashAttentionShape contiguous = contiguous_q(s);
+  const FlashAttentionShape contiguous = contiguous(s);
   const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
   const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
   const std::vector<Bf16> out = to_bf16(fwd.out);
@@ -204,7 +146,7 @@ TEST_P(FlashAttentionKvSeqEqualsSeqTest, MatchesKvSeqZeroBitForBit) {
   zero.kv_seq = 0;
   FlashAttentionShape equal = zero;
   equal.kv_seq = zero.seq;
-  const QueryRows rows(zero);
+  const StridedRows rows = query_rows(zero);
   const Operands x = random_operands(zero, rng());
   const std::vector<Bf16> q = rows.widen(x.q);
   DeviceBuffer<Bf16> d_q(q), d_k(x.k), d_v(x.v), d_dout(x.dout), d_out(q_elems(zero));
@@ -266,30 +208,6 @@ std::string case_name(const ::testing::TestParamInfo<ContextParallelCase>& info)
   return name;
 }
 
-/// Rows [first, first + count) of each head of a (heads, seq) LSE.
-template <typename T>
-std::vector<T> lse_rows(const std::vector<T>& lse, int heads, int seq, int first, int count) {
-  std::vector<T> rows;
-  for (int h = 0; h < heads; ++h)
-    rows.insert(rows.end(), lse.begin() + static_cast<std::size_t>(h) * seq + first,
-                lse.begin() + static_cast<std::size_t>(h) * seq + first + count);
-  return rows;
-}
-
-/// x[first, first + count) as a vector.
-template <typename T>
-std::vector<T> slice(const std::vector<T>& x, std::size_t first, std::size_t count) {
-  return std::vector<T>(x.begin() + first, x.begin() + first + count);
-}
-
-/// What a kernel result may differ from the double reference by, per element,
-/// in the tests' terms: atol + rtol |reference|, rtol 1e-2.
-void add_bound(std::vector<double>& bound, std::size_t first, const std::vector<double>& atol,
-               const std::vector<double>& reference) {
-  for (std::size_t i = 0; i < atol.size(); ++i)
-    bound[first + i] += atol[i] + 1e-2 * std::abs(reference[i]);
-}
-
 class FlashAttentionContextParallelTest : public testing::GpuTestWithParam<ContextParallelCase> {};
 
 // Every chunk's O and LSE rows are the full call's rows: each call is within
@@ -299,7 +217,7 @@ TEST_P(FlashAttentionContextParallelTest, ChunkForwardsAreTheFullRows) {
   const ContextParallelCase cp = GetParam();
   const FlashAttentionShape full = cp.full();
   const int c = cp.chunk();
-  const QueryRows rows(full);
+  const StridedRows rows = query_rows(full);
   const std::size_t row_elems = static_cast<std::size_t>(full.heads) * full.head_dim;
   const Operands x = random_operands(full, rng());
   DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_out(q_elems(full));
@@ -336,11 +254,11 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
   const ContextParallelCase cp = GetParam();
   const FlashAttentionShape full = cp.full();
   const int c = cp.chunk();
-  const QueryRows rows(full);
+  const StridedRows rows = query_rows(full);
   const std::size_t row_elems = static_cast<std::size_t>(full.heads) * full.head_dim;
   const std::size_t kv_row_elems = static_cast<std::size_t>(full.kv_heads) * full.head_dim;
   const Operands x = random_operands(full, rng());
-  const FlashAttentionShape contiguous = contiguous_q(full);
+  const FlashAttentionShape contiguous = contiguous(full);
   const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
   const auto doutd = to_double(x.dout);
   const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
@@ -391,7 +309,7 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
       dk_sum[i] += dk_part[i];
       dv_sum[i] += dv_part[i];
     }
-    const FlashAttentionShape chunk_contiguous = contiguous_q(s);
+    const FlashAttentionShape chunk_contiguous = contiguous(s);
     const std::size_t q_first = first_row * row_elems, q_count = q_elems(s);
     const AttentionGradients gc = reference_backward(
         slice(qd, q_first, q_count), slice(kd, 0, kv_elems(s)), slice(vd, 0, kv_elems(s)),
