@@ -1,18 +1,15 @@
 // Non-causal flash attention (FlashAttentionShape::causal false,
-// kernels/flash_attention.h): every query attends every one of kv_seq keys,
-// kv_seq below, equal to or above seq. Forward and backward against the
-// double-precision reference (tests/kernels/flash_attention_reference.h, whose
-// backward bounds and the forward tolerances of
-// tests/kernels/flash_attention_test.cc apply unchanged), and the identity
+// kernels/flash_attention.h; its shapes' forward and backward against the
+// reference are tests/kernels/flash_attention_kv_seq_test.cc's NonCausalShapes):
+// the identity
 // context parallelism's ring attention relies on (Liu et al. 2023, Sec. 3;
 // Megatron-Core's causally balanced split): causal attention of the second
 // half of a (2c)-token sequence is the LSE merge of its non-causal attention
 // to the first c keys and its causal attention to the last c
 // (kernels::merge_attention_partial), and its gradients split over the two key
 // sets exactly when both calls get the merged O and LSE.
-//
-// Q, K and V are column slices of fused QKV rows where the shape's row strides
-// say so (dQ, dK, dV likewise, whose padding must stay untouched).
+// The double-precision reference and its bounds:
+// tests/kernels/flash_attention_reference.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,108 +31,23 @@ using testing::add_bound;
 using testing::all_close;
 using testing::AttentionGradients;
 using testing::AttentionReference;
-using testing::contiguous;
 using testing::DeviceBuffer;
-using testing::kFill;
 using testing::kv_elems;
-using testing::kv_rows;
 using testing::lse_atol;
 using testing::lse_elems;
-using testing::lse_rows;
 using testing::Operands;
 using testing::out_atol;
 using testing::q_elems;
-using testing::query_rows;
 using testing::random_operands;
 using testing::reference_backward;
 using testing::reference_forward;
 using testing::slice;
-using testing::StridedRows;
 using testing::to_bf16;
 using testing::to_double;
 
-class FlashAttentionNonCausalTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
-
-TEST_P(FlashAttentionNonCausalTest, ForwardMatchesReference) {
-  const FlashAttentionShape s = GetParam();
-  ASSERT_FALSE(s.causal);
-  ASSERT_EQ(flash_attention_unsupported_reason(s), "");
-  const StridedRows q_rows = query_rows(s), k_rows = kv_rows(s);
-  const Operands x = random_operands(s, rng());
-  DeviceBuffer<Bf16> d_q(q_rows.widen(x.q)), d_k(k_rows.widen(x.k)), d_v(k_rows.widen(x.v));
-  DeviceBuffer<Bf16> d_out(q_elems(s));
-  DeviceBuffer<float> d_lse(lse_elems(s));
-
-  flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr);
-
-  const auto vd = to_double(x.v);
-  const AttentionReference ref = reference_forward(to_double(x.q), to_double(x.k), vd, contiguous(s));
-  EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, out_atol(vd))) << "out";
-  EXPECT_TRUE(all_close(to_double(d_lse.download()), ref.lse, 0.0, lse_atol(s))) << "lse";
+FlashAttentionShape non_causal(int batch, int seq, int kv_seq, int heads, int kv_heads, int head_dim) {
+  return {batch, seq, kv_seq, heads, kv_heads, head_dim, 0, 0, false};
 }
-
-TEST_P(FlashAttentionNonCausalTest, BackwardMatchesReference) {
-  const FlashAttentionShape s = GetParam();
-  ASSERT_EQ(flash_attention_unsupported_reason(s), "");
-  const StridedRows q_rows = query_rows(s), k_rows = kv_rows(s);
-  const Operands x = random_operands(s, rng());
-  const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
-  const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous(s));
-  const std::vector<Bf16> out = to_bf16(fwd.out);
-  const std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
-  DeviceBuffer<Bf16> d_q(q_rows.widen(x.q)), d_k(k_rows.widen(x.k)), d_v(k_rows.widen(x.v));
-  DeviceBuffer<Bf16> d_dout(x.dout), d_out(out);
-  // The gradients' rows start as all kFill: the kernels must write every head
-  // column and leave the rest.
-  DeviceBuffer<Bf16> d_dq(q_rows.widen(std::vector<Bf16>(q_elems(s), kFill)));
-  DeviceBuffer<Bf16> d_dk(k_rows.widen(std::vector<Bf16>(kv_elems(s), kFill)));
-  DeviceBuffer<Bf16> d_dv(k_rows.widen(std::vector<Bf16>(kv_elems(s), kFill)));
-  DeviceBuffer<float> d_lse(lse);
-  const std::size_t ws_bytes = flash_attention_backward_workspace_bytes(s);
-  ASSERT_GT(ws_bytes, 0u);
-  DeviceBuffer<char> d_ws(ws_bytes);
-
-  flash_attention_backward(d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(), d_q.get(), d_k.get(),
-                           d_v.get(), d_out.get(), d_lse.get(), s, d_ws.get(), ws_bytes, nullptr);
-
-  const AttentionGradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
-                                                  to_double(x.dout), contiguous(s),
-                                                  flash_attention_backward_expands_kv_heads(s));
-  const std::vector<Bf16> dq = d_dq.download(), dk = d_dk.download(), dv = d_dv.download();
-  EXPECT_TRUE(all_close(to_double(k_rows.narrow(dv)), g.dv, 1e-2, g.dv_atol)) << "dv";
-  EXPECT_TRUE(all_close(to_double(k_rows.narrow(dk)), g.dk, 1e-2, g.dk_atol)) << "dk";
-  EXPECT_TRUE(all_close(to_double(q_rows.narrow(dq)), g.dq, 1e-2, g.dq_atol)) << "dq";
-  EXPECT_EQ(q_rows.changed_padding(dq), 0u);
-  EXPECT_EQ(k_rows.changed_padding(dk), 0u);
-  EXPECT_EQ(k_rows.changed_padding(dv), 0u);
-}
-
-FlashAttentionShape non_causal(int batch, int seq, int kv_seq, int heads, int kv_heads, int head_dim,
-                               int q_row_stride = 0, int kv_row_stride = 0) {
-  return {batch, seq, kv_seq, heads, kv_heads, head_dim, q_row_stride, kv_row_stride, false};
-}
-
-// kv_seq below, equal to and above seq, with partial query blocks (seq 100,
-// 300) and partial key blocks (kv_seq 70, 300: no whole number of 64- or
-// 128-key blocks), whole blocks (256 x 128, 512 x 512). kv_heads 1, 2, 4 of 4
-// or 8 heads (GQA) and MHA. head_dim 128 runs the Hopper kernels on an H100 or
-// H200 (both forward and backward take every non-causal shape); at head_dim 64
-// the generic backward, with GQA's few (kv head, sequence, key block) blocks
-// expanded to every query head. Row strides: the fused QKV width (heads + 2
-// kv_heads) head_dim (+ 8 where it is not 0 mod 128): Q at column 0, K and V
-// slices of the same width.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, FlashAttentionNonCausalTest,
-    ::testing::Values(non_causal(2, 100, 300, 4, 1, 64, 392, 392),
-                      non_causal(2, 300, 70, 4, 2, 64),
-                      non_causal(2, 300, 70, 8, 2, 128, 1536, 1536),
-                      non_causal(2, 100, 300, 4, 4, 128),
-                      non_causal(1, 256, 128, 8, 4, 128),
-                      non_causal(3, 128, 128, 4, 4, 64, 768, 768),
-                      non_causal(2, 512, 512, 4, 1, 128, 768, 768),
-                      non_causal(1, 1, 70, 4, 2, 64),
-                      non_causal(1, 70, 1, 4, 4, 128)),
-    testing::flash_attention_shape_name);
 
 // The ring identity for one sequence of 2c tokens: rows c..2c of causal
 // attention over all 2c keys (the shape seq c, kv_seq 2c, causal: bottom-right)
