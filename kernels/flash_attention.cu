@@ -1,4 +1,4 @@
-// Causal flash attention forward: FlashAttention-2 (Dao 2023), Algorithm 1,
+// Flash attention forward, causal or not: FlashAttention-2 (Dao 2023), Algorithm 1,
 // on the tensor cores through mma.sync m16n8k16 (kernels/flash_attention_mma.cuh).
 // On compute capability 9.0 (H100, H200) flash_attention_forward runs the
 // wgmma kernel of kernels/flash_attention_sm90.cu instead (449 against 253
@@ -27,6 +27,12 @@
 // multiple of 64 (the square case, offset 0, included), else two. (In the
 // first of two, some rows may see no key; their running max stays -inf for
 // that step, which the guard below turns into P = 0 and alpha = 0.)
+//
+// Non-causal (kCausal false, a second instantiation, so the causal kernel is
+// unchanged): every query block walks every key block, from the last, and the
+// one masked step is that first one, whose keys past kv_seq (zero-filled K
+// rows, which would score 0) get -inf; no row is ever fully masked (the last
+// key block holds key kv_seq - 1).
 //
 // Query blocks are launched heaviest first across all heads (grid z, the
 // slowest, reversed: the last block sees every key), so the causal triangle's
@@ -82,7 +88,7 @@ struct Layout {
 };
 
 // grid: (heads, batch, query blocks); block: kThreads.
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     flash_attention_forward_kernel(__nv_bfloat16* __restrict__ out,      // (b, s, h, d)
                                    float* __restrict__ lse,              // (b, h, s)
@@ -121,9 +127,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   // diagonal (needs the mask) iff its last key kb * 64 + 63 > diagonal, i.e.
   // kb >= (diagonal + 1) / 64. The walk starts at the key block of the last
   // key a real row of the block sees.
+  // Non-causal: every key block, the last (partial or not) masked by kv_seq.
   const int diagonal = first_row + (kv_seq - seq);
-  const int last_key_block = min(diagonal + kBlockRows - 1, kv_seq - 1) / kBlockKeys;
-  const int masked_steps = last_key_block - (diagonal + 1) / kBlockKeys + 1;
+  const int last_key_block =
+      kCausal ? min(diagonal + kBlockRows - 1, kv_seq - 1) / kBlockKeys : (kv_seq - 1) / kBlockKeys;
+  const int masked_steps = kCausal ? last_key_block - (diagonal + 1) / kBlockKeys + 1 : 1;
 
   auto load_kv = [&](int stage, int key_block) {
     __nv_bfloat16* k_tile = kv_stages + 2 * stage * L::kTileElems;
@@ -175,15 +183,25 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     }
 
     if (step < masked_steps) {
-      // A block on the diagonal: key c of the block is masked for block row r
-      // when key_block * 64 + c > first_row + r + offset (with offset 0 and
-      // key_block == q_block: c > r).
-      const int row = warp * kWarpRows + g + (diagonal - key_block * kBlockKeys);
+      if constexpr (kCausal) {
+        // A block on the diagonal: key c of the block is masked for block row r
+        // when key_block * 64 + c > first_row + r + offset (with offset 0 and
+        // key_block == q_block: c > r).
+        const int row = warp * kWarpRows + g + (diagonal - key_block * kBlockKeys);
 #pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n)
+        for (int n = 0; n < kKeyTiles; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (n * 8 + 2 * t + (e % 2) > row + 8 * (e / 2)) s[n][e] = -INFINITY;
+          for (int e = 0; e < 4; ++e)
+            if (n * 8 + 2 * t + (e % 2) > row + 8 * (e / 2)) s[n][e] = -INFINITY;
+      } else {
+        // The last key block: key c is masked when key_block * 64 + c >= kv_seq.
+        const int keys = kv_seq - key_block * kBlockKeys;  // 1..64
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (n * 8 + 2 * t + (e % 2) >= keys) s[n][e] = -INFINITY;
+      }
     }
 
     // Online softmax (Algorithm 1, lines 8-10) on rows g (e = 0, 1) and g + 8 (e = 2, 3).
@@ -265,17 +283,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   }
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
             const FlashAttentionShape& shape, cudaStream_t stream) {
   constexpr std::size_t kBytes = Layout<kHeadDim>::kBytes;
   // Above 48 KiB a kernel must opt in to its dynamic shared memory.
-  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_forward_kernel<kHeadDim>,
+  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_forward_kernel<kHeadDim, kCausal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kBytes)));
   const dim3 grid(shape.heads, shape.batch, (shape.seq + kBlockRows - 1) / kBlockRows);
   const float scale_log2 = static_cast<float>(1.4426950408889634 / std::sqrt(double(kHeadDim)));  // log2(e) / sqrt(d)
-  flash_attention_forward_kernel<kHeadDim><<<grid, kThreads, kBytes, stream>>>(
+  flash_attention_forward_kernel<kHeadDim, kCausal><<<grid, kThreads, kBytes, stream>>>(
       detail::cuda_bf16(out), lse, detail::cuda_bf16(q), detail::cuda_bf16(k),
       detail::cuda_bf16(v), shape.seq, kv_seq_of(shape), shape.heads, shape.kv_heads,
       q_row_stride(shape), kv_row_stride(shape), scale_log2);
@@ -305,9 +323,13 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
     add("seq (" + std::to_string(shape.seq) + ") must be positive");
   else if (shape.seq > kMaxSeq)
     add("seq (" + std::to_string(shape.seq) + ") must be at most " + std::to_string(kMaxSeq));
-  if (shape.kv_seq != 0 && shape.kv_seq < shape.seq)
+  // Causal queries are the last seq of kv_seq positions; non-causal ones see
+  // every key, any positive number of them.
+  if (shape.causal && shape.kv_seq != 0 && shape.kv_seq < shape.seq)
     add("kv_seq (" + std::to_string(shape.kv_seq) + ") must be 0 (= seq) or at least seq (" +
         std::to_string(shape.seq) + ")");
+  else if (!shape.causal && shape.kv_seq < 0)
+    add("kv_seq (" + std::to_string(shape.kv_seq) + ") must be 0 (= seq) or positive (non-causal)");
   else if (shape.kv_seq > kMaxKvSeq)
     add("kv_seq (" + std::to_string(shape.kv_seq) + ") must be at most " + std::to_string(kMaxKvSeq));
   if (shape.heads < 1 || shape.heads > kMaxGridYZ)
@@ -353,10 +375,16 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
     detail::flash_attention_forward_sm90(out, lse, q, k, v, shape, device, stream);
     return;
   }
-  if (shape.head_dim == 64)
-    launch<64>(out, lse, q, k, v, shape, stream);
-  else
-    launch<128>(out, lse, q, k, v, shape, stream);
+  if (shape.causal) {
+    if (shape.head_dim == 64)
+      launch<64, true>(out, lse, q, k, v, shape, stream);
+    else
+      launch<128, true>(out, lse, q, k, v, shape, stream);
+  } else if (shape.head_dim == 64) {
+    launch<64, false>(out, lse, q, k, v, shape, stream);
+  } else {
+    launch<128, false>(out, lse, q, k, v, shape, stream);
+  }
 }
 
 }  // namespace sextant::kernels

@@ -1,6 +1,6 @@
-// Causal flash attention forward (Dao et al. 2022, "FlashAttention"; the loop
+// Flash attention forward, causal or not (Dao et al. 2022, "FlashAttention"; the loop
 // order of Dao 2023, "FlashAttention-2": each thread block owns a block of query
-// rows and walks the key blocks up to the diagonal with an online softmax), so
+// rows and walks the key blocks up to the diagonal, or all of them, with an online softmax), so
 // the (seq, seq) score matrix is never stored. Grouped-query attention (Ainslie
 // et al. 2023): query head h reads key/value head h / (heads / kv_heads).
 //
@@ -29,9 +29,10 @@ namespace sextant::kernels {
 struct FlashAttentionShape {
   int batch = 0;
   int seq = 0;       // query tokens per sequence
-  // Key/value tokens per sequence; 0 means seq. At least seq: the queries are
-  // the LAST seq of kv_seq positions (bottom-right causal alignment, as
-  // FlashAttention-2 v2.1 defines it): query i attends keys j <= i + kv_seq - seq.
+  // Key/value tokens per sequence; 0 means seq. Causal: at least seq, and the
+  // queries are the LAST seq of kv_seq positions (bottom-right causal alignment,
+  // as FlashAttention-2 v2.1 defines it): query i attends keys j <= i + kv_seq - seq.
+  // Non-causal: any positive number (below seq too); every query attends all.
   // Context parallelism's all-gather attention (Llama 3, Dubey et al. 2024,
   // Sec. 3.3.2) runs a rank's query chunk against the keys up to its end.
   // K, V (and dK, dV) are (batch, kv_seq, kv_heads, head_dim); Q, O, dQ, dO
@@ -48,6 +49,9 @@ struct FlashAttentionShape {
   // positive number (below seq too). Ring attention's steps (Liu et al. 2023;
   // under the causally load-balanced split, Megatron-Core's context
   // parallelism) attend a K/V chunk that lies wholly before the queries.
+  // Every path (generic and Hopper, forward and backward) runs it, in kernels
+  // of their own (a template flag), so causal calls run the causal kernels
+  // unchanged.
   bool causal = true;
 };
 
@@ -58,7 +62,7 @@ std::string flash_attention_unsupported_reason(const FlashAttentionShape& shape)
 
 /// out: (batch, seq, heads, head_dim) bf16, written.
 /// lse: (batch, heads, seq) fp32, written: log(sum_j exp(q_i . k_j / sqrt(head_dim)))
-///   over the keys j <= i + kv_seq - seq, natural logarithm.
+///   over the keys j <= i + kv_seq - seq (non-causal: every key j < kv_seq), natural logarithm.
 /// q: (batch, seq, heads, head_dim); k, v: (batch, kv_seq, kv_heads, head_dim) bf16, with
 ///   the shape's row strides.
 /// Throws KernelArgumentError (before launching anything) when the shape is
@@ -71,7 +75,7 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 /// (batch, heads, seq); on compute capability 9.0 at head_dim 128 the wgmma
 /// backward's instead (dQ padded to whole 64-query blocks, delta and LSE in
 /// log2 units), and the size returned covers either. With GQA at a head_dim
-/// the Hopper backward does not take, also K, V, dK and dV expanded to every
+/// the Hopper backward does not take (64, on any device), also K, V, dK and dV expanded to every
 /// query head (bf16, kv_seq tokens each): when the kernel's (kv head, sequence, key block) blocks
 /// would not fill the GPU, it runs as multi-head attention on those and sums
 /// each group's dK, dV (one more bf16 rounding). 0 for a shape

@@ -1,4 +1,4 @@
-// Causal flash attention backward: FlashAttention-2 (Dao 2023), Algorithm 2,
+// Flash attention backward, causal or not: FlashAttention-2 (Dao 2023), Algorithm 2,
 // on the tensor cores through mma.sync m16n8k16 (kernels/flash_attention_mma.cuh).
 //
 // Three launches:
@@ -34,6 +34,13 @@
 // offset) / 64 (0 when that is negative); the masks compare each query with
 // its key shifted by the offset, computed once per warp, so only the query
 // blocks that straddle the diagonal are masked, as in the square case.
+// Non-causal (kCausal false, a second instantiation: the causal one is
+// unchanged) compares through an offset past every key (causal_offset,
+// kernels/flash_attention_tiles.cuh), so every key block walks every query
+// block unmasked; only the warps holding keys past kv_seq (zero-filled K and V
+// rows) set those keys' P to 0. (Their dK, dV rows are not stored and their
+// K rows are 0, so dQ would not see them anyway, but exp2(-LSE) of a row whose
+// every score is below -88 would overflow to inf, and inf * 0 is NaN.)
 // Key block 0 sees every query block, so the grid's slowest dimension walks the
 // key blocks from 0: the heaviest blocks of every head start first. (One head
 // at a time instead starts the last heads' long blocks late: 10 % slower at
@@ -151,7 +158,7 @@ __device__ __forceinline__ void atomic_add_pair(float* dst, float x, float y) {
 }
 
 // grid: (kv_heads, batch, key blocks); block: kThreads.
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
     flash_attention_backward_kernel(__nv_bfloat16* __restrict__ dk,         // (b*kv_seq, kv_row_stride)
                                     __nv_bfloat16* __restrict__ dv,         // (b*kv_seq, kv_row_stride)
@@ -162,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
                                     const __nv_bfloat16* __restrict__ v,    // (b*kv_seq, kv_row_stride)
                                     const float* __restrict__ lse,          // (b, h, s)
                                     const float* __restrict__ delta,        // (b, h, s)
-                                    int seq, int kv_seq, int heads, int kv_heads,
+                                    int seq, int kv_seq, int offset, int heads, int kv_heads,
                                     long long q_row_stride, long long kv_row_stride, float scale,
                                     float scale_log2) {
   using L = Layout<kHeadDim>;
@@ -189,10 +196,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
   const int key_block = blockIdx.z;  // block 0 sees every query block: launched first
   const int group = heads / kv_heads;
   const int first_key = key_block * kBlockKeys;
-  // Bottom-right causal: query i sees key j iff i >= j - offset. Keys are
-  // compared with queries through `- offset` from here on (offset 0: the
-  // square case's comparisons exactly).
-  const int offset = kv_seq - seq;
+  // Bottom-right causal: query i sees key j iff i >= j - offset, offset =
+  // kv_seq - seq. Keys are compared with queries through `- offset` from here
+  // on (offset 0: the square case's comparisons exactly; non-causal,
+  // kNonCausalOffset: every query sees every key).
   const int first_query_block = max(first_key - offset, 0) / kBlockQueries;
   const int blocks_per_head = (seq + kBlockQueries - 1) / kBlockQueries - first_query_block;
   const int steps = group * blocks_per_head;
@@ -370,6 +377,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
       // + 8 (e / 2), seen first by query warp_first_query + g + 8 (e / 2);
       // query first_query + 8n + 2t + e % 2.
       const bool needs_mask = first_query < warp_first_query + kWarpRows - 1;
+      // Non-causal: the warp holds keys past kv_seq (the last key block's).
+      const bool past_kv_seq = !kCausal && warp_first_key + kWarpRows > kv_seq;
 #pragma unroll
       for (int n = 0; n < kQueryTiles; ++n) {
         const float2 lse2 = *reinterpret_cast<const float2*>(lse_stage + 8 * n + 2 * t);
@@ -381,6 +390,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocksPerSm)
           float p = fast_exp2(fmaf(s[n][e], scale_log2, -lse_log2[e % 2]));
           if (needs_mask && first_query + 8 * n + 2 * t + e % 2 < warp_first_query + g + 8 * (e / 2))
             p = 0.f;  // the query precedes the key
+          if constexpr (!kCausal)
+            if (past_kv_seq && warp_first_key + g + 8 * (e / 2) >= kv_seq) p = 0.f;
           s[n][e] = p;
           dp[n][e] = p * (dp[n][e] - row_delta[e % 2]);
         }
@@ -459,7 +470,7 @@ std::size_t dq_accum_elems(const FlashAttentionShape& s) {
   return static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16* q, const Bf16* k,
                      const Bf16* v, const Bf16* out, const float* lse,
                      const FlashAttentionShape& shape, float* dq_accum, float* delta,
@@ -475,16 +486,16 @@ void launch_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16*
 
   constexpr std::size_t kBytes = Layout<kHeadDim>::kBytes;
   // Above 48 KiB a kernel must opt in to its dynamic shared memory.
-  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_backward_kernel<kHeadDim>,
+  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_backward_kernel<kHeadDim, kCausal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kBytes)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
   const int kv_seq = kv_seq_of(shape);
   const dim3 grid(shape.kv_heads, shape.batch, (kv_seq + kBlockKeys - 1) / kBlockKeys);
-  flash_attention_backward_kernel<kHeadDim><<<grid, kThreads, kBytes, stream>>>(
+  flash_attention_backward_kernel<kHeadDim, kCausal><<<grid, kThreads, kBytes, stream>>>(
       detail::cuda_bf16(dk), detail::cuda_bf16(dv), dq_accum, detail::cuda_bf16(dout),
       detail::cuda_bf16(q), detail::cuda_bf16(k), detail::cuda_bf16(v), lse, delta, shape.seq,
-      kv_seq, shape.heads, shape.kv_heads, q_row_stride(shape), kv_row_stride(shape),
+      kv_seq, causal_offset(shape), shape.heads, shape.kv_heads, q_row_stride(shape), kv_row_stride(shape),
       static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634));  // log2(e) / sqrt(d)
   SEXTANT_CHECK_LAUNCH("flash_attention_backward_kernel");
 
@@ -607,7 +618,11 @@ bool runs_sm90_backward(const FlashAttentionShape& shape) {
 }  // namespace
 
 bool flash_attention_backward_expands_kv_heads(const FlashAttentionShape& shape) {
-  return !runs_sm90_backward(shape) &&
+  // Only at shapes the Hopper backward does not take, on any device:
+  // flash_attention_backward_workspace_bytes, which does not ask the device,
+  // has room for the expansion only there (a head_dim 128 shape on a device
+  // other than 9.0 runs the generic kernel unexpanded).
+  return !detail::flash_attention_backward_sm90_supports(shape) &&
          expands_kv_heads(shape, device_attribute(cudaDevAttrMultiProcessorCount));
 }
 
@@ -656,10 +671,16 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
   float* delta = dq_accum + dq_accum_elems(shape);
   const auto launch = [&](Bf16* dk_to, Bf16* dv_to, const Bf16* k_from, const Bf16* v_from,
                           const FlashAttentionShape& s) {
-    if (s.head_dim == 64)
-      launch_backward<64>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
-    else
-      launch_backward<128>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+    if (s.causal) {
+      if (s.head_dim == 64)
+        launch_backward<64, true>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+      else
+        launch_backward<128, true>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+    } else if (s.head_dim == 64) {
+      launch_backward<64, false>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+    } else {
+      launch_backward<128, false>(dq, dk_to, dv_to, dout, q, k_from, v_from, out, lse, s, dq_accum, delta, stream);
+    }
   };
   if (!flash_attention_backward_expands_kv_heads(shape)) {
     launch(dk, dv, k, v, shape);

@@ -1,4 +1,4 @@
-// Causal flash attention backward for Hopper (sm_90a), head_dim 128: the
+// Flash attention backward for Hopper (sm_90a), head_dim 128, causal or not: the
 // products of FlashAttention-2's backward (Dao 2023, Algorithm 2) on
 // warpgroup MMA, laid out as FlashAttention-3's backward (Shah et al. 2024,
 // section 3.1 and the backward pass of appendix B; the tile shape and
@@ -59,8 +59,15 @@
 // only query blocks straddling the diagonal have masked entries, as when
 // kv_seq == seq.
 //
+// Non-causal (kCausal false, a second instantiation: the causal one is
+// unchanged) compares through an offset past every key (causal_offset,
+// kernels/flash_attention_tiles.cuh): every key block walks every query block
+// unmasked, and only warps holding keys past kv_seq mask those keys.
+//
 // Keys past kv_seq are zero-filled by TMA (4-D tensor maps (head_dim, heads,
-// kv_seq, batch)) and causally masked for every real query; queries past seq have Q =
+// kv_seq, batch)) and masked for every real query (causal: by the diagonal;
+// non-causal: explicitly, since exp2(-LSE) of a row whose scores are all below
+// -88 would overflow and make NaN in dQ through inf * 0); queries past seq have Q =
 // 0, dO = 0, LSE = +inf, so P = 0 and dS = 0. Neither's gradient is stored.
 //
 // Measured on an H200 (b = 4, h = 16, s = 2048, d = 128, all three launches):
@@ -237,7 +244,7 @@ struct Shared {
 
 /// What one block walks: step i is query block first_query_block + i %
 /// blocks_per_head of query head kv_head * group + i / blocks_per_head.
-/// `offset` = kv_seq - seq: query i sees key j iff i >= j - offset.
+/// `offset` = causal_offset: query i sees key j iff i >= j - offset.
 struct Walk {
   int batch, kv_head, group, first_key, offset, first_query_block, blocks_per_head, steps;
   __device__ __forceinline__ int head(int step) const {
@@ -301,6 +308,7 @@ __device__ __forceinline__ std::uint32_t k_major_step(int kk, std::uint32_t pane
 __device__ __forceinline__ std::uint32_t mn_major_step(int kk) { return kk * 16 * kPanelRowBytes; }
 
 /// A consumer warpgroup: keys 64w..64w+63 of the block.
+template <bool kCausal>
 __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
                                         __nv_bfloat16* __restrict__ dk,
                                         __nv_bfloat16* __restrict__ dv,
@@ -384,6 +392,9 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
     const float* delta_stage = sh.delta + stage * kBlockQueries;
     const int row_query = wg_first_query + 16 * warp + g;
     const bool needs_mask = first_query < wg_first_query + kWarpgroupKeys - 1;
+    // Non-causal: the warp holds keys past kv_seq (the last key block's).
+    const int warp_first_key = wg_first_key + 16 * warp;
+    const bool past_kv_seq = !kCausal && warp_first_key + 16 > kv_seq;
     wgmma_wait_group<1>();  // S^T retired; dP^T may still run
     wgmma_fence_operand(s);
 #pragma unroll
@@ -395,6 +406,8 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
         float p = fast_exp2(fmaf(s[4 * i + e], scale_log2, -lse_col[e % 2]));
         if (needs_mask && first_query + 8 * i + 2 * t + e % 2 < row_query + 8 * (e / 2))
           p = 0.f;  // the query precedes the key
+        if constexpr (!kCausal)
+          if (past_kv_seq && warp_first_key + g + 8 * (e / 2) >= kv_seq) p = 0.f;
         s[4 * i + e] = p;
       }
     }
@@ -509,6 +522,7 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
 
 // grid: (key blocks, kv_heads, batch) when heads_outer, else (kv_heads, batch,
 // key blocks); block: kThreads.
+template <bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_backward_sm90_kernel(const __grid_constant__ CUtensorMap q_map,
                                          const __grid_constant__ CUtensorMap do_map,
@@ -519,7 +533,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                          float* __restrict__ dq_accum,  // (b, h, padded_seq / 64) tiles
                                          const float* __restrict__ lse_log2,  // (b, h, padded_seq)
                                          const float* __restrict__ delta,     // (b, h, padded_seq)
-                                         int seq, int kv_seq, int padded_seq, int heads,
+                                         int kv_seq, int offset, int padded_seq, int heads,
                                          int kv_heads, long long kv_row_stride, float scale,
                                          float scale_log2,
                                          bool heads_outer) {
@@ -540,7 +554,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   walk.batch = static_cast<int>(heads_outer ? blockIdx.z : blockIdx.y);
   walk.group = heads / kv_heads;
   walk.first_key = static_cast<int>(heads_outer ? blockIdx.x : blockIdx.z) * kBlockKeys;
-  walk.offset = kv_seq - seq;
+  walk.offset = offset;
   walk.first_query_block = max(walk.first_key - walk.offset, 0) / kBlockQueries;
   walk.blocks_per_head = padded_seq / kBlockQueries - walk.first_query_block;
   walk.steps = walk.group * walk.blocks_per_head;
@@ -562,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
   setmaxnreg_inc<kConsumerRegisters>();
-  consume(sh, walk, dk, dv, dq_accum, kv_seq, heads, padded_seq, kv_row_stride, scale, scale_log2);
+  consume<kCausal>(sh, walk, dk, dv, dq_accum, kv_seq, heads, padded_seq, kv_row_stride, scale, scale_log2);
 #endif
 }
 
@@ -642,10 +656,12 @@ bool flash_attention_backward_sm90_supports(const FlashAttentionShape& shape) {
   const long long kv_seq = kv_seq_of(shape);
   if (shape.heads > 65535 || shape.batch > 65535 || (kv_seq + kBlockKeys - 1) / kBlockKeys > 65535)
     return false;
-  // TMA strides must be below 2^40 bytes (kv_seq >= seq bounds the Q and dO maps' too).
+  // TMA strides must be below 2^40 bytes: the batch strides span seq rows of Q
+  // and dO, kv_seq of K and V (non-causal kv_seq may be below seq).
   const long long widest = std::max({q_row_stride(shape), kv_row_stride(shape),
                                      static_cast<long long>(shape.heads) * shape.head_dim});
-  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * kv_seq < (1LL << 40);
+  const long long longest = std::max<long long>(shape.seq, kv_seq);
+  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * longest < (1LL << 40);
 }
 
 std::size_t flash_attention_backward_sm90_workspace_bytes(const FlashAttentionShape& shape) {
@@ -680,17 +696,18 @@ void flash_attention_backward_sm90(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dou
   const CUtensorMap v_map = make_attention_tensor_map(v, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
                                             kv_row_stride(shape), kBlockKeys);
   // Above 48 KiB a kernel must opt in to its dynamic shared memory.
-  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_backward_sm90_kernel,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const auto kernel = shape.causal ? flash_attention_backward_sm90_kernel<true>
+                                   : flash_attention_backward_sm90_kernel<false>;
+  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(Layout::kBytes)));
   const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
   const int key_blocks = (kv_seq + kBlockKeys - 1) / kBlockKeys;
   const bool heads_outer = backward_heads_outer(shape);
   const dim3 grid = heads_outer ? dim3(key_blocks, shape.kv_heads, shape.batch)
                                 : dim3(shape.kv_heads, shape.batch, key_blocks);
-  flash_attention_backward_sm90_kernel<<<grid, kThreads, Layout::kBytes, stream>>>(
+  kernel<<<grid, kThreads, Layout::kBytes, stream>>>(
       q_map, do_map, k_map, v_map, cuda_bf16(dk), cuda_bf16(dv), dq_accum, lse_log2, delta,
-      shape.seq, kv_seq, padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
+      kv_seq, causal_offset(shape), padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
       static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634),  // log2(e) / sqrt(d)
       heads_outer);
   SEXTANT_CHECK_LAUNCH("flash_attention_backward_sm90_kernel");

@@ -1,4 +1,4 @@
-// Causal flash attention forward for Hopper (sm_90a): the loop of
+// Flash attention forward for Hopper (sm_90a), causal or not: the loop of
 // FlashAttention-2 (Dao 2023, Algorithm 1) on warpgroup MMA, laid out as
 // FlashAttention-3 (Shah et al. 2024) does it:
 //
@@ -32,7 +32,12 @@
 // offsets that are whole key blocks (offset % 128 == 0, so the diagonal still
 // lies in one block, masked exactly as in the square case): query block q
 // walks key blocks q + offset / 128 down to 0. Other offsets run on
-// kernels/flash_attention.cu's kernel (flash_attention_forward_sm90_supports). Scores go to log2 units at the exponential
+// kernels/flash_attention.cu's kernel (flash_attention_forward_sm90_supports).
+// Non-causal (kCausal false, a second instantiation: the causal one is
+// unchanged) takes any kv_seq: every tile walks every key block from the last
+// one, the only masked block, whose keys past kv_seq (zero-filled by TMA,
+// which would score 0) get -inf; its key 0 is real, so every row's running max
+// is finite from the first block on. Scores go to log2 units at the exponential
 // (ex2.approx), and LSE is written in natural-log units, as in
 // kernels/flash_attention.cu, whose interface this shares.
 //
@@ -145,12 +150,19 @@ struct Shared {
   Barriers* barriers;
 };
 
+/// The first key block a tile walks (it walks down to 0): causal, the one on
+/// the tile's diagonal; non-causal, the last one.
+template <bool kCausal>
+__device__ __forceinline__ int first_key_block(const Tile& tile, int offset_blocks, int kv_seq) {
+  return kCausal ? tile.q_block + offset_blocks : (kv_seq - 1) / kBlockKeys;
+}
+
 /// The producer: one thread issuing every TMA copy of this block.
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map,
                                         const CUtensorMap* v_map, const Shared& sh, int heads,
                                         int group, int batch_heads, int q_blocks, int tiles,
-                                        int offset_blocks) {
+                                        int offset_blocks, int kv_seq) {
   using L = Layout<kHeadDim>;
   Barriers* bar = sh.barriers;
   tma_prefetch_map(q_map);
@@ -169,7 +181,8 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     for (int p = 0; p < L::kPanels; ++p)
       tma_load_4d(sh.q + p * L::kQPanelBytes, q_map, &bar->q_full, p * kPanelCols, tile.head,
                   tile.q_block * kBlockRows, tile.batch);
-    for (int key_block = tile.q_block + offset_blocks; key_block >= 0; --key_block, ++kv_iter) {
+    for (int key_block = first_key_block<kCausal>(tile, offset_blocks, kv_seq); key_block >= 0;
+         --key_block, ++kv_iter) {
       const int stage = kv_iter % kStages;
       const std::uint32_t empty_parity = ((kv_iter / kStages) & 1) ^ 1;
       mbarrier_wait(&bar->k_empty[stage], empty_parity);
@@ -198,19 +211,27 @@ __device__ __forceinline__ void release(std::uint64_t* barrier, int lane) {
 /// s[4i + 0, 1] and s[4i + 2, 3], columns 8i + 2t, + 1). Turns s into
 /// P = exp2(s * scale_log2 - m * scale_log2), updates the running max m (raw
 /// scores) and this lane's part of the row sums l, and returns in alpha the
-/// factor exp(m_old - m_new) that O must be rescaled by. With kMask, key c of
-/// the block is masked for tile row r < c (the diagonal block).
-template <bool kMask>
+/// factor exp(m_old - m_new) that O must be rescaled by. Mask::kDiagonal: key
+/// c of the block is masked for tile row r < c (the causal diagonal block);
+/// Mask::kKeys: keys c >= `keys` are masked (the non-causal last block).
+enum class Mask { kNone, kDiagonal, kKeys };
+template <Mask kMask>
 __device__ __forceinline__ void online_softmax(float (&s)[kBlockKeys / 2], float (&m)[2],
                                                float (&l)[2], float (&alpha)[2], float scale_log2,
-                                               int r0, int t) {
+                                               int r0, int t, int keys = kBlockKeys) {
   constexpr int kTiles = kBlockKeys / 8;
-  if constexpr (kMask) {
+  if constexpr (kMask == Mask::kDiagonal) {
 #pragma unroll
     for (int i = 0; i < kTiles; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (8 * i + 2 * t + (e % 2) > r0 + 8 * (e / 2)) s[4 * i + e] = -INFINITY;
+  } else if constexpr (kMask == Mask::kKeys) {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (8 * i + 2 * t + (e % 2) >= keys) s[4 * i + e] = -INFINITY;
   }
   float m_new[2] = {m[0], m[1]};
 #pragma unroll
@@ -224,8 +245,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[kBlockKeys / 2], float
     // The four lanes of a quad share the row.
     m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 1));
     m_new[r] = fmaxf(m_new[r], __shfl_xor_sync(0xffffffffu, m_new[r], 2));
-    // Finite once the diagonal block is seen (key 0 of the tile is never
-    // masked); the guard keeps exp2(-inf - -inf) from making a NaN.
+    // Finite once the first block is seen (its key 0 is never masked); the guard keeps exp2(-inf - -inf) from making a NaN.
     m_scaled[r] = m_new[r] == -INFINITY ? 0.f : m_new[r] * scale_log2;
     alpha[r] = fast_exp2(m[r] * scale_log2 - m_scaled[r]);  // 0 on the first block
     m[r] = m_new[r];
@@ -251,11 +271,11 @@ __device__ __forceinline__ void convert_p(const float (&s)[kBlockKeys / 2],
 }
 
 /// A consumer warpgroup: 64 query rows of every tile this block takes.
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restrict__ out,
                                         float* __restrict__ lse, int seq, int heads,
                                         int batch_heads, int q_blocks, int tiles,
-                                        int offset_blocks, float scale_log2) {
+                                        int offset_blocks, int kv_seq, float scale_log2) {
   using L = Layout<kHeadDim>;
   constexpr int kDSteps = kHeadDim / 16;      // k-steps of S = Q K^T
   constexpr int kKeySteps = kBlockKeys / 16;  // k-steps of O = P V
@@ -312,7 +332,7 @@ __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restr
     const int index = tile_of_round(round);
     if (index >= tiles) break;
     const Tile tile = decode_tile(index, heads, batch_heads, q_blocks);
-    const int blocks = tile.q_block + offset_blocks + 1;
+    const int blocks = first_key_block<kCausal>(tile, offset_blocks, kv_seq) + 1;
 
 #pragma unroll
     for (int i = 0; i < kHeadDim / 2; ++i) o[i] = 0.f;
@@ -321,7 +341,7 @@ __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restr
     float alpha[2];
     mbarrier_wait(&bar->q_full, round & 1);
 
-    // The diagonal block: S alone, masked.
+    // The diagonal block (non-causal: the last one): S alone, masked.
     int stage = kv_iter % kStages;
     std::uint32_t parity = (kv_iter / kStages) & 1;
     mbarrier_wait(&bar->k_full[stage], parity);
@@ -330,7 +350,11 @@ __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restr
     wgmma_fence_operand(s);
     release(&bar->k_empty[stage], lane);
     if (blocks == 1) release(&bar->q_empty, lane);
-    online_softmax<true>(s, m, l, alpha, scale_log2, r0, t);
+    if constexpr (kCausal)
+      online_softmax<Mask::kDiagonal>(s, m, l, alpha, scale_log2, r0, t);
+    else
+      online_softmax<Mask::kKeys>(s, m, l, alpha, scale_log2, r0, t,
+                                  kv_seq - (blocks - 1) * kBlockKeys);
     convert_p(s, p);
     int prev_stage = stage;
     std::uint32_t prev_parity = parity;
@@ -347,7 +371,7 @@ __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restr
       wgmma_fence_operand(s);
       release(&bar->k_empty[stage], lane);
       if (j == blocks - 1) release(&bar->q_empty, lane);
-      online_softmax<false>(s, m, l, alpha, scale_log2, r0, t);
+      online_softmax<Mask::kNone>(s, m, l, alpha, scale_log2, r0, t);
       wgmma_wait_group<0>();
       wgmma_fence_operand(o);
       release(&bar->v_empty[prev_stage], lane);
@@ -396,7 +420,7 @@ __device__ __forceinline__ void consume(const Shared& sh, __nv_bfloat16* __restr
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 // grid: min(tiles, SMs) persistent blocks; block: kThreads.
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_forward_sm90_kernel(const __grid_constant__ CUtensorMap q_map,
                                         const __grid_constant__ CUtensorMap k_map,
@@ -405,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                         float* __restrict__ lse,          // (b, h, s)
                                         int seq, int heads, int group, int batch_heads,
                                         int q_blocks, int tiles, int offset_blocks,
-                                        float scale_log2) {
+                                        int kv_seq, float scale_log2) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using L = Layout<kHeadDim>;
   extern __shared__ unsigned char shared_raw[];
@@ -428,17 +452,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < kWarpgroupThreads) {
     setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == 0)
-      produce<kHeadDim>(&q_map, &k_map, &v_map, sh, heads, group, batch_heads, q_blocks, tiles,
-                        offset_blocks);
+      produce<kHeadDim, kCausal>(&q_map, &k_map, &v_map, sh, heads, group, batch_heads, q_blocks,
+                                 tiles, offset_blocks, kv_seq);
     return;
   }
   setmaxnreg_inc<kConsumerRegisters>();
-  consume<kHeadDim>(sh, out, lse, seq, heads, batch_heads, q_blocks, tiles, offset_blocks,
-                    scale_log2);
+  consume<kHeadDim, kCausal>(sh, out, lse, seq, heads, batch_heads, q_blocks, tiles,
+                             offset_blocks, kv_seq, scale_log2);
 #endif
 }
 
-template <int kHeadDim>
+template <int kHeadDim, bool kCausal>
 void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
             const FlashAttentionShape& shape, int device, cudaStream_t stream) {
   constexpr std::size_t kBytes = Layout<kHeadDim>::kBytes;
@@ -455,15 +479,18 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
   const int batch_heads = shape.batch * shape.heads;
   const int tiles = batch_heads * q_blocks;
   // Above 48 KiB a kernel must opt in to its dynamic shared memory.
-  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_forward_sm90_kernel<kHeadDim>,
+  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_forward_sm90_kernel<kHeadDim, kCausal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kBytes)));
   const float scale_log2 =
       static_cast<float>(1.4426950408889634 / std::sqrt(double(kHeadDim)));  // log2(e) / sqrt(d)
-  flash_attention_forward_sm90_kernel<kHeadDim><<<std::min(tiles, sms), kThreads, kBytes, stream>>>(
-      q_map, k_map, v_map, cuda_bf16(out), lse, shape.seq, shape.heads,
-      shape.heads / shape.kv_heads, batch_heads, q_blocks, tiles, (kv_seq - shape.seq) / kBlockKeys,
-      scale_log2);
+  // Non-causal: offset_blocks is unused (every tile starts at the last key block).
+  const int offset_blocks = kCausal ? (kv_seq - shape.seq) / kBlockKeys : 0;
+  flash_attention_forward_sm90_kernel<kHeadDim, kCausal>
+      <<<std::min(tiles, sms), kThreads, kBytes, stream>>>(
+          q_map, k_map, v_map, cuda_bf16(out), lse, shape.seq, shape.heads,
+          shape.heads / shape.kv_heads, batch_heads, q_blocks, tiles, offset_blocks, kv_seq,
+          scale_log2);
   SEXTANT_CHECK_LAUNCH("flash_attention_forward_sm90_kernel");
 }
 
@@ -472,24 +499,31 @@ void launch(Bf16* out, float* lse, const Bf16* q, const Bf16* k, const Bf16* v,
 // Declared in kernels/flash_attention.cu, which dispatches here.
 bool flash_attention_forward_sm90_supports(const FlashAttentionShape& shape) {
   if (shape.head_dim != 64 && shape.head_dim != 128) return false;
-  // The diagonal must lie within one key block (file comment).
+  // Causal: the diagonal must lie within one key block (file comment).
   const long long kv_seq = kv_seq_of(shape);
-  if ((kv_seq - shape.seq) % kBlockKeys != 0) return false;
+  if (shape.causal && (kv_seq - shape.seq) % kBlockKeys != 0) return false;
   // Tile indices are ints.
   const long long q_blocks = (static_cast<long long>(shape.seq) + kBlockRows - 1) / kBlockRows;
   if (static_cast<long long>(shape.batch) * shape.heads * q_blocks > INT_MAX) return false;
-  // TMA strides must be below 2^40 bytes.
+  // TMA strides must be below 2^40 bytes: Q's batch stride spans seq rows, K's and V's kv_seq.
   const long long widest = std::max(q_row_stride(shape), kv_row_stride(shape));
-  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * kv_seq < (1LL << 40);
+  const long long longest = std::max<long long>(shape.seq, kv_seq);
+  return widest * static_cast<long long>(sizeof(__nv_bfloat16)) * longest < (1LL << 40);
 }
 
 void flash_attention_forward_sm90(Bf16* out, float* lse, const Bf16* q, const Bf16* k,
                                   const Bf16* v, const FlashAttentionShape& shape, int device,
                                   cudaStream_t stream) {
-  if (shape.head_dim == 64)
-    launch<64>(out, lse, q, k, v, shape, device, stream);
-  else
-    launch<128>(out, lse, q, k, v, shape, device, stream);
+  if (shape.causal) {
+    if (shape.head_dim == 64)
+      launch<64, true>(out, lse, q, k, v, shape, device, stream);
+    else
+      launch<128, true>(out, lse, q, k, v, shape, device, stream);
+  } else if (shape.head_dim == 64) {
+    launch<64, false>(out, lse, q, k, v, shape, device, stream);
+  } else {
+    launch<128, false>(out, lse, q, k, v, shape, device, stream);
+  }
 }
 
 }  // namespace sextant::kernels::detail

@@ -47,6 +47,19 @@ inline int kv_seq_of(const FlashAttentionShape& shape) {
   return shape.kv_seq != 0 ? shape.kv_seq : shape.seq;
 }
 
+/// The offset the backward kernels compare queries and keys through: query i
+/// sees key j iff j <= i + offset. Causal: kv_seq - seq (bottom-right
+/// alignment, kernels/flash_attention.h). Non-causal: kNonCausalOffset, past
+/// every key a shape can have (kv_seq <= 65535 * 128 < 2^23, seq likewise), so
+/// every comparison says "sees", no query block is masked or skipped, and
+/// i + offset or j - offset stay far from int overflow. (Keys past kv_seq
+/// need no mask in the backward: their K and V rows are zero-filled, so they
+/// add 0 to dQ and their dK, dV rows are not stored.)
+inline constexpr int kNonCausalOffset = 1 << 30;
+inline int causal_offset(const FlashAttentionShape& shape) {
+  return shape.causal ? kv_seq_of(shape) - shape.seq : kNonCausalOffset;
+}
+
 /// log2(e): scores are turned into log2 units so the exponentials are exp2.
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.69314718055994531f;

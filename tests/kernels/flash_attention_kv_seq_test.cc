@@ -1,5 +1,6 @@
 // Flash attention with more keys than queries (kv_seq > seq, bottom-right
-// causal, kernels/flash_attention.h): forward and backward against the
+// causal, kernels/flash_attention.h), and non-causal with kv_seq below, equal
+// to or above seq (causal false: every query sees every key): forward and backward against the
 // double-precision reference (tests/kernels/flash_attention_reference.h, whose
 // bounds and the forward tolerances of tests/kernels/flash_attention_test.cc
 // apply unchanged), the context-parallel identity that context parallelism's
@@ -8,7 +9,7 @@
 //
 // Q is a column slice of rows as wide as the fused QKV rows (q_row_stride), as
 // the engine passes it; K and V are contiguous (kv_row_stride 0), as the
-// gathered keys and values are.
+// gathered keys and values are, or (some non-causal shapes) slices too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/flash_attention.h"
+#include "tests/kernels/flash_attention_operands.h"
 #include "tests/kernels/flash_attention_reference.h"
 #include "tests/kernels/gpu_test_support.h"
 
@@ -38,93 +40,35 @@ using testing::reference_forward;
 using testing::reference_kv_seq;
 using testing::to_bf16;
 using testing::to_double;
-
-// Padding columns of the strided Q and dQ rows: would dominate any score it leaked into.
-const Bf16 kFill = from_float(1e4f);
-
-std::size_t q_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * s.seq * s.heads * s.head_dim;
-}
-std::size_t kv_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * reference_kv_seq(s) * s.kv_heads * s.head_dim;
-}
-std::size_t lse_elems(const FlashAttentionShape& s) {
-  return static_cast<std::size_t>(s.batch) * s.heads * s.seq;
-}
-
-/// Q's rows: `stride` elements apart (the shape's q_row_stride), heads * head_dim when 0.
-struct QueryRows {
-  int width = 0, stride = 0;
-  explicit QueryRows(const FlashAttentionShape& s)
-      : width(s.heads * s.head_dim), stride(s.q_row_stride != 0 ? s.q_row_stride : width) {}
-  /// The contiguous (tokens, width) `rows` as the first width columns of
-  /// (tokens, stride) rows, the rest kFill.
-  std::vector<Bf16> widen(const std::vector<Bf16>& rows) const {
-    const std::size_t tokens = rows.size() / width;
-    std::vector<Bf16> wide(tokens * stride, kFill);
-    for (std::size_t t = 0; t < tokens; ++t)
-      std::copy_n(rows.begin() + t * width, width, wide.begin() + t * stride);
-    return wide;
-  }
-  std::vector<Bf16> narrow(const std::vector<Bf16>& wide) const {
-    const std::size_t tokens = wide.size() / stride;
-    std::vector<Bf16> rows(tokens * width);
-    for (std::size_t t = 0; t < tokens; ++t)
-      std::copy_n(wide.begin() + t * stride, width, rows.begin() + t * width);
-    return rows;
-  }
-  /// How many padding columns of `wide` are no longer kFill.
-  std::size_t changed_padding(const std::vector<Bf16>& wide) const {
-    std::size_t changed = 0;
-    for (std::size_t i = 0; i < wide.size(); ++i)
-      changed += static_cast<int>(i % stride) >= width && wide[i].bits != kFill.bits;
-    return changed;
-  }
-};
-
-double max_abs(const std::vector<double>& values) {
-  double m = 0;
-  for (double x : values) m = std::max(m, std::abs(x));
-  return m;
-}
-
-/// The forward's O tolerance of tests/kernels/flash_attention_test.cc: 2^-8 max|V|.
-double out_atol(const std::vector<double>& v) { return std::ldexp(max_abs(v), -8); }
-
-/// Fresh N(0, 1) contiguous operands of shape `s`: Q, dO (batch, seq, heads,
-/// head_dim), K, V (batch, kv_seq, kv_heads, head_dim).
-struct Operands {
-  std::vector<Bf16> q, k, v, dout;
-};
-Operands random_operands(const FlashAttentionShape& s, std::mt19937_64& rng) {
-  Operands x;
-  x.q = testing::random_bf16(rng, q_elems(s), 0.0, 1.0);
-  x.k = testing::random_bf16(rng, kv_elems(s), 0.0, 1.0);
-  x.v = testing::random_bf16(rng, kv_elems(s), 0.0, 1.0);
-  x.dout = testing::random_bf16(rng, q_elems(s), 0.0, 1.0);
-  return x;
-}
-
-/// `s` with Q (and dQ) contiguous: the reference's layout.
-FlashAttentionShape contiguous_q(FlashAttentionShape s) {
-  s.q_row_stride = 0;
-  return s;
-}
+using testing::add_bound;
+using testing::kFill;
+using testing::kv_elems;
+using testing::kv_rows;
+using testing::lse_elems;
+using testing::lse_rows;
+using testing::Operands;
+using testing::out_atol;
+using testing::q_elems;
+using testing::query_rows;
+using testing::random_operands;
+using testing::slice;
+using testing::StridedRows;
 
 class FlashAttentionKvSeqTest : public testing::GpuTestWithParam<FlashAttentionShape> {};
 
 TEST_P(FlashAttentionKvSeqTest, ForwardMatchesReference) {
   const FlashAttentionShape s = GetParam();
   ASSERT_EQ(flash_attention_unsupported_reason(s), "");
-  const QueryRows rows(s);
+  const StridedRows rows = query_rows(s), k_rows = kv_rows(s);
   const Operands x = random_operands(s, rng());
-  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_out(q_elems(s));
+  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(k_rows.widen(x.k)), d_v(k_rows.widen(x.v));
+  DeviceBuffer<Bf16> d_out(q_elems(s));
   DeviceBuffer<float> d_lse(lse_elems(s));
 
   flash_attention_forward(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr);
 
   const auto vd = to_double(x.v);
-  const AttentionReference ref = reference_forward(to_double(x.q), to_double(x.k), vd, contiguous_q(s));
+  const AttentionReference ref = reference_forward(to_double(x.q), to_double(x.k), vd, testing::contiguous(s));
   EXPECT_TRUE(all_close(to_double(d_out.download()), ref.out, 1e-2, out_atol(vd))) << "out";
   EXPECT_TRUE(all_close(to_double(d_lse.download()), ref.lse, 0.0, lse_atol(s))) << "lse";
 }
@@ -132,17 +76,20 @@ TEST_P(FlashAttentionKvSeqTest, ForwardMatchesReference) {
 TEST_P(FlashAttentionKvSeqTest, BackwardMatchesReference) {
   const FlashAttentionShape s = GetParam();
   ASSERT_EQ(flash_attention_unsupported_reason(s), "");
-  const QueryRows rows(s);
+  const StridedRows rows = query_rows(s), k_rows = kv_rows(s);
   const Operands x = random_operands(s, rng());
-  const FlashAttentionShape contiguous = contiguous_q(s);
+  const FlashAttentionShape contiguous = testing::contiguous(s);
   const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
   const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
   const std::vector<Bf16> out = to_bf16(fwd.out);
   const std::vector<float> lse(fwd.lse.begin(), fwd.lse.end());
-  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_dout(x.dout), d_out(out);
-  // dQ's rows start as all kFill: the kernels must write every head column and leave the rest.
+  DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(k_rows.widen(x.k)), d_v(k_rows.widen(x.v));
+  DeviceBuffer<Bf16> d_dout(x.dout), d_out(out);
+  // The gradients' rows start as all kFill: the kernels must write every head
+  // column and leave the rest.
   DeviceBuffer<Bf16> d_dq(rows.widen(std::vector<Bf16>(q_elems(s), kFill)));
-  DeviceBuffer<Bf16> d_dk(kv_elems(s)), d_dv(kv_elems(s));
+  DeviceBuffer<Bf16> d_dk(k_rows.widen(std::vector<Bf16>(kv_elems(s), kFill)));
+  DeviceBuffer<Bf16> d_dv(k_rows.widen(std::vector<Bf16>(kv_elems(s), kFill)));
   DeviceBuffer<float> d_lse(lse);
   const std::size_t ws_bytes = flash_attention_backward_workspace_bytes(s);
   ASSERT_GT(ws_bytes, 0u);
@@ -154,11 +101,13 @@ TEST_P(FlashAttentionKvSeqTest, BackwardMatchesReference) {
   const AttentionGradients g = reference_backward(qd, kd, vd, to_double(out), to_double(lse),
                                                   to_double(x.dout), contiguous,
                                                   flash_attention_backward_expands_kv_heads(s));
-  const std::vector<Bf16> dq = d_dq.download();
-  EXPECT_TRUE(all_close(to_double(d_dv.download()), g.dv, 1e-2, g.dv_atol)) << "dv";
-  EXPECT_TRUE(all_close(to_double(d_dk.download()), g.dk, 1e-2, g.dk_atol)) << "dk";
+  const std::vector<Bf16> dq = d_dq.download(), dk = d_dk.download(), dv = d_dv.download();
+  EXPECT_TRUE(all_close(to_double(k_rows.narrow(dv)), g.dv, 1e-2, g.dv_atol)) << "dv";
+  EXPECT_TRUE(all_close(to_double(k_rows.narrow(dk)), g.dk, 1e-2, g.dk_atol)) << "dk";
   EXPECT_TRUE(all_close(to_double(rows.narrow(dq)), g.dq, 1e-2, g.dq_atol)) << "dq";
   EXPECT_EQ(rows.changed_padding(dq), 0u);
+  EXPECT_EQ(k_rows.changed_padding(dk), 0u);
+  EXPECT_EQ(k_rows.changed_padding(dv), 0u);
 }
 
 // {batch, seq, kv_seq, heads, kv_heads, head_dim, q_row_stride}. Offsets kv_seq
@@ -180,6 +129,32 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKvSeqTest,
                                            FlashAttentionShape{2, 128, 512, 4, 4, 64, 768},
                                            FlashAttentionShape{66, 64, 128, 4, 2, 64, 520},
                                            FlashAttentionShape{1, 1, 70, 4, 2, 64}),
+                         testing::flash_attention_shape_name);
+
+FlashAttentionShape non_causal(int batch, int seq, int kv_seq, int heads, int kv_heads, int head_dim,
+                               int q_row_stride = 0, int kv_row_stride = 0) {
+  return {batch, seq, kv_seq, heads, kv_heads, head_dim, q_row_stride, kv_row_stride, false};
+}
+
+// Non-causal: kv_seq below, equal to and above seq, with partial query blocks
+// (seq 100, 300) and partial key blocks (kv_seq 70, 300: no whole number of 64-
+// or 128-key blocks), whole blocks (256 x 128, 512 x 512), one key or one
+// query. kv_heads 1, 2, 4 of 4 or 8 heads (GQA) and MHA. head_dim 128 runs the
+// Hopper kernels on an H100 or H200 (forward and backward take every
+// non-causal shape); head_dim 64 the Hopper forward and the generic backward,
+// with GQA's few (kv head, sequence, key block) blocks expanded to every query
+// head. Row strides: the fused QKV width (heads + 2 kv_heads) head_dim (+ 8
+// where it is not 0 mod 128), for Q and for K and V.
+INSTANTIATE_TEST_SUITE_P(NonCausalShapes, FlashAttentionKvSeqTest,
+                         ::testing::Values(non_causal(2, 100, 300, 4, 1, 64, 392, 392),
+                                           non_causal(2, 300, 70, 4, 2, 64),
+                                           non_causal(2, 300, 70, 8, 2, 128, 1536, 1536),
+                                           non_causal(2, 100, 300, 4, 4, 128),
+                                           non_causal(1, 256, 128, 8, 4, 128),
+                                           non_causal(3, 128, 128, 4, 4, 64, 768, 768),
+                                           non_causal(2, 512, 512, 4, 1, 128, 768, 768),
+                                           non_causal(1, 1, 70, 4, 2, 64),
+                                           non_causal(1, 70, 1, 4, 4, 128)),
                          testing::flash_attention_shape_name);
 
 // kv_seq == seq is the square case: the same kernels, the same results, bit for
@@ -204,7 +179,7 @@ TEST_P(FlashAttentionKvSeqEqualsSeqTest, MatchesKvSeqZeroBitForBit) {
   zero.kv_seq = 0;
   FlashAttentionShape equal = zero;
   equal.kv_seq = zero.seq;
-  const QueryRows rows(zero);
+  const StridedRows rows = query_rows(zero);
   const Operands x = random_operands(zero, rng());
   const std::vector<Bf16> q = rows.widen(x.q);
   DeviceBuffer<Bf16> d_q(q), d_k(x.k), d_v(x.v), d_dout(x.dout), d_out(q_elems(zero));
@@ -266,30 +241,6 @@ std::string case_name(const ::testing::TestParamInfo<ContextParallelCase>& info)
   return name;
 }
 
-/// Rows [first, first + count) of each head of a (heads, seq) LSE.
-template <typename T>
-std::vector<T> lse_rows(const std::vector<T>& lse, int heads, int seq, int first, int count) {
-  std::vector<T> rows;
-  for (int h = 0; h < heads; ++h)
-    rows.insert(rows.end(), lse.begin() + static_cast<std::size_t>(h) * seq + first,
-                lse.begin() + static_cast<std::size_t>(h) * seq + first + count);
-  return rows;
-}
-
-/// x[first, first + count) as a vector.
-template <typename T>
-std::vector<T> slice(const std::vector<T>& x, std::size_t first, std::size_t count) {
-  return std::vector<T>(x.begin() + first, x.begin() + first + count);
-}
-
-/// What a kernel result may differ from the double reference by, per element,
-/// in the tests' terms: atol + rtol |reference|, rtol 1e-2.
-void add_bound(std::vector<double>& bound, std::size_t first, const std::vector<double>& atol,
-               const std::vector<double>& reference) {
-  for (std::size_t i = 0; i < atol.size(); ++i)
-    bound[first + i] += atol[i] + 1e-2 * std::abs(reference[i]);
-}
-
 class FlashAttentionContextParallelTest : public testing::GpuTestWithParam<ContextParallelCase> {};
 
 // Every chunk's O and LSE rows are the full call's rows: each call is within
@@ -299,7 +250,7 @@ TEST_P(FlashAttentionContextParallelTest, ChunkForwardsAreTheFullRows) {
   const ContextParallelCase cp = GetParam();
   const FlashAttentionShape full = cp.full();
   const int c = cp.chunk();
-  const QueryRows rows(full);
+  const StridedRows rows = query_rows(full);
   const std::size_t row_elems = static_cast<std::size_t>(full.heads) * full.head_dim;
   const Operands x = random_operands(full, rng());
   DeviceBuffer<Bf16> d_q(rows.widen(x.q)), d_k(x.k), d_v(x.v), d_out(q_elems(full));
@@ -336,11 +287,11 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
   const ContextParallelCase cp = GetParam();
   const FlashAttentionShape full = cp.full();
   const int c = cp.chunk();
-  const QueryRows rows(full);
+  const StridedRows rows = query_rows(full);
   const std::size_t row_elems = static_cast<std::size_t>(full.heads) * full.head_dim;
   const std::size_t kv_row_elems = static_cast<std::size_t>(full.kv_heads) * full.head_dim;
   const Operands x = random_operands(full, rng());
-  const FlashAttentionShape contiguous = contiguous_q(full);
+  const FlashAttentionShape contiguous = testing::contiguous(full);
   const auto qd = to_double(x.q), kd = to_double(x.k), vd = to_double(x.v);
   const auto doutd = to_double(x.dout);
   const AttentionReference fwd = reference_forward(qd, kd, vd, contiguous);
@@ -391,7 +342,7 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
       dk_sum[i] += dk_part[i];
       dv_sum[i] += dv_part[i];
     }
-    const FlashAttentionShape chunk_contiguous = contiguous_q(s);
+    const FlashAttentionShape chunk_contiguous = testing::contiguous(s);
     const std::size_t q_first = first_row * row_elems, q_count = q_elems(s);
     const AttentionGradients gc = reference_backward(
         slice(qd, q_first, q_count), slice(kd, 0, kv_elems(s)), slice(vd, 0, kv_elems(s)),

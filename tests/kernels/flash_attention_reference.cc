@@ -17,17 +17,21 @@ std::string flash_attention_shape_name(const ::testing::TestParamInfo<FlashAtten
   name += "_d" + std::to_string(s.head_dim);
   if (s.q_row_stride != 0) name += "_qstride" + std::to_string(s.q_row_stride);
   if (s.kv_row_stride != 0) name += "_kvstride" + std::to_string(s.kv_row_stride);
+  if (!s.causal) name += "_noncausal";
   return name;
 }
 
 int reference_kv_seq(const FlashAttentionShape& s) { return s.kv_seq != 0 ? s.kv_seq : s.seq; }
+
+int reference_last_key(const FlashAttentionShape& s, int i) {
+  return s.causal ? i + reference_kv_seq(s) - s.seq : reference_kv_seq(s) - 1;
+}
 
 AttentionReference reference_forward(const std::vector<double>& q, const std::vector<double>& k,
                                      const std::vector<double>& v, const FlashAttentionShape& s) {
   const int d = s.head_dim;
   const int group = s.heads / s.kv_heads;
   const int kv_seq = reference_kv_seq(s);
-  const int offset = kv_seq - s.seq;  // query i sees keys j <= i + offset
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   AttentionReference ref;
   ref.out.assign(static_cast<std::size_t>(s.batch) * s.seq * s.heads * d, 0.0);
@@ -39,7 +43,8 @@ AttentionReference reference_forward(const std::vector<double>& q, const std::ve
       for (int i = 0; i < s.seq; ++i) {
         const double* qi = &q[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
         double max_score = -INFINITY;
-        for (int j = 0; j <= i + offset; ++j) {
+        const int last = reference_last_key(s, i);
+        for (int j = 0; j <= last; ++j) {
           const double* kj = &k[((static_cast<std::size_t>(b) * kv_seq + j) * s.kv_heads + hk) * d];
           double dot = 0;
           for (int c = 0; c < d; ++c) dot += qi[c] * kj[c];
@@ -47,11 +52,11 @@ AttentionReference reference_forward(const std::vector<double>& q, const std::ve
           max_score = std::max(max_score, scores[j]);
         }
         double sum = 0;
-        for (int j = 0; j <= i + offset; ++j) sum += std::exp(scores[j] - max_score);
+        for (int j = 0; j <= last; ++j) sum += std::exp(scores[j] - max_score);
         const double lse = max_score + std::log(sum);
         ref.lse[(static_cast<std::size_t>(b) * s.heads + h) * s.seq + i] = lse;
         double* oi = &ref.out[((static_cast<std::size_t>(b) * s.seq + i) * s.heads + h) * d];
-        for (int j = 0; j <= i + offset; ++j) {
+        for (int j = 0; j <= last; ++j) {
           const double p = std::exp(scores[j] - lse);
           const double* vj = &v[((static_cast<std::size_t>(b) * kv_seq + j) * s.kv_heads + hk) * d];
           for (int c = 0; c < d; ++c) oi[c] += p * vj[c];
@@ -69,7 +74,6 @@ AttentionGradients reference_backward(const std::vector<double>& q, const std::v
   const int d = s.head_dim;
   const int group = s.heads / s.kv_heads;
   const int kv_seq = reference_kv_seq(s);
-  const int offset = kv_seq - s.seq;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const double unit = std::ldexp(1.0, -9);        // bf16 rounding, relative
   const double fp32_unit = std::ldexp(1.0, -24);  // fp32 rounding, relative
@@ -101,7 +105,7 @@ AttentionGradients reference_backward(const std::vector<double>& q, const std::v
           delta_magnitude += std::abs(dout[qi + c] * out[qi + c]);
         }
         const double lse_i = lse[(static_cast<std::size_t>(b) * s.heads + h) * s.seq + i];
-        for (int j = 0; j <= i + offset; ++j) {
+        for (int j = 0; j <= reference_last_key(s, i); ++j) {
           const std::size_t kj = kv_at(b, j, hk);
           double dot = 0, dp = 0, dp_magnitude = 0;
           for (int c = 0; c < d; ++c) {

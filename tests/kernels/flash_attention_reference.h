@@ -1,8 +1,8 @@
-// The double-precision CPU reference of causal flash attention (forward and
-// backward) that the flash attention tests check the kernels against, with
-// the per-element error bounds the tests use. Bottom-right causal when
-// kv_seq > seq (kernels/flash_attention.h): query i sees keys j <= i +
-// kv_seq - seq. Inputs and outputs are contiguous, in the kernels' layouts:
+// The double-precision CPU reference of flash attention (forward and
+// backward), causal or not, that the flash attention tests check the kernels
+// against, with the per-element error bounds the tests use. Bottom-right
+// causal when kv_seq > seq (kernels/flash_attention.h): query i sees keys j <=
+// i + kv_seq - seq; non-causal (shape.causal false): every key j < kv_seq. Inputs and outputs are contiguous, in the kernels' layouts:
 // Q, O, dQ, dO (batch, seq, heads, head_dim), K, V, dK, dV (batch, kv_seq,
 // kv_heads, head_dim), LSE (batch, heads, seq).
 //
@@ -30,7 +30,8 @@
 
 namespace sextant::kernels::testing {
 
-/// A readable test name: b2_s100_kvs300_h4_kv1_d64_qstride392 (kvs only when kv_seq != 0).
+/// A readable test name: b2_s100_kvs300_h4_kv1_d64_qstride392 (kvs only when kv_seq != 0),
+/// ending in _noncausal when causal is false.
 std::string flash_attention_shape_name(const ::testing::TestParamInfo<FlashAttentionShape>& info);
 
 /// Key/value tokens per sequence: kv_seq, or seq when it is 0.
@@ -41,7 +42,10 @@ struct AttentionReference {
   std::vector<double> lse;  // (b, h, s)
 };
 
-/// Causal softmax(Q K^T / sqrt(d)) V in double, row by row.
+/// The last key query i sees: i + kv_seq - seq causal, kv_seq - 1 not.
+int reference_last_key(const FlashAttentionShape& s, int i);
+
+/// softmax(Q K^T / sqrt(d)) V in double, row by row, causally masked when s.causal.
 AttentionReference reference_forward(const std::vector<double>& q, const std::vector<double>& k,
                                      const std::vector<double>& v, const FlashAttentionShape& s);
 
@@ -50,7 +54,7 @@ struct AttentionGradients {
   std::vector<double> dq_atol, dk_atol, dv_atol;
 };
 
-/// The causal attention gradients in double from the forward's O and LSE,
+/// The attention gradients in double (causal when s.causal) from the forward's O and LSE,
 /// with the per-element error bounds above. `heads_rounded`: dK and dV are
 /// each query head's share rounded to bf16 before the group's sum
 /// (flash_attention_backward_expands_kv_heads), one bf16 rounding of every
