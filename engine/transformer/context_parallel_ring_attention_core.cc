@@ -136,28 +136,21 @@ void ContextParallelRingAttentionCore::make_pending() {
   if (!grad_kv_arrival_) grad_kv_arrival_ = std::make_unique<tensor_parallel::PendingCollective>();
 }
 
-void ContextParallelRingAttentionCore::start_kv_exchange(int step) {
+void ContextParallelRingAttentionCore::start_exchange(const void* send, void* receive, comm::DataType type,
+                                                      tensor_parallel::PendingCollective& done) {
   const int n = layout_.kv.cp, r = rank();
-  const kernels::Bf16* send = held_block(step);
-  kernels::Bf16* receive = held_block(step + 1);
-  const std::size_t count = layout_.kv.block_elements();
+  const std::size_t count = layout_.kv.block_elements();  // a [K | V] block, or its gradient
   group().start(
-      [&](comm::Communicator& g) {
-        g.send_recv(send, count, (r + 1) % n, receive, count, (r - 1 + n) % n, comm::DataType::kBf16);
-      },
-      *kv_arrival_);
+      [&](comm::Communicator& g) { g.send_recv(send, count, (r + 1) % n, receive, count, (r - 1 + n) % n, type); },
+      done);
+}
+
+void ContextParallelRingAttentionCore::start_kv_exchange(int step) {
+  start_exchange(held_block(step), held_block(step + 1), comm::DataType::kBf16, *kv_arrival_);
 }
 
 void ContextParallelRingAttentionCore::start_grad_exchange(int step) {
-  const int n = layout_.kv.cp, r = rank();
-  const float* send = grad_accumulator(step);
-  float* receive = grad_accumulator(step + 1);
-  const std::size_t count = layout_.kv.block_elements();
-  group().start(
-      [&](comm::Communicator& g) {
-        g.send_recv(send, count, (r + 1) % n, receive, count, (r - 1 + n) % n, comm::DataType::kFp32);
-      },
-      *grad_kv_arrival_);
+  start_exchange(grad_accumulator(step), grad_accumulator(step + 1), comm::DataType::kFp32, *grad_kv_arrival_);
 }
 
 void ContextParallelRingAttentionCore::start_ring(const kernels::Bf16* k, const kernels::Bf16* v) {

@@ -123,6 +123,10 @@ class ContextParallelRingAttentionCore : public AttentionCore {
   float* grad_accumulator(int step) const;
   /// The dK (or, `value`, dV) rows of local chunk j's call for sequence b in partial_kv_.
   kernels::Bf16* partial_grad(bool value, int b, int j) const;
+  /// Starts the ring's transfer of one block (block_elements() of `type`):
+  /// `send` to rank + 1, `receive` from rank − 1, on the cp group's stream after
+  /// the compute stream's work so far; `done` says when both are over.
+  void start_exchange(const void* send, void* receive, comm::DataType type, tensor_parallel::PendingCollective& done);
   /// Starts sending held_block(step) to rank + 1 and receiving held_block(step + 1)
   /// from rank − 1 on the cp group's stream; kv_arrival_ says when both are done.
   void start_kv_exchange(int step);
