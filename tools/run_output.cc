@@ -105,8 +105,11 @@ void print_run_header(std::ostream& progress, const RunSettings& s, const engine
   if (s.layout.cp > 1)
     progress << "context parallel: " << s.layout.cp << " ranks, each with 2 of the " << 2 * s.layout.cp
              << " chunks of every sequence (" << shape.seq << " of " << seq
-             << " tokens; causally load-balanced), K and V all-gathered over cp in each attention; gradients "
-                "reduced over dp x cp\n";
+             << " tokens; causally load-balanced), "
+             << (s.layout.cp_comm_type == sim::CpCommType::kP2p
+                     ? "K and V passed around the cp ring in each attention, overlapped with it (cp_comm_type=p2p)"
+                     : "K and V all-gathered over cp in each attention (cp_comm_type=all_gather)")
+             << "; gradients reduced over dp x cp\n";
   if (pp > 1)
     progress << "pipeline parallel: " << pp << " stages" << (s.layout.vpp > 1 ? " of " + std::to_string(s.layout.vpp) + " model chunks each" : "")
              << " (" << sim::to_string(trainer->plan().shape.schedule) << ", layers "
@@ -180,7 +183,8 @@ void print_run_summary(std::ostream& out, const RunSettings& s, const RunFacts& 
     nlohmann::ordered_json j;
     j["model"] = s.model.name;
     j["device"] = device.name;
-    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"cp", s.layout.cp}, {"ep", s.layout.ep},
+    j["layout"] = {{"tp", tp}, {"sp", s.layout.sp}, {"pp", pp}, {"vpp", s.layout.vpp}, {"dp", dp}, {"cp", s.layout.cp},
+                   {"cp_comm_type", std::string(sim::to_string(s.layout.cp_comm_type))}, {"ep", s.layout.ep},
                    {"zero", s.layout.zero}, {"mbs", s.layout.mbs}, {"gbs", s.layout.gbs},
                    {"recompute", std::string(sim::to_string(s.layout.recompute))},
                    {"tp_comm_overlap", s.layout.tp_comm_overlap}, {"overlap_param_gather", s.layout.overlap_param_gather}};

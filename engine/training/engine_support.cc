@@ -122,12 +122,6 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
     refuse("--layout", "precision", "the engine trains in bf16 (fp32 master weights); accepted: bf16");
   if (p.attention && *p.attention != sim::AttentionKernel::kFlash)
     refuse("--layout", "attention", "the engine's attention is flash attention; accepted: flash");
-  // The engine's context-parallel attention is the all-gather variant
-  // (engine/transformer/context_parallel_attention_core.h); the ring is not executed yet.
-  if (p.cp_comm_type && *p.cp_comm_type != sim::CpCommType::kAllGather && cp > 1)
-    refuse("--layout", "cp_comm_type", std::string(sim::to_string(*p.cp_comm_type)) +
-                                           ": the engine gathers K/V over cp (all_gather); the ring (p2p) is not "
-                                           "executed yet; accepted: all_gather");
   sim::ParallelLayout l;
   l.mbs = p.mbs.value_or(1);
   if (global_batch > 0 && p.gbs && *p.gbs != global_batch)
@@ -136,7 +130,11 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
   l.dp = dp;
   l.tp = tp;
   l.cp = cp;
-  l.cp_comm_type = sim::CpCommType::kAllGather;  // what the engine runs, and what --compare simulates
+  // The engine runs both context-parallel attention cores: the K/V ring (p2p,
+  // engine/transformer/context_parallel_ring_attention_core.h) and the
+  // all-gather (context_parallel_attention_core.h), its default. The layout
+  // says what runs, and so what --compare simulates.
+  l.cp_comm_type = p.cp_comm_type.value_or(sim::CpCommType::kAllGather);
   l.zero = p.zero.value_or(0);
   // Expert parallelism folds over the data-parallel ranks (tp = 1 with MoE:
   // engine/model/transformer_shape.cc), Megatron-Core's MoE parallel folding.

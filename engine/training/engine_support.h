@@ -20,7 +20,9 @@ void refuse_model_parallel(const sim::PartialLayout& layout);
 /// fills the ranks tp·cp·pp leaves (or must match them), gbs is `global_batch`
 /// when > 0 (default mbs·dp; given in both, the two must agree), and the
 /// overlaps are what the engine does (it always overlaps the gradient
-/// reduction with backward). Throws sim::ConfigError naming the knob and what
+/// reduction with backward). cp_comm_type is the layout's (p2p: the K/V ring;
+/// all_gather), all_gather when it does not say: the engine's default, which
+/// differs from the simulator's (Megatron-Core's) p2p. Throws sim::ConfigError naming the knob and what
 /// is accepted for anything it does not execute: etp > 1, cp with ep > 1, zero >= 2, a
 /// precision or attention other than bf16/flash, zero-bubble schedules,
 /// overlap_grad_reduce=0 with dp > 1, fsdp, grad_reduce_in_fp32=0, the MoE

@@ -1,6 +1,7 @@
 #include "engine/transformer/attention.h"
 
 #include "engine/transformer/context_parallel_attention_core.h"
+#include "engine/transformer/context_parallel_ring_attention_core.h"
 #include "engine/transformer/flash_attention_core.h"
 #include "engine/transformer/local_positions.h"
 #include "engine/transformer/padded_heads.h"
@@ -27,14 +28,15 @@ kernels::RopeShape rope_shape(const ModelContext& context) {
   return r;
 }
 
-// Context parallelism's all-gather attention when the sequences are split over
-// a cp group, else flash attention on this rank's whole sequences.
+}  // namespace
+
 std::unique_ptr<AttentionCore> make_attention_core(ModelContext& context) {
-  if (context.shape().cp > 1) return std::make_unique<ContextParallelAttentionCore>(context);
+  const TransformerShape& s = context.shape();
+  if (s.cp > 1 && s.cp_comm_type == sim::CpCommType::kP2p)
+    return std::make_unique<ContextParallelRingAttentionCore>(context);
+  if (s.cp > 1) return std::make_unique<ContextParallelAttentionCore>(context);
   return std::make_unique<FlashAttentionCore>(context);
 }
-
-}  // namespace
 
 SelfAttention::SelfAttention(ModelContext& context, ResidualStream& stream, Norm& norm)
     : ResidualBlock(context, stream, norm, "norm1"),

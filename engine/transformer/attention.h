@@ -21,6 +21,13 @@
 
 namespace sextant::engine::transformer {
 
+/// The attention core for `context`'s shape: with cp > 1, context-parallel
+/// attention as its cp_comm_type says — the K/V ring (p2p,
+/// context_parallel_ring_attention_core.h) or the all-gather
+/// (context_parallel_attention_core.h) — else flash attention on this rank's
+/// whole sequences (flash_attention_core.h). Touches no GPU.
+std::unique_ptr<AttentionCore> make_attention_core(ModelContext& context);
+
 class SelfAttention : public ResidualBlock {
  public:
   SelfAttention(ModelContext& context, ResidualStream& stream, Norm& norm);

@@ -34,6 +34,7 @@
 
 #include "engine/model/context_parallel_chunks.h"
 #include "engine/transformer/attention_core.h"
+#include "engine/transformer/context_parallel_attention_layout.h"
 #include "engine/transformer/model_context.h"
 #include "kernels/context_parallel_kv.h"
 #include "kernels/flash_attention.h"
@@ -66,16 +67,9 @@ class ContextParallelAttentionCore : public AttentionCore {
   void gather_kv(const ContextParallelChunks& chunks, const kernels::Bf16* k, const kernels::Bf16* v);
   /// The flash attention call of one local chunk of one sequence.
   kernels::FlashAttentionShape chunk_shape(int visible_keys) const;
-  /// The first row of local chunk j of sequence b among this rank's tokens.
-  std::size_t chunk_row(int b, int j) const;
 
   ModelContext& context_;
-  kernels::FlashAttentionShape local_shape_;  // this rank's tokens as one-GPU attention: heads and strides
-  kernels::ContextParallelKvShape kv_shape_;
-  std::size_t q_row_stride_ = 0;   // elements between rows of q, dq
-  std::size_t kv_row_stride_ = 0;  // of k, v, dk, dv
-  std::size_t q_width_ = 0;        // heads · attention_head_dim: rows of out, dout
-  std::size_t kv_width_ = 0;       // kv_heads · attention_head_dim
+  ContextParallelAttentionLayout layout_;  // heads, strides, the [K | V] block's shape
   int max_visible_keys_[2] = {0, 0};  // over the ranks, per local chunk
 
   kernels::Bf16* gathered_ = nullptr;             // (cp, 2, micro_batch, seq, kv_width): block r = rank r's [K | V]

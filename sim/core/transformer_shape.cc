@@ -19,6 +19,7 @@ TransformerShape transformer_shape_of(const ModelConfig& model, const ParallelLa
   s.tp_comm_overlap = s.sequence_parallel && layout.tp_comm_overlap;
   s.seq = static_cast<int>(model.seq_length / layout.cp);
   s.cp = layout.cp;
+  s.cp_comm_type = layout.cp_comm_type;
   s.micro_batch = layout.mbs;
   s.layernorm = model.normalization == Normalization::kLayerNorm;
   s.gelu = !shard.swiglu;

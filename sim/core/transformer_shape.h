@@ -56,6 +56,14 @@ struct TransformerShape {
   /// two chunks of the causally load-balanced split
   /// (engine/model/context_parallel_chunks.h).
   int cp = 1;
+  /// How the attention exchanges K and V over cp (layout knob cp_comm_type,
+  /// Megatron-Core --cp-comm-type): the ring of point-to-point steps (p2p;
+  /// engine/transformer/context_parallel_ring_attention_core.h) or one
+  /// all-gather (engine/transformer/context_parallel_attention_core.h). The
+  /// layout's value (transformer_shape_of); a shape built by hand gets the
+  /// engine's default, all_gather (what `sextant run` executes when the
+  /// layout does not say: engine/training/engine_support.h).
+  CpCommType cp_comm_type = CpCommType::kAllGather;
   /// Under sequence parallelism: the all-gather before QKV and fc1 and the
   /// reduce-scatter after proj and fc2 pipelined with those GEMMs in tp
   /// chunks (layout knob tp_comm_overlap, Megatron --tp-comm-overlap;

@@ -9,6 +9,9 @@
 # parity: llama3.2-1b at 16k tokens and gpt-350m at 8k, synthetic data, 20 steps, mbs 1, gbs 4: one GPU
 #   (cp=1), then through NCCL cp=2 (dp=2), cp=4, tp=2,sp=1,cp=2; each run's losses against the one-GPU
 #   run's (1e-5 at step 1: the same forward of the same weights; 1e-2 at step 20: the sums' order).
+#   CP_COMM_TYPES: the attention cores the cp runs use, space-separated, of all_gather (the layout
+#   says nothing: the engine's default, runs named as before) and p2p (the K/V ring: cp_comm_type=p2p,
+#   runs named ..._p2p); default all_gather. E.g. CP_COMM_TYPES="all_gather p2p".
 # ckpt: a cp=2 x dp=2 ZeRO-1 checkpoint loaded into cp=4 and into one GPU (steps 4-5 within 1e-3).
 # speed: llama3.2-1b at 32k (cp=1 on one GPU, cp=2 dp=2 and cp=4 on all) and at 128k (cp=4), with
 #   --compare against the event simulator at the node's measured profile: tokens/s, step, peak memory.
@@ -72,13 +75,22 @@ if wants parity; then
     [[ $model == gpt-350m ]] && seq=8192
     args=(--model "$model" --seq-length "$seq" --steps 20 "${common[@]}")
     run "parity_${model}_single" --layout mbs=1,gbs=4 "${args[@]}"
-    run "parity_${model}_cp2dp2" --nproc-per-node 4 --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
-    run "parity_${model}_cp4" --nproc-per-node 4 --layout cp=4,mbs=1,gbs=4 "${args[@]}"
-    run "parity_${model}_tp2cp2" --nproc-per-node 4 --layout tp=2,sp=1,cp=2,mbs=1,gbs=4 "${args[@]}"
+    for type in ${CP_COMM_TYPES:-all_gather}; do
+      knob="" suffix=""
+      [[ $type == all_gather ]] || knob=",cp_comm_type=$type" suffix="_$type"
+      run "parity_${model}_cp2dp2$suffix" --nproc-per-node 4 --layout "cp=2,dp=2,mbs=1,gbs=4$knob" "${args[@]}"
+      run "parity_${model}_cp4$suffix" --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=4$knob" "${args[@]}"
+      run "parity_${model}_tp2cp2$suffix" --nproc-per-node 4 --layout "tp=2,sp=1,cp=2,mbs=1,gbs=4$knob" "${args[@]}"
+    done
   done
   groups=()
   for model in llama3.2-1b gpt-350m; do
-    runs=$(printf "parity_${model}_%s," cp2dp2 cp4 tp2cp2)
+    runs=""
+    for type in ${CP_COMM_TYPES:-all_gather}; do
+      suffix=""
+      [[ $type == all_gather ]] || suffix="_$type"
+      runs+=$(printf "parity_${model}_%s$suffix," cp2dp2 cp4 tp2cp2)
+    done
     groups+=("parity_${model}_single=${runs%,}")
   done
   python3 tools/bench/loss_parity.py parity "$out" "${groups[@]}" | tee "$out/parity.txt"

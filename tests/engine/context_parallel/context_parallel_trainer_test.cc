@@ -4,13 +4,16 @@
 // and data, the layout's ranks as threads on the in-process communicator
 // against one Trainer holding the whole model and whole sequences. Layouts:
 // cp 2, cp 4 (dp 1), cp 2 x dp 2, tp 2 + sp x cp 2, cp 2 x dp 2 with ZeRO-1,
-// cp 2 x pp 2. Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
+// cp 2 x pp 2; each with both context-parallel attention cores
+// (cp_comm_type all_gather and p2p, the K/V ring). Skips without a GPU (fails
+// instead under SEXTANT_REQUIRE_GPU=1).
 //
 // It needs the whole of context parallelism: the trainer's split of each
 // sequence into 2·cp chunks (rank r holds chunks r and 2·cp−1−r), the
 // positions of RoPE and of the position table, the 1/(gbs·S) loss scale, the
-// gradients summed over dp x cp, and the all-gather attention core (K/V
-// gathered over cp, flash attention with kv_seq).
+// gradients summed over dp x cp, and the attention core: the all-gather (K/V
+// gathered over cp, flash attention with kv_seq) or the ring (K/V passed
+// around cp, partial results merged by their log-sum-exps, dK/dV carried home).
 //
 // What is compared, and the tolerances (relative) — those of the layout parity
 // test (tests/engine/parity/layout_parity_test.cc) for layouts that change the
@@ -18,7 +21,9 @@
 // queries against its visible keys in a call of its own (other tile
 // boundaries, so other fp32 sums of the softmax), and the K/V gradients of a
 // rank's two chunks are summed in fp32 over cp before their bf16 rounding, as
-// tp's row-parallel partial products are:
+// tp's row-parallel partial products are; the ring splits the keys further
+// (one call per chunk and step, merged in fp32 from bf16 partials, dQ summed
+// in fp32 over the steps), of the same order:
 // - the first forward's loss: 1e-2;
 // - the gradients of the first forward and backward, per tensor, against the
 //   one-GPU gradient (the rank's tp shard; under ZeRO-1 only the elements whose
@@ -73,6 +78,7 @@ sim::ModelConfig model_of(bool llama) {
 struct CpCase {
   bool llama;
   int tp, sp, cp, pp, dp, zero;
+  sim::CpCommType exchange = sim::CpCommType::kAllGather;
 };
 
 std::string case_name(const CpCase& c) {
@@ -83,6 +89,7 @@ std::string case_name(const CpCase& c) {
   if (c.pp > 1) s += "_pp" + std::to_string(c.pp);
   if (c.dp > 1) s += "_dp" + std::to_string(c.dp);
   if (c.zero) s += "_zero1";
+  if (c.exchange == sim::CpCommType::kP2p) s += "_p2p";  // the all-gather's names as before the ring
   return s;
 }
 
@@ -94,6 +101,7 @@ sim::ParallelLayout layout_of(const CpCase& c) {
   l.pp = c.pp;
   l.dp = c.dp;
   l.zero = c.zero;
+  l.cp_comm_type = c.exchange;
   l.mbs = 1;
   l.gbs = kGlobalBatch;
   return l;
@@ -239,13 +247,15 @@ TEST_P(ContextParallelTrainerTest, TrainsAsOneGpuDoes) {
 
 std::vector<CpCase> cases() {
   std::vector<CpCase> all;
-  for (bool llama : {true, false})
-    for (CpCase c : {CpCase{false, 1, 0, 2, 1, 1, 0}, CpCase{false, 1, 0, 4, 1, 1, 0},
-                     CpCase{false, 1, 0, 2, 1, 2, 0}, CpCase{false, 2, 1, 2, 1, 1, 0},
-                     CpCase{false, 1, 0, 2, 1, 2, 1}, CpCase{false, 1, 0, 2, 2, 1, 0}}) {
-      c.llama = llama;
-      all.push_back(c);
-    }
+  for (sim::CpCommType exchange : {sim::CpCommType::kAllGather, sim::CpCommType::kP2p})
+    for (bool llama : {true, false})
+      for (CpCase c : {CpCase{false, 1, 0, 2, 1, 1, 0}, CpCase{false, 1, 0, 4, 1, 1, 0},
+                       CpCase{false, 1, 0, 2, 1, 2, 0}, CpCase{false, 2, 1, 2, 1, 1, 0},
+                       CpCase{false, 1, 0, 2, 1, 2, 1}, CpCase{false, 1, 0, 2, 2, 1, 0}}) {
+        c.llama = llama;
+        c.exchange = exchange;
+        all.push_back(c);
+      }
   return all;
 }
 

@@ -44,6 +44,19 @@ TEST(TransformerShape, ATensorParallelRankHoldsItsShard) {
   EXPECT_EQ(s.tokens(), 2 * 1024);
 }
 
+// cp_comm_type reaches the shape, which picks the attention core
+// (engine/transformer/attention.cc): the layout's value, whichever it is; a
+// shape built by hand runs the engine's default, the all-gather.
+TEST(TransformerShape, CarriesTheLayoutsContextParallelExchange) {
+  sim::ParallelLayout l;
+  l.cp = 2;
+  l.cp_comm_type = sim::CpCommType::kP2p;
+  EXPECT_EQ(transformer_shape_of(gpt_like(), l).cp_comm_type, sim::CpCommType::kP2p);
+  l.cp_comm_type = sim::CpCommType::kAllGather;
+  EXPECT_EQ(transformer_shape_of(gpt_like(), l).cp_comm_type, sim::CpCommType::kAllGather);
+  EXPECT_EQ(TransformerShape{}.cp_comm_type, sim::CpCommType::kAllGather);
+}
+
 TEST(TransformerShape, VocabularyAndSequenceParallelShards) {
   // GPT-like, vocab 51200 = 128·400: at tp = 4 a multiple of 128·4 = 512
   // already (51200 / 512 = 100), so 12800 rows per rank. Under sp the norms

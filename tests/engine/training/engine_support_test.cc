@@ -103,10 +103,17 @@ TEST(EngineSupport, ContextParallelLayoutsAreFilledInAndChecked) {
   EXPECT_EQ(l.dp, 2);
   EXPECT_EQ(executed("tp=2,cp=2,pp=2,mbs=1,gbs=8", 16).dp, 2);
   EXPECT_EQ(executed("cp=4,mbs=1,gbs=8", 4).dp, 1);
-  // The engine runs the all-gather attention, and says so to --compare; the ring is refused by name.
+  // The engine runs both attention cores and says which to --compare: the
+  // all-gather by default (the simulator's default is p2p), the ring when the layout asks.
   EXPECT_EQ(executed("cp=4,mbs=1,gbs=8", 4).cp_comm_type, sim::CpCommType::kAllGather);
   EXPECT_EQ(executed("cp=2,cp_comm_type=all_gather", 2).cp_comm_type, sim::CpCommType::kAllGather);
-  EXPECT_EQ(refusal("cp=2,cp_comm_type=p2p", 2), "--layout: cp_comm_type");
+  EXPECT_EQ(refusal("cp=2,cp_comm_type=p2p", 2), "");
+  EXPECT_EQ(executed("cp=2,cp_comm_type=p2p", 2).cp_comm_type, sim::CpCommType::kP2p);
+  EXPECT_EQ(executed("tp=2,sp=1,cp=2,pp=2,cp_comm_type=p2p,mbs=1,gbs=8", 16).cp_comm_type, sim::CpCommType::kP2p);
+  // What ran round-trips through the layout's spec (to_spec leaves p2p, the
+  // simulator's default, out): run --compare and the checks re-read it.
+  const sim::ParallelLayout ring = executed("cp=2,cp_comm_type=p2p", 2);
+  EXPECT_EQ(sim::layout_from_spec(ring.to_spec(), "--layout").cp_comm_type, sim::CpCommType::kP2p);
   auto key_of = [](const sim::ModelConfig& model, const sim::ParallelLayout& layout) {
     try {
       check_context_parallel_split(model, layout);

@@ -1,10 +1,13 @@
-// Context-parallel attention (all-gather K/V) at cp = 2 and cp = 4 on the
+// Context-parallel attention, both variants — the all-gather of K/V
+// (context_parallel_attention_core.h) and the K/V ring (cp_comm_type=p2p,
+// context_parallel_ring_attention_core.h) — at cp = 2 and cp = 4 on the
 // in-process communicator (one thread and compute stream per rank), against
 // the one-GPU core (FlashAttentionCore) on the whole sequences: random Q, K,
 // V and dO, and every rank's output, log-sum-exp and gradients dQ, dK, dV at
 // its tokens must be the whole run's at the positions those tokens hold
-// (engine/model/context_parallel_chunks.h). Both cores run from a
-// ModelContext, reserving their buffers in an ArenaPlan as the engine does;
+// (engine/model/context_parallel_chunks.h). Every core is the one
+// SelfAttention picks for the shape (make_attention_core), run from a
+// ModelContext, reserving its buffers in an ArenaPlan as the engine does;
 // Q, K, V sit where SelfAttention puts them: column slices of the fused QKV
 // rows (head_dim 64, 128), or padded arrays of their own (head_dim 80).
 //
@@ -28,7 +31,22 @@
 // checks the chunk calls against a double reference. A wrong position, a
 // missing chunk or key range, or a lost reduce-scatter term is off by O(rms)
 // at most keys.
+//
+// The ring's differences from the whole run, and its bounds. Each step's
+// partial output is rounded to bf16 before its fp32 log-sum-exp merge (one
+// more rounding of 2^-9 of |O|, inside O's bound) and the LSE is merged in
+// fp32 (a few ulps of log(S)). dQ is the fp32 sum of up to cp partials (a
+// chunk's dQ over each step's keys), each rounded to bf16: like dK above,
+// P = cp partials each off by up to 2^-9 of itself, larger than their sum
+// where they cancel, so the bound is at least cp·2^-9 of the largest |dQ|.
+// dK and dV: a key of source s gets one partial per call that saw it, at most
+// two per rank (q0 and q1), 2·cp in all as for the all-gather (g as its calls
+// expand: the ring's calls have c or 2c keys), summed in fp32 on their way
+// around the ring and rounded once. A block attended in the wrong step, with
+// the wrong mask, merged with the wrong LSE, or an accumulator that misses a
+// hop is off by O(rms).
 #include "engine/transformer/context_parallel_attention_core.h"
+#include "engine/transformer/context_parallel_ring_attention_core.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -43,6 +61,7 @@
 #include "engine/device_arena.h"
 #include "engine/model/context_parallel_chunks.h"
 #include "engine/model/parameter_layout.h"
+#include "engine/transformer/attention.h"
 #include "engine/transformer/flash_attention_core.h"
 #include "engine/transformer/model_context.h"
 #include "kernels/cuda_check.h"
@@ -61,6 +80,7 @@ struct Case {
   int sequence_tokens;  // S, the whole sequence
   int micro_batch;
   int heads, kv_heads, head_dim;
+  sim::CpCommType exchange = sim::CpCommType::kAllGather;
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
@@ -72,6 +92,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   name += "_h" + std::to_string(c.heads);
   name += "_kv" + std::to_string(c.kv_heads);
   name += "_d" + std::to_string(c.head_dim);
+  if (c.exchange == sim::CpCommType::kP2p) name += "_p2p";  // the all-gather's names as before the ring
   return name;
 }
 
@@ -88,6 +109,7 @@ TransformerShape shape_of(const Case& c, int cp) {
   s.seq = c.sequence_tokens / cp;
   s.micro_batch = c.micro_batch;
   s.cp = cp;
+  s.cp_comm_type = c.exchange;
   return s;
 }
 
@@ -127,9 +149,9 @@ std::vector<float> download_columns(const Bf16* device, std::size_t stride, std:
   return out;
 }
 
-/// The attention core SelfAttention would pick for `shape` (cp > 1: the
-/// context-parallel one), run forward and backward on `t`'s inputs, its results
-/// written into `t`. `cp_group`: the rank's cp group (null for cp = 1).
+/// The attention core SelfAttention picks for `shape` (cp > 1: the
+/// context-parallel one of its cp_comm_type), run forward and backward on `t`'s
+/// inputs, its results written into `t`. `cp_group`: the rank's cp group (null for cp = 1).
 void run_core(const TransformerShape& shape, Communicator* cp_group, AttentionTensors& t) {
   cudaStream_t compute = nullptr;
   SEXTANT_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
@@ -139,11 +161,7 @@ void run_core(const TransformerShape& shape, Communicator* cp_group, AttentionTe
     ArenaBindings bindings;
     BufferReserver r(plan, {}, bindings);
     context.reserve_gemm_workspace(r);
-    std::unique_ptr<AttentionCore> core;
-    if (shape.cp > 1)
-      core = std::make_unique<ContextParallelAttentionCore>(context);
-    else
-      core = std::make_unique<FlashAttentionCore>(context);
+    std::unique_ptr<AttentionCore> core = make_attention_core(context);
     core->reserve(r);
     // The block's buffers, as SelfAttention lays them out (attention.h).
     const std::size_t T = static_cast<std::size_t>(shape.tokens());
@@ -266,20 +284,34 @@ TEST_P(ContextParallelAttentionCoreParity, EveryRanksRowsMatchTheWholeSequenceRu
   // key blocks start at other offsets than the whole run's (measured on an
   // H200: 7 of 131072 elements of cp 4, head_dim 80 padded, up to 1.4 times
   // 2^-7·rms).
-  const double dq_atol = std::ldexp(1.0, -6) * rms(whole.dq);
+  auto max_abs = [](const std::vector<float>& x) {
+    double m = 0;
+    for (float v : x) m = std::max(m, std::fabs(static_cast<double>(v)));
+    return m;
+  };
+  const bool ring = c.exchange == sim::CpCommType::kP2p;
+  // The ring's dQ: up to cp partials rounded to bf16 (see the top).
+  const double dq_atol = ring ? std::max(std::ldexp(1.0, -6) * rms(whole.dq), c.cp * std::ldexp(max_abs(whole.dq), -9))
+                              : std::ldexp(1.0, -6) * rms(whole.dq);
   // Partials per key (see the top): 2·cp chunk calls, each of g query heads' shares when expanded.
   const ContextParallelChunks last(S, c.cp, c.cp - 1);
   kernels::FlashAttentionShape chunk_call = flash_attention_shape(shard_shape);
   chunk_call.batch = 1;
   chunk_call.seq = chunk;
   chunk_call.kv_seq = last.visible_keys(0);
-  const int g = kernels::flash_attention_backward_expands_kv_heads(chunk_call) ? c.heads / c.kv_heads : 1;
+  bool expanded = kernels::flash_attention_backward_expands_kv_heads(chunk_call);
+  if (ring) {  // the ring's calls: c or 2c keys of a contiguous block, causal or not
+    expanded = false;
+    chunk_call.kv_row_stride = 0;
+    for (int keys : {chunk, 2 * chunk})
+      for (bool causal : {true, false}) {
+        chunk_call.kv_seq = keys;
+        chunk_call.causal = causal;
+        expanded = expanded || kernels::flash_attention_backward_expands_kv_heads(chunk_call);
+      }
+  }
+  const int g = expanded ? c.heads / c.kv_heads : 1;
   const double partials = 2.0 * c.cp * g;
-  auto max_abs = [](const std::vector<float>& x) {
-    double m = 0;
-    for (float v : x) m = std::max(m, std::fabs(static_cast<double>(v)));
-    return m;
-  };
   const double dk_atol = std::max(std::ldexp(1.0, -6) * rms(whole.dk), partials * std::ldexp(max_abs(whole.dk), -9));
   const double dv_atol = std::max(std::ldexp(1.0, -6) * rms(whole.dv), partials * std::ldexp(max_abs(whole.dv), -9));
   for (int r = 0; r < c.cp; ++r) {
@@ -304,26 +336,52 @@ TEST_P(ContextParallelAttentionCoreParity, EveryRanksRowsMatchTheWholeSequenceRu
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ContextParallelAttentionCoreParity,
-    ::testing::Values(
-        // GQA (8 query heads, 2 key/value heads) and MHA, head_dim 64 and 128:
-        // Q, K, V column slices of the fused QKV rows.
-        Case{2, 512, 1, 8, 2, 64}, Case{2, 1024, 1, 8, 8, 128}, Case{2, 2048, 2, 8, 2, 128},
-        Case{4, 512, 1, 8, 8, 64}, Case{4, 1024, 2, 8, 2, 64}, Case{4, 2048, 1, 8, 2, 128},
-        // head_dim 80 (GPT-3 2.7B's): padded to 128, Q, K, V arrays of their own.
-        Case{2, 1024, 2, 8, 2, 80}, Case{4, 512, 1, 8, 8, 80}),
-    case_name);
+// Every shape with either exchange: the all-gather and the ring.
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (sim::CpCommType exchange : {sim::CpCommType::kAllGather, sim::CpCommType::kP2p})
+    for (Case c : {
+             // GQA (8 query heads, 2 key/value heads) and MHA, head_dim 64 and 128:
+             // Q, K, V column slices of the fused QKV rows.
+             Case{2, 512, 1, 8, 2, 64}, Case{2, 1024, 1, 8, 8, 128}, Case{2, 2048, 2, 8, 2, 128},
+             Case{4, 512, 1, 8, 8, 64}, Case{4, 1024, 2, 8, 2, 64}, Case{4, 2048, 1, 8, 2, 128},
+             Case{2, 1024, 2, 8, 8, 64}, Case{4, 1024, 2, 8, 8, 128},  // MHA, micro-batch 2
+             // head_dim 80 (GPT-3 2.7B's): padded to 128, Q, K, V arrays of their own.
+             Case{2, 1024, 2, 8, 2, 80}, Case{4, 512, 1, 8, 8, 80}}) {
+      c.exchange = exchange;
+      all.push_back(c);
+    }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ContextParallelAttentionCoreParity, ::testing::ValuesIn(cases()), case_name);
 
 TEST(ContextParallelAttentionCoreShape, RejectsOneRankAndAnOddShare) {
   Case c{2, 512, 1, 8, 2, 64};
   TransformerShape s = shape_of(c, 1);
   ModelContext one(s);
   EXPECT_THROW(ContextParallelAttentionCore core(one), std::invalid_argument);
+  EXPECT_THROW(ContextParallelRingAttentionCore core(one), std::invalid_argument);
   s = shape_of(c, 2);
   s.seq = 255;  // a rank's share must be two chunks
   ModelContext odd(s);
   EXPECT_THROW(ContextParallelAttentionCore core(odd), std::invalid_argument);
+  EXPECT_THROW(ContextParallelRingAttentionCore core(odd), std::invalid_argument);
+}
+
+// The knob's last step (CPU): the shape's cp_comm_type picks the core.
+TEST(ContextParallelAttentionCoreShape, TheShapesExchangePicksTheCore) {
+  Case c{2, 512, 1, 8, 2, 64};
+  ModelContext whole(shape_of(c, 1));
+  EXPECT_NE(dynamic_cast<FlashAttentionCore*>(make_attention_core(whole).get()), nullptr);
+  ModelContext gathered(shape_of(c, 2));  // the default: all_gather
+  EXPECT_NE(dynamic_cast<ContextParallelAttentionCore*>(make_attention_core(gathered).get()), nullptr);
+  c.exchange = sim::CpCommType::kP2p;
+  ModelContext ring(shape_of(c, 2));
+  EXPECT_NE(dynamic_cast<ContextParallelRingAttentionCore*>(make_attention_core(ring).get()), nullptr);
+  c.exchange = sim::CpCommType::kP2p;
+  ModelContext one_rank(shape_of(c, 1));  // nothing to exchange on one rank
+  EXPECT_NE(dynamic_cast<FlashAttentionCore*>(make_attention_core(one_rank).get()), nullptr);
 }
 
 }  // namespace
