@@ -27,6 +27,7 @@
 // roofline bytes given with it count what the kernel reads and writes.
 #include <cmath>
 
+#include "sim/compute/context_ring_kernels.h"
 #include "sim/compute/engine_moe_kernels.h"
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
@@ -149,9 +150,18 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     t.backward_s += copies;
   }
   const double seq = static_cast<double>(m.seq_length);
-  const AttentionTimes a = l.cp > 1 && l.cp_comm_type == CpCommType::kAllGather
-                               ? all_gather_attention_times(l.mbs, heads, seq, padded, l.cp, r)
-                               : attention_times(l.mbs, heads, seq, padded, l.cp, r);
+  AttentionTimes a;
+  if (l.cp > 1 && l.cp_comm_type == CpCommType::kAllGather) {
+    a = all_gather_attention_times(l.mbs, heads, seq, padded, l.cp, r);
+  } else if (l.cp > 1) {
+    const RingAttentionTimes ring = ring_attention_times(
+        l.mbs, heads, static_cast<double>(shape.kv_heads), seq, padded, l.cp, r);
+    t.ring_forward = ring.forward;
+    t.ring_backward = ring.backward;
+    a = {ring.forward.total_s(l.cp), ring.backward.total_s(l.cp)};
+  } else {
+    a = attention_times(l.mbs, heads, seq, padded, 1, r);
+  }
   t.forward_s += a.forward_s;
   t.backward_s += a.backward_s;
   // GQA at head_dim 64 (no Hopper backward) with fewer (kv head, sequence, key
@@ -169,6 +179,7 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // Flash attention's backward recomputes the scores itself and the engine
   // stores what selective recomputation would keep: nothing runs again.
   t.attention_core_forward_s = 0;
+  t.attention_core_run_forward_s = a.forward_s;
   t.attention_core_backward_s = a.backward_s;
   linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r, bias_residual_epilogues(s, s.hidden, true));
   t.attention_forward_s = t.forward_s;
