@@ -17,6 +17,8 @@
 //    fc1 (and wider models' fc2/proj) run bias_gradient;
 //  - heads of a dimension other than 64 or 128 are copied into padded
 //    buffers around flash attention (4 copies forward, 4 backward);
+//  - under context parallelism the attention core is the all-gather core's two
+//    chunk calls (kernel_costs.h) or the ring's steps (context_ring_kernels.h);
 //  - an MoE layer's MLP is the MoE block of engine_moe_kernels.cc (router,
 //    routing map, a host sync, permutation, the experts' GEMMs, un-permutation);
 //  - our fused cross-entropy kernel (loss and gradient in one pass);
