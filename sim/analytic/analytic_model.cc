@@ -6,6 +6,7 @@
 
 #include "sim/analytic/expert_comm_exposure.h"
 #include "sim/analytic/fsdp_exposure.h"
+#include "sim/comm/context_ring_overlap.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
 #include "sim/compute/layer_time.h"
@@ -47,13 +48,10 @@ void add_layers(StageTime& stage, const LayerCosts& layer, int count, const Para
     const double gemm = t.gemm_forward_s + t.gemm_backward_s + (full ? t.gemm_forward_s : 0.0);
     tp_exposed = std::max(tp_total / l.tp, tp_total - gemm);
   }
-  // Context parallel: each ring step hides behind the attention of the block in
-  // hand; only the excess shows (Megatron-Core context parallelism). The attention
-  // backward is about twice its forward here. The all-gather variant waits for
-  // its collectives: all of them show.
-  const double attention_f = c.cp_overlaps_core ? t.attention_core_forward_s : 0.0;
-  const double cp_exposed = std::max(0.0, c.cp_forward_s - attention_f) * (full ? 2.0 : 1.0) +
-                            std::max(0.0, c.cp_backward_s - 2.0 * attention_f);
+  // Context parallel: what the attention core does not hide (context_ring_overlap.h);
+  // full recomputation runs the forward's exchanges again.
+  const ContextRingTimes cp_left = context_ring_exposed(t, c, l.cp);
+  const double cp_exposed = cp_left.forward_s * (full ? 2.0 : 1.0) + cp_left.backward_s;
   // Expert parallel all-to-all: on the critical path unless one of Megatron-Core's
   // MoE overlaps is on (expert_comm_exposure.h).
   const double ep_exposed =

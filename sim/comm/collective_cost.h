@@ -21,6 +21,10 @@ struct LinkRates {
   double intra_node_latency_s = 0;
   double inter_node_latency_s = 0;
   double collective_launch_s = 0;  // fixed cost per collective or send call
+  /// Whose context-parallel ring runs (parallel_comm.cc): the sextant engine's
+  /// carries dK/dV in fp32, one hop behind K/V; Megatron-Core's (Transformer
+  /// Engine) in bf16, together with K/V. Set from the profile's software.
+  bool engine_context_ring = false;
 };
 
 /// `bytes` is the full buffer each rank holds before an all-reduce or

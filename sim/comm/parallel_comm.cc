@@ -8,6 +8,7 @@ namespace sextant::sim {
 
 namespace {
 constexpr double kBf16Bytes = 2.0;
+constexpr double kFp32Bytes = 4.0;
 // Megatron-Core DDP default bucket: 40M parameters (--ddp-bucket-size, 2024).
 constexpr double kBucketParams = 40e6;
 }  // namespace
@@ -19,7 +20,7 @@ double gradient_reduce_bytes_per_param(Precision precision) {
 LinkRates link_rates(const ClusterConfig& c, const CostProfile& p) {
   return {c.intra_node_bandwidth_bytes_per_s * p.nvlink_efficiency,
           c.inter_node_bandwidth_bytes_per_s * p.network_efficiency, c.intra_node_latency_s,
-          c.inter_node_latency_s, p.collective_launch_s};
+          c.inter_node_latency_s, p.collective_launch_s, p.software == Software::kSextantEngine};
 }
 
 LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const ClusterConfig& c,
@@ -73,11 +74,23 @@ LayerComm layer_comm(const ModelConfig& m, const ParallelLayout& l, const Cluste
       out.cp_backward_s = out.cp_forward_s + reduce_scatter_time_s(gradients_fp32, cp, r);
       out.cp_overlaps_core = false;
     } else {
-      // Ring attention (Liu et al. 2023; Megatron-Core context parallel): cp−1
-      // steps each passing this rank's K and V on; backward passes K, V, dK, dV.
-      const double step = p2p_time_s(kBf16Bytes * kv_elements, cp.crosses_nodes(), r);
-      out.cp_forward_s = (l.cp - 1) * step;
-      out.cp_backward_s = 2.0 * (l.cp - 1) * step;
+      // Ring attention (Liu et al. 2023; Megatron-Core context parallel): this
+      // rank's K and V passed on cp−1 times, each beside one step of the core.
+      out.cp_kv_exchange_s = p2p_time_s(kBf16Bytes * kv_elements, cp.crosses_nodes(), r);
+      out.cp_forward_s = (l.cp - 1) * out.cp_kv_exchange_s;
+      if (r.engine_context_ring) {
+        // The engine's backward (engine/transformer/context_parallel_ring_attention_core.h):
+        // K and V again, and each source's fp32 dK/dV accumulator one hop
+        // behind them, cp hops (the last brings it home).
+        out.cp_gradient_exchange_s = p2p_time_s(kFp32Bytes * kv_elements, cp.crosses_nodes(), r);
+        out.cp_backward_s = (l.cp - 1) * out.cp_kv_exchange_s + l.cp * out.cp_gradient_exchange_s;
+      } else {
+        // Transformer Engine's AttnFuncWithCPAndKVP2P.backward (pytorch/attention/
+        // dot_product_attention/context_parallel.py, non-FP8): one buffer of
+        // kv's dtype (bf16) holds [kv, dkv]; step 0 sends kv, steps 1..cp−2 both,
+        // the last dkv, so K/V and dK/dV each travel cp−1 times in bf16.
+        out.cp_backward_s = 2.0 * (l.cp - 1) * out.cp_kv_exchange_s;
+      }
     }
   }
   if (moe_layer && m.moe && l.ep > 1) {

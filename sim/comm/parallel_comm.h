@@ -36,6 +36,11 @@ struct LayerComm {
   double cp_forward_s = 0;
   double cp_backward_s = 0;
   bool cp_overlaps_core = true;
+  // p2p, one exchange: this rank's [K | V] (bf16), and, for the engine's ring
+  // (LinkRates::engine_context_ring), one hop of a dK/dV accumulator (fp32; 0
+  // where dK/dV ride with K/V). How they hide: context_ring_overlap.h.
+  double cp_kv_exchange_s = 0;
+  double cp_gradient_exchange_s = 0;
   double ep_forward_s = 0;   // token dispatch + combine all-to-all
   double ep_backward_s = 0;
 };

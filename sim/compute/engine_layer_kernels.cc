@@ -17,6 +17,8 @@
 //    fc1 (and wider models' fc2/proj) run bias_gradient;
 //  - heads of a dimension other than 64 or 128 are copied into padded
 //    buffers around flash attention (4 copies forward, 4 backward);
+//  - under context parallelism the attention core is the all-gather core's two
+//    chunk calls (kernel_costs.h) or the ring's steps (context_ring_kernels.h);
 //  - an MoE layer's MLP is the MoE block of engine_moe_kernels.cc (router,
 //    routing map, a host sync, permutation, the experts' GEMMs, un-permutation);
 //  - our fused cross-entropy kernel (loss and gradient in one pass);
@@ -27,6 +29,7 @@
 // roofline bytes given with it count what the kernel reads and writes.
 #include <cmath>
 
+#include "sim/compute/context_ring_kernels.h"
 #include "sim/compute/engine_moe_kernels.h"
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_kernels.h"
@@ -149,9 +152,18 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     t.backward_s += copies;
   }
   const double seq = static_cast<double>(m.seq_length);
-  const AttentionTimes a = l.cp > 1 && l.cp_comm_type == CpCommType::kAllGather
-                               ? all_gather_attention_times(l.mbs, heads, seq, padded, l.cp, r)
-                               : attention_times(l.mbs, heads, seq, padded, l.cp, r);
+  AttentionTimes a;
+  if (l.cp > 1 && l.cp_comm_type == CpCommType::kAllGather) {
+    a = all_gather_attention_times(l.mbs, heads, seq, padded, l.cp, r);
+  } else if (l.cp > 1) {
+    const RingAttentionTimes ring = ring_attention_times(
+        l.mbs, heads, static_cast<double>(shape.kv_heads), seq, padded, l.cp, r);
+    t.ring_forward = ring.forward;
+    t.ring_backward = ring.backward;
+    a = {ring.forward.total_s(l.cp), ring.backward.total_s(l.cp)};
+  } else {
+    a = attention_times(l.mbs, heads, seq, padded, 1, r);
+  }
   t.forward_s += a.forward_s;
   t.backward_s += a.backward_s;
   // GQA at head_dim 64 (no Hopper backward) with fewer (kv head, sequence, key
@@ -169,6 +181,7 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // Flash attention's backward recomputes the scores itself and the engine
   // stores what selective recomputation would keep: nothing runs again.
   t.attention_core_forward_s = 0;
+  t.attention_core_run_forward_s = a.forward_s;
   t.attention_core_backward_s = a.backward_s;
   linear(t, s, s.q, s.hidden, residual_bias_kernels, true, r, bias_residual_epilogues(s, s.hidden, true));
   t.attention_forward_s = t.forward_s;

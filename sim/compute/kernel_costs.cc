@@ -79,13 +79,19 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
   return t;
 }
 
+AttentionTimes attention_call_times(double pairs, double heads, double head_dim, const DeviceRates& r) {
+  // A causal square call of n tokens has n²/2 pairs: n = sqrt(2·pairs).
+  return attention_times(1, heads, std::sqrt(2 * pairs), head_dim, 1, r);
+}
+
 AttentionTimes all_gather_attention_times(double batch, double heads, double seq, double head_dim, double cp,
                                           const DeviceRates& r) {
   if (cp <= 1) return attention_times(batch, heads, seq, head_dim, 1, r);
   const double chunk = seq / (2 * cp);
   AttentionTimes t;
-  for (const double tokens : {chunk, chunk * std::sqrt(4 * cp - 1)}) {
-    const AttentionTimes call = attention_times(1, heads, tokens, head_dim, 1, r);
+  // Chunk 0: a square causal call, c²/2 pairs; chunk 2cp−1: c·2cp·c − c²/2 pairs.
+  for (const double pairs : {chunk * chunk / 2, chunk * chunk * (2 * cp - 0.5)}) {
+    const AttentionTimes call = attention_call_times(pairs, heads, head_dim, r);
     t.forward_s += batch * call.forward_s;
     t.backward_s += batch * call.backward_s;
   }

@@ -47,6 +47,14 @@ struct AttentionTimes {
 AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
                                const DeviceRates& rates);
 
+/// One flash attention call of one sequence computing `pairs` (query, key)
+/// scores (a non-causal q x k call: q·k; a square causal n x n call: n²/2; a
+/// bottom-right causal c x k call: c·k − c²/2), costed as the square causal
+/// call of equal pairs, sqrt(2·pairs) tokens (from the measured tables where
+/// there are: the kernels walk key blocks per 128-query block, so their time
+/// follows the pairs once the query blocks fill the GPU).
+AttentionTimes attention_call_times(double pairs, double heads, double head_dim, const DeviceRates& rates);
+
 /// Context parallelism's all-gather attention as the engine runs it
 /// (engine/transformer/context_parallel_attention_core.h): per sequence two
 /// calls, a local chunk's c = seq/(2·cp) queries against the keys up to the
@@ -54,9 +62,7 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
 /// engine/model/context_parallel_chunks.h). Every rank does the same work;
 /// rank 0's calls are costed: chunk 0 is a square causal call of c tokens,
 /// chunk 2·cp−1 has c·2cp·c − c²/2 (query, key) pairs, costed as the square
-/// causal call of equal pairs, c·sqrt(4·cp − 1) tokens (from the measured
-/// tables where there are: the kernels walk key blocks per 128-query block,
-/// so their time follows the pairs once the query blocks fill the GPU).
+/// causal call of equal pairs, c·sqrt(4·cp − 1) tokens (attention_call_times).
 AttentionTimes all_gather_attention_times(double batch, double heads, double seq, double head_dim, double cp,
                                           const DeviceRates& rates);
 

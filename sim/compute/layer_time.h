@@ -6,6 +6,7 @@
 // ones, so both engines (analytic and event) see them.
 #pragma once
 
+#include "sim/compute/context_ring_kernels.h"
 #include "sim/compute/device_rates.h"
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
@@ -17,6 +18,14 @@ struct PassTime {
   double backward_s = 0;
   /// Parts of forward_s, kept for recomputation and communication overlap.
   double attention_core_forward_s = 0;  // what selective recomputation runs again
+  /// The core's forward as it runs: its own task under context parallelism and
+  /// what the ring's exchanges hide behind (attention_core_forward_s is the
+  /// same for Megatron, 0 for the engine, which recomputes nothing of it).
+  double attention_core_run_forward_s = 0;
+  /// The engine's ring core (cp_comm_type=p2p) step by step, what each step's
+  /// exchanges overlap (sim/comm/context_ring_overlap.h); zero where the core
+  /// hides its ring as a whole (Megatron's cost).
+  RingSteps ring_forward, ring_backward;
   double gemm_forward_s = 0;            // tensor-parallel GEMMs (hide TP comm)
   double gemm_backward_s = 0;
   /// Parts of backward_s: the ring-attention core (what CP ring steps hide behind)

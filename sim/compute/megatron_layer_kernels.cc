@@ -92,6 +92,7 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
     add_elementwise(t, per_score * scores, m.attention_dropout > 0 ? 2 : 1, r);
   }
   t.attention_core_forward_s += t.forward_s - before;
+  t.attention_core_run_forward_s = t.attention_core_forward_s;
   t.attention_core_backward_s += t.backward_s - before_backward;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "sim/comm/context_ring_overlap.h"
 #include "sim/comm/fsdp_comm.h"
 #include "sim/comm/parallel_comm.h"
 #include "sim/compute/device_rates.h"
@@ -34,7 +35,7 @@ LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const Devi
   const LayerComm c = layer_comm(m, l, cluster, links, moe_layer);
   const bool core_apart = l.cp > 1;  // the plan gives the core its own task
   const double selective = l.recompute == Recompute::kSelective ? t.attention_core_forward_s : 0.0;
-  const double core_f = core_apart ? t.attention_core_forward_s : 0.0;
+  const double core_f = core_apart ? t.attention_core_run_forward_s : 0.0;
   const double core_b = core_apart ? t.attention_core_backward_s : 0.0;
 
   LayerCosts out;
@@ -65,7 +66,8 @@ LayerCosts layer_costs(const ModelConfig& m, const ParallelLayout& l, const Devi
   set(out.tp_block, c.tp_forward_s / 2, c.tp_backward_s / 2, c.tp_backward_s / 2, 0.0);
   set(out.tp_gather, c.tp_all_gather_s, c.tp_all_gather_s, c.tp_all_gather_s, 0.0);
   set(out.tp_scatter, c.tp_reduce_scatter_s, c.tp_reduce_scatter_s, c.tp_reduce_scatter_s, 0.0);
-  set(out.cp_ring, c.cp_forward_s, c.cp_backward_s, c.cp_backward_s, 0.0);
+  const ContextRingTimes ring = context_ring_task(t, c, l.cp);
+  set(out.cp_ring, ring.forward_s, ring.backward_s, ring.backward_s, 0.0);
   set(out.ep_all_to_all, c.ep_forward_s / 2, c.ep_backward_s / 2, c.ep_backward_s / 2, 0.0);
   out.stored_bytes = stored_layer_activation_bytes(m, l, moe_layer);
   if (l.recompute == Recompute::kFull) {

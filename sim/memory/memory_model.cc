@@ -1,6 +1,7 @@
 #include "sim/memory/memory_model.h"
 
 #include "sim/memory/activation_memory.h"
+#include "sim/memory/context_parallel_buffers.h"
 #include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
@@ -26,7 +27,7 @@ StageHoldings stage_holdings(const ModelConfig& m, const ParallelLayout& l, cons
   const StageLayers& layers = split.stage(stage);
   const ModelTraffic traffic{m.tie_embeddings, m.moe.has_value()};
   return {stage_params_per_gpu(m, l, layers), stage_activation_bytes(m, l, stage, layers), layers.num_layers,
-          runtime_memory(l, stage, traffic)};
+          runtime_memory(l, stage, traffic), layers.num_layers > 0 ? context_parallel_core_bytes(m, l) : 0.0};
 }
 
 MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdings) {
@@ -47,6 +48,7 @@ MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdi
     // next: two layers' full (unsharded over dp) weights.
     out.other = 2.0 * 2.0 * params.total() / holdings.num_layers;
   }
+  out.other += holdings.cp_core_bytes;
   return out;
 }
 

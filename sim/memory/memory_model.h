@@ -17,7 +17,8 @@ struct MemoryBreakdown {
   double gradients = 0;         // fp32 main gradients
   double optimizer_states = 0;  // fp32 master weights, Adam m and v
   double activations = 0;
-  double other = 0;             // transient buffers: gathered parameters (ZeRO-3)
+  double other = 0;             // transient buffers: gathered parameters (ZeRO-3), the cp core's
+                                // (context_parallel_buffers.h)
   RuntimeMemory runtime;        // beyond the tensors: CUDA context, NCCL (runtime_memory.h)
   /// The tensors alone: what the engine's arena holds.
   double tensors() const { return parameters + gradients + optimizer_states + activations + other; }
@@ -50,6 +51,7 @@ struct StageHoldings {
   double activation_bytes = 0;
   int num_layers = 0;
   RuntimeMemory runtime;
+  double cp_core_bytes = 0;  // the cp attention core's shared buffers (context_parallel_buffers.h)
 };
 StageHoldings stage_holdings(const ModelConfig& model, const ParallelLayout& layout,
                              const PipelineSplit& split, int stage);
