@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "sim/compute/kernel_costs.h"
+#include "sim/compute/layer_time.h"
+#include "tests/sim/compute/engine_profile_fixture.h"
 
 namespace sextant::sim {
 namespace {
@@ -94,6 +97,33 @@ TEST(AttentionTimes, AllGatherCallsReadTheGroupsTable) {
   const double expected = 2 * kForwardSPerWork * (work(1, 32, c, 64) + work(1, 32, long_call, 64));
   EXPECT_NEAR(a.forward_s, expected, 1e-9 * expected);
   EXPECT_TRUE(a.measured_at_group);
+}
+
+// The engine's GQA backward at head_dim 64 expands K and V to every query head
+// when its blocks would underfill the GPU; the simulator adds those copies to a
+// multi-head table's time, but a table measured at the model's group holds them.
+// Llama 3.2 1B (32 heads over 8, d 64) at 2048 tokens, mbs 1 on an H100:
+// 8 kv heads x 16 key blocks = 128 blocks < 132 SMs, so the backward expands.
+TEST(AttentionTimes, GroupTableHoldsTheBackwardsKeyValueExpansion) {
+  const test_fixtures::EngineProfileFixture f;
+  ModelConfig m = f.catalog.model("llama3.2-1b");
+  m.seq_length = 2048;
+  const ParallelLayout l = test_fixtures::one_gpu(1);
+  const PassTime multi_head_only = layer_time(m, l, f.rates(), false);
+  // The same profile plus group-4 rows as fast as the multi-head ones: only the copies differ.
+  auto tables = std::make_shared<MeasuredTables>(*f.profile.tables);
+  for (const AttentionPoint& p : f.profile.tables->attention)
+    tables->attention.push_back({p.batch, p.heads, p.heads / 4, p.seq, p.head_dim, p.forward_s, p.backward_s});
+  tables->build_lookup();
+  CostProfile with_group = f.profile;
+  with_group.tables = tables;
+  const PassTime grouped = layer_time(m, l, device_rates(f.gpu, with_group, Precision::kBf16), false);
+  EXPECT_NEAR(grouped.forward_s, multi_head_only.forward_s, 1e-15);
+  // Copies left out: K, V in (2·T·8·64 bytes each) and out per query head (2·T·32·64), then dK, dV
+  // per query head in and summed out, at the fixture's 0.84 x 3.35e12 B/s plus the 1.5 µs gap each.
+  const double T = 2048, narrow = 2 * T * 8 * 64, expanded = 2 * T * 32 * 64;
+  const double copies = 2 * ((2 * narrow + 2 * expanded) / (0.84 * 3.35e12) + 1.5e-6);
+  EXPECT_NEAR(multi_head_only.backward_s - grouped.backward_s, copies, 1e-12);
 }
 
 }  // namespace
