@@ -77,6 +77,8 @@ void check_arguments(const CalibrateArguments& a) {
   for (const cal::ElementwiseTable& t : p.elementwise) elementwise += t.points.size();
   const std::size_t nccl = p.nccl.all_reduce.size() + p.nccl.reduce_scatter.size() + p.nccl.all_gather.size() +
                            p.nccl.all_to_all.size() + p.nccl.send_recv.size();
+  const auto grouped_query = std::count_if(p.attention.begin(), p.attention.end(),
+                                           [](const cal::AttentionPoint& a) { return a.kv_heads < a.heads; });
   const cal::ProfileScalars& s = p.scalars;
   if (format == "json") {
     nlohmann::ordered_json j;
@@ -86,6 +88,7 @@ void check_arguments(const CalibrateArguments& a) {
     j["gpu_name"] = p.measurement.gpu_name;
     j["duration_s"] = std::stod(p.measurement.duration_s);
     j["points"] = {{"linear_bf16", p.linear_bf16.size()}, {"attention", p.attention.size()},
+                   {"attention_grouped_query", grouped_query},
                    {"elementwise", elementwise}, {"nccl", nccl}};
     j["gemm_efficiency"] = s.gemm_efficiency.value;
     j["flash_attention_forward_efficiency"] = s.flash_attention_forward_efficiency.value;
@@ -98,7 +101,8 @@ void check_arguments(const CalibrateArguments& a) {
   t << "wrote " << out << " (" << p.name << ", " << p.measurement.gpu_name << ", " << p.measurement.duration_s
     << " s)\n"
     << "  points: " << p.linear_bf16.size() << " linear layers (x" << cal::kLinearProducts << " GEMMs: 3 plain, 5 with fused epilogues), " << p.attention.size()
-    << " attention, " << elementwise << " element-wise, " << nccl << " NCCL\n"
+    << " attention (" << grouped_query << " grouped-query), " << elementwise << " element-wise, " << nccl
+    << " NCCL\n"
     << "  gemm_efficiency " << s.gemm_efficiency.value << ", flash attention forward "
     << s.flash_attention_forward_efficiency.value << " / backward " << s.flash_attention_backward_efficiency.value
     << ", memory " << s.memory_efficiency.value << ", kernel overhead " << s.kernel_overhead_s.value * 1e6
