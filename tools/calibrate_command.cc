@@ -193,8 +193,8 @@ CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, 
       "and, with more than one GPU, NCCL collectives by message and group size.\n"
       "Every point is a median of CUDA-event timings after warm-up, inputs rotated over more\n"
       "than twice the L2; the profile records the GPU, driver, CUDA, cuBLAS and NCCL\n"
-      "versions, the commit, date, command and method. About 90 s on one H100\n"
-      "(--quick: about 40 s). A progress bar goes to stderr; the file is written only at the\n"
+      "versions, the commit, date, command and method. About 4 minutes on an H200 (--quick:\n"
+      "under 2). A progress bar goes to stderr; the file is written only at the\n"
       "end (a temporary file renamed), so an interrupted run leaves the old one.\n\n"
       "Examples:\n"
       "  sextant calibrate --out configs/profiles/measured/h100-sxm-80gb.yaml\n"
@@ -204,7 +204,7 @@ CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, 
       "      --model gpt-1.3b --cluster dgx-h100 --gpus 1 --layout mbs=4,gbs=4");
   cmd->add_option("--out", a->out, "the profile YAML to write (its folder must exist)")->required();
   cmd->add_flag("--quick", a->quick,
-                "a subset in about 40 s on an H100: micro-batches 1, 2, 4, 8 and coarser grids (for a check, "
+                "a subset in under 2 minutes on an H200: micro-batches 1, 2, 4, 8 and coarser grids (for a check, "
                 "not for the committed profile)");
   cmd->add_option("--device", a->device, "the CUDA device to measure (NCCL uses GPUs 0..n-1)")
       ->capture_default_str();
