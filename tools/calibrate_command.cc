@@ -77,6 +77,8 @@ void check_arguments(const CalibrateArguments& a) {
   for (const cal::ElementwiseTable& t : p.elementwise) elementwise += t.points.size();
   const std::size_t nccl = p.nccl.all_reduce.size() + p.nccl.reduce_scatter.size() + p.nccl.all_gather.size() +
                            p.nccl.all_to_all.size() + p.nccl.send_recv.size();
+  const auto grouped_query = std::count_if(p.attention.begin(), p.attention.end(),
+                                           [](const cal::AttentionPoint& a) { return a.kv_heads < a.heads; });
   const cal::ProfileScalars& s = p.scalars;
   if (format == "json") {
     nlohmann::ordered_json j;
@@ -86,6 +88,7 @@ void check_arguments(const CalibrateArguments& a) {
     j["gpu_name"] = p.measurement.gpu_name;
     j["duration_s"] = std::stod(p.measurement.duration_s);
     j["points"] = {{"linear_bf16", p.linear_bf16.size()}, {"attention", p.attention.size()},
+                   {"attention_grouped_query", grouped_query},
                    {"elementwise", elementwise}, {"nccl", nccl}};
     j["gemm_efficiency"] = s.gemm_efficiency.value;
     j["flash_attention_forward_efficiency"] = s.flash_attention_forward_efficiency.value;
@@ -98,7 +101,8 @@ void check_arguments(const CalibrateArguments& a) {
   t << "wrote " << out << " (" << p.name << ", " << p.measurement.gpu_name << ", " << p.measurement.duration_s
     << " s)\n"
     << "  points: " << p.linear_bf16.size() << " linear layers (x" << cal::kLinearProducts << " GEMMs: 3 plain, 5 with fused epilogues), " << p.attention.size()
-    << " attention, " << elementwise << " element-wise, " << nccl << " NCCL\n"
+    << " attention (" << grouped_query << " grouped-query), " << elementwise << " element-wise, " << nccl
+    << " NCCL\n"
     << "  gemm_efficiency " << s.gemm_efficiency.value << ", flash attention forward "
     << s.flash_attention_forward_efficiency.value << " / backward " << s.flash_attention_backward_efficiency.value
     << ", memory " << s.memory_efficiency.value << ", kernel overhead " << s.kernel_overhead_s.value * 1e6
@@ -182,13 +186,15 @@ CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, 
       "profile for `sextant simulate --profile FILE`: the engine's cuBLASLt linear layers\n"
       "(forward, input and weight gradient) at the layer shapes of the model presets for\n"
       "tp 1/2/4/8 and micro-batches 1-8 plus a log-spaced grid, its flash attention forward and\n"
-      "backward, each norm/activation/RoPE/embedding/cross-entropy/AdamW/gradient-norm/\n"
+      "backward at the presets' heads and key/value heads plus a grid of sequences 512-32768,\n"
+      "head dims 64/128, multi-head and grouped-query (4 and 8 query heads per key/value head),\n"
+      "each norm/activation/RoPE/embedding/cross-entropy/AdamW/gradient-norm/\n"
       "bias-gradient/residual kernel over a grid of sizes, launch and CUDA-graph overheads,\n"
       "and, with more than one GPU, NCCL collectives by message and group size.\n"
       "Every point is a median of CUDA-event timings after warm-up, inputs rotated over more\n"
       "than twice the L2; the profile records the GPU, driver, CUDA, cuBLAS and NCCL\n"
-      "versions, the commit, date, command and method. About 70 s on one H100\n"
-      "(--quick: about 30 s). A progress bar goes to stderr; the file is written only at the\n"
+      "versions, the commit, date, command and method. About 4 minutes on an H200 (--quick:\n"
+      "under 2). A progress bar goes to stderr; the file is written only at the\n"
       "end (a temporary file renamed), so an interrupted run leaves the old one.\n\n"
       "Examples:\n"
       "  sextant calibrate --out configs/profiles/measured/h100-sxm-80gb.yaml\n"
@@ -198,7 +204,7 @@ CommandRunner add_calibrate_command(CLI::App& app, const CommonOptions& common, 
       "      --model gpt-1.3b --cluster dgx-h100 --gpus 1 --layout mbs=4,gbs=4");
   cmd->add_option("--out", a->out, "the profile YAML to write (its folder must exist)")->required();
   cmd->add_flag("--quick", a->quick,
-                "a subset in about 30 s on an H100: micro-batches 1, 2, 4, 8 and coarser grids (for a check, "
+                "a subset in under 2 minutes on an H200: micro-batches 1, 2, 4, 8 and coarser grids (for a check, "
                 "not for the committed profile)");
   cmd->add_option("--device", a->device, "the CUDA device to measure (NCCL uses GPUs 0..n-1)")
       ->capture_default_str();

@@ -1,5 +1,8 @@
 // The engine's causal flash attention (kernels/flash_attention.h) forward and
-// backward, bf16, with as many key/value heads as query heads. The backward is
+// backward, bf16, with the shape's key/value heads (as many as the query heads:
+// multi-head attention; fewer: grouped-query, whose backward sums dK and dV over
+// each group's query heads and, where the GPU would be underfilled, expands K
+// and V to every query head first: kernels/flash_attention.h). The backward is
 // timed on the forward's own output and log-sum-exp.
 #pragma once
 

@@ -169,7 +169,7 @@ MeasuredProfile run_calibration(const CalibrationPlan& plan, const CalibrationSe
              std::to_string(info.sm_count) +
              " SMs (read from the device); GEMMs through the engine's CublasLtGemm, each problem tuned first "
              "(its first 16 heuristic candidates, each timed once after a warm-up launch, the fastest kept) as the engine tunes before its first step; "
-             "attention with kv_heads = heads; overheads on an 8-element residual_add";
+             "attention at each row's kv_heads (attention: kv_heads = heads; attention_gqa: fewer, the engine's GQA kernels); overheads on an 8-element residual_add";
   if (!nccl_note.empty()) m.method += "; NCCL: " + nccl_note;
   if (skipped > 0) m.method += "; " + std::to_string(skipped) + " point(s) refused by a launcher and left out, first: " + first_skip;
   char seconds[32];

@@ -16,6 +16,12 @@ constexpr long long kMaxTensorElements = 1LL << 28;  // 512 MiB of bf16: one ope
 // which the engine cannot hold either); beyond 4 GiB of bf16 it is left out.
 constexpr long long kMaxPresetTensorElements = 1LL << 31;
 
+// The attention grid (attention_shapes): sequences 512 .. kMaxAttentionGridSeq,
+// batch·seq = kAttentionGridTokens (batch 1 beyond), group sizes heads / kv_heads.
+constexpr int kMaxAttentionGridSeq = 32768;
+constexpr int kAttentionGridTokens = 16384;
+constexpr int kAttentionGridGroups[] = {1, 4, 8};  // 1: multi-head attention
+
 template <typename T>
 std::vector<T> sorted(const std::set<T>& s) {
   return {s.begin(), s.end()};
@@ -77,16 +83,27 @@ std::vector<AttentionShape> attention_shapes(const std::vector<sim::ModelConfig>
   for (const sim::ModelConfig& model : models) {
     const TransformerShape s = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
     for (const int tp : kTensorParallelSizes) {
-      if (s.heads % tp != 0) continue;
+      // The engine splits query and key/value heads alike (sim/core/layout_check.cc: both divisible by tp).
+      if (s.heads % tp != 0 || s.kv_heads % tp != 0) continue;
       for (const int mbs : {1, 2, 4, 8})
-        shapes.insert({mbs, s.heads / tp, s.seq, s.attention_head_dim()});
+        shapes.insert({mbs, s.heads / tp, s.kv_heads / tp, s.seq, s.attention_head_dim()});
     }
   }
+  // The grid reaches 32768 tokens: context parallelism's all-gather attention
+  // runs batch-1 square causal calls of up to c·sqrt(4·cp − 1) tokens, c = seq/(2·cp)
+  // (sim/compute/kernel_costs.h), e.g. 15.9k for 32k tokens over cp 4.
+  // Group sizes 4 and 8 are Llama 3's (8B: 32/8, 70B: 64/8); the GQA backward
+  // differs from the multi-head one (kernels/flash_attention.h), so each group
+  // size has its own table in the simulator (sim/core/cost_profile.h).
   const int step = o.quick ? 4 : 2;
-  for (int seq = 512; seq <= 16384; seq *= step)
+  const std::vector<int> heads_grid = o.quick ? std::vector<int>{16, 32} : std::vector<int>{16, 32, 64};
+  for (int seq = 512; seq <= kMaxAttentionGridSeq; seq *= step)
     for (const int head_dim : {64, 128})
-      for (const int heads : {16, 64})
-        shapes.insert({std::max(1, 16384 / seq), heads, seq, head_dim});
+      for (const int heads : heads_grid)
+        for (const int group : kAttentionGridGroups) {
+          shapes.insert({std::max(1, kAttentionGridTokens / seq), heads, heads / group, seq, head_dim});
+          if (!o.quick) shapes.insert({1, heads, heads / group, seq, head_dim});
+        }
   return sorted(shapes);
 }
 

@@ -21,8 +21,10 @@ struct LinearShape {
   auto operator<=>(const LinearShape&) const = default;
 };
 
+/// One causal attention call: `heads` query heads sharing `kv_heads` key/value
+/// heads (kv_heads = heads: multi-head; fewer: grouped-query, Ainslie et al. 2023).
 struct AttentionShape {
-  int batch = 0, heads = 0, seq = 0, head_dim = 0;
+  int batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
   auto operator<=>(const AttentionShape&) const = default;
 };
 
@@ -50,10 +52,13 @@ inline constexpr int kTensorParallelSizes[] = {1, 2, 4, 8};
 /// {512, 4096, 32768}) whose operands each hold at most 2^28 elements. Sorted, unique.
 std::vector<LinearShape> linear_shapes(const std::vector<sim::ModelConfig>& models, const ShapeOptions& options);
 
-/// Causal attention as the engine runs it: each model's heads / tp, its head
+/// Causal attention as the engine runs it: each model's heads / tp and key/value
+/// heads / tp (num_query_groups / tp, as the engine splits them), its head
 /// dimension as the kernel takes it (64, else 128: padded), its sequence, batch =
-/// micro-batch (1, 2, 4, 8); plus the grid seq 512..16384 (×2) × head_dim {64, 128}
-/// × heads {16, 64} at batch·seq = 16384 tokens (quick: seq ×4). Sorted, unique.
+/// micro-batch (1, 2, 4, 8); plus the grid seq 512..32768 (×2) × head_dim {64, 128}
+/// × heads {16, 32, 64} × group {1, 4, 8} at batch max(1, 16384/seq) and at batch 1
+/// (the calls of context parallelism); quick: seq ×4 (512, 2048, 8192, 32768), heads
+/// {16, 32}, the first batch only. Sorted, unique.
 std::vector<AttentionShape> attention_shapes(const std::vector<sim::ModelConfig>& models,
                                              const ShapeOptions& options);
 

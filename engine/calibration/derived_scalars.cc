@@ -104,15 +104,21 @@ void fit_gemm(const MeasuredProfile& p, const DerivationInputs& in, ProfileScala
 
 // The flash-attention term of sim/compute/layer_time.cc: forward FLOPs
 // F = batch·heads·4·s²·d/2 (causal), backward 2.5·F, at peak·efficiency·u/(u + u_half),
-// u = batch·heads·s/128 query tiles, plus one kernel overhead each.
+// u = batch·heads·s/128 query tiles, plus one kernel overhead each. Fitted on
+// the multi-head rows only: the term is the simulator's fallback where no table
+// covers a shape and knows nothing of key/value heads, and the profiles written
+// before grouped-query rows existed were fitted on multi-head rows alone.
 void fit_attention(const MeasuredProfile& p, const DerivationInputs& in, ProfileScalars& s) {
-  if (p.attention.empty()) {
+  std::vector<AttentionPoint> multi_head;
+  for (const AttentionPoint& a : p.attention)
+    if (a.kv_heads == a.heads) multi_head.push_back(a);
+  if (multi_head.empty()) {
     s.flash_attention_forward_efficiency =
-        copied(in.datasheet_profile.flash_attention_forward_efficiency, in, "no attention measured");
+        copied(in.datasheet_profile.flash_attention_forward_efficiency, in, "no multi-head attention measured");
     s.flash_attention_backward_efficiency =
-        copied(in.datasheet_profile.flash_attention_backward_efficiency, in, "no attention measured");
+        copied(in.datasheet_profile.flash_attention_backward_efficiency, in, "no multi-head attention measured");
     s.flash_attention_half_efficiency_tiles =
-        copied(in.datasheet_profile.flash_attention_half_efficiency_tiles, in, "no attention measured");
+        copied(in.datasheet_profile.flash_attention_half_efficiency_tiles, in, "no multi-head attention measured");
     return;
   }
   const double peak = in.gpu.peak_bf16_flops_per_s;
@@ -126,7 +132,7 @@ void fit_attention(const MeasuredProfile& p, const DerivationInputs& in, Profile
     for (int pass = 0; pass < 2; ++pass) {
       for (double e = 0.20; e <= 1.0 + 1e-9; e += 0.005) {
         double loss = 0;
-        for (const AttentionPoint& a : p.attention) {
+        for (const AttentionPoint& a : multi_head) {
           const double s_len = a.seq;
           const double flops = a.batch * a.heads * 4.0 * s_len * s_len * a.head_dim / 2.0 * (pass == 0 ? 1.0 : 2.5);
           const double tiles = a.batch * a.heads * s_len / 128.0;
@@ -140,13 +146,13 @@ void fit_attention(const MeasuredProfile& p, const DerivationInputs& in, Profile
     if (loss_best[0] + loss_best[1] < best_total) {
       best_total = loss_best[0] + loss_best[1];
       best[0] = e_best[0], best[1] = e_best[1], best[2] = half;
-      const double n = static_cast<double>(p.attention.size());
+      const double n = static_cast<double>(multi_head.size());
       best_rms[0] = std::sqrt(loss_best[0] / n), best_rms[1] = std::sqrt(loss_best[1] / n);
     }
   }
-  const double n = static_cast<double>(p.attention.size());
+  const double n = static_cast<double>(multi_head.size());
   s.flash_attention_forward_efficiency = {
-      best[0], format("fitted on the %.0f attention rows' forward_s with the flash term of "
+      best[0], format("fitted on the %.0f multi-head attention rows' forward_s with the flash term of "
                       "sim/compute/layer_time.cc (grid search): rms log error %.3f",
                       n, best_rms[0])};
   s.flash_attention_backward_efficiency = {

@@ -31,10 +31,12 @@ struct LinearPoint {
   double input_gradient_dgelu_s = 0;   // dX = GELU'(aux) * (dY W) (fc2's input gradient of GPT)
 };
 
-/// Causal flash attention (kernels/flash_attention.h), bf16, kv_heads = heads.
+/// Causal flash attention (kernels/flash_attention.h), bf16: `heads` query heads
+/// over `kv_heads` key/value heads (equal: multi-head attention; fewer: GQA).
 struct AttentionPoint {
   int batch = 0;
   int heads = 0;
+  int kv_heads = 0;
   int seq = 0;
   int head_dim = 0;
   double forward_s = 0;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace sextant::engine::calibration {
 
@@ -126,12 +127,24 @@ std::string profile_yaml(const MeasuredProfile& p) {
        "[tokens, in_width, out_width, forward_bias_s, forward_residual_s, forward_bias_residual_s, "
        "forward_bias_gelu_s, input_gradient_dgelu_s]: the bf16 products with the engine's fused epilogues",
        p.linear_bf16, linear_epilogue_row);
-  rows(out, "", "attention", "[batch, heads, seq, head_dim, forward_s, backward_s]", p.attention,
+  // Multi-head rows keep the table every profile has; grouped-query rows, with
+  // their kv_heads, follow in their own (written only when there are some, so a
+  // profile without them reads as before).
+  std::vector<AttentionPoint> multi_head, grouped;
+  for (const AttentionPoint& a : p.attention) (a.kv_heads == a.heads ? multi_head : grouped).push_back(a);
+  rows(out, "", "attention", "[batch, heads, seq, head_dim, forward_s, backward_s]", multi_head,
        [](const AttentionPoint& a) {
          return std::to_string(a.batch) + ", " + std::to_string(a.heads) + ", " +
                 std::to_string(a.seq) + ", " + std::to_string(a.head_dim) + ", " +
                 seconds(a.forward_s) + ", " + seconds(a.backward_s);
        });
+  if (!grouped.empty())
+    rows(out, "", "attention_gqa", "[batch, heads, kv_heads, seq, head_dim, forward_s, backward_s]", grouped,
+         [](const AttentionPoint& a) {
+           return std::to_string(a.batch) + ", " + std::to_string(a.heads) + ", " + std::to_string(a.kv_heads) +
+                  ", " + std::to_string(a.seq) + ", " + std::to_string(a.head_dim) + ", " +
+                  seconds(a.forward_s) + ", " + seconds(a.backward_s);
+         });
   out << "elementwise:";
   if (p.elementwise.empty()) out << " {}";
   out << "\n";

@@ -10,8 +10,10 @@ namespace sextant::engine::calibration {
 
 /// The profile's YAML: scalars with their derivation as trailing comments,
 /// provenance strings, then every measured point as one flow-sequence row
-/// (times as 4 significant digits, "1.234e-04"). Deterministic: the same
-/// profile gives the same bytes.
+/// (times as 4 significant digits, "1.234e-04"). Attention points with
+/// kv_heads = heads go to `attention:`, those with fewer (grouped-query) to
+/// `attention_gqa:` [batch, heads, kv_heads, seq, head_dim, forward_s, backward_s],
+/// written only when there is one. Deterministic: the same profile gives the same bytes.
 std::string profile_yaml(const MeasuredProfile& profile);
 
 /// Writes `text` to `path` through a temporary file in the same folder

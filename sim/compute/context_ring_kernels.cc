@@ -18,7 +18,7 @@ RingAttentionTimes ring_attention_times(double batch, double heads, double kv_he
   const double dq_first = c * q_width * (2 + 4), dq = c * q_width * (2 + 8);
   auto dkv = [&](double keys) { return 2 * keys * kv_width * (2 + 8); };
   auto pass = [&](double bytes) { return untabled_memory_kernel_s(bytes, r); };
-  auto call = [&](double pairs) { return attention_call_times(pairs, heads, head_dim, r); };
+  auto call = [&](double pairs) { return attention_call_times(pairs, heads, kv_heads, head_dim, r); };
 
   const AttentionTimes causal_square = call(c * c / 2), causal_wide = call(1.5 * c * c);
   const AttentionTimes square = call(c * c), wide = call(2 * c * c);

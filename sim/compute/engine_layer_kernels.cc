@@ -152,27 +152,28 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     t.backward_s += copies;
   }
   const double seq = static_cast<double>(m.seq_length);
+  const double kv_heads = static_cast<double>(shape.kv_heads);
   AttentionTimes a;
   if (l.cp > 1 && l.cp_comm_type == CpCommType::kAllGather) {
-    a = all_gather_attention_times(l.mbs, heads, seq, padded, l.cp, r);
+    a = all_gather_attention_times(l.mbs, heads, kv_heads, seq, padded, l.cp, r);
   } else if (l.cp > 1) {
-    const RingAttentionTimes ring = ring_attention_times(
-        l.mbs, heads, static_cast<double>(shape.kv_heads), seq, padded, l.cp, r);
+    const RingAttentionTimes ring = ring_attention_times(l.mbs, heads, kv_heads, seq, padded, l.cp, r);
     t.ring_forward = ring.forward;
     t.ring_backward = ring.backward;
     a = {ring.forward.total_s(l.cp), ring.backward.total_s(l.cp)};
   } else {
-    a = attention_times(l.mbs, heads, seq, padded, 1, r);
+    a = attention_times(l.mbs, heads, kv_heads, seq, padded, 1, r);
   }
   t.forward_s += a.forward_s;
   t.backward_s += a.backward_s;
   // GQA at head_dim 64 (no Hopper backward) with fewer (kv head, sequence, key
   // block of 128) blocks than SMs: the backward copies K and V out to every
-  // query head, runs as multi-head (the table's case), and sums each group's dK
-  // and dV (kernels/flash_attention_backward.cu, expands_kv_heads).
-  const double kv_heads = static_cast<double>(shape.kv_heads);
+  // query head, runs as multi-head (the multi-head table's case), and sums each
+  // group's dK and dV (kernels/flash_attention_backward.cu, expands_kv_heads).
+  // A table measured at the model's group size holds those copies already.
   const double key_blocks = std::ceil(static_cast<double>(m.seq_length) / 128.0);
-  const bool expands_kv_heads = padded == 64 && kv_heads < heads && kv_heads * l.mbs * key_blocks < r.sm_count;
+  const bool expands_kv_heads = !a.measured_at_group && padded == 64 && kv_heads < heads &&
+                                kv_heads * l.mbs * key_blocks < r.sm_count;
   if (expands_kv_heads) {
     const double expanded = 2.0 * T * heads * padded, narrow = 2.0 * T * kv_heads * padded;  // bytes each
     t.backward_s += untabled_memory_kernel_s(2 * narrow + 2 * expanded, r) +  // K, V in, out per head

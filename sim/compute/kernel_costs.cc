@@ -53,16 +53,26 @@ LinearTimes fused_linear_times(double tokens, double in_width, double out_width,
   return t;
 }
 
-AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
-                               const DeviceRates& r) {
+AttentionTimes attention_times(double batch, double heads, double kv_heads, double seq, double head_dim,
+                               double cp, const DeviceRates& r) {
   AttentionTimes t;
   const double f = r.compute_time_factor;
   if (r.tables && cp == 1) {
-    if (auto times = r.tables->lookup.attention.lookup({batch, heads, seq, head_dim},
-                                                       batch * heads * seq * seq * head_dim)) {
-      t.forward_s = f * (*times)[0] + r.measured_kernel_gap_s;
-      t.backward_s = f * (*times)[1] + r.measured_kernel_gap_s;
-      return t;
+    // The call's own group size first (a GQA table only where the profile measured
+    // that group), then the multi-head table: a group size the profile did not
+    // measure, or a shape below its table's grid, is costed as multi-head
+    // attention, as every GQA call was before profiles had GQA rows.
+    const int group = attention_group_size(heads, kv_heads);
+    const auto& tables = r.tables->lookup.attention;
+    for (const int g : {group, 1}) {
+      const auto table = tables.find(g);
+      if (table == tables.end()) continue;
+      if (auto times = table->second.lookup({batch, heads, seq, head_dim}, batch * heads * seq * seq * head_dim)) {
+        t.forward_s = f * (*times)[0] + r.measured_kernel_gap_s;
+        t.backward_s = f * (*times)[1] + r.measured_kernel_gap_s;
+        t.measured_at_group = g > 1;
+        return t;
+      }
     }
   }
   // Causal flash attention does half of the 4·s²·d FLOPs per head and sequence;
@@ -79,21 +89,24 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
   return t;
 }
 
-AttentionTimes attention_call_times(double pairs, double heads, double head_dim, const DeviceRates& r) {
+AttentionTimes attention_call_times(double pairs, double heads, double kv_heads, double head_dim,
+                                    const DeviceRates& r) {
   // A causal square call of n tokens has n²/2 pairs: n = sqrt(2·pairs).
-  return attention_times(1, heads, std::sqrt(2 * pairs), head_dim, 1, r);
+  return attention_times(1, heads, kv_heads, std::sqrt(2 * pairs), head_dim, 1, r);
 }
 
-AttentionTimes all_gather_attention_times(double batch, double heads, double seq, double head_dim, double cp,
-                                          const DeviceRates& r) {
-  if (cp <= 1) return attention_times(batch, heads, seq, head_dim, 1, r);
+AttentionTimes all_gather_attention_times(double batch, double heads, double kv_heads, double seq,
+                                          double head_dim, double cp, const DeviceRates& r) {
+  if (cp <= 1) return attention_times(batch, heads, kv_heads, seq, head_dim, 1, r);
   const double chunk = seq / (2 * cp);
   AttentionTimes t;
+  t.measured_at_group = true;
   // Chunk 0: a square causal call, c²/2 pairs; chunk 2cp−1: c·2cp·c − c²/2 pairs.
   for (const double pairs : {chunk * chunk / 2, chunk * chunk * (2 * cp - 0.5)}) {
-    const AttentionTimes call = attention_call_times(pairs, heads, head_dim, r);
+    const AttentionTimes call = attention_call_times(pairs, heads, kv_heads, head_dim, r);
     t.forward_s += batch * call.forward_s;
     t.backward_s += batch * call.backward_s;
+    t.measured_at_group = t.measured_at_group && call.measured_at_group;
   }
   return t;
 }

@@ -38,14 +38,25 @@ struct LinearEpilogues {
 LinearTimes fused_linear_times(double tokens, double in_width, double out_width,
                                const LinearEpilogues& epilogues, const DeviceRates& rates);
 
-/// Causal flash attention of (batch, heads, seq, head_dim) per GPU, the work
-/// split over `cp` context-parallel ranks.
+/// Causal flash attention of (batch, heads, seq, head_dim) per GPU over
+/// `kv_heads` key/value heads (= heads: multi-head; fewer: grouped-query), the
+/// work split over `cp` context-parallel ranks.
 struct AttentionTimes {
   double forward_s = 0;
   double backward_s = 0;
+  /// The times are the profile's table measured at this call's group size
+  /// heads / kv_heads > 1: they include what the GQA kernels do beyond
+  /// multi-head attention (the backward's sums of dK, dV over each group and,
+  /// where it runs, its expansion of K, V to every query head:
+  /// kernels/flash_attention.h), which a caller must then not add again.
+  bool measured_at_group = false;
 };
-AttentionTimes attention_times(double batch, double heads, double seq, double head_dim, double cp,
-                               const DeviceRates& rates);
+/// With cp = 1 and a measured profile: its table at the call's group size
+/// where the profile measured that group and the table covers the shape, else
+/// its multi-head table (every profile's, and what GQA calls used before
+/// profiles had GQA rows), else the FLOP roofline.
+AttentionTimes attention_times(double batch, double heads, double kv_heads, double seq, double head_dim,
+                               double cp, const DeviceRates& rates);
 
 /// One flash attention call of one sequence computing `pairs` (query, key)
 /// scores (a non-causal q x k call: q·k; a square causal n x n call: n²/2; a
@@ -53,7 +64,8 @@ AttentionTimes attention_times(double batch, double heads, double seq, double he
 /// call of equal pairs, sqrt(2·pairs) tokens (from the measured tables where
 /// there are: the kernels walk key blocks per 128-query block, so their time
 /// follows the pairs once the query blocks fill the GPU).
-AttentionTimes attention_call_times(double pairs, double heads, double head_dim, const DeviceRates& rates);
+AttentionTimes attention_call_times(double pairs, double heads, double kv_heads, double head_dim,
+                                    const DeviceRates& rates);
 
 /// Context parallelism's all-gather attention as the engine runs it
 /// (engine/transformer/context_parallel_attention_core.h): per sequence two
@@ -63,8 +75,8 @@ AttentionTimes attention_call_times(double pairs, double heads, double head_dim,
 /// rank 0's calls are costed: chunk 0 is a square causal call of c tokens,
 /// chunk 2·cp−1 has c·2cp·c − c²/2 (query, key) pairs, costed as the square
 /// causal call of equal pairs, c·sqrt(4·cp − 1) tokens (attention_call_times).
-AttentionTimes all_gather_attention_times(double batch, double heads, double seq, double head_dim, double cp,
-                                          const DeviceRates& rates);
+AttentionTimes all_gather_attention_times(double batch, double heads, double kv_heads, double seq,
+                                          double head_dim, double cp, const DeviceRates& rates);
 
 /// One element-wise kernel sweeping (rows, width); `roofline_bytes` is what it
 /// moves, for the roofline where the table has no point.

@@ -72,7 +72,7 @@ void add_attention_core(PassTime& t, const ModelConfig& m, const ParallelLayout&
     const double causal_pairs = s * s / 2.0;
     const double pairs_fraction =
         attention_pairs_per_sequence(m, AttentionCounting::kCausal) / causal_pairs;
-    const AttentionTimes a = attention_times(l.mbs, heads, s, d, l.cp, r);
+    const AttentionTimes a = attention_times(l.mbs, heads, shape.kv_heads, s, d, l.cp, r);
     t.forward_s += a.forward_s * pairs_fraction;
     t.backward_s += a.backward_s * pairs_fraction;
   } else {

@@ -1,5 +1,7 @@
 #include "sim/core/cost_profile.h"
 
+#include <cmath>
+
 namespace sextant::sim {
 
 std::string_view to_string(Software software) {
@@ -25,6 +27,12 @@ std::string_view to_string(ElementwiseKernel kernel) {
   return kNames[static_cast<std::size_t>(kernel)];
 }
 
+int attention_group_size(double heads, double kv_heads) {
+  if (!(kv_heads >= 1) || !(heads >= kv_heads)) return 0;
+  const double group = std::round(heads / kv_heads);
+  return group * kv_heads == heads ? static_cast<int>(group) : 0;
+}
+
 void MeasuredTables::build_lookup() {
   // Work per point: the GEMM's m·n·k, attention's b·heads·s²·d, a kernel's elements.
   auto linear = [](LogGridTable& grid, const std::vector<LinearPoint>& points) {
@@ -43,12 +51,15 @@ void MeasuredTables::build_lookup() {
         {p.forward_bias_s, p.forward_residual_s, p.forward_bias_residual_s, p.forward_bias_gelu_s,
          p.input_gradient_dgelu_s});
   lookup.linear_bf16_epilogues.build();
-  lookup.attention = LogGridTable(4, 2);
-  for (const AttentionPoint& p : attention)
-    lookup.attention.add({p.batch, p.heads, p.seq, p.head_dim},
-                         p.batch * p.heads * p.seq * p.seq * p.head_dim,
-                         {p.forward_s, p.backward_s, 0});
-  lookup.attention.build();
+  lookup.attention.clear();
+  for (const AttentionPoint& p : attention) {
+    const int group = attention_group_size(p.heads, p.kv_heads);
+    if (group == 0) continue;  // the reader refuses such rows
+    LogGridTable& grid = lookup.attention.try_emplace(group, 4, 2).first->second;
+    grid.add({p.batch, p.heads, p.seq, p.head_dim}, p.batch * p.heads * p.seq * p.seq * p.head_dim,
+             {p.forward_s, p.backward_s, 0});
+  }
+  for (auto& [group, grid] : lookup.attention) grid.build();
   for (std::size_t k = 0; k < elementwise.size(); ++k) {
     LogGridTable& grid = lookup.elementwise[k];
     grid = LogGridTable(2, 1);

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,11 +58,16 @@ struct LinearEpiloguePoint {
   double forward_bias_gelu_s = 0;      // Y = GELU(X W^T + b), the GELU input saved
   double input_gradient_dgelu_s = 0;   // dX = GELU'(saved) * (dY W)
 };
-/// One measured causal flash attention (bf16).
+/// One measured causal flash attention (bf16): `heads` query heads over
+/// `kv_heads` key/value heads, which divide them (equal: multi-head attention,
+/// a row of `attention:`; fewer: grouped-query, a row of `attention_gqa:`).
 struct AttentionPoint {
-  double batch = 0, heads = 0, seq = 0, head_dim = 0;
+  double batch = 0, heads = 0, kv_heads = 0, seq = 0, head_dim = 0;
   double forward_s = 0, backward_s = 0;
 };
+/// Query heads per key/value head (1: multi-head attention) when kv_heads
+/// divides heads, else 0 (no table is kept for such a ratio).
+int attention_group_size(double heads, double kv_heads);
 /// One measured element-wise kernel over a (rows, width) tensor.
 struct ElementwisePoint {
   double rows = 0, width = 0, seconds = 0;
@@ -96,7 +102,12 @@ struct MeasuredTables {
     LogGridTable linear_bf16{3, 3};  // (tokens, in, out) -> forward, input grad, weight grad
     LogGridTable linear_fp8{3, 3};
     LogGridTable linear_bf16_epilogues{3, 5};  // (tokens, in, out) -> the five LinearEpiloguePoint times
-    LogGridTable attention{4, 2};    // (batch, heads, seq, head_dim) -> forward, backward
+    /// (batch, heads, seq, head_dim) -> forward, backward: one table per group
+    /// size (heads / kv_heads) measured, 1 the multi-head one. One table each
+    /// because LogGridTable interpolates in at most 4 sizes, and because a group
+    /// is a different kernel path, not a size to interpolate over
+    /// (kernels/flash_attention.h: the GQA backward sums dK, dV over the group).
+    std::map<int, LogGridTable> attention;
     std::array<LogGridTable, kElementwiseKernels> elementwise;  // (rows, width) -> seconds
   } lookup;
   void build_lookup();

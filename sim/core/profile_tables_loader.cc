@@ -1,6 +1,7 @@
 #include "sim/core/profile_tables_loader.h"
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -8,11 +9,15 @@ namespace sextant::sim {
 
 namespace {
 
+// What a table asks of a row beyond read_row's checks: "" when it holds, else why not.
+using RowCheck = std::string (*)(const std::vector<double>& row);
+
 // One row of a table: a YAML sequence of exactly `columns` finite numbers; the
-// first `sizes` of them are sizes (>= 1), the rest times in seconds (> 0, < 1 h).
+// first `sizes` of them are sizes (>= 1), the rest times in seconds (> 0, < 1 h),
+// and `check` (when given) holds.
 std::optional<std::vector<double>> read_row(const YAML::Node& row, StrictMap& map,
                                             const std::string& key, std::size_t columns,
-                                            std::size_t sizes, const char* header) {
+                                            std::size_t sizes, const char* header, RowCheck check) {
   auto bad = [&](const YAML::Node& at, const std::string& message) {
     map.diagnostics().push_back(diagnostic_at(at, map.file(), key, message));
     return std::nullopt;
@@ -32,13 +37,16 @@ std::optional<std::vector<double>> read_row(const YAML::Node& row, StrictMap& ma
       return bad(cell, "times must be in (0, 3600) s, got " + cell.Scalar() + " " + header);
     out[i] = value;
   }
+  if (check) {
+    if (const std::string problem = check(out); !problem.empty()) return bad(row, problem + " " + header);
+  }
   return out;
 }
 
 // The rows of list `key` (absent: none), each parsed by read_row.
 template <typename Point, typename Make>
 std::vector<Point> read_rows(StrictMap& map, std::string_view key, std::size_t columns,
-                             std::size_t sizes, const char* header, Make make) {
+                             std::size_t sizes, const char* header, Make make, RowCheck check = nullptr) {
   std::vector<Point> out;
   const YAML::Node list = map.value(key);
   if (!list.IsDefined() || list.IsNull()) return out;
@@ -49,7 +57,7 @@ std::vector<Point> read_rows(StrictMap& map, std::string_view key, std::size_t c
     return out;
   }
   for (const YAML::Node& row : list)
-    if (auto values = read_row(row, map, name, columns, sizes, header)) out.push_back(make(*values));
+    if (auto values = read_row(row, map, name, columns, sizes, header, check)) out.push_back(make(*values));
   return out;
 }
 
@@ -58,6 +66,29 @@ std::vector<LinearPoint> read_linear(StrictMap& map, std::string_view key) {
       map, key, 6, 3,
       "[tokens, in_width, out_width, forward_s, input_gradient_s, weight_gradient_s]",
       [](const std::vector<double>& v) { return LinearPoint{v[0], v[1], v[2], v[3], v[4], v[5]}; });
+}
+
+// `attention:` rows are multi-head (kv_heads = heads); `attention_gqa:` rows
+// name their kv_heads, fewer than the heads and dividing them. An older profile
+// has no `attention_gqa:` key: all its attention is multi-head.
+std::vector<AttentionPoint> read_attention(StrictMap& map) {
+  std::vector<AttentionPoint> out = read_rows<AttentionPoint>(
+      map, "attention", 6, 4, "[batch, heads, seq, head_dim, forward_s, backward_s]",
+      [](const std::vector<double>& v) { return AttentionPoint{v[0], v[1], v[1], v[2], v[3], v[4], v[5]}; });
+  const std::vector<AttentionPoint> grouped = read_rows<AttentionPoint>(
+      map, "attention_gqa", 7, 5, "[batch, heads, kv_heads, seq, head_dim, forward_s, backward_s]",
+      [](const std::vector<double>& v) { return AttentionPoint{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}; },
+      [](const std::vector<double>& v) -> std::string {
+        if (attention_group_size(v[1], v[2]) > 1) return "";
+        char problem[160];
+        std::snprintf(problem, sizeof problem,
+                      "kv_heads (%g) must be fewer than heads (%g) and divide them (kv_heads = heads: a row of "
+                      "attention:)",
+                      v[2], v[1]);
+        return problem;
+      });
+  out.insert(out.end(), grouped.begin(), grouped.end());
+  return out;
 }
 
 std::vector<CollectivePoint> read_collective(StrictMap& map, std::string_view key) {
@@ -129,7 +160,7 @@ std::optional<ProfileFit> read_fit(StrictMap& map) {
 const std::vector<std::string_view>& measured_profile_keys() {
   static const std::vector<std::string_view> kKeys{
       "software", "measurement", "linear_bf16", "linear_fp8", "linear_bf16_epilogues",
-      "attention", "elementwise", "overheads", "nccl", "fit"};
+      "attention", "attention_gqa", "elementwise", "overheads", "nccl", "fit"};
   return kKeys;
 }
 
@@ -140,7 +171,7 @@ void read_measured_profile_part(StrictMap& map, CostProfile& p) {
   }
   bool any = false;
   for (std::string_view key : {"measurement", "linear_bf16", "linear_fp8", "linear_bf16_epilogues", "attention",
-                               "elementwise", "overheads", "nccl"})
+                               "attention_gqa", "elementwise", "overheads", "nccl"})
     any = any || map.has(key);
   p.fit = read_fit(map);
   if (!any) return;
@@ -156,9 +187,7 @@ void read_measured_profile_part(StrictMap& map, CostProfile& p) {
       [](const std::vector<double>& v) {
         return LinearEpiloguePoint{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
       });
-  t->attention = read_rows<AttentionPoint>(
-      map, "attention", 6, 4, "[batch, heads, seq, head_dim, forward_s, backward_s]",
-      [](const std::vector<double>& v) { return AttentionPoint{v[0], v[1], v[2], v[3], v[4], v[5]}; });
+  t->attention = read_attention(map);
   read_elementwise(map, *t);
   StrictMap o = map.child("overheads");
   if (o.is_map()) {

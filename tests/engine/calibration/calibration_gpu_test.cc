@@ -30,7 +30,7 @@ std::string config_dir() {
 CalibrationPlan tiny_plan() {
   CalibrationPlan plan;
   plan.linear = {{1024, 1024, 1024}, {2048, 2048, 2048}, {8192, 8192, 8192}};
-  plan.attention = {{1, 16, 512, 128}, {1, 16, 2048, 128}, {2, 16, 1024, 64}, {2, 16, 4096, 64}};
+  plan.attention = {{1, 16, 16, 512, 128}, {1, 16, 16, 2048, 128}, {2, 16, 16, 1024, 64}, {2, 16, 16, 4096, 64}};
   for (const std::string& k : elementwise_kernel_names()) {
     std::vector<ElementwiseShape> shapes = {{2048, 2048}, {32768, 2048}};  // 16x the bytes
     if (k == "rope_forward" || k == "rope_backward") shapes = {{2048, 6144}, {32768, 6144}};
@@ -109,6 +109,35 @@ TEST_F(CalibrationGpuTest, TinyCalibrationIsPositiveMonotoneAndNearThePeak) {
     EXPECT_GE(fraction, 0.40) << flops / t / 1e12 << " TFLOP/s of " << peak / 1e12;
     EXPECT_LE(fraction, 1.00) << flops / t / 1e12 << " TFLOP/s of " << peak / 1e12;
   }
+}
+
+// Grouped-query attention runs the engine's GQA kernels at the shape's kv_heads
+// and is written apart (attention_gqa). Llama 3.2 1B's 32 heads over 8 kv heads
+// (head_dim 64) at 4096 tokens, multi-head beside it, and at 32768 tokens (the
+// longest calibrate measures: 64x the 4096-token causal work per head).
+TEST_F(CalibrationGpuTest, GroupedQueryAttentionIsMeasuredAtItsKeyValueHeads) {
+  CalibrationPlan plan;
+  plan.attention = {{1, 32, 8, 4096, 64}, {1, 32, 32, 4096, 64}, {1, 32, 8, 32768, 64}};
+  plan.nccl = false;
+  CalibrationSettings settings;
+  settings.progress = false;
+  settings.command_line = "calibration_gpu_test";
+  std::ostringstream progress;
+  const MeasuredProfile p = run_calibration(plan, settings, progress);
+  ASSERT_EQ(p.attention.size(), 3u) << p.measurement.method;  // none refused by the launcher
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(p.attention[i].kv_heads, plan.attention[i].kv_heads);
+    EXPECT_GT(p.attention[i].forward_s, 0.0);
+    EXPECT_GT(p.attention[i].backward_s, p.attention[i].forward_s);
+  }
+  // 64x the work: at least 16x the time (saturated at both, up to launch effects).
+  EXPECT_GT(p.attention[2].forward_s, 16 * p.attention[0].forward_s);
+  EXPECT_GT(p.attention[2].backward_s, 16 * p.attention[0].backward_s);
+  const YAML::Node y = YAML::Load(profile_yaml(p));
+  ASSERT_EQ(y["attention"].size(), 1u);
+  ASSERT_EQ(y["attention_gqa"].size(), 2u);
+  EXPECT_EQ(y["attention_gqa"][0][2].as<int>(), 8);
+  EXPECT_EQ(y["attention_gqa"][1][3].as<int>(), 32768);
 }
 
 }  // namespace

@@ -50,10 +50,76 @@ TEST(CalibrationShapes, QuickIsASmallerSet) {
 TEST(CalibrationShapes, AttentionAsTheEngineRunsIt) {
   const std::vector<AttentionShape> a = attention_shapes(presets(), {});
   auto has_a = [&](AttentionShape s) { return std::find(a.begin(), a.end(), s) != a.end(); };
-  EXPECT_TRUE(has_a({4, 8, 2048, 128}));   // GPT-1.3B: 16 heads / tp 2, mbs 4
-  EXPECT_TRUE(has_a({8, 4, 8192, 128}));   // Llama 3 8B: 32 heads / tp 8, mbs 8
-  EXPECT_TRUE(has_a({32, 16, 512, 64}));   // grid: 16384 tokens at seq 512
-  EXPECT_TRUE(has_a({1, 64, 16384, 128}));
+  EXPECT_TRUE(has_a({4, 8, 8, 2048, 128}));   // GPT-1.3B: 16 heads / tp 2, mbs 4
+  EXPECT_TRUE(has_a({8, 4, 1, 8192, 128}));   // Llama 3 8B: 32 heads / tp 8, mbs 8
+  EXPECT_TRUE(has_a({32, 16, 16, 512, 64}));   // grid: 16384 tokens at seq 512
+  EXPECT_TRUE(has_a({1, 64, 64, 16384, 128}));
+}
+
+std::vector<sim::ModelConfig> with_llama32_1b() {
+  std::vector<sim::ModelConfig> m = presets();
+  m.push_back(sim::PresetCatalog(SEXTANT_TEST_CONFIG_DIR).model("llama3.2-1b"));
+  return m;
+}
+
+TEST(CalibrationShapes, AttentionAtEachModelsKeyValueHeads) {
+  const std::vector<AttentionShape> a = attention_shapes(with_llama32_1b(), {});
+  auto has_a = [&](AttentionShape s) { return std::find(a.begin(), a.end(), s) != a.end(); };
+  // Llama 3 8B (32 heads, 8 kv heads, seq 8192) split as the engine splits it: 32/8 at tp 1, 16/4 at tp 2.
+  EXPECT_TRUE(has_a({1, 32, 8, 8192, 128}));
+  EXPECT_TRUE(has_a({2, 16, 4, 8192, 128}));
+  EXPECT_FALSE(has_a({8, 32, 32, 8192, 128}));  // no longer measured as multi-head
+  // Llama 3.2 1B: 32 heads over 8 kv heads of 64 dimensions.
+  EXPECT_TRUE(has_a({4, 32, 8, 8192, 64}));
+  // GPT-1.3B stays multi-head.
+  EXPECT_TRUE(has_a({1, 16, 16, 2048, 128}));
+  for (const AttentionShape& s : a) {
+    EXPECT_GE(s.kv_heads, 1);
+    EXPECT_EQ(s.heads % s.kv_heads, 0) << s.heads << " / " << s.kv_heads;
+  }
+}
+
+TEST(CalibrationShapes, AttentionGridReachesContextParallelLengthsForEachGroupSize) {
+  const std::vector<AttentionShape> a = attention_shapes(presets(), {});
+  EXPECT_TRUE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_EQ(std::adjacent_find(a.begin(), a.end()), a.end());
+  auto has_a = [&](AttentionShape s) { return std::find(a.begin(), a.end(), s) != a.end(); };
+  for (const int head_dim : {64, 128})
+    for (const int heads : {16, 32, 64})
+      for (const int kv_heads : {heads, heads / 4, heads / 8}) {  // MHA, groups 4 and 8
+        // 32768 tokens at batch 1 (the longest): llama3.2-1b at 32k over cp 4 calls c = 4096 and 15.9k tokens.
+        EXPECT_TRUE(has_a({1, heads, kv_heads, 32768, head_dim})) << heads << "/" << kv_heads << " d" << head_dim;
+        EXPECT_TRUE(has_a({1, heads, kv_heads, 16384, head_dim}));
+        // 16384 tokens at seq 4096 (batch 4), and batch 1 there too (context parallelism's calls).
+        EXPECT_TRUE(has_a({4, heads, kv_heads, 4096, head_dim}));
+        EXPECT_TRUE(has_a({1, heads, kv_heads, 4096, head_dim}));
+        EXPECT_TRUE(has_a({32, heads, kv_heads, 512, head_dim}));
+      }
+  // Nothing longer than 32768 tokens, and the longest are batch 1.
+  for (const AttentionShape& s : a) {
+    EXPECT_LE(s.seq, 32768);
+    if (s.seq > 16384) {
+      EXPECT_EQ(s.batch, 1) << s.seq;
+    }
+  }
+  // 2 head dims x 3 head counts x 3 groups at batch 1 for 7 sequences (512..32768) and at
+  // batch 16384/seq for the 5 below 16384; the presets' shapes on this grid are grid points.
+  const auto grid_points = std::count_if(a.begin(), a.end(), [](const AttentionShape& s) {
+    return (s.heads == 16 || s.heads == 32 || s.heads == 64) && (s.batch == 1 || s.batch * s.seq == 16384);
+  });
+  EXPECT_EQ(grid_points, 7 * 2 * 3 * 3 + 5 * 2 * 3 * 3);
+}
+
+TEST(CalibrationShapes, QuickAttentionStillHasLlama32OneBGroupedAt32k) {
+  const std::vector<AttentionShape> quick = attention_shapes(presets(), {true});
+  auto has_q = [&](AttentionShape s) { return std::find(quick.begin(), quick.end(), s) != quick.end(); };
+  // Llama 3.2 1B's 32 heads over 8 kv heads (group 4), head_dim 64, at 32768 tokens, without naming the model.
+  EXPECT_TRUE(has_q({1, 32, 8, 32768, 64}));
+  EXPECT_TRUE(has_q({1, 32, 4, 32768, 64}));    // group 8
+  EXPECT_TRUE(has_q({1, 32, 32, 32768, 128}));  // multi-head
+  EXPECT_TRUE(has_q({2, 16, 4, 8192, 128}));    // seq x4: 512, 2048, 8192, 32768
+  EXPECT_FALSE(has_q({4, 16, 4, 4096, 128}));
+  EXPECT_FALSE(has_q({1, 64, 64, 32768, 128}));  // quick: heads 16 and 32 only
 }
 
 TEST(CalibrationShapes, ElementwiseGrids) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "sim/compute/gemm_time.h"
 
@@ -55,23 +57,45 @@ TEST(DerivedScalars, RecoversTheGemmConstantsOfTheSimulatorsFormula) {
       << s.gemm_efficiency.how;
 }
 
-TEST(DerivedScalars, RecoversTheFlashAttentionConstants) {
-  MeasuredProfile p;
-  p.overheads.graph_kernel_s = 2e-6;
-  // forward F = b·h·4·s²·d/2 at 989.4 TF x 0.6 x u/(u + 190), u = b·h·s/128; backward 2.5 F at 0.45.
+// Rows that follow the flash term exactly, kv_heads = heads / kv_divisor, times x slowdown:
+// forward F = b·h·4·s²·d/2 at 989.4 TF x 0.6 x u/(u + 190), u = b·h·s/128; backward 2.5 F at 0.45.
+std::vector<AttentionPoint> flash_rows(int kv_divisor, double slowdown) {
+  std::vector<AttentionPoint> rows;
   for (const int b : {1, 4})
     for (const int h : {8, 32})
       for (const int s : {512, 2048, 8192}) {
         const double flops = b * h * 4.0 * s * s * 128 / 2.0;
         const double u = b * h * s / 128.0;
         const double occupancy = u / (u + 190);
-        p.attention.push_back({b, h, s, 128, flops / (989.4e12 * 0.6 * occupancy) + 2e-6,
-                               2.5 * flops / (989.4e12 * 0.45 * occupancy) + 2e-6});
+        rows.push_back({b, h, h / kv_divisor, s, 128, slowdown * (flops / (989.4e12 * 0.6 * occupancy) + 2e-6),
+                        slowdown * (2.5 * flops / (989.4e12 * 0.45 * occupancy) + 2e-6)});
       }
+  return rows;
+}
+
+TEST(DerivedScalars, RecoversTheFlashAttentionConstants) {
+  MeasuredProfile p;
+  p.overheads.graph_kernel_s = 2e-6;
+  p.attention = flash_rows(1, 1.0);
   const ProfileScalars s = derive_scalars(p, h100_inputs());
   EXPECT_NEAR(s.flash_attention_forward_efficiency.value, 0.60, 1e-9);
   EXPECT_NEAR(s.flash_attention_backward_efficiency.value, 0.45, 1e-9);
   EXPECT_EQ(s.flash_attention_half_efficiency_tiles.value, 190);
+}
+
+// The flash term is the fallback for shapes no table covers and knows no
+// key/value heads: grouped-query rows (here 3x slower) leave the fit alone.
+TEST(DerivedScalars, FlashAttentionFitReadsOnlyMultiHeadRows) {
+  MeasuredProfile p;
+  p.overheads.graph_kernel_s = 2e-6;
+  p.attention = flash_rows(1, 1.0);
+  for (const AttentionPoint& a : flash_rows(4, 3.0)) p.attention.push_back(a);
+  const ProfileScalars s = derive_scalars(p, h100_inputs());
+  EXPECT_NEAR(s.flash_attention_forward_efficiency.value, 0.60, 1e-9);
+  EXPECT_NEAR(s.flash_attention_backward_efficiency.value, 0.45, 1e-9);
+  EXPECT_EQ(s.flash_attention_half_efficiency_tiles.value, 190);
+  EXPECT_NE(s.flash_attention_forward_efficiency.how.find("the 12 multi-head attention rows"), std::string::npos)
+      << s.flash_attention_forward_efficiency.how;
 }
 
 TEST(DerivedScalars, MemoryOverheadAndCopiedFields) {

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "sim/core/config_loader.h"
 #include "tests/support/temp_dir.h"
 
 namespace sextant::engine::calibration {
@@ -45,7 +46,7 @@ MeasuredProfile fixed_profile() {
   m.duration_s = "212";
   p.linear_bf16 = {{8192, 2048, 6144, 1.1e-4, 1.2e-4, 1.3e-4, 1.4e-4, 1.5e-4, 1.6e-4, 1.7e-4, 1.8e-4},
                    {512, 512, 512, 5.123456e-6, 6e-6, 7e-6, 8e-6, 9e-6, 1e-5, 1.1e-5, 1.2e-5}};
-  p.attention = {{4, 16, 2048, 128, 2.0e-4, 5.0e-4}};
+  p.attention = {{4, 16, 16, 2048, 128, 2.0e-4, 5.0e-4}};
   p.elementwise = {{"layernorm_forward", {{8192, 2048, 1.5e-5}}}, {"adamw", {{1, 1048576, 4e-5}}}};
   p.overheads = {2.0e-6, 1.0e-6, 1.0e-5, 1.0e-4};
   p.nccl.all_reduce = {{2, 4096, 2.5e-5}};
@@ -132,6 +133,54 @@ TEST(ProfileWriter, TextParsesBackToTheSameValues) {
   EXPECT_DOUBLE_EQ(y["elementwise"]["adamw"][0][2].as<double>(), 4e-5);
   EXPECT_DOUBLE_EQ(y["gemm_tile_n"].as<double>(), 256);
   EXPECT_EQ(y["nccl"]["send_recv"].size(), 0u);
+}
+
+// Grouped-query points go to their own table, after the multi-head one, with their kv_heads.
+TEST(ProfileWriter, WritesGroupedQueryAttentionApart) {
+  MeasuredProfile p = fixed_profile();
+  p.attention = {{1, 32, 8, 32768, 64, 1.25e-2, 4.5e-2},
+                 {4, 16, 16, 2048, 128, 2.0e-4, 5.0e-4},
+                 {2, 16, 2, 8192, 128, 1.0e-3, 3.0e-3}};
+  const std::string yaml = profile_yaml(p);
+  const std::string expected =
+      "attention:  # [batch, heads, seq, head_dim, forward_s, backward_s]\n"
+      "  - [4, 16, 2048, 128, 2.000e-04, 5.000e-04]\n"
+      "attention_gqa:  # [batch, heads, kv_heads, seq, head_dim, forward_s, backward_s]\n"
+      "  - [1, 32, 8, 32768, 64, 1.250e-02, 4.500e-02]\n"
+      "  - [2, 16, 2, 8192, 128, 1.000e-03, 3.000e-03]\n"
+      "elementwise:\n";
+  EXPECT_NE(yaml.find(expected), std::string::npos) << yaml;
+}
+
+// The writer's text is what sim/'s reader takes: every attention row comes back
+// with its kv_heads, and the simulator keeps one table per group size.
+TEST(ProfileWriter, GroupedQueryAttentionRoundTripsThroughTheSimulatorsReader) {
+  MeasuredProfile p = fixed_profile();
+  p.attention = {{4, 16, 16, 2048, 128, 2.0e-4, 5.0e-4},
+                 {1, 32, 8, 32768, 64, 1.25e-2, 4.5e-2},
+                 {2, 16, 2, 8192, 128, 1.0e-3, 3.0e-3}};
+  const sim::CostProfile read = sim::load_profile_text(profile_yaml(p), "written.yaml");
+  ASSERT_TRUE(read.tables);
+  const std::vector<sim::AttentionPoint>& a = read.tables->attention;
+  ASSERT_EQ(a.size(), 3u);
+  // Multi-head rows first (kv_heads = heads), then the grouped ones in the order written.
+  EXPECT_EQ(a[0].heads, 16);
+  EXPECT_EQ(a[0].kv_heads, 16);
+  EXPECT_EQ(a[1].heads, 32);
+  EXPECT_EQ(a[1].kv_heads, 8);
+  EXPECT_EQ(a[1].seq, 32768);
+  EXPECT_EQ(a[1].head_dim, 64);
+  EXPECT_DOUBLE_EQ(a[1].forward_s, 1.25e-2);
+  EXPECT_DOUBLE_EQ(a[1].backward_s, 4.5e-2);
+  EXPECT_EQ(a[2].kv_heads, 2);
+  EXPECT_DOUBLE_EQ(a[2].backward_s, 3.0e-3);
+  // Tables for groups 1 (multi-head), 4 (32/8) and 8 (16/2).
+  const auto& tables = read.tables->lookup.attention;
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_TRUE(tables.count(1) && tables.count(4) && tables.count(8));
+  const auto at_point = tables.at(4).lookup({1, 32, 32768, 64}, 1.0 * 32 * 32768.0 * 32768.0 * 64);
+  ASSERT_TRUE(at_point);
+  EXPECT_NEAR((*at_point)[1], 4.5e-2, 1e-12 * 4.5e-2);  // the measured time at a measured point
 }
 
 TEST(ProfileWriter, WritesAtomicallyAndLeavesNoTemporaryFile) {

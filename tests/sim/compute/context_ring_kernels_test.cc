@@ -73,7 +73,7 @@ TEST(ContextRingKernels, EngineLayerCostsTheRingUnderP2p) {
   l.cp_comm_type = CpCommType::kAllGather;
   const PassTime gather = layer_time(m, l, f.rates(), false);
   EXPECT_EQ(gather.ring_forward.step_s, 0.0);
-  const AttentionTimes calls = all_gather_attention_times(1, 16, 32768, 128, 4, f.rates());
+  const AttentionTimes calls = all_gather_attention_times(1, 16, 16, 32768, 128, 4, f.rates());
   EXPECT_DOUBLE_EQ(gather.attention_core_run_forward_s, calls.forward_s);
   // Its chunk 2cp−1 call is c·sqrt(4cp − 1) tokens' square causal call.
   EXPECT_NEAR(calls.forward_s, forward_call(4096.0 * 4096 / 2) + forward_call(4096.0 * 4096 * 7.5), 1e-9);

@@ -93,6 +93,55 @@ TEST(ProfileTablesLoader, NamesUnknownKeysAndBadRowsWithTheirPosition) {
             "graph_kernel_s, graph_launch_s, host_step_s");
 }
 
+// attention_gqa: optional rows naming their kv_heads; one lookup table per group size.
+TEST(ProfileTablesLoader, ReadsGroupedQueryAttentionRows) {
+  const CostProfile p = load_profile_text(std::string(kScalars) + R"y(software: sextant-engine
+attention:
+  - [1, 32, 4096, 64, 1.0e-3, 3.0e-3]
+attention_gqa:
+  - [1, 32, 8, 4096, 64, 1.1e-3, 4.0e-3]
+  - [1, 64, 8, 4096, 128, 2.0e-3, 6.0e-3]
+)y", "p.yaml");
+  ASSERT_TRUE(p.tables);
+  const std::vector<AttentionPoint>& a = p.tables->attention;
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].kv_heads, 32);  // an attention: row is multi-head
+  EXPECT_EQ(a[1].kv_heads, 8);
+  EXPECT_EQ(a[1].seq, 4096);
+  EXPECT_DOUBLE_EQ(a[1].backward_s, 4.0e-3);
+  EXPECT_EQ(a[2].heads, 64);
+  EXPECT_EQ(a[2].kv_heads, 8);
+  const auto& tables = p.tables->lookup.attention;
+  ASSERT_EQ(tables.size(), 3u);  // groups 1, 4 (32/8) and 8 (64/8)
+  EXPECT_EQ(tables.begin()->first, 1);
+  EXPECT_EQ(tables.rbegin()->first, 8);
+}
+
+// Every profile written before attention_gqa existed loads as it did: all its rows multi-head.
+TEST(ProfileTablesLoader, ProfilesWithoutGroupedRowsHaveOnlyTheMultiHeadTable) {
+  const CostProfile p = load_profile_file(std::string(SEXTANT_TEST_CONFIG_DIR) +
+                                          "/profiles/measured/h200-sxm-141gb.yaml");
+  ASSERT_TRUE(p.tables);
+  EXPECT_EQ(p.tables->attention.size(), 73u);
+  for (const AttentionPoint& a : p.tables->attention) EXPECT_EQ(a.kv_heads, a.heads);
+  ASSERT_EQ(p.tables->lookup.attention.size(), 1u);
+  EXPECT_EQ(p.tables->lookup.attention.begin()->first, 1);
+}
+
+TEST(ProfileTablesLoader, GroupedRowsNeedFewerKeyValueHeadsThatDivideTheHeads) {
+  EXPECT_EQ(error_of(std::string(kScalars) + "attention_gqa:\n  - [1, 32, 32, 4096, 64, 1e-3, 3e-3]\n"),
+            "p.yaml:19:5: attention_gqa: kv_heads (32) must be fewer than heads (32) and divide them "
+            "(kv_heads = heads: a row of attention:) [batch, heads, kv_heads, seq, head_dim, forward_s, "
+            "backward_s]");
+  EXPECT_EQ(error_of(std::string(kScalars) + "attention_gqa:\n  - [1, 32, 5, 4096, 64, 1e-3, 3e-3]\n"),
+            "p.yaml:19:5: attention_gqa: kv_heads (5) must be fewer than heads (32) and divide them "
+            "(kv_heads = heads: a row of attention:) [batch, heads, kv_heads, seq, head_dim, forward_s, "
+            "backward_s]");
+  EXPECT_EQ(error_of(std::string(kScalars) + "attention_gqa:\n  - [1, 32, 8, 4096, 64, 1e-3]\n"),
+            "p.yaml:19:5: attention_gqa: expected a row of 7 numbers [batch, heads, kv_heads, seq, head_dim, "
+            "forward_s, backward_s]");
+}
+
 }  // namespace
 }  // namespace sextant::sim
 
