@@ -14,7 +14,8 @@
 #   runs named ..._p2p); default all_gather. E.g. CP_COMM_TYPES="all_gather p2p".
 # ckpt: a cp=2 x dp=2 ZeRO-1 checkpoint loaded into cp=4 and into one GPU (steps 4-5 within 1e-3).
 # speed: llama3.2-1b at 32k (cp=1 on one GPU, cp=2 dp=2 and cp=4 on all) and at 128k (cp=4), with
-#   --compare against the event simulator at the node's measured profile: tokens/s, step, peak memory.
+#   --compare against the event simulator at the node's measured profile (CP_PROFILE: another):
+#   tokens/s, step, peak memory; each variant of CP_COMM_TYPES (default all_gather; p2p runs end _p2p).
 # torch: PyTorch's context parallelism (tools/bench/torch_context_parallel.py under torchrun) at the
 #   same shapes, for tokens/s beside the engine's.
 # A table of every run ends the output; each run's JSON and log are in OUT_DIR.
@@ -109,19 +110,25 @@ if wants ckpt; then
   python3 tools/bench/loss_parity.py resume "$out" ckpt_saved ckpt_to_cp4 ckpt_to_one_gpu | tee "$out/ckpt.txt"
 fi
 
+# CP_PROFILE: the profile --compare simulates with (default: the node's committed measured one).
 profile=configs/profiles/measured/h100-sxm-80gb.yaml
 grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb.yaml
+profile=${CP_PROFILE:-$profile}
 if wants speed; then
   # 10 steps (a step is seconds long at these lengths). llama3.2-1b's 128,256-entry vocabulary
   # caps a rank at 16,743 tokens (the logits' 2^31 elements, transformer_shape_problems), so
   # 32k runs at cp >= 2 and 128k uses gpt-1.3b (50,304 entries) at cp=4 with full recomputation.
   args=(--steps 10 --compare --profile "$profile" "${common[@]}")
-  run speed_llama_32k_cp2dp2 --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
-    --layout cp=2,dp=2,mbs=1,gbs=4 "${args[@]}"
-  run speed_llama_32k_cp4 --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
-    --layout cp=4,mbs=1,gbs=4 "${args[@]}"
-  run speed_gpt_128k_cp4 --model gpt-1.3b --seq-length 131072 --nproc-per-node 4 \
-    --layout cp=4,mbs=1,gbs=1,recompute=full --steps 5 --compare --profile "$profile" "${common[@]}"
+  for type in ${CP_COMM_TYPES:-all_gather}; do
+    knob="" suffix=""
+    [[ $type == all_gather ]] || knob=",cp_comm_type=$type" suffix="_$type"
+    run "speed_llama_32k_cp2dp2$suffix" --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
+      --layout "cp=2,dp=2,mbs=1,gbs=4$knob" "${args[@]}"
+    run "speed_llama_32k_cp4$suffix" --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
+      --layout "cp=4,mbs=1,gbs=4$knob" "${args[@]}"
+    run "speed_gpt_128k_cp4$suffix" --model gpt-1.3b --seq-length 131072 --nproc-per-node 4 \
+      --layout "cp=4,mbs=1,gbs=1,recompute=full$knob" --steps 5 --compare --profile "$profile" "${common[@]}"
+  done
 fi
 
 if wants torch; then
