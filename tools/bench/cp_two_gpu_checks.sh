@@ -7,8 +7,10 @@
 #    OUT_DIR/profile.yaml (skipped when CALIBRATE=0).
 # 2. Parity through NCCL: llama3.2-1b at 16k tokens, 20 steps, mbs 1, gbs 4: one GPU, then cp=2 with the
 #    ring (cp_comm_type=p2p) and with the all-gather core; losses against the one-GPU run's.
+#    (PARITY=0 skips it.)
 # 3. Speed: llama3.2-1b at 32k tokens, cp=2, gbs 2, 10 steps, both variants, `--compare` against the
-#    committed measured profile (old) and the one just calibrated (new).
+#    committed measured profile (old) and the one just calibrated (new); gpt-1.3b at 64k tokens, cp=2,
+#    full recomputation, 5 steps, both variants against the new profile.
 # A table of the speed runs ends the output; every run's JSON and log are in OUT_DIR.
 set -uo pipefail
 build=${1:?usage: cp_two_gpu_checks.sh BUILD_DIR OUT_DIR}
@@ -36,12 +38,14 @@ if [[ ${CALIBRATE:-1} == 1 ]]; then
   [[ -f $out/profile.yaml ]] && profile=$out/profile.yaml
 fi
 
+if [[ ${PARITY:-1} == 1 ]]; then
 args=(--model llama3.2-1b --seq-length 16384 --steps 20 "${common[@]}")
 run parity_single --layout mbs=1,gbs=4 "${args[@]}"
 run parity_cp2_p2p --nproc-per-node 2 --layout cp=2,mbs=1,gbs=4,cp_comm_type=p2p "${args[@]}"
 run parity_cp2_all_gather --nproc-per-node 2 --layout cp=2,mbs=1,gbs=4,cp_comm_type=all_gather "${args[@]}"
 python3 tools/bench/loss_parity.py parity "$out" parity_single=parity_cp2_p2p,parity_cp2_all_gather |
   tee "$out/parity.txt"
+fi
 
 for type in all_gather p2p; do
   for which in old new; do
@@ -50,6 +54,10 @@ for type in all_gather p2p; do
     run "speed_llama_32k_cp2_${type}_$which" --model llama3.2-1b --seq-length 32768 --nproc-per-node 2 \
       --layout "cp=2,mbs=1,gbs=2,cp_comm_type=$type" --steps 10 --compare --profile "$p" "${common[@]}"
   done
+  # Multi-head attention at head_dim 128 (the Hopper kernels), 32k tokens a rank, full recomputation.
+  run "speed_gpt_64k_cp2_${type}_new" --model gpt-1.3b --seq-length 65536 --nproc-per-node 2 \
+    --layout "cp=2,mbs=1,gbs=1,recompute=full,cp_comm_type=$type" --steps 5 --compare --profile "$profile" \
+    "${common[@]}"
 done
 python3 - "$out" <<'PY' | tee "$out/speed.txt"
 import json, sys, pathlib
