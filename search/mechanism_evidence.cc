@@ -72,11 +72,11 @@ const std::vector<Mechanism>& layout_mechanisms() {
        "dp=2,grad_reduce_in_fp32=0,mbs=1,gbs=2"},
       // Context parallelism: Megatron-Core's default ring (p2p), which NeMo's and
       // Megatron-LM's Llama 3 runs use at cp=2, is executed by the engine (the K/V
-      // ring core, issue 26) with no measurement yet; the all-gather variant is
-      // executed and measured at 16k-128k on 4 H200s.
+      // ring core, issue 26) and measured at cp=2 on 2 H200s (16k-64k tokens); the
+      // all-gather variant is executed and measured at 16k-128k on 4 H200s.
       {"cp>1 cp_comm_type=p2p",
        [](const ParallelLayout& l) { return l.cp > 1 && l.cp_comm_type == sim::CpCommType::kP2p; },
-       {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "", true,
+       {"nemo2407_LLAMA3-8B_8gpus", "megatron_examples_llama_LLAMA3-405B_1024gpus"}, "2026-11-28-h200-cp-ring", true,
        "cp=2,cp_comm_type=p2p,mbs=1,gbs=1"},
       {"cp>1 cp_comm_type=all_gather",
        [](const ParallelLayout& l) { return l.cp > 1 && l.cp_comm_type == sim::CpCommType::kAllGather; },
