@@ -66,10 +66,6 @@ void accumulate_bf16_rows(float* dst, const Bf16* src, const RowBlock& b, bool o
   launch(dst, reinterpret_cast<const __nv_bfloat16*>(src), b, !overwrite, "accumulate_bf16_rows", stream);
 }
 
-void accumulate_fp32_rows(float* dst, const float* src, const RowBlock& b, bool overwrite, cudaStream_t stream) {
-  launch(dst, src, b, !overwrite, "accumulate_fp32_rows", stream);
-}
-
 void store_bf16_rows(Bf16* dst, const float* src, const RowBlock& b, cudaStream_t stream) {
   launch(reinterpret_cast<__nv_bfloat16*>(dst), src, b, false, "store_bf16_rows", stream);
 }

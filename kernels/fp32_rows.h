@@ -30,8 +30,6 @@ std::string row_block_problem(const RowBlock& b);
 
 /// dst[r, c] (fp32) += src[r, c] (bf16), or = when `overwrite`.
 void accumulate_bf16_rows(float* dst, const Bf16* src, const RowBlock& b, bool overwrite, cudaStream_t stream);
-/// dst[r, c] (fp32) += src[r, c] (fp32), or = when `overwrite`.
-void accumulate_fp32_rows(float* dst, const float* src, const RowBlock& b, bool overwrite, cudaStream_t stream);
 /// dst[r, c] (bf16) = src[r, c] (fp32) rounded to nearest even; only the
 /// `width` columns of each dst row are written.
 void store_bf16_rows(Bf16* dst, const float* src, const RowBlock& b, cudaStream_t stream);

@@ -54,24 +54,6 @@ TEST_P(Fp32RowsTest, AccumulatesBf16Rows) {
   }
 }
 
-TEST_P(Fp32RowsTest, AccumulatesFp32Rows) {
-  const RowBlock b = GetParam();
-  const std::size_t dst_stride = stride_of(b.dst_row_stride, b.width), src_stride = stride_of(b.src_row_stride, b.width);
-  const std::vector<float> dst0 = testing::random_float(rng(), b.rows * dst_stride, 0.0, 1.0);
-  const std::vector<float> src = testing::random_float(rng(), b.rows * src_stride, 0.0, 1.0);
-  for (const bool overwrite : {false, true}) {
-    DeviceBuffer<float> d_dst(dst0), d_src(src);
-    accumulate_fp32_rows(d_dst.get(), d_src.get(), b, overwrite, nullptr);
-    std::vector<float> want = dst0;
-    for (long long r = 0; r < b.rows; ++r)
-      for (int c = 0; c < b.width; ++c) {
-        float& d = want[r * dst_stride + c];
-        d = overwrite ? src[r * src_stride + c] : d + src[r * src_stride + c];
-      }
-    EXPECT_EQ(differing(d_dst.download(), want), 0u) << "overwrite " << overwrite;
-  }
-}
-
 TEST_P(Fp32RowsTest, StoresBf16RowsRoundedToNearestEven) {
   const RowBlock b = GetParam();
   const std::size_t dst_stride = stride_of(b.dst_row_stride, b.width), src_stride = stride_of(b.src_row_stride, b.width);
