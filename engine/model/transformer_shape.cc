@@ -77,8 +77,11 @@ std::vector<std::string> transformer_shape_problems(const TransformerShape& s,
        "cp = " + std::to_string(s.cp) + " with MoE layers: context parallelism of MoE models is not executed yet");
   need(s.micro_batch >= 1, "micro-batch size must be at least 1");
   need(s.seq >= 1, "sequence length must be at least 1");
-  // Kernels index rows with int: tokens x the widest row must stay below 2^31.
-  const std::int64_t widest = std::max<std::int64_t>({s.vocab, s.qkv_width(), s.fc1_width()});
+  // The layer kernels index rows with int: tokens x the widest layer row must stay below
+  // 2^31. The output layer's (tokens, vocab) logits are not bound by it: the cross entropy
+  // kernels (kernels/cross_entropy.cu, kernels/vocab_parallel_cross_entropy.cu) offset rows
+  // in 64 bits and cuBLASLt takes 64-bit matrix layouts (cublasLtMatrixLayoutCreate).
+  const std::int64_t widest = std::max<std::int64_t>(s.qkv_width(), s.fc1_width());
   need(s.tokens() * widest <= std::numeric_limits<int>::max(),
        "micro-batch x sequence (" + std::to_string(s.tokens()) + " tokens) x the widest row (" +
            std::to_string(widest) + ") exceeds 2^31 elements; lower the micro-batch");

@@ -118,5 +118,51 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CrossEntropyTest,
                                            Shape{4, 128256}),
                          shape_name);
 
+// Logits of more than 2^31 elements (16,800 tokens x Llama 3's 128,256 entries:
+// 2.15e9; the engine's shape check no longer bounds tokens x vocab): the rows
+// past element 2^31 must be read and written at their 64-bit offsets. Only the
+// first row and the last three carry random logits and targets (the rest are
+// zero and ignored, so the 4.3 GB buffer needs no upload); the checked rows are
+// compared with the reference, in place as the output layer runs it.
+class CrossEntropyLargeTest : public testing::GpuTest {};
+
+TEST_F(CrossEntropyLargeTest, RowsPastTwoToThe31stElementsMatchReference) {
+  constexpr int kRows = 16800, kVocab = 128256;
+  const std::size_t n = static_cast<std::size_t>(kRows) * kVocab;
+  ASSERT_GT(n, std::size_t{1} << 31);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  SEXTANT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  if (free_bytes < n * sizeof(Bf16) + (std::size_t{1} << 30))
+    GTEST_SKIP() << "needs " << n * sizeof(Bf16) / (1 << 20) << " MiB of GPU memory";
+  const std::vector<int> checked = {0, kRows - 3, kRows - 2, kRows - 1};
+  ASSERT_GT(static_cast<std::size_t>(checked[1]) * kVocab, std::size_t{1} << 31);
+  DeviceBuffer<Bf16> d_logits(n);
+  SEXTANT_CUDA_CHECK(cudaMemset(d_logits.get(), 0, n * sizeof(Bf16)));
+  std::vector<std::int32_t> targets(kRows, -1);
+  std::vector<std::vector<Bf16>> rows;
+  for (int i = 0; i < static_cast<int>(checked.size()); ++i) {
+    rows.push_back(testing::random_bf16(rng(), kVocab, 0.0, 3.0));
+    targets[checked[i]] = i == 1 ? kVocab - 1 : static_cast<std::int32_t>(rng()() % kVocab);
+    SEXTANT_CUDA_CHECK(cudaMemcpy(d_logits.get() + static_cast<std::size_t>(checked[i]) * kVocab,
+                                  rows.back().data(), kVocab * sizeof(Bf16), cudaMemcpyHostToDevice));
+  }
+  DeviceBuffer<std::int32_t> d_targets(targets);
+  DeviceBuffer<float> d_losses(kRows);
+  const float grad_scale = 1.0f / 4096.0f;
+  softmax_cross_entropy(d_losses.get(), d_logits.get(), d_logits.get(), d_targets.get(), kRows, kVocab,
+                        grad_scale, nullptr);
+  const std::vector<float> losses = d_losses.download();
+  for (int i = 0; i < static_cast<int>(checked.size()); ++i) {
+    const int row = checked[i];
+    const Reference want = reference(to_double(rows[i]), {targets[row]}, 1, kVocab, grad_scale);
+    std::vector<Bf16> got(kVocab);
+    SEXTANT_CUDA_CHECK(cudaMemcpy(got.data(), d_logits.get() + static_cast<std::size_t>(row) * kVocab,
+                                  kVocab * sizeof(Bf16), cudaMemcpyDeviceToHost));
+    EXPECT_TRUE(all_close({static_cast<double>(losses[row])}, want.losses, 1e-5, 1e-5)) << "loss of row " << row;
+    EXPECT_TRUE(all_close(to_double(got), want.dlogits, 1e-2, 1e-6 * grad_scale)) << "dlogits of row " << row;
+  }
+  EXPECT_EQ(losses[1], 0.0f) << "an ignored row's loss";
+}
+
 }  // namespace
 }  // namespace sextant::kernels

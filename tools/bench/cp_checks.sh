@@ -85,7 +85,7 @@ if wants parity; then
     done
   done
   groups=()
-  for model in llama3.2-1b gpt-350m; do
+  for model in ${PARITY_MODELS:-llama3.2-1b gpt-350m}; do
     runs=""
     for type in ${CP_COMM_TYPES:-all_gather}; do
       suffix=""
@@ -115,19 +115,25 @@ profile=configs/profiles/measured/h100-sxm-80gb.yaml
 grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb.yaml
 profile=${CP_PROFILE:-$profile}
 if wants speed; then
-  # 10 steps (a step is seconds long at these lengths). llama3.2-1b's 128,256-entry vocabulary
-  # caps a rank at 16,743 tokens (the logits' 2^31 elements, transformer_shape_problems), so
-  # 32k runs at cp >= 2 and 128k uses gpt-1.3b (50,304 entries) at cp=4 with full recomputation.
+  # 10 steps (a step is seconds long at these lengths); llama3.2-1b at 32k on one GPU (cp=1, the
+  # baseline), cp=2 dp=2 and cp=4, and at 128k cp=4; gpt-1.3b at 128k cp=4 with full
+  # recomputation. SPEED_RUNS: a subset of the names (default all).
   args=(--steps 10 --compare --profile "$profile" "${common[@]}")
+  speed_wanted() { [[ -z ${SPEED_RUNS:-} || " $SPEED_RUNS " == *" $1 "* ]]; }
+  speed_wanted llama_32k_cp1 && run speed_llama_32k_cp1 --model llama3.2-1b --seq-length 32768 \
+    --layout mbs=1,gbs=4 "${args[@]}"
   for type in ${CP_COMM_TYPES:-all_gather}; do
     knob="" suffix=""
     [[ $type == all_gather ]] || knob=",cp_comm_type=$type" suffix="_$type"
-    run "speed_llama_32k_cp2dp2$suffix" --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
-      --layout "cp=2,dp=2,mbs=1,gbs=4$knob" "${args[@]}"
-    run "speed_llama_32k_cp4$suffix" --model llama3.2-1b --seq-length 32768 --nproc-per-node 4 \
-      --layout "cp=4,mbs=1,gbs=4$knob" "${args[@]}"
-    run "speed_gpt_128k_cp4$suffix" --model gpt-1.3b --seq-length 131072 --nproc-per-node 4 \
-      --layout "cp=4,mbs=1,gbs=1,recompute=full$knob" --steps 5 --compare --profile "$profile" "${common[@]}"
+    speed_wanted llama_32k_cp2dp2 && run "speed_llama_32k_cp2dp2$suffix" --model llama3.2-1b --seq-length 32768 \
+      --nproc-per-node 4 --layout "cp=2,dp=2,mbs=1,gbs=4$knob" "${args[@]}"
+    speed_wanted llama_32k_cp4 && run "speed_llama_32k_cp4$suffix" --model llama3.2-1b --seq-length 32768 \
+      --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=4$knob" "${args[@]}"
+    speed_wanted llama_128k_cp4 && run "speed_llama_128k_cp4$suffix" --model llama3.2-1b --seq-length 131072 \
+      --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=1$knob" --steps 5 --compare --profile "$profile" "${common[@]}"
+    speed_wanted gpt_128k_cp4 && run "speed_gpt_128k_cp4$suffix" --model gpt-1.3b --seq-length 131072 \
+      --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=1,recompute=full$knob" --steps 5 --compare --profile "$profile" \
+      "${common[@]}"
   done
 fi
 

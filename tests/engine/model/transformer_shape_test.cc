@@ -116,3 +116,24 @@ TEST(TransformerShape, MultiHeadLatentAttentionIsRefusedNamingIt) {
 
 }  // namespace
 }  // namespace sextant::engine
+
+namespace sextant::engine {
+namespace {
+
+// The logits (tokens, vocab) may pass 2^31 elements (the cross entropy offsets
+// rows in 64 bits); the layers' rows may not. gpt_like's fc1 row is 8192 wide:
+// 7 x 32,768 tokens fit (1.9e9 elements), 8 reach 2^31 and do not.
+TEST(TransformerShape, TokensAreBoundByTheWidestLayerRowNotTheVocabulary) {
+  sim::ModelConfig m = gpt_like();
+  m.vocab_size = 128256;  // Llama 3's: 32,768 tokens x 128,256 = 4.2e9 logits
+  EXPECT_TRUE(transformer_shape_problems(transformer_shape_of(m, 1, 32768), m).empty());
+  EXPECT_TRUE(transformer_shape_problems(transformer_shape_of(m, 7, 32768), m).empty());
+  const std::vector<std::string> problems = transformer_shape_problems(transformer_shape_of(m, 8, 32768), m);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0],
+            "micro-batch x sequence (262144 tokens) x the widest row (8192) exceeds 2^31 elements; lower the "
+            "micro-batch");
+}
+
+}  // namespace
+}  // namespace sextant::engine
