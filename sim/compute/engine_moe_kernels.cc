@@ -20,7 +20,8 @@
 //   row counts          cudaMemcpyAsync of E int32 to the host and
 //                       cudaStreamSynchronize: cuBLAS takes the sizes on the host
 //   --- host sync ---
-//   moe_permute_forward reads x (T, h), writes the permuted rows (T·k, h)
+//   moe_permute_forward zeroes the padding rows of each expert's block, then
+//                       reads x (T, h), writes the permuted rows (T·k, h)
 //   [ep > 1: the rows' exchange, then moe_sort_chunks to expert-major (Q, h)]
 //   fc1                 per expert (n, fc1) = (n, h) · W1_e^T
 //   activation          SwiGLU (Q, 2f) -> (Q, f), or GELU (Q, f)
@@ -29,7 +30,7 @@
 //   moe_unpermute_forward  y (T, h) = residual + Σ_k weight · expert row: reads
 //                       (P, h), the residual (T, h) and the weights, writes (T, h)
 // Backward:
-//   moe_unpermute_backward  reads dy (T, h) and the expert rows (P, h), writes
+//   moe_unpermute_backward  zeroes the padding rows, reads dy (T, h) and the expert rows (P, h), writes
 //                       their gradient (P, h) and the weights' (T, k) fp32
 //   fc2                 input gradient (n, f) and weight gradient (h x f per expert, fp32)
 //   activation backward (P, f)
@@ -53,7 +54,8 @@
 // block and norm2 (DenseLaunches, their GPU time and launch count), then the
 // kernels up to its sync. Each launch costs the host host_launch_s (the
 // measured stream launch gap), a cuBLASLt product of the loop backend
-// kLoopHostPerProductS. The backward has no sync (the row counts are kept from
+// kLoopHostPerProductS, a grouped call its library's own host time
+// (kGroupedCallHostS) beside its table fills. The backward has no sync (the row counts are kept from
 // the forward): its launches are bounded by the host's and the GPU's sums
 // (time_host_or_gpu_bound_s). What the host leaves the GPU idle is added to the
 // block's forward and backward.
@@ -111,6 +113,15 @@ struct GroupedTiles {
 };
 constexpr GroupedTiles kGroupedForwardTiles{64, 128, 8e-6};
 constexpr GroupedTiles kGroupedWeightGradientTiles{128, 128, 6e-6};
+// The host's time in one cublasGemmGroupedBatchedEx call (the pointer-table
+// fills are launches of their own): median host_us of
+// reports/measurements/2026-11-27-h100-moe-engine/grouped-gemm-probe/grouped_sweep.csv
+// over its five expert shapes and 16-2048 rows, 8.6 us at 8 experts and 15.8 us
+// at 128 (all three products alike), a line through the two: the library
+// builds its per-group arguments on the host, beyond the one stream launch
+// (host_launch_s, 3.9 us on the H100 profile) a kernel costs.
+constexpr double kGroupedCallHostS = 8.1e-6;
+constexpr double kGroupedCallHostPerExpertS = 0.06e-6;
 // The engine rounds each expert's rows up to a multiple of 8 (moe_layer.cc):
 // 3.5 rows more per expert on average.
 constexpr double kMeanPaddingRows = 3.5;
@@ -195,6 +206,7 @@ ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double r
   e.staging_add_s = staging_add;
   const double host = product_launches(e.backend, experts) * host_launch_s(r);
   e.host = {host, host, host + host_launch_s(r)};
+  e.library_host_s = std::max(0.0, kGroupedCallHostS + kGroupedCallHostPerExpertS * experts - host_launch_s(r));
   return e;
 }
 
@@ -248,6 +260,11 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
   const ExpertLinearTimes g1 = engine_expert_linear_times(backend, n, h, fc1, E_local, r);
   const ExpertLinearTimes g2 = engine_expert_linear_times(backend, n, f, h, E_local, r);
   Launches after;
+  // zero_padding_kernel (kernels/moe_permute.cu, run by moe_permute_forward and
+  // moe_unpermute_backward): the rows padding each expert's block to a multiple
+  // of 8 set to zero, 2 bytes per element; each source pads all E experts' blocks.
+  const double zero_padding = untabled_memory_kernel_s(2.0 * E * kMeanPaddingRows * h, r);
+  after.add("zero_padding_kernel", zero_padding, host);
   // moe_permute_forward: x (T, h) and the rows (4 bytes per pair) in, the pairs' rows out.
   after.add("permute_forward_kernel", untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * pairs * h, r),
             host);
@@ -258,12 +275,12 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
     after.add("moe_sort_chunks", sort, host);
   }
   const double launches = product_launches(g1.backend, E_local);  // g2's backend is g1's: same rows
-  after.add_product(gemm, g1.gpu.forward_s, g1.host.forward_s, launches);
+  after.add_product(gemm, g1.gpu.forward_s, g1.host.forward_s + g1.library_host_s, launches);
   const double activation_forward =
       shape.gelu ? untabled_memory_kernel_s(4.0 * P * f, r)  // GELU: read and write (P, f)
                  : elementwise_time_s(K::kSwigluForward, P, f, 6.0 * P * f, r);
   after.add(shape.gelu ? "gelu_forward" : "swiglu_forward_kernel", activation_forward, host);
-  after.add_product(gemm, g2.gpu.forward_s, g2.host.forward_s, launches);
+  after.add_product(gemm, g2.gpu.forward_s, g2.host.forward_s + g2.library_host_s, launches);
   if (shape.ep > 1) {  // sorted back by source, then the exchange back
     after.add("moe_sort_chunks", sort, host);
     after.add("ep exchange", 0.0, host);
@@ -279,6 +296,7 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
 
   // Backward.
   Launches back;
+  back.add("zero_padding_kernel", zero_padding, host);
   // moe_unpermute_backward: dy (T, h), the pairs' expert rows, rows and weights in;
   // their gradient and the weights' (4 per pair) out.
   back.add("unpermute_backward_kernel",
@@ -291,16 +309,16 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
   // A weight gradient: its product, then (grouped) the fp32 staging add.
   const auto weight_gradient = [&](const ExpertLinearTimes& g) {
     back.add_product(gemm, g.gpu.weight_gradient_s - g.staging_add_s,
-                     g.host.weight_gradient_s - (staged ? host : 0.0), launches);
+                     g.host.weight_gradient_s - (staged ? host : 0.0) + g.library_host_s, launches);
     if (staged) back.add("accumulate_staged_kernel", g.staging_add_s, host);
   };
-  back.add_product(gemm, g2.gpu.input_gradient_s, g2.host.input_gradient_s, launches);
+  back.add_product(gemm, g2.gpu.input_gradient_s, g2.host.input_gradient_s + g2.library_host_s, launches);
   weight_gradient(g2);
   const double activation_backward =
       shape.gelu ? untabled_memory_kernel_s(6.0 * P * f, r)  // read dy and x, write dx
                  : elementwise_time_s(K::kSwigluBackward, P, f, 10.0 * P * f, r);
   back.add(shape.gelu ? "gelu_backward" : "swiglu_backward_kernel", activation_backward, host);
-  back.add_product(gemm, g1.gpu.input_gradient_s, g1.host.input_gradient_s, launches);
+  back.add_product(gemm, g1.gpu.input_gradient_s, g1.host.input_gradient_s + g1.library_host_s, launches);
   weight_gradient(g1);
   if (shape.ep > 1) {  // the input gradient sorted back by source and sent home
     back.add("moe_sort_chunks", sort, host);

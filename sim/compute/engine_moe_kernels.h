@@ -38,6 +38,9 @@ struct ExpertLinearTimes {
   LinearTimes host;
   /// The part of gpu.weight_gradient_s that is the grouped backend's fp32 staging add.
   double staging_add_s = 0;
+  /// Host time a product spends in the library beyond its launches (`host`
+  /// counts those): cuBLAS's grouped call builds its per-group arguments; 0 for the loop.
+  double library_host_s = 0;
 };
 ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double rows_per_expert, double in_width,
                                              double out_width, double experts,
