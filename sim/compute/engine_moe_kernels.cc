@@ -20,7 +20,8 @@
 //   row counts          cudaMemcpyAsync of E int32 to the host and
 //                       cudaStreamSynchronize: cuBLAS takes the sizes on the host
 //   --- host sync ---
-//   moe_permute_forward reads x (T, h), writes the permuted rows (T·k, h)
+//   moe_permute_forward zeroes the padding rows of each expert's block, then
+//                       reads x (T, h), writes the permuted rows (T·k, h)
 //   [ep > 1: the rows' exchange, then moe_sort_chunks to expert-major (Q, h)]
 //   fc1                 per expert (n, fc1) = (n, h) · W1_e^T
 //   activation          SwiGLU (Q, 2f) -> (Q, f), or GELU (Q, f)
@@ -29,7 +30,7 @@
 //   moe_unpermute_forward  y (T, h) = residual + Σ_k weight · expert row: reads
 //                       (P, h), the residual (T, h) and the weights, writes (T, h)
 // Backward:
-//   moe_unpermute_backward  reads dy (T, h) and the expert rows (P, h), writes
+//   moe_unpermute_backward  zeroes the padding rows, reads dy (T, h) and the expert rows (P, h), writes
 //                       their gradient (P, h) and the weights' (T, k) fp32
 //   fc2                 input gradient (n, f) and weight gradient (h x f per expert, fp32)
 //   activation backward (P, f)
@@ -53,7 +54,8 @@
 // block and norm2 (DenseLaunches, their GPU time and launch count), then the
 // kernels up to its sync. Each launch costs the host host_launch_s (the
 // measured stream launch gap), a cuBLASLt product of the loop backend
-// kLoopHostPerProductS. The backward has no sync (the row counts are kept from
+// kLoopHostPerProductS, a grouped call its library's own host time
+// (kGroupedCallHostS) beside its table fills. The backward has no sync (the row counts are kept from
 // the forward): its launches are bounded by the host's and the GPU's sums
 // (time_host_or_gpu_bound_s). What the host leaves the GPU idle is added to the
 // block's forward and backward.
@@ -61,6 +63,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "sim/compute/grouped_gemm_time.h"
@@ -110,6 +113,15 @@ struct GroupedTiles {
 };
 constexpr GroupedTiles kGroupedForwardTiles{64, 128, 8e-6};
 constexpr GroupedTiles kGroupedWeightGradientTiles{128, 128, 6e-6};
+// The host's time in one cublasGemmGroupedBatchedEx call (the pointer-table
+// fills are launches of their own): median host_us of
+// reports/measurements/2026-11-27-h100-moe-engine/grouped-gemm-probe/grouped_sweep.csv
+// over its five expert shapes and 16-2048 rows, 8.6 us at 8 experts and 15.8 us
+// at 128 (all three products alike), a line through the two: the library
+// builds its per-group arguments on the host, beyond the one stream launch
+// (host_launch_s, 3.9 us on the H100 profile) a kernel costs.
+constexpr double kGroupedCallHostS = 8.1e-6;
+constexpr double kGroupedCallHostPerExpertS = 0.06e-6;
 // The engine rounds each expert's rows up to a multiple of 8 (moe_layer.cc):
 // 3.5 rows more per expert on average.
 constexpr double kMeanPaddingRows = 3.5;
@@ -134,22 +146,23 @@ double grouped_product_s(const GroupedTiles& tiles, double mean_m, bool m_is_row
          (waves * r.sm_count * 2.0 * tiles.rows * tiles.columns * k / tile_rate + tiles.call_s);
 }
 
-// The block's launches in the order the host issues them, and their GPU time.
+// The block's launches in the order the host issues them, each with its kernel's name.
 struct Launches {
-  std::vector<KernelLaunch> list;
-  double gpu_s = 0;
-  void add(double gpu, double host) {
-    list.push_back({gpu, host});
-    gpu_s += gpu;
-  }
+  std::vector<MoeKernelLaunch> list;
+  void add(const char* kernel, double gpu, double host) { list.push_back({kernel, {gpu, host}}); }
   // A product of `launches` kernels (the loop's E products, the grouped call's
   // table fills and GEMM), each taken as an equal share of its GPU and host time,
   // so the GPU can start the first before the host has issued the last.
-  void add_product(double gpu, double host, double launches) {
-    for (double i = 0; i < launches; ++i) list.push_back({gpu / launches, host / launches});
-    gpu_s += gpu;
+  void add_product(const char* kernel, double gpu, double host, double launches) {
+    for (double i = 0; i < launches; ++i) list.push_back({kernel, {gpu / launches, host / launches}});
   }
 };
+
+std::vector<KernelLaunch> launches_of(std::span<const MoeKernelLaunch> named) {
+  std::vector<KernelLaunch> launches;
+  for (const MoeKernelLaunch& k : named) launches.push_back(k.launch);
+  return launches;
+}
 
 // The kernel launches of one expert product on `backend` over `experts`: one per
 // expert for the loop; for the grouped call its pointer-table fills and the GEMM
@@ -190,15 +203,17 @@ ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double r
   // and write 4 + 4 bytes per weight).
   const double staging_add = untabled_memory_kernel_s(10.0 * experts * in * out, r);
   e.gpu = {forward, input_gradient, weight_gradient + staging_add};
+  e.staging_add_s = staging_add;
   const double host = product_launches(e.backend, experts) * host_launch_s(r);
   e.host = {host, host, host + host_launch_s(r)};
+  e.library_host_s = std::max(0.0, kGroupedCallHostS + kGroupedCallHostPerExpertS * experts - host_launch_s(r));
   return e;
 }
 
-PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor,
-                               const DenseLaunches& rest, const DeviceRates& r) {
-  PassTime t;
-  if (!shape.moe()) return t;
+EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double load_factor,
+                                          const DeviceRates& r) {
+  EngineMoeKernels k;
+  if (!shape.moe()) return k;
   const double T = static_cast<double>(shape.tokens());
   const double E = static_cast<double>(shape.experts);          // the router's and the routing map's
   const double E_local = static_cast<double>(shape.local_experts);  // the grouped GEMMs'
@@ -220,108 +235,149 @@ PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor
   const LinearTimes router = linear_times(T, h, E, 1, r);
   Launches before;
   const double router_forward = router.forward_s + 2.0 * T * E / hbm;
-  before.add(router_forward, host);
+  before.add("router GEMM", router_forward, host);
   // moe_router_forward: logits 4 bytes each; ids and weights 4 + 4 per pair; lse 4 per token.
-  before.add(untabled_memory_kernel_s(4.0 * T * E + 8.0 * pairs + 4.0 * T, r), host);
+  before.add("moe_router_forward_kernel", untabled_memory_kernel_s(4.0 * T * E + 8.0 * pairs + 4.0 * T, r), host);
   // Aux loss: the statistics re-read the logits; the loss values read E sums.
-  before.add(untabled_memory_kernel_s(4.0 * T * E, r), host);
-  before.add(untabled_memory_kernel_s(8.0 * E, r), host);
+  before.add("moe_aux_statistics_partials_kernel", untabled_memory_kernel_s(4.0 * T * E, r), host);
+  before.add("moe_router_loss_values_kernel", untabled_memory_kernel_s(8.0 * E, r), host);
   // moe_routing_map, dropless (kernels/moe_routing_map.cu), a counting sort in
   // three kernels: chunk_counts (read the ids, write each chunk's E counts),
   // expert_starts (one block: read and write the chunks' counts, write the E
   // starts and the two outputs), chunk_ranks (read the ids, the chunk's E counts
   // and starts, write the rows).
   const double chunks = std::min(std::ceil(pairs / kRoutingChunkPairs), kRoutingMaxChunks);
-  before.add(untabled_memory_kernel_s(4.0 * pairs + 4.0 * chunks * E, r), host);
-  before.add(untabled_memory_kernel_s(8.0 * chunks * E + 20.0 * E, r), host);
-  before.add(untabled_memory_kernel_s(8.0 * pairs + 8.0 * chunks * E, r), host);
+  before.add("chunk_counts_kernel", untabled_memory_kernel_s(4.0 * pairs + 4.0 * chunks * E, r), host);
+  before.add("expert_starts_kernel", untabled_memory_kernel_s(8.0 * chunks * E + 20.0 * E, r), host);
+  before.add("chunk_ranks_kernel", untabled_memory_kernel_s(8.0 * pairs + 8.0 * chunks * E, r), host);
   // The row counts' copy to the host (4·E bytes: its time is the launch's).
-  before.add(r.measured_kernel_gap_s, host);
+  before.add("row counts to the host", r.measured_kernel_gap_s, host);
 
   // Forward, after the sync.
   const ExpertGemmBackend backend = engine_expert_gemm_backend(shape);
+  const char* const gemm = backend == ExpertGemmBackend::kCublasLtLoop ? "expert GEMMs (cuBLASLt loop)"
+                                                                       : "expert GEMMs (grouped)";
   const ExpertLinearTimes g1 = engine_expert_linear_times(backend, n, h, fc1, E_local, r);
   const ExpertLinearTimes g2 = engine_expert_linear_times(backend, n, f, h, E_local, r);
   Launches after;
+  // zero_padding_kernel (kernels/moe_permute.cu, run by moe_permute_forward and
+  // moe_unpermute_backward): the rows padding each expert's block to a multiple
+  // of 8 set to zero, 2 bytes per element; each source pads all E experts' blocks.
+  const double zero_padding = untabled_memory_kernel_s(2.0 * E * kMeanPaddingRows * h, r);
+  after.add("zero_padding_kernel", zero_padding, host);
   // moe_permute_forward: x (T, h) and the rows (4 bytes per pair) in, the pairs' rows out.
-  after.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * pairs * h, r), host);
+  after.add("permute_forward_kernel", untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs + 2.0 * pairs * h, r),
+            host);
   // ep > 1: the exchange (its time the plan's dispatch task; here the host's
   // launch of it) and the sort to expert-major.
   if (shape.ep > 1) {
-    after.add(0.0, host);
-    after.add(sort, host);
+    after.add("ep exchange", 0.0, host);
+    after.add("moe_sort_chunks", sort, host);
   }
   const double launches = product_launches(g1.backend, E_local);  // g2's backend is g1's: same rows
-  after.add_product(g1.gpu.forward_s, g1.host.forward_s, launches);
+  after.add_product(gemm, g1.gpu.forward_s, g1.host.forward_s + g1.library_host_s, launches);
   const double activation_forward =
       shape.gelu ? untabled_memory_kernel_s(4.0 * P * f, r)  // GELU: read and write (P, f)
                  : elementwise_time_s(K::kSwigluForward, P, f, 6.0 * P * f, r);
-  after.add(activation_forward, host);
-  after.add_product(g2.gpu.forward_s, g2.host.forward_s, launches);
+  after.add(shape.gelu ? "gelu_forward" : "swiglu_forward_kernel", activation_forward, host);
+  after.add_product(gemm, g2.gpu.forward_s, g2.host.forward_s + g2.library_host_s, launches);
   if (shape.ep > 1) {  // sorted back by source, then the exchange back
-    after.add(sort, host);
-    after.add(0.0, host);
+    after.add("moe_sort_chunks", sort, host);
+    after.add("ep exchange", 0.0, host);
   }
   // moe_unpermute_forward: the pairs' expert rows, the rows and weights (4 + 4 per
   // pair) and the residual (T, h) in, y (T, h) out.
   const double unpermute = untabled_memory_kernel_s(2.0 * pairs * h + 8.0 * pairs + 4.0 * T * h, r);
-  after.add(unpermute, host);
-
-  // One sync to the next: this block's kernels after the sync, the next layer's
-  // attention block and norm2, this block's kernels before the sync.
-  // (The rest's kernels are taken as equal shares of its time.)
-  Launches cycle = after;
-  cycle.add_product(rest.forward_gpu_s, rest.forward_launches * host, rest.forward_launches);
-  cycle.list.insert(cycle.list.end(), before.list.begin(), before.list.end());
-  const double forward_gpu = before.gpu_s + after.gpu_s;
-  const double forward_idle = time_after_sync_s(cycle.list) - (forward_gpu + rest.forward_gpu_s);
-  t.forward_s = forward_gpu + forward_idle;
-  t.gemm_forward_s = router_forward + g1.gpu.forward_s + g2.gpu.forward_s;
+  after.add("gather_sum_kernel", unpermute, host);
+  k.gemm_forward_s = router_forward + g1.gpu.forward_s + g2.gpu.forward_s;
   // Full recomputation stores the layer's output (the next layer's input): the
   // un-permutation that writes it is what it skips, as fc2 in the dense block.
-  t.full_recompute_skipped_s = unpermute;
+  k.full_recompute_skipped_s = unpermute;
 
   // Backward.
   Launches back;
+  back.add("zero_padding_kernel", zero_padding, host);
   // moe_unpermute_backward: dy (T, h), the pairs' expert rows, rows and weights in;
   // their gradient and the weights' (4 per pair) out.
-  back.add(untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs * h + 12.0 * pairs, r), host);
+  back.add("unpermute_backward_kernel",
+           untabled_memory_kernel_s(2.0 * T * h + 4.0 * pairs * h + 12.0 * pairs, r), host);
   if (shape.ep > 1) {  // the gradient's exchange and sort, as the forward's rows
-    back.add(0.0, host);
-    back.add(sort, host);
+    back.add("ep exchange", 0.0, host);
+    back.add("moe_sort_chunks", sort, host);
   }
-  const double staged = g1.backend == ExpertGemmBackend::kCublasGrouped ? 1 : 0;
-  back.add_product(g2.gpu.input_gradient_s, g2.host.input_gradient_s, launches);
-  back.add_product(g2.gpu.weight_gradient_s, g2.host.weight_gradient_s, launches + staged);
+  const bool staged = g1.backend == ExpertGemmBackend::kCublasGrouped;
+  // A weight gradient: its product, then (grouped) the fp32 staging add.
+  const auto weight_gradient = [&](const ExpertLinearTimes& g) {
+    back.add_product(gemm, g.gpu.weight_gradient_s - g.staging_add_s,
+                     g.host.weight_gradient_s - (staged ? host : 0.0) + g.library_host_s, launches);
+    if (staged) back.add("accumulate_staged_kernel", g.staging_add_s, host);
+  };
+  back.add_product(gemm, g2.gpu.input_gradient_s, g2.host.input_gradient_s + g2.library_host_s, launches);
+  weight_gradient(g2);
   const double activation_backward =
       shape.gelu ? untabled_memory_kernel_s(6.0 * P * f, r)  // read dy and x, write dx
                  : elementwise_time_s(K::kSwigluBackward, P, f, 10.0 * P * f, r);
-  back.add(activation_backward, host);
-  back.add_product(g1.gpu.input_gradient_s, g1.host.input_gradient_s, launches);
-  back.add_product(g1.gpu.weight_gradient_s, g1.host.weight_gradient_s, launches + staged);
+  back.add(shape.gelu ? "gelu_backward" : "swiglu_backward_kernel", activation_backward, host);
+  back.add_product(gemm, g1.gpu.input_gradient_s, g1.host.input_gradient_s + g1.library_host_s, launches);
+  weight_gradient(g1);
   if (shape.ep > 1) {  // the input gradient sorted back by source and sent home
-    back.add(sort, host);
-    back.add(0.0, host);
+    back.add("moe_sort_chunks", sort, host);
+    back.add("ep exchange", 0.0, host);
   }
   // moe_permute_backward: the pairs' rows in, dx (T, h) out.
-  back.add(untabled_memory_kernel_s(2.0 * pairs * h + 4.0 * pairs + 2.0 * T * h, r), host);
+  back.add("gather_sum_kernel", untabled_memory_kernel_s(2.0 * pairs * h + 4.0 * pairs + 2.0 * T * h, r), host);
   // moe_router_backward: logits in, dlogits out (4 + 4 per logit), with the ids,
   // weights and their gradients (12 per pair); the cast to bf16 (4 + 2 per logit).
-  back.add(untabled_memory_kernel_s(8.0 * T * E + 12.0 * pairs, r), host);
-  back.add(untabled_memory_kernel_s(6.0 * T * E, r), host);
+  back.add("moe_router_backward_kernel", untabled_memory_kernel_s(8.0 * T * E + 12.0 * pairs, r), host);
+  back.add("convert_to_bf16_kernel", untabled_memory_kernel_s(6.0 * T * E, r), host);
   // dx += dlogits · Wr: the input gradient read as C (2 bytes per element of dx).
   const double router_input_gradient = router.input_gradient_s + 2.0 * T * h / hbm;
-  back.add(router_input_gradient, host);
-  back.add(router.weight_gradient_s, host);
-  Launches layer = back;
-  layer.add_product(rest.backward_gpu_s, rest.backward_launches * host, rest.backward_launches);
-  const double backward_idle =
-      time_host_or_gpu_bound_s(layer.list) - (back.gpu_s + rest.backward_gpu_s);
-  t.backward_s = back.gpu_s + backward_idle;
-  t.weight_gradient_s =
-      g1.gpu.weight_gradient_s + g2.gpu.weight_gradient_s + router.weight_gradient_s;
-  t.gemm_backward_s = g1.gpu.input_gradient_s + g2.gpu.input_gradient_s + router_input_gradient +
-                      t.weight_gradient_s;
+  back.add("router GEMM", router_input_gradient, host);
+  back.add("router GEMM", router.weight_gradient_s, host);
+  k.weight_gradient_s = g1.gpu.weight_gradient_s + g2.gpu.weight_gradient_s + router.weight_gradient_s;
+  k.gemm_backward_s = g1.gpu.input_gradient_s + g2.gpu.input_gradient_s + router_input_gradient +
+                      k.weight_gradient_s;
+  k.before_sync = std::move(before.list);
+  k.after_sync = std::move(after.list);
+  k.backward = std::move(back.list);
+  return k;
+}
+
+PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor,
+                               const DenseLaunches& rest, const DeviceRates& r) {
+  PassTime t;
+  if (!shape.moe()) return t;
+  const EngineMoeKernels k = engine_moe_block_kernels(shape, load_factor, r);
+  const double host = host_launch_s(r);
+  const auto gpu_s = [](std::span<const MoeKernelLaunch> list) {
+    double sum = 0;
+    for (const MoeKernelLaunch& l : list) sum += l.launch.gpu_s;
+    return sum;
+  };
+  // The rest's kernels, taken as equal shares of its time.
+  const auto add_rest = [&](std::vector<KernelLaunch>& list, double rest_gpu_s, int rest_launches) {
+    for (int i = 0; i < rest_launches; ++i) list.push_back({rest_gpu_s / rest_launches, host});
+  };
+
+  // One sync to the next: this block's kernels after the sync, the next layer's
+  // attention block and norm2, this block's kernels before the sync.
+  std::vector<KernelLaunch> cycle = launches_of(k.after_sync);
+  add_rest(cycle, rest.forward_gpu_s, rest.forward_launches);
+  for (const KernelLaunch& l : launches_of(k.before_sync)) cycle.push_back(l);
+  const double forward_gpu = gpu_s(k.before_sync) + gpu_s(k.after_sync);
+  const double forward_idle = time_after_sync_s(cycle) - (forward_gpu + rest.forward_gpu_s);
+  t.forward_s = forward_gpu + forward_idle;
+  t.gemm_forward_s = k.gemm_forward_s;
+  t.full_recompute_skipped_s = k.full_recompute_skipped_s;
+
+  // The backward: its launches and the rest's, bounded by the host's and the GPU's sums.
+  std::vector<KernelLaunch> layer = launches_of(k.backward);
+  add_rest(layer, rest.backward_gpu_s, rest.backward_launches);
+  const double backward_gpu = gpu_s(k.backward);
+  const double backward_idle = time_host_or_gpu_bound_s(layer) - (backward_gpu + rest.backward_gpu_s);
+  t.backward_s = backward_gpu + backward_idle;
+  t.weight_gradient_s = k.weight_gradient_s;
+  t.gemm_backward_s = k.gemm_backward_s;
   return t;
 }
 

@@ -12,7 +12,11 @@
 //    the host's race with the GPU (host_issued_launches.h).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "sim/compute/device_rates.h"
+#include "sim/compute/host_issued_launches.h"
 #include "sim/compute/kernel_costs.h"
 #include "sim/compute/layer_time.h"
 #include "sim/core/transformer_shape.h"
@@ -32,6 +36,11 @@ struct ExpertLinearTimes {
   ExpertGemmBackend backend = ExpertGemmBackend::kCublasGrouped;
   LinearTimes gpu;
   LinearTimes host;
+  /// The part of gpu.weight_gradient_s that is the grouped backend's fp32 staging add.
+  double staging_add_s = 0;
+  /// Host time a product spends in the library beyond its launches (`host`
+  /// counts those): cuBLAS's grouped call builds its per-group arguments; 0 for the loop.
+  double library_host_s = 0;
 };
 ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double rows_per_expert, double in_width,
                                              double out_width, double experts,
@@ -45,6 +54,27 @@ struct DenseLaunches {
   int forward_launches = 0;
   int backward_launches = 0;
 };
+
+/// One launch of the MoE block: the engine's kernel (its name as Nsight Compute
+/// shows it, or what the host calls: "router GEMM", "expert GEMMs (grouped)"), its
+/// GPU time and the host's time to issue it.
+struct MoeKernelLaunch {
+  std::string kernel;
+  KernelLaunch launch;
+};
+
+/// The MoE block of one layer for one micro-batch on one rank, norm2 excluded,
+/// as the host issues it: the forward up to the router's host sync, the forward
+/// after it, and the backward; with the block's GEMM totals (PassTime's fields).
+struct EngineMoeKernels {
+  std::vector<MoeKernelLaunch> before_sync, after_sync, backward;
+  double gemm_forward_s = 0;
+  double gemm_backward_s = 0;
+  double weight_gradient_s = 0;
+  double full_recompute_skipped_s = 0;
+};
+EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double expert_load_factor,
+                                          const DeviceRates& rates);
 
 /// The MoE block of one layer for one micro-batch on one rank, norm2 excluded
 /// (engine_layer_kernels.cc costs it with the dense block's), the router's host

@@ -21,7 +21,10 @@ summary=()
 for spec in "fine-tiny moe-fine-tiny 1" "fine-tiny moe-fine-tiny 4" "mixtral-tiny moe-mixtral-tiny 2"; do
   read -r short model mbs <<<"$spec"
   name="${short}_mbs$mbs"
-  timeout 200 ncu --csv --metrics gpu__time_duration.sum --log-file "$out/ncu_$name.csv" \
+  # --clock-control none: the GPU at the clock it trains at (ncu locks the SM clock to base by
+  # default, which made compute-bound kernels 1.15-1.35x slower than the profile's tables in the
+  # 2026-11-28 folders: reports/measurements/2026-11-28-h100-moe-step-kernels/README.md).
+  timeout 200 ncu --clock-control none --csv --metrics gpu__time_duration.sum --log-file "$out/ncu_$name.csv" \
     "$s" run --configs configs --model "$model" --layout "mbs=$mbs,gbs=$mbs" --steps 2 --data synthetic \
     --no-gemm-tuning >"$out/ncu_$name.log" 2>&1
   summary+=("ncu $name exit $?")
