@@ -188,3 +188,41 @@ TEST(EngineMoeKernels, ExpertTensorParallelLayoutsKeepMegatronsList) {
 
 }  // namespace
 }  // namespace sextant::sim
+
+namespace sextant::sim {
+namespace {
+
+// cuBLAS's grouped call spends host time beyond its launch building per-group
+// arguments (8.1 us + 0.06 us per expert, fitted on the 2026-11-27 H100 probe,
+// grouped_sweep.csv), less the one launch `host` already counts (4 us here);
+// the loop backend has none.
+TEST(EngineMoeKernels, GroupedCallsCarryTheLibrarysHostTimePerExpert) {
+  const test_fixtures::EngineProfileFixture f;
+  const DeviceRates r = f.rates();
+  const ExpertLinearTimes eight = engine_expert_linear_times(ExpertGemmBackend::kCublasGrouped, 128, 512, 384, 8, r);
+  const ExpertLinearTimes many = engine_expert_linear_times(ExpertGemmBackend::kCublasGrouped, 128, 512, 384, 128, r);
+  EXPECT_NEAR(eight.library_host_s, 8.1e-6 + 8 * 0.06e-6 - 4e-6, 1e-12);
+  EXPECT_NEAR(many.library_host_s, 8.1e-6 + 128 * 0.06e-6 - 4e-6, 1e-12);
+  EXPECT_EQ(engine_expert_linear_times(ExpertGemmBackend::kCublasLtLoop, 128, 512, 384, 8, r).library_host_s, 0.0);
+}
+
+// The block's kernel list names the engine's launches: the padding rows are
+// zeroed once in the permutation's forward and once in the un-permutation's
+// backward, each pass its own launch. fc1 and fc2 are each listed as three
+// launches under the products' name: the grouped call and two pointer-table
+// fills (128 experts, 64 per fill).
+TEST(EngineMoeKernels, BlockListZeroesThePaddingOnceEachWay) {
+  const test_fixtures::EngineProfileFixture f;
+  const TransformerShape s = transformer_shape_of(f.catalog.model("moe-fine-tiny"), test_fixtures::one_gpu(1));
+  const EngineMoeKernels k = engine_moe_block_kernels(s, 1.0, f.rates());
+  const auto count = [](const std::vector<MoeKernelLaunch>& list, const std::string& name) {
+    return std::count_if(list.begin(), list.end(), [&](const MoeKernelLaunch& l) { return l.kernel == name; });
+  };
+  EXPECT_EQ(count(k.before_sync, "zero_padding_kernel"), 0);
+  EXPECT_EQ(count(k.after_sync, "zero_padding_kernel"), 1);
+  EXPECT_EQ(count(k.backward, "zero_padding_kernel"), 1);
+  EXPECT_EQ(count(k.after_sync, "expert GEMMs (grouped)"), 2 * 3);
+}
+
+}  // namespace
+}  // namespace sextant::sim
