@@ -14,7 +14,9 @@
 #   fa_short / fa_long      flash_attention_bench with 10 / 1000 timed launches per shape
 #   gemm_short / gemm_long  gemm_bench (GPT-1.3B mbs 4 shapes) with 10 / 400 launches per candidate
 # Each phase writes smi_<phase>.csv (+ _reasons.csv) and <phase>.log; a table of every phase's
-# median SM clock, power and throttle reasons ends the output (clocks.txt).
+# median SM clock, power and throttle reasons ends the output (clocks.txt). SMI_GPUS: the GPU
+# indices nvidia-smi samples (e.g. 3, or 0,1), for a run pinned by CUDA_VISIBLE_DEVICES beside other
+# work (nvidia-smi ignores CUDA_VISIBLE_DEVICES); default all.
 set -uo pipefail
 build=${1:?usage: clock_under_load.sh BUILD_DIR OUT_DIR [PHASES]}
 out=${2:?usage: clock_under_load.sh BUILD_DIR OUT_DIR [PHASES]}
@@ -24,10 +26,12 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH
 s="$build/tools/sextant"
 common=(--configs "$PWD/configs" --data synthetic --format json --no-gemm-tuning)
 fields=timestamp,index,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu,utilization.gpu
+ids=()
+[[ -n ${SMI_GPUS:-} ]] && ids=(-i "$SMI_GPUS")
 sample() {  # csv file: runs in the background until killed
-  nvidia-smi --query-gpu=$fields --format=csv,noheader,nounits -lms 200 >"$1" &
+  nvidia-smi "${ids[@]}" --query-gpu=$fields --format=csv,noheader,nounits -lms 200 >"$1" &
   smi=$!
-  nvidia-smi --query-gpu=timestamp,index,clocks_event_reasons.active --format=csv,noheader -lms 200 >"${1%.csv}_reasons.csv" 2>&1 &
+  nvidia-smi "${ids[@]}" --query-gpu=timestamp,index,clocks_event_reasons.active --format=csv,noheader -lms 200 >"${1%.csv}_reasons.csv" 2>&1 &
   smi_reasons=$!
 }
 stop() { kill "$smi" "$smi_reasons" 2>/dev/null; wait "$smi" "$smi_reasons" 2>/dev/null; }
