@@ -69,9 +69,9 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
                            a.world_size, a.global_batch);
   if (const sim::SplitProblem problem = sim::check_pipeline_split(s.model, s.layout); problem != sim::SplitProblem::kNone)
     throw_option_error("--layout", sim::split_problem_knob(problem), sim::split_problem_message(problem, s.model, s.layout));
-  // A pipeline's --compare reads the task times of the run itself: the timing
-  // pass without CUDA graphs (time_tasks_apart) trains one GPU.
-  if (s.layout.pp > 1 && s.compare) s.time_tasks = true;
+  // --compare measures the step untimed and the tasks in a pass of their own
+  // after it (time_tasks_apart, every rank of every layout, pipelines included):
+  // per-task events would slow the step they time (issue 27).
   engine::training::check_tensor_parallel_split(s.model, s.layout.tp);
   engine::training::check_expert_parallel_split(s.model, s.layout.ep);
   engine::training::check_context_parallel_split(s.model, s.layout);
