@@ -179,9 +179,9 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
 
   // The stage that needs most memory.
   int stage = 0;
-  MemoryBreakdown worst = stage_memory(m, r.layout, 0);
+  MemoryBreakdown worst = stage_memory(m, r.layout, 0, profile.software);
   if (r.layout.pp > 1) {
-    const MemoryBreakdown last = stage_memory(m, r.layout, r.layout.pp - 1);
+    const MemoryBreakdown last = stage_memory(m, r.layout, r.layout.pp - 1, profile.software);
     if (last.total() > worst.total()) {
       worst = last;
       stage = r.layout.pp - 1;
@@ -223,7 +223,7 @@ Explanation explain_layout(const ModelConfig& m, const ClusterConfig& cluster,
   std::string tries;
   for (const auto& [label, changed] : memory_remedies(m, r.layout)) {
     if (!is_valid_layout(m, cluster, gpus, changed)) continue;
-    if (memory_needed_bytes(peak_memory_per_gpu(m, changed), profile) > limit) continue;
+    if (memory_needed_bytes(peak_memory_per_gpu(m, changed, profile.software), profile) > limit) continue;
     tries += (tries.empty() ? "" : " or ") + label;
   }
   if (!tries.empty()) {

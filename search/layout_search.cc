@@ -134,7 +134,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         }
         ++mine.valid;
         if (!have_group || !same_but_data_parallel_sync(group_of, l, false)) {
-          holdings = peak_stage_holdings(m, l, split);
+          holdings = peak_stage_holdings(m, l, split, profile.software);
           bound_s.reset();
           group_of = l;
           have_group = true;
@@ -221,7 +221,7 @@ SearchResult search_layouts(const ModelConfig& m, const ClusterConfig& cluster,
         if (!is_valid_layout(m, cluster, gpus, l)) continue;
         ++out.valid;
         const PipelineSplit split = pipeline_split(m, l);
-        const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split);
+        const MemoryBreakdown memory = peak_memory_per_gpu(m, l, split, profile.software);
         const bool fits = memory_needed_bytes(memory, profile) <= out.memory_limit_bytes;
         if (fits) ++out.feasible;
         const bool rank = fits || !options.require_memory_fit;

@@ -33,7 +33,8 @@ RunFacts run_facts(const RunSettings& s, const sim::ModelConfig& trained, int se
   const std::string preset =
       s.gpu.empty() ? sim::gpu_preset_name(device_name, static_cast<std::int64_t>(device_memory_bytes)) : s.gpu;
   if (!preset.empty()) facts.gpu = catalog.gpu(preset);
-  facts.predicted = sim::peak_memory_per_gpu(trained, s.layout);
+  // The engine's own arena (sim/memory/engine_arena.h) with its runtime memory.
+  facts.predicted = sim::peak_memory_per_gpu(trained, s.layout, sim::Software::kSextantEngine);
   // The whole global batch's FLOPs; each of the layout's GPUs does its share of them.
   facts.model_flops_per_step = sim::step_flops(trained, s.layout).model_flops;
   facts.flops_per_gpu_per_step = facts.model_flops_per_step / static_cast<double>(s.layout.total_gpus());

@@ -326,7 +326,7 @@ SimulationResult simulate_at_rates(const ModelConfig& m, const ClusterConfig& cl
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
                                    const CostProfile& profile, const ParallelLayout& l) {
   const PipelineSplit split = pipeline_split(m, l);
-  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split), split);
+  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split, profile.software), split);
 }
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,
@@ -345,7 +345,8 @@ SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cl
                                    const CostProfile& profile, const ParallelLayout& l,
                                    const RunConditions& conditions) {
   const PipelineSplit split = pipeline_split(m, l);
-  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split), split, conditions);
+  return simulate_analytic(m, cluster, profile, l, peak_memory_per_gpu(m, l, split, profile.software), split,
+                           conditions);
 }
 
 SimulationResult simulate_analytic(const ModelConfig& m, const ClusterConfig& cluster,

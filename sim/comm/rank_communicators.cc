@@ -103,8 +103,13 @@ std::vector<RankCommunicator> rank_communicators(const ParallelLayout& l, int st
         if (l.tp_comm_overlap) own->p2p_peers += ring_neighbours(ranks);
         break;
       case ParallelGroup::kCp:
+        // The all-gather variant gathers K/V and reduce-scatters their
+        // gradients; only the ring (p2p) sends to its neighbours. Measured:
+        // cp=2 and cp=4 all-gather runs held 0.44 and 0.81 GiB (one and two
+        // peers' send/recv buffers) less outside the arena than a ring run's
+        // (reports/measurements/2026-11-28-rank-memory-model/README.md, "Long sequences and cp").
         own->collectives = true;
-        own->p2p_peers += ring_neighbours(ranks);
+        if (l.cp_comm_type == CpCommType::kP2p) own->p2p_peers += ring_neighbours(ranks);
         break;
       case ParallelGroup::kEp: own->p2p_peers += ranks - 1; break;
       case ParallelGroup::kDp:

@@ -4,6 +4,7 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/event/critical_path.h"
+#include "sim/memory/engine_arena.h"
 #include "sim/memory/memory_model.h"
 
 namespace sextant::sim {
@@ -76,10 +77,12 @@ EventSimulation simulate_event(const ModelConfig& model, const ClusterConfig& cl
   r.time.exposed_communication_s = b.exposed_communication_s();
 
   // Memory: each stage's model states with its simulated activation peak; the
-  // stage that needs most.
+  // stage that needs most. Our engine's activations are its arena's, laid out
+  // before the step whatever the timeline (engine_arena.h).
+  const bool arena_fixed = profile.software == Software::kSextantEngine && engine_arena_modelled(model);
   for (int s = 0; s < stages; ++s) {
-    MemoryBreakdown m = stage_memory(model, layout, s);
-    m.activations = out.timeline.stages[static_cast<std::size_t>(s)].peak_activation_bytes;
+    MemoryBreakdown m = stage_memory(model, layout, s, profile.software);
+    if (!arena_fixed) m.activations = out.timeline.stages[static_cast<std::size_t>(s)].peak_activation_bytes;
     if (s == 0 || m.total() > r.memory.total()) r.memory = m;
   }
   complete_from_step_time(r, model, cluster);

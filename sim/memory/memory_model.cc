@@ -2,6 +2,7 @@
 
 #include "sim/memory/activation_memory.h"
 #include "sim/memory/context_parallel_buffers.h"
+#include "sim/memory/engine_arena.h"
 #include "sim/memory/parameter_count.h"
 
 namespace sextant::sim {
@@ -13,21 +14,30 @@ StateBytesPerParam state_bytes_per_param(int zero_stage, double shards, double g
           zero_stage >= 1 ? kOptimizer / shards : kOptimizer};
 }
 
-MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l, int stage) {
-  return stage_memory(m, l, pipeline_split(m, l), stage);
+MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l, int stage, Software software) {
+  return stage_memory(m, l, pipeline_split(m, l), stage, software);
 }
 
 MemoryBreakdown stage_memory(const ModelConfig& m, const ParallelLayout& l,
-                             const PipelineSplit& split, int stage) {
-  return stage_memory(l, stage_holdings(m, l, split, stage));
+                             const PipelineSplit& split, int stage, Software software) {
+  return stage_memory(l, stage_holdings(m, l, split, stage, software));
 }
 
 StageHoldings stage_holdings(const ModelConfig& m, const ParallelLayout& l, const PipelineSplit& split,
-                             int stage) {
+                             int stage, Software software) {
   const StageLayers& layers = split.stage(stage);
   const ModelTraffic traffic{m.tie_embeddings, m.moe.has_value()};
-  return {stage_params_per_gpu(m, l, layers), stage_activation_bytes(m, l, stage, layers), layers.num_layers,
-          runtime_memory(l, stage, traffic), layers.num_layers > 0 ? context_parallel_core_bytes(m, l) : 0.0};
+  StageHoldings out{stage_params_per_gpu(m, l, layers), 0.0, layers.num_layers, runtime_memory(l, stage, traffic)};
+  if (software == Software::kSextantEngine && engine_arena_modelled(m)) {
+    // The engine's arena as its parts reserve it; its cp core's buffers are among them.
+    const EngineArenaBytes arena = engine_stage_arena_bytes(m, l, split, stage);
+    out.activation_bytes = arena.activations;
+    out.workspace_bytes = arena.other;
+    return out;
+  }
+  out.activation_bytes = stage_activation_bytes(m, l, stage, layers);
+  out.cp_core_bytes = layers.num_layers > 0 ? context_parallel_core_bytes(m, l) : 0.0;
+  return out;
 }
 
 MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdings) {
@@ -48,21 +58,21 @@ MemoryBreakdown stage_memory(const ParallelLayout& l, const StageHoldings& holdi
     // next: two layers' full (unsharded over dp) weights.
     out.other = 2.0 * 2.0 * params.total() / holdings.num_layers;
   }
-  out.other += holdings.cp_core_bytes;
+  out.other += holdings.cp_core_bytes + holdings.workspace_bytes;
   return out;
 }
 
-MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& l) {
-  return peak_memory_per_gpu(m, l, pipeline_split(m, l));
+MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& l, Software software) {
+  return peak_memory_per_gpu(m, l, pipeline_split(m, l), software);
 }
 
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& m, const ParallelLayout& l,
-                                    const PipelineSplit& split) {
-  return peak_memory_per_gpu(l, peak_stage_holdings(m, l, split));
+                                    const PipelineSplit& split, Software software) {
+  return peak_memory_per_gpu(l, peak_stage_holdings(m, l, split, software));
 }
 
 std::vector<StageHoldings> peak_stage_holdings(const ModelConfig& m, const ParallelLayout& l,
-                                               const PipelineSplit& split) {
+                                               const PipelineSplit& split, Software software) {
   std::vector<StageHoldings> out;
   const ModelTraffic traffic{m.tie_embeddings, m.moe.has_value()};
   double runtime_before = 0;
@@ -72,7 +82,7 @@ std::vector<StageHoldings> peak_stage_holdings(const ModelConfig& m, const Paral
     const bool covered = s > 0 && split.stage(s - 1).covers(split.stage(s)) && runtime <= runtime_before;
     runtime_before = runtime;
     if (covered) continue;
-    out.push_back(stage_holdings(m, l, split, s));
+    out.push_back(stage_holdings(m, l, split, s, software));
   }
   return out;
 }

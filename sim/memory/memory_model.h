@@ -1,7 +1,14 @@
 // Memory per GPU: model states, activations and the rank's runtime memory
 // (CUDA context, NCCL: runtime_memory.h), for the pipeline stage that needs most.
+//
+// `software` picks whose activations are counted: Megatron's (Korthikanti et
+// al. 2022, activation_memory.h) by default, or, for our engine
+// (Software::kSextantEngine), the engine's arena block by block
+// (engine_arena.h: bf16 logits, one pass's shared buffers, its workspaces),
+// for dense models; MoE models keep Korthikanti's count under both.
 #pragma once
 
+#include "sim/core/cost_profile.h"
 #include "sim/core/model_config.h"
 #include "sim/core/parallel_layout.h"
 #include "sim/core/pipeline_split.h"
@@ -38,9 +45,11 @@ StateBytesPerParam state_bytes_per_param(int zero_stage, double shards,
                                          double gradient_bytes = 4);
 
 /// The breakdown of pipeline stage `stage`.
-MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout, int stage);
+MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout, int stage,
+                             Software software = Software::kMegatronPublished);
 MemoryBreakdown stage_memory(const ModelConfig& model, const ParallelLayout& layout,
-                             const PipelineSplit& split, int stage);
+                             const PipelineSplit& split, int stage,
+                             Software software = Software::kMegatronPublished);
 
 /// What pipeline stage `stage` holds whatever the ZeRO stage: its weights per
 /// GPU, its activations and its runtime memory (none reads zero, fsdp or the
@@ -52,9 +61,11 @@ struct StageHoldings {
   int num_layers = 0;
   RuntimeMemory runtime;
   double cp_core_bytes = 0;  // the cp attention core's shared buffers (context_parallel_buffers.h)
+  double workspace_bytes = 0;  // the engine's workspaces, tokens and losses (engine_arena.h; 0 for Megatron)
 };
 StageHoldings stage_holdings(const ModelConfig& model, const ParallelLayout& layout,
-                             const PipelineSplit& split, int stage);
+                             const PipelineSplit& split, int stage,
+                             Software software = Software::kMegatronPublished);
 /// The breakdown of a stage holding `holdings` under `layout`'s ZeRO stage.
 MemoryBreakdown stage_memory(const ParallelLayout& layout, const StageHoldings& holdings);
 
@@ -63,12 +74,15 @@ MemoryBreakdown stage_memory(const ParallelLayout& layout, const StageHoldings& 
 /// stage index, and in runtime memory (pipeline peers, the embedding group), so
 /// a stage the one before it covers (StageLayers::covers) with no more runtime
 /// memory is skipped.
-MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout);
 MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
-                                    const PipelineSplit& split);
+                                    Software software = Software::kMegatronPublished);
+MemoryBreakdown peak_memory_per_gpu(const ModelConfig& model, const ParallelLayout& layout,
+                                    const PipelineSplit& split,
+                                    Software software = Software::kMegatronPublished);
 /// The holdings of the stages peak_memory_per_gpu evaluates, and the peak over them.
 std::vector<StageHoldings> peak_stage_holdings(const ModelConfig& model, const ParallelLayout& layout,
-                                               const PipelineSplit& split);
+                                               const PipelineSplit& split,
+                                               Software software = Software::kMegatronPublished);
 MemoryBreakdown peak_memory_per_gpu(const ParallelLayout& layout, const std::vector<StageHoldings>& stages);
 
 }  // namespace sextant::sim
