@@ -383,9 +383,10 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
 // {tokens, cp, heads, kv_heads, head_dim, q_row_stride}. Chunks of 128 at
 // head_dim 128 run the Hopper kernels on an H100 (offsets whole 128-key
 // blocks); chunks of 64 alternate between the Hopper and the generic forward
-// (odd offsets of 64) and, at head_dim 128, give the Hopper backward offsets of
-// half a key block; chunks of 96 are no whole number of blocks. GQA at head_dim
-// 64 with so few blocks runs the backward with K and V expanded to every query head.
+// (odd offsets of 64) and give the Hopper backward (either head_dim) offsets of
+// half a key block; chunks of 96 are no whole number of blocks. On devices
+// other than compute capability 9.0, GQA at head_dim 64 with so few blocks runs
+// the generic backward with K and V expanded to every query head.
 INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionContextParallelTest,
                          ::testing::Values(ContextParallelCase{512, 2, 4, 1, 128, 768},
                                            ContextParallelCase{256, 2, 2, 2, 128, 0},
