@@ -72,14 +72,15 @@ void flash_attention_forward(Bf16* out, float* lse, const Bf16* q, const Bf16* k
 
 /// Device workspace flash_attention_backward needs: an fp32 dQ accumulator
 /// (batch, seq, heads, head_dim) and the fp32 row sums delta_i = dO_i . O_i
-/// (batch, heads, seq); on compute capability 9.0 at head_dim 128 the wgmma
-/// backward's instead (dQ padded to whole 64-query blocks, delta and LSE in
-/// log2 units), and the size returned covers either. With GQA at a head_dim
-/// the Hopper backward does not take (64, on any device), also K, V, dK and dV expanded to every
-/// query head (bf16, kv_seq tokens each): when the kernel's (kv head, sequence, key block) blocks
-/// would not fill the GPU, it runs as multi-head attention on those and sums
-/// each group's dK, dV (one more bf16 rounding). 0 for a shape
-/// flash_attention_unsupported_reason rejects.
+/// (batch, heads, seq); on compute capability 9.0 the wgmma backward's instead
+/// (dQ padded to whole query blocks, 64 queries at head_dim 128 and 128 at 64,
+/// delta and LSE in log2 units), and the size returned covers either. With
+/// GQA at head_dim 64 (or a shape the Hopper backward refuses), on any device,
+/// also K, V, dK and dV expanded to every query head (bf16, kv_seq tokens
+/// each): on a device other than 9.0, when the generic kernel's (kv head,
+/// sequence, key block) blocks would not fill the GPU, it runs as multi-head
+/// attention on those and sums each group's dK, dV (one more bf16 rounding).
+/// 0 for a shape flash_attention_unsupported_reason rejects.
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape);
 
 /// Whether flash_attention_backward on the current device runs `shape` (GQA)
@@ -87,6 +88,11 @@ std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& 
 /// flash_attention_backward_workspace_bytes): dK and dV are then each query
 /// head's share rounded to bf16, summed in fp32 and rounded again.
 bool flash_attention_backward_expands_kv_heads(const FlashAttentionShape& shape);
+
+/// Whether flash_attention_backward on the current device runs `shape` on the
+/// Hopper wgmma kernels (compute capability 9.0, head_dim 64 or 128, within
+/// their grid and TMA limits) rather than the generic mma.sync kernel.
+bool flash_attention_backward_runs_sm90(const FlashAttentionShape& shape);
 
 /// The gradients of flash_attention_forward, all written (not accumulated):
 /// dq: (batch, seq, heads, head_dim) bf16, with q's row stride;

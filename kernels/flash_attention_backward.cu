@@ -25,9 +25,10 @@
 //      anyway, each warp multiplies 16 queries of it by half of head_dim and
 //      adds the result into an fp32 buffer with atomics.
 //   3. dQ: the fp32 buffer, times the softmax scale, to bf16.
-// On compute capability 9.0 (H100, H200) at head_dim 128, flash_attention_backward
-// runs the wgmma kernels of kernels/flash_attention_backward_sm90.cu instead;
-// this one serves head_dim 64, sm_80 and any other device.
+// On compute capability 9.0 (H100, H200), flash_attention_backward runs the
+// wgmma kernels of kernels/flash_attention_backward_sm90.cu instead (head_dim
+// 64 and 128); this one serves sm_80 and any other device, and the shapes the
+// Hopper kernels refuse (grid or TMA limits).
 // With kv_seq > seq (bottom-right causal: query i sees keys j <= i + offset,
 // offset = kv_seq - seq) the key blocks cover kv_seq, and a key block's walk
 // starts at the first query block that sees its first key, (first_key -
@@ -608,36 +609,41 @@ int device_attribute(cudaDeviceAttr attribute) {
   return value;
 }
 
+// GQA shapes the generic kernel may run with K and V expanded
+// (expands_kv_heads), so flash_attention_backward_workspace_bytes, which does
+// not ask the device, keeps room for the copies: head_dim 64 (on devices other
+// than 9.0, as before the Hopper backward took head_dim 64) and the shapes the
+// Hopper backward refuses. (A head_dim 128 shape on a device other than 9.0
+// runs the generic kernel unexpanded.)
+bool generic_may_expand_kv_heads(const FlashAttentionShape& shape) {
+  return shape.kv_heads < shape.heads &&
+         (shape.head_dim == 64 || !detail::flash_attention_backward_sm90_supports(shape));
+}
+}  // namespace
+
 // The wgmma kernels are compiled for sm_90a only, whose machine code runs on
 // compute capability 9.0 alone.
-bool runs_sm90_backward(const FlashAttentionShape& shape) {
+bool flash_attention_backward_runs_sm90(const FlashAttentionShape& shape) {
   return device_attribute(cudaDevAttrComputeCapabilityMajor) == 9 &&
          device_attribute(cudaDevAttrComputeCapabilityMinor) == 0 &&
          detail::flash_attention_backward_sm90_supports(shape);
 }
-}  // namespace
 
 bool flash_attention_backward_expands_kv_heads(const FlashAttentionShape& shape) {
-  // Only at shapes the Hopper backward does not take, on any device:
-  // flash_attention_backward_workspace_bytes, which does not ask the device,
-  // has room for the expansion only there (a head_dim 128 shape on a device
-  // other than 9.0 runs the generic kernel unexpanded).
-  return !detail::flash_attention_backward_sm90_supports(shape) &&
+  return generic_may_expand_kv_heads(shape) && !flash_attention_backward_runs_sm90(shape) &&
          expands_kv_heads(shape, device_attribute(cudaDevAttrMultiProcessorCount));
 }
 
 std::size_t flash_attention_backward_workspace_bytes(const FlashAttentionShape& shape) {
   if (!flash_attention_unsupported_reason(shape).empty()) return 0;
-  std::size_t bytes = generic_workspace_bytes(shape);
   // Enough for either kernel, whichever device runs it (the Hopper one pads
   // the rows to whole query blocks and adds LSE).
-  if (!detail::flash_attention_backward_sm90_supports(shape)) {
-    // GQA: room for K, V, dK and dV expanded to every query head (expands_kv_heads),
-    // whichever device runs it.
-    if (shape.kv_heads < shape.heads) bytes = aligned(bytes) + 4 * expanded_elems(shape) * sizeof(Bf16);
-    return bytes;
-  }
-  return std::max(bytes, detail::flash_attention_backward_sm90_workspace_bytes(shape));
+  std::size_t bytes = generic_workspace_bytes(shape);
+  if (generic_may_expand_kv_heads(shape))
+    bytes = aligned(bytes) + 4 * expanded_elems(shape) * sizeof(Bf16);
+  if (detail::flash_attention_backward_sm90_supports(shape))
+    bytes = std::max(bytes, detail::flash_attention_backward_sm90_workspace_bytes(shape));
+  return bytes;
 }
 
 void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16* q,
@@ -662,7 +668,7 @@ void flash_attention_backward(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, co
                    "workspace (" + std::to_string(workspace_bytes) + " bytes) is smaller than the " +
                        std::to_string(needed) +
                        " bytes flash_attention_backward_workspace_bytes asks for");
-  if (runs_sm90_backward(shape)) {
+  if (flash_attention_backward_runs_sm90(shape)) {
     detail::flash_attention_backward_sm90(dq, dk, dv, dout, q, k, v, out, lse, shape, workspace,
                                           stream);
     return;

@@ -1,56 +1,79 @@
-// Flash attention backward for Hopper (sm_90a), head_dim 128, causal or not: the
-// products of FlashAttention-2's backward (Dao 2023, Algorithm 2) on
+// Flash attention backward for Hopper (sm_90a), head_dim 64 or 128, causal or
+// not: the products of FlashAttention-2's backward (Dao 2023, Algorithm 2) on
 // warpgroup MMA, laid out as FlashAttention-3's backward (Shah et al. 2024,
-// section 3.1 and the backward pass of appendix B; the tile shape and
-// orientation of its hdim-128 causal configuration in hopper/
-// flash_bwd_launch_template.h: 64 queries x 128 keys, SdP_swapAB): each thread
-// block owns a block of keys, keeps K and V in shared memory, walks the query
-// blocks with Q and dO arriving by TMA, keeps dK and dV in registers and adds
-// its part of dQ into an fp32 buffer with atomics.
+// section 3.1 and the backward pass of appendix B): each thread block owns a
+// block of 128 keys, keeps K and V in shared memory, walks the query blocks
+// with Q and dO arriving by TMA, keeps dK and dV in registers and adds its
+// part of dQ into an fp32 buffer with atomics.
+//
+// Tile shapes (kernels/flash_attention_backward_sm90_tiles.cuh), after FA3's
+// hopper/flash_bwd_launch_template.h (run_mha_bwd_hdim128 causal, and
+// run_mha_bwd_hdim64), both with S and dP computed transposed (SdP_swapAB),
+// dK and dV split by keys between the two consumer warpgroups:
+//   d = 128: 64 queries x 128 keys per step; dQ split by columns (each
+//            consumer warpgroup 64 of the 128).
+//   d = 64:  128 queries x 128 keys per step; dQ split by queries (each
+//            consumer warpgroup 64 of the 128 rows, all 64 columns), FA3's
+//            AtomLayoutMdQ = 2. Half the head_dim halves every product's
+//            work per query, so twice the queries keep a step's wgmma work,
+//            accumulator registers (S^T and dP^T 64 each, dK, dV, dQ 32 each:
+//            the same 224 per thread as d = 128's 32 + 32 + 64 + 64 + 32) and
+//            dQ reductions (32 KiB a step) as at d = 128, and halve the steps
+//            (mbarrier waits, named barriers, LSE and delta copies) per key
+//            block. 64 queries at d = 64 would leave each warpgroup 32 dQ
+//            columns: an m64n32 product whose B (K, MN-major) starts mid-way
+//            through a 128-byte swizzle row, which the canonical MN-major
+//            layouts (PTX ISA, "Shared Memory Matrix Layout"; 64-element
+//            atoms) do not describe. Shared memory at d = 64: 163 KiB (K, V
+//            16 KiB each, Q and dO 2 x 16 KiB each, dS^T 2 x 32 KiB).
+//            Registers (ptxas -v, nvcc 13.0, 240 per consumer thread after
+//            setmaxnreg): 16 bytes spilled at d = 64, two 8-byte local loads
+//            per step beside its 40 wgmma; 8 bytes at d = 128 non-causal.
 //
 // Three launches:
-//   1. Per (batch, head, query) row, padded to whole 64-query blocks: delta_i =
+//   1. Per (batch, head, query) row, padded to whole query blocks: delta_i =
 //      dO_i . O_i (Algorithm 2, line 4, D_i = rowsum(dO_i o O_i)) and LSE_i in
 //      log2 units, into the workspace; padding rows get delta 0 and LSE +inf,
 //      so their probabilities are exp2(-inf) = 0. The same pass zeroes the fp32
 //      dQ accumulator. (FA3's preprocessing kernel does the same, so the main
-//      kernel can bulk-copy 256-byte, 16-byte-aligned LSE and delta blocks.)
+//      kernel can bulk-copy 16-byte-aligned LSE and delta blocks.)
 //   2. One thread block of 3 warpgroups per block of 128 keys of one
 //      key/value head, in one of two launch orders (backward_heads_outer):
 //      up to s = 2048, grid (key blocks, kv_heads, batch): a head's blocks
 //      are launched together, key block 0, which sees every query, first, so
 //      the few heads in flight keep their Q, dO and fp32 dQ accumulator (8 s d
-//      bytes a head: 2 MiB at s = 2048) in L2 while their blocks share them;
-//      for longer sequences grid (kv_heads, batch, key blocks): every head's
-//      key block 0 first, so the longest blocks do not trail at the end. One thread of warpgroup 0 issues the
-//      TMA copies: K and V once, then Q + LSE and dO + delta of each
-//      (query head of the GQA group, 64-query block at or below the diagonal)
-//      step into kStages slots guarded by mbarriers (FA3 section 3.1, warp
-//      specialization; setmaxnreg gives its registers to the consumers).
-//      Consumer warpgroup w owns keys 64w..64w+63 and per step computes, in
-//      the transposed orientation (keys as wgmma's M), Algorithm 2 lines 9-16:
-//        S^T  = K Q^T                      (64, 64)  wgmma, K and Q from smem
-//        dP^T = V dO^T                     (64, 64)  wgmma, V and dO from smem
+//      bytes a head: 2 MiB at s = 2048, d = 128) in L2 while their blocks share
+//      them; for longer sequences grid (kv_heads, batch, key blocks): every
+//      head's key block 0 first, so the longest blocks do not trail at the end.
+//      One thread of warpgroup 0 issues the TMA copies: K and V once, then
+//      Q + LSE and dO + delta of each (query head of the GQA group, query
+//      block at or below the diagonal) step into kStages slots guarded by
+//      mbarriers (FA3 section 3.1, warp specialization; setmaxnreg gives its
+//      registers to the consumers). Consumer warpgroup w owns keys 64w..64w+63
+//      and per step (n = the step's queries) computes, in the transposed
+//      orientation (keys as wgmma's M), Algorithm 2 lines 9-16:
+//        S^T  = K Q^T                      (64, n)  wgmma, K and Q from smem
+//        dP^T = V dO^T                     (64, n)  wgmma, V and dO from smem
 //        P^T  = exp2(S^T scale log2 e - LSE log2 e), causally masked (while
 //               dP^T is still on the tensor cores)
 //        dS^T = P^T o (dP^T - delta)
-//        dV  += P^T dO                     (64, 128) wgmma, A from registers
+//        dV  += P^T dO                     (64, d)  wgmma, A from registers
 //      (the accumulators rounded to bf16 are the A fragments, kernels/wgmma.cuh,
 //      so P and dS need no trip through shared memory for dV and dK). dS^T also
 //      goes to shared memory (two buffers); after a named barrier of the two
 //      consumer warpgroups,
-//        dQ_part = dS K                    (64, 64)  warpgroup w: columns 64w..
-//        dK  += dS^T Q                     (64, 128) wgmma, A from registers
+//        dQ_part = dS K                    (64, 64) warpgroup w's tile of dQ
+//        dK  += dS^T Q                     (64, d)  wgmma, A from registers
 //      dQ reads dS^T and K MN-major (transpose bits). Once dQ_part retires it
 //      is added into the fp32 accumulator by 16-byte reductions
 //      (red.global.add.v4.f32) while dK still runs.
 //   3. dQ: the accumulator, times the softmax scale, to bf16.
 //
-// The dQ accumulator is not stored row-major: each 64-query block is one
-// contiguous (64 x 128) fp32 tile in the order of the consumers' accumulator
-// fragments (dq_fragment_row / _col), so the 32 lanes of a warp reduce into
-// 512 contiguous bytes (4 full cache lines) per instruction; launch 3 puts the
-// rows back in order through shared memory.
+// The dQ accumulator is not stored row-major: each query block is one
+// contiguous (n x d) fp32 tile in the order of the consumers' accumulator
+// fragments (BackwardTile::dq_fragment_row / _col), so the 32 lanes of a warp
+// reduce into 512 contiguous bytes (4 full cache lines) per instruction;
+// launch 3 puts the rows back in order through shared memory.
 //
 // With kv_seq > seq (bottom-right causal: query i sees keys j <= i + offset,
 // offset = kv_seq - seq) the key blocks cover kv_seq; a key block's walk starts
@@ -75,6 +98,8 @@
 // mma.sync kernel. Launches 1 and 3 alone took 84 us in a version that indexed
 // them per element with 64-bit divisions; the per-tile grids here saved 15 us
 // of that. The dQ reductions cost about 36 us (the time without them).
+// d = 64 is not measured yet (tests/bench/kernels/flash_attention_bench.cc has
+// its shapes).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -90,6 +115,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_common.cuh"
 #include "kernels/flash_attention.h"
+#include "kernels/flash_attention_backward_sm90_tiles.cuh"
 #include "kernels/flash_attention_mma.cuh"
 #include "kernels/flash_attention_tiles.cuh"
 #include "kernels/wgmma.cuh"
@@ -101,52 +127,7 @@ namespace {
 using namespace flash;
 using namespace sm90;
 
-constexpr int kHeadDim = 128;  // head_dim 64 keeps kernels/flash_attention_backward.cu's kernel
-constexpr int kWarpgroupThreads = 128;
-constexpr int kConsumerWarpgroups = 2;
-constexpr int kConsumerThreads = kConsumerWarpgroups * kWarpgroupThreads;
-constexpr int kThreads = kWarpgroupThreads + kConsumerThreads;
-constexpr int kWarpgroupKeys = 64;  // wgmma's M
-constexpr int kBlockKeys = kConsumerWarpgroups * kWarpgroupKeys;
-constexpr int kBlockQueries = 64;  // queries per step: wgmma's N of S^T, dP^T; its K of dV, dK
-static_assert(kBlockKeys % kBlockQueries == 0, "a key block starts a query block");
-// (Q + LSE, dO + delta) slots. 3 measured 1.5 % slower than 2 at b = 4,
-// h = 16, s = 2048 (H200).
-constexpr int kStages = 2;
-// 64 bf16 = 128 bytes: one swizzled row of a panel (kernels/wgmma.cuh).
-constexpr int kPanelCols = kTensorMapBoxCols;
-constexpr std::uint32_t kPanelRowBytes = 128;
-constexpr int kPanels = kHeadDim / kPanelCols;
-// Accumulator registers of a (64, 64) fp32 wgmma tile per thread, and the
-// float4 chunks of the dQ accumulator's fragment order.
-constexpr int kDqRegisters = kBlockQueries * (kHeadDim / kConsumerWarpgroups) / kWarpgroupThreads;
-constexpr int kDqChunks = kDqRegisters / 4;
-constexpr int kDqTileFloats = kBlockQueries * kHeadDim;
-static_assert(kDqChunks * 4 * kConsumerThreads == kDqTileFloats, "the fragments cover the tile");
-
-struct Layout {
-  static constexpr std::uint32_t kKvPanelBytes = kBlockKeys * kPanelRowBytes;  // (128, 64)
-  static constexpr std::uint32_t kKvBytes = kPanels * kKvPanelBytes;           // (128, d): K or V
-  static constexpr std::uint32_t kQPanelBytes = kBlockQueries * kPanelRowBytes;  // (64, 64)
-  static constexpr std::uint32_t kQBytes = kPanels * kQPanelBytes;  // (64, d): Q or dO
-  // dS^T (128 keys, 64 queries) bf16: one panel of 128 swizzled rows.
-  static constexpr std::uint32_t kDsBytes = kBlockKeys * kPanelRowBytes;
-  static constexpr std::uint32_t kRowBytes = kBlockQueries * sizeof(float);  // LSE or delta
-  static constexpr std::size_t kKOffset = 0;
-  static constexpr std::size_t kVOffset = kKOffset + kKvBytes;
-  static constexpr std::size_t kQOffset = kVOffset + kKvBytes;
-  static constexpr std::size_t kDoOffset = kQOffset + kStages * kQBytes;
-  static constexpr std::size_t kDsOffset = kDoOffset + kStages * kQBytes;
-  static constexpr std::size_t kLseOffset = kDsOffset + 2 * kDsBytes;
-  static constexpr std::size_t kDeltaOffset = kLseOffset + kStages * kRowBytes;
-  static constexpr std::size_t kBarrierOffset = kDeltaOffset + kStages * kRowBytes;
-  // The dynamic shared memory base is only 16-byte aligned; swizzled panels
-  // need 1024.
-  static constexpr std::size_t kBytes = kBarrierOffset + 256 + 1024;
-  // Compute capability 9.0's opt-in maximum per block: 227 KiB (CUDA C++
-  // Programming Guide, "Technical Specifications per Compute Capability").
-  static_assert(kBytes <= 227 * 1024, "does not fit in an sm_90 block's shared memory");
-};
+using namespace sm90_backward;
 
 struct Barriers {
   std::uint64_t kv_full;           // K and V landed (TMA bytes)
@@ -156,30 +137,20 @@ struct Barriers {
 };
 static_assert(sizeof(Barriers) <= 256, "the layout reserves 256 bytes for the barriers");
 
-/// The dQ accumulator's fragment order within a (64, 128) tile: float4 f =
-/// (warpgroup w * kDqChunks + chunk) * 128 + thread holds registers 4 chunk ..
-/// 4 chunk + 3 of thread `thread` (0..127) of consumer warpgroup w, which owns
-/// columns 64w.. as a (64, 64) wgmma accumulator. Register 4 chunk + e is at
-/// row 16 warp + g + 8 (e / 2), column 8 chunk + 2t + e % 2 of those
-/// (kernels/wgmma.cuh). Each warpgroup's half is contiguous (16 KiB).
-__host__ __device__ __forceinline__ int dq_fragment_row(int thread, int e) {
-  const int lane = thread % kWarpSize;
-  return 16 * (thread / kWarpSize) + lane / 4 + 8 * (e / 2);
-}
-__host__ __device__ __forceinline__ int dq_fragment_col(int warpgroup, int thread, int chunk,
-                                                        int e) {
-  return (kHeadDim / kConsumerWarpgroups) * warpgroup + 8 * chunk + 2 * (thread % 4) + e % 2;
-}
-
-constexpr int kPrepRows = 16;  // rows per block of the preprocessing kernel
+// The preprocessing kernel's blocks: 8 elements (16 bytes) of a row per
+// thread, so 16 rows a block at d = 128 and 32 at d = 64.
+constexpr int kPrepThreads = 256;
+template <int kHeadDim>
 constexpr int kPrepThreadsPerRow = kHeadDim / kBf16PerVector;
-constexpr int kPrepThreads = kPrepRows * kPrepThreadsPerRow;
+template <int kHeadDim>
+constexpr int kPrepRows = kPrepThreads / kPrepThreadsPerRow<kHeadDim>;
 
 // Per row (batch, head, query < padded_seq), row-major (b, h, padded_seq):
 // delta = dO . O and lse_log2 = LSE * log2(e) for query < seq, 0 and +inf past
 // it; the row's head_dim floats of the dQ accumulator zeroed.
 // grid (padded_seq / kPrepRows, heads, batch). Each thread takes 8 elements;
-// the 16 threads of a row are adjacent lanes of one warp.
+// the d / 8 threads of a row are adjacent lanes of one warp.
+template <int kHeadDim>
 __global__ void __launch_bounds__(kPrepThreads)
     backward_sm90_prep_kernel(float* __restrict__ delta,             // (b, h, padded_seq)
                               float* __restrict__ lse_log2,          // (b, h, padded_seq)
@@ -188,13 +159,16 @@ __global__ void __launch_bounds__(kPrepThreads)
                               const __nv_bfloat16* __restrict__ out,   // (b, s, h, d)
                               const float* __restrict__ lse,           // (b, h, s)
                               int seq, int padded_seq) {
-  static_assert(kWarpSize % kPrepThreadsPerRow == 0, "a row's threads share a warp");
+  constexpr int kThreadsPerRow = kPrepThreadsPerRow<kHeadDim>;
+  static_assert(kWarpSize % kThreadsPerRow == 0, "a row's threads share a warp");
+  static_assert(BackwardTile<kHeadDim>::kBlockQueries % kPrepRows<kHeadDim> == 0,
+                "whole blocks cover the padded rows");
   const int heads = static_cast<int>(gridDim.y);
   const int head = static_cast<int>(blockIdx.y);
   const std::size_t batch = blockIdx.z;
-  const int query = static_cast<int>(blockIdx.x) * kPrepRows +
-                    static_cast<int>(threadIdx.x) / kPrepThreadsPerRow;
-  const int column = (static_cast<int>(threadIdx.x) % kPrepThreadsPerRow) * kBf16PerVector;
+  const int query = static_cast<int>(blockIdx.x) * kPrepRows<kHeadDim> +
+                    static_cast<int>(threadIdx.x) / kThreadsPerRow;
+  const int column = (static_cast<int>(threadIdx.x) % kThreadsPerRow) * kBf16PerVector;
   const std::size_t bh = batch * heads + head;
   const std::size_t row = bh * padded_seq + query;
   const bool valid = query < seq;
@@ -211,7 +185,7 @@ __global__ void __launch_bounds__(kPrepThreads)
   zero[0] = make_float4(0.f, 0.f, 0.f, 0.f);
   zero[1] = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-  for (int offset = kPrepThreadsPerRow / 2; offset > 0; offset /= 2)
+  for (int offset = kThreadsPerRow / 2; offset > 0; offset /= 2)
     sum += __shfl_xor_sync(0xffffffffu, sum, offset);
   if (column == 0) {
     delta[row] = valid ? sum : 0.f;
@@ -231,20 +205,22 @@ constexpr std::uint32_t kDsBarrier = 1;
 constexpr int kProducerRegisters = 24;
 constexpr int kConsumerRegisters = 240;
 
+// n = BackwardTile::kBlockQueries, the queries of a step (64 or 128).
 struct Shared {
   unsigned char* k;   // (128 keys, d): kPanels panels of (128, 64)
   unsigned char* v;   // (128 keys, d)
-  unsigned char* q;   // kStages x (64 queries, d): kPanels panels of (64, 64)
-  unsigned char* dO;  // kStages x (64 queries, d)
-  unsigned char* ds;  // 2 x dS^T (128 keys, 64 queries)
-  float* lse_log2;    // kStages x 64
-  float* delta;       // kStages x 64
+  unsigned char* q;   // kStages x (n queries, d): kPanels panels of (n, 64)
+  unsigned char* dO;  // kStages x (n queries, d)
+  unsigned char* ds;  // 2 x dS^T (128 keys, n queries): kQueryPanels panels of (128, 64)
+  float* lse_log2;    // kStages x n
+  float* delta;       // kStages x n
   Barriers* barriers;
 };
 
 /// What one block walks: step i is query block first_query_block + i %
 /// blocks_per_head of query head kv_head * group + i / blocks_per_head.
 /// `offset` = causal_offset: query i sees key j iff i >= j - offset.
+template <int kBlockQueries>
 struct Walk {
   int batch, kv_head, group, first_key, offset, first_query_block, blocks_per_head, steps;
   __device__ __forceinline__ int head(int step) const {
@@ -255,12 +231,19 @@ struct Walk {
   }
 };
 
-/// The producer: one thread issuing every copy of this block.
+/// The producer: one thread issuing every copy of this block. Every TMA box
+/// is counted whole on its barrier, rows past seq or kv_seq included
+/// (zero-filled).
+template <int kHeadDim>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* do_map,
                                         const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         const float* lse_log2, const float* delta,
-                                        const Shared& sh, const Walk& walk, int heads,
-                                        int padded_seq) {
+                                        const Shared& sh,
+                                        const Walk<BackwardTile<kHeadDim>::kBlockQueries>& walk,
+                                        int heads, int padded_seq) {
+  using Layout = BackwardLayout<kHeadDim>;
+  constexpr int kPanels = BackwardTile<kHeadDim>::kPanels;
+  constexpr int kBlockQueries = BackwardTile<kHeadDim>::kBlockQueries;
   Barriers* bar = sh.barriers;
   tma_prefetch_map(q_map);
   tma_prefetch_map(do_map);
@@ -308,14 +291,17 @@ __device__ __forceinline__ std::uint32_t k_major_step(int kk, std::uint32_t pane
 __device__ __forceinline__ std::uint32_t mn_major_step(int kk) { return kk * 16 * kPanelRowBytes; }
 
 /// A consumer warpgroup: keys 64w..64w+63 of the block.
-template <bool kCausal>
-__device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
+template <int kHeadDim, bool kCausal>
+__device__ __forceinline__ void consume(const Shared& sh,
+                                        const Walk<BackwardTile<kHeadDim>::kBlockQueries>& walk,
                                         __nv_bfloat16* __restrict__ dk,
                                         __nv_bfloat16* __restrict__ dv,
                                         float* __restrict__ dq_accum, int kv_seq, int heads,
                                         int padded_seq, long long kv_row_stride, float scale,
                                         float scale_log2) {
-  using L = Layout;
+  using L = BackwardLayout<kHeadDim>;
+  using Tile = BackwardTile<kHeadDim>;
+  constexpr int kBlockQueries = Tile::kBlockQueries;
   constexpr int kDSteps = kHeadDim / 16;          // k-steps of S^T and dP^T
   constexpr int kQuerySteps = kBlockQueries / 16;  // k-steps of dV and dK
   constexpr int kKeySteps = kBlockKeys / 16;       // k-steps of dQ
@@ -333,9 +319,10 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
   const int wg_first_query = wg_first_key - walk.offset;
 
   // K, V as A (64 keys of this warpgroup, K-major); Q, dO as B of S^T, dP^T
-  // (K-major) and of dK, dV (MN-major, panels kQPanelBytes apart along N);
-  // dS^T as the MN-major A of dQ (one panel: M = 64 queries); K as the
-  // MN-major B of dQ, this warpgroup's panel of 64 columns (kernels/wgmma.cuh).
+  // (K-major, N = n rows of one panel) and of dK, dV (MN-major, panels
+  // kQPanelBytes apart along N = d); for this warpgroup's (64, 64) tile of dQ,
+  // dS^T as the MN-major A (the panel of its 64 queries) and K as the MN-major
+  // B (the panel of its 64 columns) (kernels/wgmma.cuh).
   const std::uint64_t k_a = make_smem_descriptor(
       sh.k + warpgroup * kWarpgroupKeys * kPanelRowBytes, 16, 1024, Swizzle::k128B);
   const std::uint64_t v_a = make_smem_descriptor(
@@ -345,9 +332,13 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
   const std::uint64_t q_mn_major = make_smem_descriptor(sh.q, L::kQPanelBytes, 1024, Swizzle::k128B);
   const std::uint64_t do_mn_major =
       make_smem_descriptor(sh.dO, L::kQPanelBytes, 1024, Swizzle::k128B);
-  const std::uint64_t ds_a = make_smem_descriptor(sh.ds, L::kDsBytes, 1024, Swizzle::k128B);
-  const std::uint64_t k_b = make_smem_descriptor(sh.k + warpgroup * L::kKvPanelBytes,
-                                                 L::kKvPanelBytes, 1024, Swizzle::k128B);
+  static_assert(kDqTileRows == kPanelCols && kDqTileCols == kPanelCols, "a dQ tile is one panel wide");
+  const std::uint64_t ds_a =
+      make_smem_descriptor(sh.ds + Tile::dq_row_tile(warpgroup) * L::kDsPanelBytes,
+                           L::kDsPanelBytes, 1024, Swizzle::k128B);
+  const std::uint64_t k_b =
+      make_smem_descriptor(sh.k + Tile::dq_col_tile(warpgroup) * L::kKvPanelBytes,
+                           L::kKvPanelBytes, 1024, Swizzle::k128B);
 
   float dk_acc[kKvRegisters], dv_acc[kKvRegisters];
 #pragma unroll
@@ -430,17 +421,19 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
       }
     // dS^T to shared memory for dQ: fragment r of k-step kk is key row
     // 16 warp + g + 8 (r % 2) of the warpgroup, queries 16kk + 8 (r / 2) + 2t
-    // and + 1. 4-byte stores; for each (kk, r) the 8 rows g land in 8
-    // different 16-byte chunks (the swizzle XORs the chunk with the row) and
-    // the 4 lanes t in its 4 words: the 32 lanes on 32 banks.
+    // and + 1: column 16 (kk % 4) + 8 (r / 2) + 2t of panel kk / 4. 4-byte
+    // stores; for each (kk, r) the 8 rows g land in 8 different 16-byte
+    // chunks (the swizzle XORs the chunk with the row) and the 4 lanes t in
+    // its 4 words: the 32 lanes on 32 banks.
+    static_assert(kPanelCols % 16 == 0, "a k-step's 16 queries lie in one panel");
 #pragma unroll
     for (int kk = 0; kk < kQuerySteps; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int row = warpgroup * kWarpgroupKeys + 16 * warp + g + 8 * (r % 2);
-        const int col = 16 * kk + 8 * (r / 2) + 2 * t;
-        *reinterpret_cast<std::uint32_t*>(ds_tile + sw128_offset_bytes(row, 2 * col)) =
-            ds_frag[kk][r];
+        const int col = 16 * (kk % 4) + 8 * (r / 2) + 2 * t;
+        *reinterpret_cast<std::uint32_t*>(ds_tile + (kk / 4) * L::kDsPanelBytes +
+                                          sw128_offset_bytes(row, 2 * col)) = ds_frag[kk][r];
       }
     fence_proxy_async_shared();  // the generic-proxy stores before wgmma reads them
 
@@ -459,13 +452,13 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
     // warpgroup writes this one again two steps on, after the next barrier,
     // which the other passes only once its dQ wgmma reading it retired.)
     named_barrier_sync(kDsBarrier, kConsumerThreads);
-    // dQ (this warpgroup's 64 columns) = dS K: M = 64 queries, K = 128 keys;
-    // then dK += dS^T Q.
+    // dQ (this warpgroup's (64, 64) tile) = dS K: M = 64 queries, N = 64
+    // columns, K = 128 keys; then dK += dS^T Q.
     wgmma_fence_operand(dq);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kKeySteps; ++kk)
-      wgmma_m64k16_ss<kHeadDim / kConsumerWarpgroups, true, true>(
+      wgmma_m64k16_ss<kDqTileCols, true, true>(
           dq, advance_descriptor(ds_a, (step % 2) * L::kDsBytes + mn_major_step(kk)),
           advance_descriptor(k_b, mn_major_step(kk)), kk > 0);
     wgmma_commit_group();
@@ -483,8 +476,9 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
     wgmma_fence_operand(dv_acc);
     wgmma_fence_operand(p_frag);
 
-    // This warpgroup's half of the tile, 16-byte reductions, each warp's 32
-    // lanes on 512 contiguous bytes (the fragment order above).
+    // This warpgroup's (64, 64) part of the step's tile, 16-byte reductions,
+    // each warp's 32 lanes on 512 contiguous bytes (BackwardTile's fragment
+    // order).
     float4* dq_tile = reinterpret_cast<float4*>(
                           dq_accum + ((static_cast<std::size_t>(walk.batch) * heads +
                                        walk.head(step)) * padded_seq + first_query) * kHeadDim) +
@@ -522,7 +516,7 @@ __device__ __forceinline__ void consume(const Shared& sh, const Walk& walk,
 
 // grid: (key blocks, kv_heads, batch) when heads_outer, else (kv_heads, batch,
 // key blocks); block: kThreads.
-template <bool kCausal>
+template <int kHeadDim, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     flash_attention_backward_sm90_kernel(const __grid_constant__ CUtensorMap q_map,
                                          const __grid_constant__ CUtensorMap do_map,
@@ -538,7 +532,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                                          float scale_log2,
                                          bool heads_outer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Layout;
+  using L = BackwardLayout<kHeadDim>;
+  constexpr int kBlockQueries = BackwardTile<kHeadDim>::kBlockQueries;
   extern __shared__ unsigned char shared_raw[];
   unsigned char* base = shared_raw + ((1024 - (shared_u32(shared_raw) & 1023)) & 1023);
   const Shared sh{base + L::kKOffset,
@@ -549,7 +544,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                   reinterpret_cast<float*>(base + L::kLseOffset),
                   reinterpret_cast<float*>(base + L::kDeltaOffset),
                   reinterpret_cast<Barriers*>(base + L::kBarrierOffset)};
-  Walk walk;
+  Walk<kBlockQueries> walk;
   walk.kv_head = static_cast<int>(heads_outer ? blockIdx.y : blockIdx.x);
   walk.batch = static_cast<int>(heads_outer ? blockIdx.z : blockIdx.y);
   walk.group = heads / kv_heads;
@@ -572,33 +567,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < kWarpgroupThreads) {
     setmaxnreg_dec<kProducerRegisters>();
     if (threadIdx.x == 0)
-      produce(&q_map, &do_map, &k_map, &v_map, lse_log2, delta, sh, walk, heads, padded_seq);
+      produce<kHeadDim>(&q_map, &do_map, &k_map, &v_map, lse_log2, delta, sh, walk, heads,
+                        padded_seq);
     return;
   }
   setmaxnreg_inc<kConsumerRegisters>();
-  consume<kCausal>(sh, walk, dk, dv, dq_accum, kv_seq, heads, padded_seq, kv_row_stride, scale, scale_log2);
+  consume<kHeadDim, kCausal>(sh, walk, dk, dv, dq_accum, kv_seq, heads, padded_seq, kv_row_stride, scale, scale_log2);
 #endif
 }
 
 constexpr int kConvertThreads = 256;
-// Row stride of the convert kernel's fp32 tile: 136 = 128 + 8 puts the 8 rows
-// g of a half-warp's float2 stores (columns 2t, 2t + 1) on 8 distinct 8-bank
-// groups, and keeps rows 16-byte aligned for the float4 reads.
+// Row stride of the convert kernel's fp32 tile: d + 8 (136 or 72, both 8
+// modulo the 32 banks) puts the rows g of a half-warp's float2 stores
+// (columns 2t, 2t + 1) on distinct 8-bank groups, and keeps rows 16-byte
+// aligned for the float4 reads.
+template <int kHeadDim>
 constexpr int kConvertLd = kHeadDim + 8;
 
-// dQ of one (64 queries, 128) tile: the accumulator's fragment order read
+// dQ of one (n queries, d) tile: the accumulator's fragment order read
 // coalesced into a row-major shared tile, then each row written as 16-byte
 // chunks of bf16, times the softmax scale, for query < seq.
-// grid (padded_seq / 64, heads, batch).
+// grid (padded_seq / n, heads, batch).
+template <int kHeadDim>
 __global__ void __launch_bounds__(kConvertThreads)
     backward_sm90_dq_kernel(__nv_bfloat16* __restrict__ dq,        // (b*s, q_row_stride)
-                            const float* __restrict__ dq_accum,    // (b, h, padded_seq / 64) tiles
+                            const float* __restrict__ dq_accum,    // (b, h, padded_seq / n) tiles
                             int seq, int padded_seq, long long q_row_stride, float scale) {
-  constexpr int kTileFloat4s = kDqTileFloats / 4;
+  using Tile = BackwardTile<kHeadDim>;
+  constexpr int kBlockQueries = Tile::kBlockQueries;
+  constexpr int kTileFloat4s = Tile::kDqTileFloats / 4;
   constexpr int kChunksPerRow = kHeadDim / kBf16PerVector;
   static_assert(kTileFloat4s % kConvertThreads == 0, "whole float4s per thread");
   static_assert(kBlockQueries * kChunksPerRow % kConvertThreads == 0, "whole chunks per thread");
-  __shared__ __align__(16) float tile[kBlockQueries][kConvertLd];
+  __shared__ __align__(16) float tile[kBlockQueries][kConvertLd<kHeadDim>];
   const int heads = static_cast<int>(gridDim.y);
   const int head = static_cast<int>(blockIdx.y);
   const std::size_t batch = blockIdx.z;
@@ -612,8 +613,8 @@ __global__ void __launch_bounds__(kConvertThreads)
     const int warpgroup = f / (kDqChunks * kWarpgroupThreads);
     const int chunk = (f / kWarpgroupThreads) % kDqChunks;
     const int thread = f % kWarpgroupThreads;
-    const int row = dq_fragment_row(thread, 0);  // and row + 8: registers 2, 3
-    const int col = dq_fragment_col(warpgroup, thread, chunk, 0);
+    const int row = Tile::dq_fragment_row(warpgroup, thread, 0);  // and row + 8: registers 2, 3
+    const int col = Tile::dq_fragment_col(warpgroup, thread, chunk, 0);
     *reinterpret_cast<float2*>(&tile[row][col]) = make_float2(x.x, x.y);
     *reinterpret_cast<float2*>(&tile[row + 8][col]) = make_float2(x.z, x.w);
   }
@@ -642,16 +643,73 @@ __global__ void __launch_bounds__(kConvertThreads)
 /// 760 to 793 and b1 s8192 from 1335 to 1412.
 bool backward_heads_outer(const FlashAttentionShape& shape) { return shape.seq <= 2048; }
 
-/// seq rounded up to whole 64-query blocks.
+/// Queries per step of the head_dim's instantiation (64 or 128).
+int block_queries_of(const FlashAttentionShape& shape) {
+  return shape.head_dim == 64 ? BackwardTile<64>::kBlockQueries : BackwardTile<128>::kBlockQueries;
+}
+
+/// seq rounded up to whole query blocks.
 long long padded_seq_of(const FlashAttentionShape& shape) {
-  return (static_cast<long long>(shape.seq) + kBlockQueries - 1) / kBlockQueries * kBlockQueries;
+  const long long n = block_queries_of(shape);
+  return (static_cast<long long>(shape.seq) + n - 1) / n * n;
+}
+
+/// The three launches at head_dim kHeadDim (file comment).
+template <int kHeadDim>
+void launch_backward_sm90(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dout, const Bf16* q,
+                          const Bf16* k, const Bf16* v, const Bf16* out, const float* lse,
+                          const FlashAttentionShape& shape, void* workspace, cudaStream_t stream) {
+  using L = BackwardLayout<kHeadDim>;
+  constexpr int kBlockQueries = BackwardTile<kHeadDim>::kBlockQueries;
+  const int padded_seq = static_cast<int>(padded_seq_of(shape));
+  const long long rows = static_cast<long long>(shape.batch) * shape.heads * padded_seq;
+  auto* dq_accum = static_cast<float*>(workspace);
+  float* delta = dq_accum + rows * kHeadDim;
+  float* lse_log2 = delta + rows;
+
+  const dim3 prep_grid(padded_seq / kPrepRows<kHeadDim>, shape.heads, shape.batch);
+  backward_sm90_prep_kernel<kHeadDim><<<prep_grid, kPrepThreads, 0, stream>>>(
+      delta, lse_log2, dq_accum, cuda_bf16(dout), cuda_bf16(out), lse, shape.seq, padded_seq);
+  SEXTANT_CHECK_LAUNCH("backward_sm90_prep_kernel");
+
+  const CUtensorMap q_map = make_attention_tensor_map(q, kHeadDim, shape.heads, shape.seq, shape.batch,
+                                            q_row_stride(shape), kBlockQueries);
+  const CUtensorMap do_map =
+      make_attention_tensor_map(dout, kHeadDim, shape.heads, shape.seq, shape.batch,
+                      static_cast<long long>(shape.heads) * kHeadDim, kBlockQueries);
+  const int kv_seq = kv_seq_of(shape);
+  const CUtensorMap k_map = make_attention_tensor_map(k, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
+                                            kv_row_stride(shape), kBlockKeys);
+  const CUtensorMap v_map = make_attention_tensor_map(v, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
+                                            kv_row_stride(shape), kBlockKeys);
+  // Above 48 KiB a kernel must opt in to its dynamic shared memory.
+  const auto kernel = shape.causal ? flash_attention_backward_sm90_kernel<kHeadDim, true>
+                                   : flash_attention_backward_sm90_kernel<kHeadDim, false>;
+  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(L::kBytes)));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
+  const int key_blocks = (kv_seq + kBlockKeys - 1) / kBlockKeys;
+  const bool heads_outer = backward_heads_outer(shape);
+  const dim3 grid = heads_outer ? dim3(key_blocks, shape.kv_heads, shape.batch)
+                                : dim3(shape.kv_heads, shape.batch, key_blocks);
+  kernel<<<grid, kThreads, L::kBytes, stream>>>(
+      q_map, do_map, k_map, v_map, cuda_bf16(dk), cuda_bf16(dv), dq_accum, lse_log2, delta,
+      kv_seq, causal_offset(shape), padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
+      static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634),  // log2(e) / sqrt(d)
+      heads_outer);
+  SEXTANT_CHECK_LAUNCH("flash_attention_backward_sm90_kernel");
+
+  const dim3 convert_grid(padded_seq / kBlockQueries, shape.heads, shape.batch);
+  backward_sm90_dq_kernel<kHeadDim><<<convert_grid, kConvertThreads, 0, stream>>>(
+      cuda_bf16(dq), dq_accum, shape.seq, padded_seq, q_row_stride(shape), static_cast<float>(scale));
+  SEXTANT_CHECK_LAUNCH("backward_sm90_dq_kernel");
 }
 
 }  // namespace
 
 // Declared in kernels/flash_attention_backward.cu, which dispatches here.
 bool flash_attention_backward_sm90_supports(const FlashAttentionShape& shape) {
-  if (shape.head_dim != kHeadDim) return false;
+  if (shape.head_dim != 64 && shape.head_dim != 128) return false;
   // Grid y and z dimensions (at most 65535) hold two of heads, batch and key blocks.
   const long long kv_seq = kv_seq_of(shape);
   if (shape.heads > 65535 || shape.batch > 65535 || (kv_seq + kBlockKeys - 1) / kBlockKeys > 65535)
@@ -674,48 +732,10 @@ void flash_attention_backward_sm90(Bf16* dq, Bf16* dk, Bf16* dv, const Bf16* dou
                                    const Bf16* k, const Bf16* v, const Bf16* out, const float* lse,
                                    const FlashAttentionShape& shape, void* workspace,
                                    cudaStream_t stream) {
-  const int padded_seq = static_cast<int>(padded_seq_of(shape));
-  const long long rows = static_cast<long long>(shape.batch) * shape.heads * padded_seq;
-  auto* dq_accum = static_cast<float*>(workspace);
-  float* delta = dq_accum + rows * kHeadDim;
-  float* lse_log2 = delta + rows;
-
-  const dim3 prep_grid(padded_seq / kPrepRows, shape.heads, shape.batch);
-  backward_sm90_prep_kernel<<<prep_grid, kPrepThreads, 0, stream>>>(
-      delta, lse_log2, dq_accum, cuda_bf16(dout), cuda_bf16(out), lse, shape.seq, padded_seq);
-  SEXTANT_CHECK_LAUNCH("backward_sm90_prep_kernel");
-
-  const CUtensorMap q_map = make_attention_tensor_map(q, kHeadDim, shape.heads, shape.seq, shape.batch,
-                                            q_row_stride(shape), kBlockQueries);
-  const CUtensorMap do_map =
-      make_attention_tensor_map(dout, kHeadDim, shape.heads, shape.seq, shape.batch,
-                      static_cast<long long>(shape.heads) * kHeadDim, kBlockQueries);
-  const int kv_seq = kv_seq_of(shape);
-  const CUtensorMap k_map = make_attention_tensor_map(k, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
-                                            kv_row_stride(shape), kBlockKeys);
-  const CUtensorMap v_map = make_attention_tensor_map(v, kHeadDim, shape.kv_heads, kv_seq, shape.batch,
-                                            kv_row_stride(shape), kBlockKeys);
-  // Above 48 KiB a kernel must opt in to its dynamic shared memory.
-  const auto kernel = shape.causal ? flash_attention_backward_sm90_kernel<true>
-                                   : flash_attention_backward_sm90_kernel<false>;
-  SEXTANT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(Layout::kBytes)));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
-  const int key_blocks = (kv_seq + kBlockKeys - 1) / kBlockKeys;
-  const bool heads_outer = backward_heads_outer(shape);
-  const dim3 grid = heads_outer ? dim3(key_blocks, shape.kv_heads, shape.batch)
-                                : dim3(shape.kv_heads, shape.batch, key_blocks);
-  kernel<<<grid, kThreads, Layout::kBytes, stream>>>(
-      q_map, do_map, k_map, v_map, cuda_bf16(dk), cuda_bf16(dv), dq_accum, lse_log2, delta,
-      kv_seq, causal_offset(shape), padded_seq, shape.heads, shape.kv_heads, kv_row_stride(shape),
-      static_cast<float>(scale), static_cast<float>(scale * 1.4426950408889634),  // log2(e) / sqrt(d)
-      heads_outer);
-  SEXTANT_CHECK_LAUNCH("flash_attention_backward_sm90_kernel");
-
-  const dim3 convert_grid(padded_seq / kBlockQueries, shape.heads, shape.batch);
-  backward_sm90_dq_kernel<<<convert_grid, kConvertThreads, 0, stream>>>(
-      cuda_bf16(dq), dq_accum, shape.seq, padded_seq, q_row_stride(shape), static_cast<float>(scale));
-  SEXTANT_CHECK_LAUNCH("backward_sm90_dq_kernel");
+  if (shape.head_dim == 64)
+    launch_backward_sm90<64>(dq, dk, dv, dout, q, k, v, out, lse, shape, workspace, stream);
+  else
+    launch_backward_sm90<128>(dq, dk, dv, dout, q, k, v, out, lse, shape, workspace, stream);
 }
 
 }  // namespace sextant::kernels::detail

@@ -166,11 +166,14 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   }
   t.forward_s += a.forward_s;
   t.backward_s += a.backward_s;
-  // GQA at head_dim 64 (no Hopper backward) with fewer (kv head, sequence, key
-  // block of 128) blocks than SMs: the backward copies K and V out to every
-  // query head, runs as multi-head (the multi-head table's case), and sums each
-  // group's dK and dV (kernels/flash_attention_backward.cu, expands_kv_heads).
-  // A table measured at the model's group size holds those copies already.
+  // GQA at head_dim 64 with fewer (kv head, sequence, key block of 128) blocks
+  // than SMs: the generic backward copies K and V out to every query head, runs
+  // as multi-head (the multi-head table's case), and sums each group's dK and
+  // dV (kernels/flash_attention_backward.cu, expands_kv_heads). A table
+  // measured at the model's group size holds those copies already. (On compute
+  // capability 9.0 the Hopper backward now takes head_dim 64 and does not
+  // expand, so there these copies overstate the time; the rates do not say
+  // which device runs the engine.)
   const double key_blocks = std::ceil(static_cast<double>(m.seq_length) / 128.0);
   const bool expands_kv_heads = !a.measured_at_group && padded == 64 && kv_heads < heads &&
                                 kv_heads * l.mbs * key_blocks < r.sm_count;

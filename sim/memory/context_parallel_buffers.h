@@ -16,9 +16,10 @@
 // - both: flash attention's backward workspace for the largest call, c
 //   queries against up to S (all-gather) or 2c (ring) keys, batch 1
 //   (kernels/flash_attention.h, flash_attention_backward_workspace_bytes):
-//   the fp32 dQ accumulator and delta rows, and, for GQA at a head_dim the
-//   Hopper backward does not take (other than 128), K, V, dK and dV expanded
-//   to every query head (bf16). The one-GPU core's workspace is not counted
+//   the fp32 dQ accumulator and delta rows, and, for GQA at head_dim 64, K, V,
+//   dK and dV expanded to every query head (bf16: room the generic kernel's
+//   expansion needs on devices other than compute capability 9.0, reserved on
+//   every device). The one-GPU core's workspace is not counted
 //   (the memory model has none); this one is counted whole.
 // Megatron-Core's cores (Transformer Engine) hold comparable transient
 // buffers (context_parallel.py: p2p_comm_buffers, out_per_step, dkv buffers);

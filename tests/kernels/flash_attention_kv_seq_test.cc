@@ -114,13 +114,13 @@ TEST_P(FlashAttentionKvSeqTest, BackwardMatchesReference) {
 // - seq: 200 and 384 (seq 100 ends in a partial query block and 200 is no whole
 // number of 64- or 128-key blocks: two key blocks straddle each query block's
 // diagonal; 384 is three 128-key blocks, which the Hopper forward takes),
-// 64 (whole 64-key blocks only). kv_heads 1, 2 are GQA, 4 MHA; head_dim 128
-// runs the Hopper kernels on an H100 or H200 (the forward only at offset
-// 384). At head_dim 64, GQA with few (kv head, sequence, key block) blocks runs
-// with K and V expanded to every query head; 66 sequences at 2 kv heads make
-// 132 blocks (an H100's or H200's SM count) and keep the kernel's own walk
-// over each group. q_row_stride: the fused QKV width (heads + 2 kv_heads)
-// head_dim, plus 8 padding columns where it is not 0 mod 128.
+// 64 (whole 64-key blocks only). kv_heads 1, 2 are GQA, 4 MHA; on an H100 or
+// H200 every shape runs the Hopper backward (the forward only at offset 384).
+// On other devices, GQA at head_dim 64 with few (kv head, sequence, key block)
+// blocks runs with K and V expanded to every query head; 66 sequences at 2 kv
+// heads make 132 blocks (an H100's or H200's SM count) and keep the kernel's
+// own walk over each group. q_row_stride: the fused QKV width (heads + 2
+// kv_heads) head_dim, plus 8 padding columns where it is not 0 mod 128.
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKvSeqTest,
                          ::testing::Values(FlashAttentionShape{2, 100, 300, 4, 1, 64, 392},
                                            FlashAttentionShape{2, 100, 300, 4, 2, 128, 1032},
@@ -131,6 +131,19 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionKvSeqTest,
                                            FlashAttentionShape{1, 1, 70, 4, 2, 64}),
                          testing::flash_attention_shape_name);
 
+// The Hopper backward at head_dim 64 walks 128-query blocks against 128-key
+// blocks: offsets that are odd multiples of 64 put the diagonal through the
+// middle of a query block, so a key block's walk starts at a query block that
+// its second warpgroup's keys see only in part. Offsets 64 (seq 200: a partial
+// last query block), 192 (seq 130 = 128 + 2, GQA group 4), 320 (seq 300, GQA
+// group 8) and 192 for one query row.
+INSTANTIATE_TEST_SUITE_P(HopperHeadDim64, FlashAttentionKvSeqTest,
+                         ::testing::Values(FlashAttentionShape{2, 200, 264, 4, 2, 64, 512},
+                                           FlashAttentionShape{1, 130, 322, 8, 2, 64, 768},
+                                           FlashAttentionShape{1, 300, 620, 16, 2, 64, 1280},
+                                           FlashAttentionShape{1, 1, 193, 4, 1, 64}),
+                         testing::flash_attention_shape_name);
+
 FlashAttentionShape non_causal(int batch, int seq, int kv_seq, int heads, int kv_heads, int head_dim,
                                int q_row_stride = 0, int kv_row_stride = 0) {
   return {batch, seq, kv_seq, heads, kv_heads, head_dim, q_row_stride, kv_row_stride, false};
@@ -139,12 +152,15 @@ FlashAttentionShape non_causal(int batch, int seq, int kv_seq, int heads, int kv
 // Non-causal: kv_seq below, equal to and above seq, with partial query blocks
 // (seq 100, 300) and partial key blocks (kv_seq 70, 300: no whole number of 64-
 // or 128-key blocks), whole blocks (256 x 128, 512 x 512), one key or one
-// query. kv_heads 1, 2, 4 of 4 or 8 heads (GQA) and MHA. head_dim 128 runs the
-// Hopper kernels on an H100 or H200 (forward and backward take every
-// non-causal shape); head_dim 64 the Hopper forward and the generic backward,
+// query. kv_heads 1, 2, 4 of 4 or 8 heads (GQA) and MHA. Both head_dims run
+// the Hopper kernels on an H100 or H200 (forward and backward take every
+// non-causal shape); on other devices the generic backward, at head_dim 64
 // with GQA's few (kv head, sequence, key block) blocks expanded to every query
 // head. Row strides: the fused QKV width (heads + 2 kv_heads) head_dim (+ 8
-// where it is not 0 mod 128), for Q and for K and V.
+// where it is not 0 mod 128), for Q and for K and V. The last three are for
+// the Hopper backward at head_dim 64 (128-query steps): kv_seq 190 and 450 end
+// in partial 128-key blocks (below seq, GQA group 4; above it, group 8), and
+// one query row against 300 keys.
 INSTANTIATE_TEST_SUITE_P(NonCausalShapes, FlashAttentionKvSeqTest,
                          ::testing::Values(non_causal(2, 100, 300, 4, 1, 64, 392, 392),
                                            non_causal(2, 300, 70, 4, 2, 64),
@@ -154,7 +170,10 @@ INSTANTIATE_TEST_SUITE_P(NonCausalShapes, FlashAttentionKvSeqTest,
                                            non_causal(3, 128, 128, 4, 4, 64, 768, 768),
                                            non_causal(2, 512, 512, 4, 1, 128, 768, 768),
                                            non_causal(1, 1, 70, 4, 2, 64),
-                                           non_causal(1, 70, 1, 4, 4, 128)),
+                                           non_causal(1, 70, 1, 4, 4, 128),
+                                           non_causal(2, 200, 190, 8, 2, 64),
+                                           non_causal(1, 130, 450, 16, 2, 64),
+                                           non_causal(1, 1, 300, 4, 4, 64)),
                          testing::flash_attention_shape_name);
 
 // kv_seq == seq is the square case: the same kernels, the same results, bit for
@@ -364,9 +383,10 @@ TEST_P(FlashAttentionContextParallelTest, ChunkBackwardsSumToTheFullGradients) {
 // {tokens, cp, heads, kv_heads, head_dim, q_row_stride}. Chunks of 128 at
 // head_dim 128 run the Hopper kernels on an H100 (offsets whole 128-key
 // blocks); chunks of 64 alternate between the Hopper and the generic forward
-// (odd offsets of 64) and, at head_dim 128, give the Hopper backward offsets of
-// half a key block; chunks of 96 are no whole number of blocks. GQA at head_dim
-// 64 with so few blocks runs the backward with K and V expanded to every query head.
+// (odd offsets of 64) and give the Hopper backward (either head_dim) offsets of
+// half a key block; chunks of 96 are no whole number of blocks. On devices
+// other than compute capability 9.0, GQA at head_dim 64 with so few blocks runs
+// the generic backward with K and V expanded to every query head.
 INSTANTIATE_TEST_SUITE_P(Cases, FlashAttentionContextParallelTest,
                          ::testing::Values(ContextParallelCase{512, 2, 4, 1, 128, 768},
                                            ContextParallelCase{256, 2, 2, 2, 128, 0},
@@ -389,8 +409,10 @@ TEST(FlashAttentionKvSeqArguments, KvSeqIsCheckedAgainstSeqAndTheGrid) {
 }
 
 TEST(FlashAttentionKvSeqArguments, WorkspaceCoversKvSeq) {
-  // (2, 128, 4, 64) fp32 dQ plus (2, 4, 128) fp32 delta: queries only.
-  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 512, 4, 4, 64}), 266240u);
+  // Queries only: the Hopper kernel's dQ, delta and LSE over 2 * 4 * 128 rows,
+  // 4 * 1024 * (64 + 2) bytes (above the generic kernel's 266240, (2, 128, 4,
+  // 64) fp32 dQ plus (2, 4, 128) fp32 delta).
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 512, 4, 4, 64}), 270336u);
   // GQA adds K, V, dK and dV expanded to the 4 query heads over kv_seq:
   // (2, 512, 4, 64) bf16 each.
   EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 512, 4, 1, 64}),

@@ -166,10 +166,12 @@ TEST_P(FlashAttentionTest, BackwardMatchesReference) {
 // 65 end in a partial block; 1 is a single padded block. kv_heads 1 and 2 are
 // GQA, 4 is MHA. 2050 is past 2048, where the Hopper backward launches its
 // blocks in the other order (key blocks outermost), and ends in a partial block.
-// GQA at head_dim 64 with fewer (kv head, sequence, key block) blocks than the
-// GPU has SMs runs with K and V expanded to every query head; 66 sequences of 128
-// at 2 kv heads make 132 blocks, an H100's or H200's SM count, and keep the
-// kernel's own walk over each group's query heads.
+// On a device other than compute capability 9.0, GQA at head_dim 64 with fewer
+// (kv head, sequence, key block) blocks than the GPU has SMs runs with K and V
+// expanded to every query head; 66 sequences of 128 at 2 kv heads make 132
+// blocks, an H100's or H200's SM count, and keep the kernel's own walk over
+// each group's query heads. (On an H100 or H200 every shape here runs the
+// Hopper backward, head_dim 64 included.)
 INSTANTIATE_TEST_SUITE_P(Shapes, FlashAttentionTest,
                          ::testing::Values(FlashAttentionShape{2, 128, 0, 4, 4, 64},
                                            FlashAttentionShape{2, 128, 0, 4, 1, 128},
@@ -317,8 +319,11 @@ TEST(FlashAttentionArguments, UnsupportedStridesNameTheWidth) {
 }
 
 TEST(FlashAttentionArguments, BackwardChecksWorkspace) {
-  // (2, 128, 4, 64) fp32 dQ plus (2, 4, 128) fp32 delta: 4 * (65536 + 1024) bytes.
-  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 0, 4, 4, 64}), 266240u);
+  // The generic kernel's (2, 128, 4, 64) fp32 dQ plus (2, 4, 128) fp32 delta,
+  // 4 * (65536 + 1024) = 266240 bytes, is below the Hopper kernel's: dQ, delta
+  // and LSE over 2 * 4 rows of 128 queries (one 128-query block at head_dim
+  // 64), 4 * 1024 * (64 + 2) bytes.
+  EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 0, 4, 4, 64}), 270336u);
   // GQA adds K, V, dK and dV expanded to the 4 query heads, (2, 128, 4, 64) bf16
   // each, after the first part rounded up to 256 bytes (266240 already is).
   EXPECT_EQ(flash_attention_backward_workspace_bytes({2, 128, 0, 4, 1, 64}), 266240u + 4 * 65536 * 2);
@@ -362,6 +367,21 @@ TEST(FlashAttentionArguments, LauncherThrowsBeforeLaunching) {
 INSTANTIATE_TEST_SUITE_P(LongShapes, FlashAttentionTest,
                          ::testing::Values(FlashAttentionShape{2, 520, 0, 8, 2, 128},
                                            FlashAttentionShape{2, 512, 0, 4, 4, 128}),
+                         testing::flash_attention_shape_name);
+
+// The Hopper backward at head_dim 64 (128 queries a step, 128 keys a block,
+// kernels/flash_attention_backward_sm90_tiles.cuh) on an H100 or H200: 2304 =
+// 18 whole query blocks and 2200 = 17 * 128 + 24 (a partial last block) are
+// past 2048, where the key blocks launch outermost (the shapes above take the
+// other order); GQA groups of 4 (8 heads over 2) and 8 (16 over 2), so each
+// block walks 4 or 8 heads and its two (Q, dO) slots wrap many times, at 520 =
+// 4 * 128 + 8 and 384 = 3 * 128 queries; one query row of 8 heads over 2.
+INSTANTIATE_TEST_SUITE_P(HopperHeadDim64, FlashAttentionTest,
+                         ::testing::Values(FlashAttentionShape{1, 2304, 0, 2, 1, 64},
+                                           FlashAttentionShape{1, 2200, 0, 2, 2, 64},
+                                           FlashAttentionShape{2, 520, 0, 8, 2, 64},
+                                           FlashAttentionShape{1, 384, 0, 16, 2, 64},
+                                           FlashAttentionShape{2, 1, 0, 8, 2, 64}),
                          testing::flash_attention_shape_name);
 
 }  // namespace

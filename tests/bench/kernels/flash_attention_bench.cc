@@ -127,5 +127,13 @@ int main(int argc, char** argv) {
   sextant::kernels::time_attention({4, 2048, 0, 16, 16, 128}, /*fused=*/true, iters, rng);
   // A longer sequence at the same token count as the first row.
   sextant::kernels::time_attention({2, 4096, 0, 16, 16, 128}, /*fused=*/false, iters, rng);
+  // head_dim 64 (the Hopper backward's 128-query tiles on an H100/H200): MHA
+  // and Llama 3.2 1B's GQA (32 heads over 8), at 2048 tokens (key blocks
+  // launched per head) and 8192 (key blocks outermost).
+  for (const FlashAttentionShape& s :
+       {FlashAttentionShape{4, 2048, 0, 32, 8, 64}, FlashAttentionShape{4, 8192, 0, 16, 16, 64},
+        FlashAttentionShape{4, 8192, 0, 32, 8, 64}})
+    sextant::kernels::time_attention(s, /*fused=*/false, iters, rng);
+  sextant::kernels::time_attention({4, 2048, 0, 32, 8, 64}, /*fused=*/true, iters, rng);
   return 0;
 }

@@ -1,6 +1,7 @@
 // The cp attention core's shared buffers (sim/memory/context_parallel_buffers.h),
-// counted by hand for Llama 3.2 1B (32 heads, 8 key/value heads of 64: GQA at a
-// head_dim the Hopper backward does not take), 32768 tokens, cp = 4, mbs 1:
+// counted by hand for Llama 3.2 1B (32 heads, 8 key/value heads of 64: GQA at
+// head_dim 64, whose workspace keeps room for K and V expanded to every query
+// head), 32768 tokens, cp = 4, mbs 1:
 // c = 4096, E = 32768·8·64 = 16,777,216, q width 2048, kv width 512.
 #include <gtest/gtest.h>
 
