@@ -139,13 +139,13 @@ fi
 
 if wants torch; then
   torchrun=/opt/torch/.venv/bin/torchrun
-  for spec in ${TORCH_RUNS:-llama3.2-1b:32768:2:4 llama3.2-1b:32768:4:4 gpt-1.3b:131072:4:1}; do
-    IFS=: read -r model seq cp gbs <<<"$spec"
+  # TORCH_RUNS: model:seq:cp:gbs[:recompute] (recompute none or full, default none), the engine's
+  # speed layouts (gpt-1.3b at 128k recomputes in both).
+  for spec in ${TORCH_RUNS:-llama3.2-1b:32768:2:4 llama3.2-1b:32768:4:4 llama3.2-1b:131072:4:1 gpt-1.3b:131072:4:1:full}; do
+    IFS=: read -r model seq cp gbs recompute <<<"$spec"
     name="torch_${model%%[.-]*}_$((seq / 1024))k_cp$cp"
     start=$SECONDS
-    # The engine's layouts; 128k with full recomputation in both.
-    extra=()
-    ((seq > 65536)) && extra=(--recompute full)
+    extra=(--recompute "${recompute:-none}")
     timeout "${TORCH_TIMEOUT:-170}" "$torchrun" --nproc-per-node 4 tools/bench/torch_context_parallel.py \
       --model "$model" --seq-length "$seq" --cp "$cp" --gbs "$gbs" --mbs 1 --warmup 3 --steps 6 \
       --time-limit-s "$(( ${TORCH_TIMEOUT:-170} - 10 ))" --json "${extra[@]}" ${TORCH_FLAGS:-} \

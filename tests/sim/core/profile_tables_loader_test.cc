@@ -120,12 +120,30 @@ attention_gqa:
 // Every profile written before attention_gqa existed loads as it did: all its rows multi-head.
 TEST(ProfileTablesLoader, ProfilesWithoutGroupedRowsHaveOnlyTheMultiHeadTable) {
   const CostProfile p = load_profile_file(std::string(SEXTANT_TEST_CONFIG_DIR) +
-                                          "/profiles/measured/h200-sxm-141gb.yaml");
+                                          "/profiles/measured/h100-sxm-80gb.yaml");
   ASSERT_TRUE(p.tables);
   EXPECT_EQ(p.tables->attention.size(), 73u);
   for (const AttentionPoint& a : p.tables->attention) EXPECT_EQ(a.kv_heads, a.heads);
   ASSERT_EQ(p.tables->lookup.attention.size(), 1u);
   EXPECT_EQ(p.tables->lookup.attention.begin()->first, 1);
+}
+
+// The committed H200 profile (calibrated 2026-11-28 with the GQA grid): 102
+// multi-head rows and the GQA rows of groups 4 and 8, and llama3.2-1b's own
+// group of 4 (32 heads over 8), each group its own table.
+TEST(ProfileTablesLoader, TheH200ProfileHasTablesForItsMeasuredGroups) {
+  const CostProfile p = load_profile_file(std::string(SEXTANT_TEST_CONFIG_DIR) +
+                                          "/profiles/measured/h200-sxm-141gb.yaml");
+  ASSERT_TRUE(p.tables);
+  std::size_t multi_head = 0;
+  for (const AttentionPoint& a : p.tables->attention) multi_head += a.kv_heads == a.heads ? 1 : 0;
+  EXPECT_EQ(multi_head, 102u);
+  EXPECT_GT(p.tables->attention.size(), multi_head);
+  const auto& tables = p.tables->lookup.attention;
+  ASSERT_EQ(tables.size(), 3u);
+  EXPECT_EQ(tables.count(1), 1u);
+  EXPECT_EQ(tables.count(4), 1u);
+  EXPECT_EQ(tables.count(8), 1u);
 }
 
 TEST(ProfileTablesLoader, GroupedRowsNeedFewerKeyValueHeadsThatDivideTheHeads) {
