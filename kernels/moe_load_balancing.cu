@@ -106,6 +106,12 @@ __global__ void moe_expert_bias_update_kernel(float* expert_bias, const std::int
   expert_bias[i] += difference > 0 ? update_rate : difference < 0 ? -update_rate : 0.0f;
 }
 
+__global__ void moe_accumulate_expert_load_kernel(std::int32_t* total, const std::int32_t* tokens_per_expert,
+                                                  int experts) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < experts) total[i] += tokens_per_expert[i];
+}
+
 }  // namespace
 
 std::size_t moe_aux_loss_statistics_workspace_bytes(int tokens, int experts, int group_tokens) {
@@ -187,6 +193,20 @@ void moe_expert_bias_update(float* expert_bias, const std::int32_t* tokens_per_e
   moe_expert_bias_update_kernel<<<1, threads, 0, stream>>>(expert_bias, tokens_per_expert, experts,
                                                            update_rate);
   SEXTANT_CHECK_LAUNCH("moe_expert_bias_update_kernel");
+}
+
+void moe_accumulate_expert_load(std::int32_t* total, const std::int32_t* tokens_per_expert, int experts,
+                                cudaStream_t stream) {
+  constexpr const char* kName = "moe_accumulate_expert_load";
+  require_argument(experts >= 1 && experts <= kMoeMaxExperts, kName,
+                   "experts (" + std::to_string(experts) + ") must be in [1, " +
+                       std::to_string(kMoeMaxExperts) + "]");
+  require_argument(total != nullptr && tokens_per_expert != nullptr, kName,
+                   "total and tokens_per_expert must not be null");
+  constexpr int kThreads = 256;
+  moe_accumulate_expert_load_kernel<<<(experts + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      total, tokens_per_expert, experts);
+  SEXTANT_CHECK_LAUNCH("moe_accumulate_expert_load_kernel");
 }
 
 }  // namespace sextant::kernels

@@ -1,0 +1,111 @@
+// DeepSeek-V3's auxiliary-loss-free balancing in the trainer (trainer.h):
+// the stage's MoE layers' selection biases and the step's loads they are
+// updated from — where they live, when the loads start from zero, and the
+// update after the optimizer.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "engine/comm/communicator.h"
+#include "engine/trainer.h"
+#include "engine/trainer_arrays.h"
+#include "kernels/cuda_check.h"
+#include "kernels/moe_load_balancing.h"
+
+namespace sextant::engine {
+
+namespace {
+
+// Each chunk's MoE layers, in its layer order.
+int moe_layers_of(const TransformerShape& shape, const StageParts& parts) {
+  int count = 0;
+  for (int layer = 0; layer < shape.num_layers; ++layer) count += shape.moe_layer(parts.first_layer + layer) ? 1 : 0;
+  return count;
+}
+
+}  // namespace
+
+int Trainer::stage_moe_layers() const {
+  int count = 0;
+  for (const Chunk& chunk : chunks_) count += moe_layers_of(chunk.shape, chunk.parts);
+  return count;
+}
+
+void Trainer::plan_expert_balancing(ArenaPlan& memory) {
+  if (!balances_experts()) return;
+  // Tiny (layers x experts 4-byte values) and kept across steps, as the
+  // optimizer's state is, but no parameter's: the memory plan lists them by name.
+  const std::size_t values = static_cast<std::size_t>(stage_moe_layers()) * static_cast<std::size_t>(shape_.experts);
+  expert_biases_slot_ = memory.add("MoE expert selection biases (fp32, DeepSeek-V3)", MemoryCategory::kOther,
+                                    values * sizeof(float));
+  expert_load_slot_ = memory.add("MoE expert loads of the step (int32)", MemoryCategory::kOther,
+                                 values * sizeof(std::int32_t));
+}
+
+void Trainer::bind_expert_balancing() {
+  if (!balances_experts()) return;
+  expert_biases_ = arena_->get<float>(expert_biases_slot_);
+  expert_load_ = arena_->get<std::int32_t>(expert_load_slot_);
+  const std::size_t E = static_cast<std::size_t>(shape_.experts);
+  const std::size_t values = static_cast<std::size_t>(stage_moe_layers()) * E;
+  // The biases start at zero (DeepSeek-V3 and Megatron-Core initialise them so).
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(expert_biases_, 0, values * sizeof(float), stream_));
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(expert_load_, 0, values * sizeof(std::int32_t), stream_));
+  // A chunk's rows follow the previous chunks'; its slots share them (they
+  // run the same layers on other micro-batches).
+  std::size_t row = 0;
+  for (Chunk& chunk : chunks_) {
+    for (auto& slot : chunk.slots) slot->bind_expert_balancing(expert_biases_ + row * E, expert_load_ + row * E);
+    row += static_cast<std::size_t>(moe_layers_of(chunk.shape, chunk.parts));
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Trainer::reset_expert_load() {
+  if (!balances_experts()) return;
+  const std::size_t values = static_cast<std::size_t>(stage_moe_layers()) * static_cast<std::size_t>(shape_.experts);
+  SEXTANT_CUDA_CHECK(cudaMemsetAsync(expert_load_, 0, values * sizeof(std::int32_t), stream_));
+}
+
+void Trainer::update_expert_biases() {
+  if (!balances_experts()) return;
+  const int layers = stage_moe_layers();
+  const std::size_t E = static_cast<std::size_t>(shape_.experts);
+  const std::size_t values = static_cast<std::size_t>(layers) * E;
+  // The load of the whole step: every rank of the dp x cp group routes other
+  // tokens through the same layers (trainer.h), in one exact int32 sum.
+  if (replicas_ != nullptr)
+    on_group(*replicas_,
+             [&] { replicas_->all_reduce_sum(expert_load_, expert_load_, values, comm::DataType::kInt32); });
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::size_t row = static_cast<std::size_t>(layer) * E;
+    kernels::moe_expert_bias_update(expert_biases_ + row, expert_load_ + row, shape_.experts,
+                                    static_cast<float>(options_.moe.expert_bias_update_rate), stream_);
+  }
+}
+
+std::vector<std::vector<float>> Trainer::expert_biases() const {
+  if (!balances_experts()) return {};
+  const std::size_t E = static_cast<std::size_t>(shape_.experts);
+  const std::vector<float> all = download_floats(expert_biases_, static_cast<std::size_t>(stage_moe_layers()) * E,
+                                                 stream_);
+  std::vector<std::vector<float>> layers;
+  for (std::size_t row = 0; row < all.size(); row += E) layers.emplace_back(all.begin() + row, all.begin() + row + E);
+  return layers;
+}
+
+std::vector<std::vector<std::int32_t>> Trainer::expert_loads() const {
+  if (!balances_experts()) return {};
+  const std::size_t E = static_cast<std::size_t>(shape_.experts);
+  std::vector<std::int32_t> all(static_cast<std::size_t>(stage_moe_layers()) * E);
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(all.data(), expert_load_, all.size() * sizeof(std::int32_t),
+                                     cudaMemcpyDeviceToHost, stream_));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<std::vector<std::int32_t>> layers;
+  for (std::size_t row = 0; row < all.size(); row += E) layers.emplace_back(all.begin() + row, all.begin() + row + E);
+  return layers;
+}
+
+}  // namespace sextant::engine
