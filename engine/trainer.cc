@@ -594,17 +594,17 @@ void Trainer::set_gradient(const std::string& name, std::span<const float> value
 }
 
 checkpoint::TrainerState Trainer::state() const {
-  if (balances_experts())
-    throw std::invalid_argument(
-        "Trainer: checkpoints do not keep DeepSeek-V3's expert biases (moe.expert_bias_update_rate) yet; "
-        "a run resumed from one would start them from zero, so saving with them is refused");
   settle_parameter_gathers();
-  return read_trainer_state(buffers_, steps_done_, stream_);
+  checkpoint::TrainerState s = read_trainer_state(buffers_, steps_done_, stream_);
+  for (const std::vector<float>& layer : expert_biases())
+    s.expert_biases.insert(s.expert_biases.end(), layer.begin(), layer.end());
+  return s;
 }
 
 void Trainer::restore(const checkpoint::TrainerState& s) {
   settle_parameter_gathers();  // before the weights are overwritten
   write_trainer_state(buffers_, s, "Trainer::restore", stream_);
+  restore_expert_biases(s.expert_biases);
   steps_done_ = static_cast<int>(s.steps_done);
 }
 

@@ -96,7 +96,9 @@
 // every rank of the stage keeps the same biases. Megatron-Core updates them in
 // finalize_model_grads (_update_router_expert_bias), after the backward and
 // whether or not the optimizer then skips the step; so does this trainer.
-// Checkpoints do not keep the biases yet: state() refuses with them.
+// Checkpoints keep them (TrainerState::expert_biases; Megatron keeps expert_bias
+// as a persistent buffer of the state dict), by MoE layer, so they follow a
+// layer to another pipeline stage on a resharded load.
 //
 // Not here (std::invalid_argument): cp with ep or MoE layers, etp, ZeRO-2/3,
 // zero-bubble schedules.
@@ -280,13 +282,14 @@ class Trainer {
 
   /// What a checkpoint keeps of this rank (engine/checkpoint/trainer_state.h):
   /// the flat bf16 weights, the fp32 master weights and Adam moments (the
-  /// rank's ZeRO-1 shard) and the updates done. Waits for the GPU. Throws
-  /// std::invalid_argument with DeepSeek-V3's expert biases on: a checkpoint
-  /// does not keep them yet, and a resumed run would lose them.
+  /// rank's ZeRO-1 shard), DeepSeek-V3's expert biases (when on) and the
+  /// updates done. Waits for the GPU.
   checkpoint::TrainerState state() const;
   /// Puts a state() back: the next step continues as the saved trainer's
   /// would have. Throws std::invalid_argument naming the array whose length
-  /// differs from this trainer's (another model or layout).
+  /// differs from this trainer's (another model or layout). Expert biases: a
+  /// state without them (a run without the balancing) starts them at zero; a
+  /// trainer without the balancing ignores a state's.
   void restore(const checkpoint::TrainerState& state);
 
  private:
@@ -345,6 +348,8 @@ class Trainer {
   void reset_expert_load();
   /// After the optimizer: the loads summed over dp x cp, each bias moved.
   void update_expert_biases();
+  /// restore()'s part: (stage MoE layers x experts) values, or none.
+  void restore_expert_biases(const std::vector<float>& biases);
 
   // trainer_graph.cc: one GPU's CUDA graph, and the GEMM tuning pass.
   /// run_program(0) through the CUDA graph when the step can be one, else

@@ -1,11 +1,13 @@
 // DeepSeek-V3's auxiliary-loss-free balancing in the trainer (trainer.h):
 // the stage's MoE layers' selection biases and the step's loads they are
-// updated from — where they live, when the loads start from zero, and the
-// update after the optimizer.
+// updated from — where they live, when the loads start from zero, the update
+// after the optimizer, and the biases in and out of a checkpoint's state.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -23,6 +25,16 @@ int moe_layers_of(const TransformerShape& shape, const StageParts& parts) {
   int count = 0;
   for (int layer = 0; layer < shape.num_layers; ++layer) count += shape.moe_layer(parts.first_layer + layer) ? 1 : 0;
   return count;
+}
+
+// A (layers x experts) array as one vector per layer.
+template <typename T>
+std::vector<std::vector<T>> rows_of(const std::vector<T>& all, std::size_t experts) {
+  std::vector<std::vector<T>> rows;
+  for (std::size_t row = 0; row < all.size(); row += experts)
+    rows.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(row),
+                      all.begin() + static_cast<std::ptrdiff_t>(row + experts));
+  return rows;
 }
 
 }  // namespace
@@ -86,14 +98,28 @@ void Trainer::update_expert_biases() {
   }
 }
 
+void Trainer::restore_expert_biases(const std::vector<float>& biases) {
+  // A run without the balancing ignores a checkpoint's biases (it turns them off).
+  if (!balances_experts()) return;
+  const std::size_t values = static_cast<std::size_t>(stage_moe_layers()) * static_cast<std::size_t>(shape_.experts);
+  if (biases.empty()) {  // a checkpoint of a run without them: they start at zero, as in a new run
+    SEXTANT_CUDA_CHECK(cudaMemsetAsync(expert_biases_, 0, values * sizeof(float), stream_));
+  } else {
+    if (biases.size() != values)
+      throw std::invalid_argument("Trainer::restore: the state holds " + std::to_string(biases.size()) +
+                                  " expert biases; this rank's " + std::to_string(stage_moe_layers()) +
+                                  " MoE layers of " + std::to_string(shape_.experts) + " experts have " +
+                                  std::to_string(values));
+    SEXTANT_CUDA_CHECK(
+        cudaMemcpyAsync(expert_biases_, biases.data(), values * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  }
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 std::vector<std::vector<float>> Trainer::expert_biases() const {
   if (!balances_experts()) return {};
   const std::size_t E = static_cast<std::size_t>(shape_.experts);
-  const std::vector<float> all = download_floats(expert_biases_, static_cast<std::size_t>(stage_moe_layers()) * E,
-                                                 stream_);
-  std::vector<std::vector<float>> layers;
-  for (std::size_t row = 0; row < all.size(); row += E) layers.emplace_back(all.begin() + row, all.begin() + row + E);
-  return layers;
+  return rows_of(download_floats(expert_biases_, static_cast<std::size_t>(stage_moe_layers()) * E, stream_), E);
 }
 
 std::vector<std::vector<std::int32_t>> Trainer::expert_loads() const {
@@ -103,9 +129,7 @@ std::vector<std::vector<std::int32_t>> Trainer::expert_loads() const {
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(all.data(), expert_load_, all.size() * sizeof(std::int32_t),
                                      cudaMemcpyDeviceToHost, stream_));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::vector<std::vector<std::int32_t>> layers;
-  for (std::size_t row = 0; row < all.size(); row += E) layers.emplace_back(all.begin() + row, all.begin() + row + E);
-  return layers;
+  return rows_of(all, E);
 }
 
 }  // namespace sextant::engine

@@ -63,10 +63,6 @@ void check_moe_router(RunSettings& s) {
   if (s.moe_bias_update_rate <= 0)
     throw_option_error("--moe-router-bias-update-rate", "",
                        "0: the biases would never move; leave out " + std::string(kFlag) + " instead");
-  if (!s.save_dir.empty())
-    throw_option_error("--save", "",
-                       "checkpoints do not keep the experts' biases of " + std::string(kFlag) +
-                           " yet; a run resumed from one would start them from zero");
   s.moe.expert_bias_update_rate = s.moe_bias_update_rate;
 }
 

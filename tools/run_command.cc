@@ -109,8 +109,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "for the top-k choice only, moved after every step by the update rate towards\n"
       "the mean load (up for an expert below it, down above), the loads summed over\n"
       "the step's micro-batches and the data-parallel ranks; the progress line shows\n"
-      "the biases' spread. Needs --moe-router-score-function sigmoid. Checkpoints do\n"
-      "not keep the biases yet: refused with --save (with --load they start at zero)");
+      "the biases' spread; checkpoints keep them. Needs --moe-router-score-function\n"
+      "sigmoid");
   add_number_option(*cmd, "--moe-router-bias-update-rate", s.moe_bias_update_rate,
                     "MoE models: how far each expert bias moves per step (DeepSeek-V3's gamma;\n"
                     "Megatron's --moe-router-bias-update-rate); needs --moe-router-enable-expert-bias",

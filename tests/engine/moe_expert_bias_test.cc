@@ -2,8 +2,8 @@
 // Liu et al. 2024, arXiv:2412.19437, Sec. 2.1.2): the selection biases move by
 // exactly the update rate per step against each expert's load, the load counts
 // every routed token once (full recomputation's second forward not again) and is
-// summed over the ranks that route other tokens, and checkpoints refuse the
-// biases rather than drop them. Skips without a GPU (fails instead under
+// summed over the ranks that route other tokens, and a trainer's state keeps
+// the biases. Skips without a GPU (fails instead under
 // SEXTANT_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
@@ -209,17 +209,45 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertBiasGroupTest, ::testing::Values(Grou
                            return "dp" + std::to_string(info.param.dp) + "_ep" + std::to_string(info.param.ep);
                          });
 
-// Checkpoints do not keep the biases yet: saving a trainer with them is
-// refused by name rather than silently dropping them.
-TEST_F(MoeExpertBiasTest, SavingTheBiasesIsRefused) {
-  Trainer trainer(small_moe(true), testing::one_gpu_layout(2, 4), sigmoid_with_bias(1e-3));
-  try {
-    (void)trainer.state();
-    FAIL() << "state() dropped the expert biases";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("checkpoints do not keep DeepSeek-V3's expert biases"), std::string::npos)
-        << e.what();
+// The biases are training state: state() holds them, a new trainer restored
+// from it has them, and both then route the next step alike (the biases steer
+// the routing). A
+// state without biases (a run without the balancing) starts them at zero; one
+// of another length is refused.
+TEST_F(MoeExpertBiasTest, BiasesRoundTripThroughTheTrainerState) {
+  const sim::ModelConfig model = small_moe(true);
+  const TrainerOptions options = sigmoid_with_bias(1e-3);
+  Trainer a(model, testing::one_gpu_layout(2, 4), options);
+  for (int i = 0; i < 3; ++i) {
+    const testing::Batch batch = testing::random_batch(rng(), 4, kSeq, 160);
+    a.step(batch.inputs, batch.targets);
   }
+  const checkpoint::TrainerState saved = a.state();
+  ASSERT_EQ(saved.expert_biases.size(), 2u * kExperts);
+  std::vector<float> flat;
+  for (const auto& layer : a.expert_biases()) flat.insert(flat.end(), layer.begin(), layer.end());
+  EXPECT_EQ(saved.expert_biases, flat);
+  EXPECT_NE(saved.expert_biases, std::vector<float>(2 * kExperts, 0.0f)) << "3 steps moved them";
+
+  Trainer b(model, testing::one_gpu_layout(2, 4), options);
+  b.restore(saved);
+  EXPECT_EQ(b.expert_biases(), a.expert_biases());
+  // One step: its forward reads the same weights and biases on both, bit for
+  // bit (later steps need not be: flash attention's backward adds dQ with
+  // atomics, checkpoint_resume_test.cc).
+  const testing::Batch batch = testing::random_batch(rng(), 4, kSeq, 160);
+  const StepResult ra = a.step(batch.inputs, batch.targets), rb = b.step(batch.inputs, batch.targets);
+  EXPECT_EQ(rb.loss, ra.loss);
+  EXPECT_EQ(rb.moe.expert_tokens, ra.moe.expert_tokens);
+  EXPECT_EQ(b.expert_biases(), a.expert_biases());
+
+  checkpoint::TrainerState without = saved;
+  without.expert_biases.clear();
+  b.restore(without);
+  for (const auto& layer : b.expert_biases()) EXPECT_EQ(layer, std::vector<float>(kExperts, 0.0f));
+  checkpoint::TrainerState wrong = saved;
+  wrong.expert_biases.pop_back();
+  EXPECT_THROW(b.restore(wrong), std::invalid_argument);
 }
 
 // The trainer refuses the bias where it cannot act, before touching the GPU's memory.

@@ -282,6 +282,35 @@ TEST(ReshardPlan, AnotherModelIsRefusedNamingTheTensor) {
             "m.json: has a tensor 'final_norm_beta' (1 x 16) that this run's model lacks");
 }
 
+// DeepSeek-V3's expert biases follow their MoE layer (the layer of a router
+// tensor) between pipeline splits: layers 1 and 3 of 4 are MoE layers of 4
+// experts, one on each of 2 saved stages (rows 0 of each); loaded at pp = 1
+// they are rows 0 and 1, read from the first rank of their stage (world ranks
+// 0 and 2 at tp 1, dp 2: rank = dp + 2 pp); back into pp 2, stage 1 reads row
+// 1 of rank 0 of the whole-model save.
+TEST(ReshardPlan, ExpertBiasesFollowTheirLayerToAnotherStage) {
+  auto tensor = [](const std::string& name, std::uint64_t offset) { return TensorSharding{name, 4, 8, offset, -1, {}}; };
+  CheckpointSharding stage0, stage1, whole;
+  stage0.flat_elements = stage1.flat_elements = 64;
+  stage0.tensors = {tensor("layers.0.qkv_weight", 0), tensor("layers.1.router_weight", 32)};
+  stage0.chunks = {{0, 2, true, false}};
+  stage1.tensors = {tensor("layers.2.qkv_weight", 0), tensor("layers.3.router_weight", 32)};
+  stage1.chunks = {{2, 2, false, true}};
+  whole.flat_elements = 128;
+  whole.tensors = {tensor("layers.0.qkv_weight", 0), tensor("layers.1.router_weight", 32),
+                   tensor("layers.2.qkv_weight", 64), tensor("layers.3.router_weight", 96)};
+  CheckpointLayout two_stages{1, 2, 0};
+  two_stages.pp = 2;
+  const CheckpointLayout one_stage{1, 2, 0};
+  const ReshardPlan merged = plan_reshard(two_stages, {stage0, stage1}, one_stage, whole, 1, "m.json");
+  EXPECT_EQ(merged.bias_elements, 8u);
+  EXPECT_EQ(merged.expert_biases, (std::vector<ArrayCopy>{{0, 0, 0, 4}, {2, 0, 4, 4}}));
+  // World rank 3 of the pp-2 run: dp 1 of stage 1.
+  const ReshardPlan split = plan_reshard(one_stage, {whole}, two_stages, stage1, 3, "m.json");
+  EXPECT_EQ(split.bias_elements, 4u);
+  EXPECT_EQ(split.expert_biases, (std::vector<ArrayCopy>{{0, 4, 0, 4}}));
+}
+
 // ZeRO-1's optimizer shards are one per dp rank (the cp ranks of a dp rank
 // share one): metadata with another count is damaged, and said so.
 TEST(ReshardPlan, OptimizerShardsMustBeOnePerDpRank) {
