@@ -347,7 +347,7 @@ TEST_F(InProcessGroups, AllReduceSumsInt32CountsExactly) {
   std::vector<std::vector<std::int32_t>> got(kRanks);
   run_in_process(kRanks, [&](int r, Communicator& comm) {
     const std::vector<std::int32_t> mine = {kBase + r, r, -r};
-    std::int32_t* buffer = nullptr;
+    void* buffer = nullptr;
     SEXTANT_CUDA_CHECK(cudaMalloc(&buffer, mine.size() * sizeof(std::int32_t)));
     SEXTANT_CUDA_CHECK(cudaMemcpy(buffer, mine.data(), mine.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
     comm.all_reduce_sum(buffer, buffer, mine.size(), DataType::kInt32);
