@@ -165,9 +165,10 @@ class ReshardTest : public ::testing::TestWithParam<ReshardCase> {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  // Saves `l`'s states at step 5 and opens the checkpoint.
-  OpenedCheckpoint save(const Layout& l, const CheckpointSharding& sh) {
-    const std::vector<TrainerState> states = states_for(l, sh, 7777.0f, 5);
+  // Saves `l`'s states at step 5, each with `expert_biases`, and opens the checkpoint.
+  OpenedCheckpoint save(const Layout& l, const CheckpointSharding& sh, const std::vector<float>& expert_biases = {}) {
+    std::vector<TrainerState> states = states_for(l, sh, 7777.0f, 5);
+    for (TrainerState& s : states) s.expert_biases = expert_biases;
     begin_save(root_.string(), 5);
     for (std::size_t w = 0; w < states.size(); ++w) write_rank_shard(root_.string(), 5, static_cast<int>(w), states[w]);
     CheckpointMetadata m;
@@ -228,6 +229,18 @@ TEST_P(ExpertReshardTest, EveryExpertRowLandsOnTheRankHoldingItsExpert) {
   ASSERT_EQ(opened.metadata.layout.ep, c.saved.ep);
   testing::expect_resharded_states(opened, {opened.metadata.sharding}, c.run.checkpoint(), {run},
                                    states_for(c.run, run, 0.0f, 5));
+}
+
+// DeepSeek-V3's expert biases of the MoE layer (4 experts), the same on every
+// saved rank, reach every loading rank whole, whatever its ep.
+TEST_P(ExpertReshardTest, ExpertBiasesReachEveryRankWhole) {
+  const ReshardCase& c = GetParam();
+  const CheckpointSharding run = moe_sharding_for(c.run);
+  const std::vector<float> biases = {0.25f, -0.5f, 0.0009765625f, -1.0f};
+  const OpenedCheckpoint opened = save(c.saved, moe_sharding_for(c.saved), biases);
+  std::vector<TrainerState> want = states_for(c.run, run, 0.0f, 5);
+  for (TrainerState& s : want) s.expert_biases = biases;
+  testing::expect_resharded_states(opened, {opened.metadata.sharding}, c.run.checkpoint(), {run}, want);
 }
 
 INSTANTIATE_TEST_SUITE_P(
