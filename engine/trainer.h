@@ -340,6 +340,8 @@ class Trainer {
   bool balances_experts() const { return options_.moe.expert_bias_update_rate > 0; }
   /// MoE layers of this rank's chunks (the rows of the biases and loads).
   int stage_moe_layers() const;
+  /// Values of the biases (and of the loads): stage MoE layers x experts; 0 when off.
+  std::size_t expert_bias_values() const;
   /// The biases' and loads' arena blocks; after the arena: their pointers,
   /// zeroed, bound to every slot's MoE layers.
   void plan_expert_balancing(ArenaPlan& memory);
