@@ -128,10 +128,13 @@ TEST_F(MoeExpertBiasTest, FullRecomputationCountsTheLoadOnce) {
 // exactly, and so are the biases, step after step. At lr 0 the weights stay
 // the trainer's initial ones (layout-independent), and with one layer the
 // router's input does not pass through the experts (whose products ep changes),
-// so every rank routes as one GPU does at every step and only the biases change. The test checks that it
-// can fail: some expert's bias moves the other way on a rank's own tokens.
+// so every rank routes as one GPU does at every step and only the biases change.
+// The test checks that it can fail: some expert's load lies on the other side
+// of the mean on a rank's own tokens. Pipelines (one MoE layer per chunk: 2
+// layers at pp 2, 4 at pp 2 with vpp 2, whose stage s holds layers s and s + 2):
+// each rank keeps its own layers' biases, in chunk order, as one GPU has them.
 struct GroupCase {
-  int dp, ep;
+  int dp, ep, pp = 1, vpp = 1;
 };
 
 class MoeExpertBiasGroupTest : public kernels::testing::GpuTestWithParam<GroupCase> {};
@@ -139,14 +142,17 @@ class MoeExpertBiasGroupTest : public kernels::testing::GpuTestWithParam<GroupCa
 TEST_P(MoeExpertBiasGroupTest, LoadsAreSummedOverTheRanksThatRouteOtherTokens) {
   const GroupCase c = GetParam();
   sim::ModelConfig model = small_moe(true);
-  model.num_layers = 1;
+  model.num_layers = c.pp * c.vpp;
   TrainerOptions options = sigmoid_with_bias(1e-3);
   options.lr.max_lr = options.lr.min_lr = 0.0;
   constexpr int kSteps = 4;
   std::vector<testing::Batch> batches;
   for (int i = 0; i < kSteps; ++i) batches.push_back(testing::random_batch(rng(), 4, kSeq, 160));
-  std::vector<std::vector<std::vector<float>>> want_biases;
-  std::vector<std::vector<std::vector<std::int32_t>>> want_loads;
+  using Biases = std::vector<std::vector<float>>;
+  using Loads = std::vector<std::vector<std::int32_t>>;
+  using Own = std::vector<std::vector<std::int64_t>>;
+  std::vector<Biases> want_biases;  // per step, every layer's
+  std::vector<Loads> want_loads;
   {
     Trainer one(model, testing::one_gpu_layout(1, 4), options);
     for (const testing::Batch& b : batches) {
@@ -158,18 +164,24 @@ TEST_P(MoeExpertBiasGroupTest, LoadsAreSummedOverTheRanksThatRouteOtherTokens) {
   sim::ParallelLayout layout = testing::one_gpu_layout(1, 4);
   layout.dp = c.dp;
   layout.ep = c.ep;
-  using Biases = std::vector<std::vector<float>>;
-  using Loads = std::vector<std::vector<std::int32_t>>;
-  using Own = std::vector<std::vector<std::int64_t>>;
-  std::vector<std::vector<Biases>> got_biases(static_cast<std::size_t>(c.dp));
+  layout.pp = c.pp;
+  layout.vpp = c.vpp;
+  layout.schedule = c.vpp > 1 ? sim::Schedule::kInterleaved : sim::Schedule::kOneFOneB;
+  const int world = c.dp * c.pp;
+  std::vector<std::vector<Biases>> got_biases(static_cast<std::size_t>(world));
   std::vector<std::vector<Loads>> got_loads(got_biases.size());
   std::vector<std::vector<Own>> own_tokens(got_biases.size());  // each rank's own routing per step
+  std::vector<std::vector<std::size_t>> held(got_biases.size());  // each rank's MoE layers, in its order
   comm::testing::run_in_process(
-      c.dp,
+      world,
       [&](int r, comm::Communicator& w) {
         const comm::ParallelGroups groups = comm::make_parallel_groups(w, layout, w.stream());
         Trainer trainer(model, layout, options, groups);
         const auto i = static_cast<std::size_t>(r);
+        // "layers.<l>.router_weight" names each MoE layer the rank holds, in chunk then layer order.
+        for (const std::string& name : trainer.tensor_names())
+          if (name.size() > 14 && name.compare(name.size() - 14, 14, ".router_weight") == 0)
+            held[i].push_back(std::stoul(name.substr(7, name.size() - 21)));
         for (const testing::Batch& b : batches) {
           const StepResult step = trainer.step(b.inputs, b.targets);
           own_tokens[i].push_back(step.moe.expert_tokens);
@@ -178,42 +190,56 @@ TEST_P(MoeExpertBiasGroupTest, LoadsAreSummedOverTheRanksThatRouteOtherTokens) {
         }
       },
       std::chrono::minutes(2));
-  for (std::size_t r = 0; r < got_biases.size(); ++r)
+  for (std::size_t r = 0; r < got_biases.size(); ++r) {
+    // Interleaved: stage s's chunk k holds layer k·pp + s (Narayanan et al. 2021, Sec. 2.2).
+    const auto stage = r / static_cast<std::size_t>(c.dp);  // rank order tp-cp-ep-dp-pp
+    std::vector<std::size_t> expected_layers;
+    for (int chunk = 0; chunk < c.vpp; ++chunk) expected_layers.push_back(static_cast<std::size_t>(chunk * c.pp) + stage);
+    EXPECT_EQ(held[r], expected_layers) << "rank " << r;
     for (std::size_t s = 0; s < want_biases.size(); ++s) {
-      EXPECT_EQ(got_loads[r][s], want_loads[s]) << "rank " << r << " step " << s + 1;
-      EXPECT_EQ(got_biases[r][s], want_biases[s]) << "rank " << r << " step " << s + 1;
-    }
-  // The whole step's load is the ranks' own loads summed; on rank 0's own
-  // tokens alone some expert's load lies on the other side of the mean.
-  bool a_sign_differs = false;
-  ASSERT_EQ(want_loads[0].size(), 1u);
-  for (std::size_t layer = 0; layer < want_loads[0].size(); ++layer) {
-    const std::vector<std::int32_t>& whole = want_loads[0][layer];
-    std::vector<std::int64_t> summed(kExperts, 0);
-    for (std::size_t r = 0; r < own_tokens.size(); ++r)
-      for (int e = 0; e < kExperts; ++e) summed[e] += own_tokens[r][0][layer][e];
-    const std::int64_t whole_sum = std::accumulate(whole.begin(), whole.end(), std::int64_t{0});
-    const std::vector<std::int64_t>& own = own_tokens[0][0][layer];
-    const std::int64_t own_sum = std::accumulate(own.begin(), own.end(), std::int64_t{0});
-    for (int e = 0; e < kExperts; ++e) {
-      EXPECT_EQ(summed[e], whole[e]) << "layer " << layer << " expert " << e;
-      const auto side = [](std::int64_t sum, std::int64_t load) { return (sum > kExperts * load) - (sum < kExperts * load); };
-      if (side(whole_sum, whole[e]) != side(own_sum, own[e])) a_sign_differs = true;
+      Biases want_b;
+      Loads want_l;
+      for (const std::size_t layer : held[r]) {
+        want_b.push_back(want_biases[s].at(layer));
+        want_l.push_back(want_loads[s].at(layer));
+      }
+      EXPECT_EQ(got_loads[r][s], want_l) << "rank " << r << " step " << s + 1;
+      EXPECT_EQ(got_biases[r][s], want_b) << "rank " << r << " step " << s + 1;
     }
   }
-  EXPECT_TRUE(a_sign_differs) << "the batches do not tell a rank's own load from the step's: pick others";
+  if (c.dp == 1) return;
+  // The whole step's load is the ranks' own loads summed; on rank 0's own
+  // tokens alone some expert's load lies on the other side of the mean.
+  ASSERT_EQ(want_loads[0].size(), 1u);
+  const std::vector<std::int32_t>& whole = want_loads[0][0];
+  std::vector<std::int64_t> summed(kExperts, 0);
+  for (std::size_t r = 0; r < own_tokens.size(); ++r)
+    for (int e = 0; e < kExperts; ++e) summed[e] += own_tokens[r][0][0][e];
+  const std::int64_t whole_sum = std::accumulate(whole.begin(), whole.end(), std::int64_t{0});
+  const std::vector<std::int64_t>& own = own_tokens[0][0][0];
+  const std::int64_t own_sum = std::accumulate(own.begin(), own.end(), std::int64_t{0});
+  const auto side = [](std::int64_t sum, std::int64_t load) { return (sum > kExperts * load) - (sum < kExperts * load); };
+  bool a_side_differs = false;
+  for (int e = 0; e < kExperts; ++e) {
+    EXPECT_EQ(summed[e], whole[e]) << "expert " << e;
+    if (side(whole_sum, whole[e]) != side(own_sum, own[e])) a_side_differs = true;
+  }
+  EXPECT_TRUE(a_side_differs) << "the batches do not tell a rank's own load from the step's: pick others";
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertBiasGroupTest, ::testing::Values(GroupCase{2, 1}, GroupCase{2, 2}),
+INSTANTIATE_TEST_SUITE_P(Layouts, MoeExpertBiasGroupTest,
+                         ::testing::Values(GroupCase{2, 1}, GroupCase{2, 2}, GroupCase{1, 1, 2},
+                                           GroupCase{1, 1, 2, 2}),
                          [](const auto& info) {
-                           return "dp" + std::to_string(info.param.dp) + "_ep" + std::to_string(info.param.ep);
+                           const GroupCase& c = info.param;
+                           return "dp" + std::to_string(c.dp) + "_ep" + std::to_string(c.ep) + "_pp" +
+                                  std::to_string(c.pp) + (c.vpp > 1 ? "_vpp" + std::to_string(c.vpp) : "");
                          });
 
 // The biases are training state: state() holds them, a new trainer restored
 // from it has them, and both then route the next step alike (the biases steer
-// the routing). A
-// state without biases (a run without the balancing) starts them at zero; one
-// of another length is refused.
+// the routing). A state without biases (a run without the balancing) starts
+// them at zero; one of another length is refused.
 TEST_F(MoeExpertBiasTest, BiasesRoundTripThroughTheTrainerState) {
   const sim::ModelConfig model = small_moe(true);
   const TrainerOptions options = sigmoid_with_bias(1e-3);
