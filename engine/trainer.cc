@@ -73,6 +73,15 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
                                   ": the distributed optimizer does not shard the expert weights over the "
                                   "expert-data-parallel group yet; use zero=0 with ep > 1");
   }
+  if (options.moe.expert_bias_update_rate != 0.0) {
+    const std::string what = "moe.expert_bias_update_rate (" + std::to_string(options.moe.expert_bias_update_rate) + ")";
+    require(std::isfinite(options.moe.expert_bias_update_rate) && options.moe.expert_bias_update_rate > 0,
+            what + " must be > 0 (0 turns DeepSeek-V3's expert bias off)");
+    require(model.moe.has_value(), what + ": model " + model.name + " has no MoE layers to balance");
+    require(options.moe.score_function == kernels::MoeScoreFunction::kSigmoid,
+            what + ": DeepSeek-V3's expert bias needs the sigmoid router (score_function sigmoid); "
+                   "the softmax router takes no bias");
+  }
   require(layout.zero <= 1, "zero=" + std::to_string(layout.zero) +
                                 ": the engine runs no ZeRO stage beyond the distributed optimizer (zero=1)");
   require(layout.mbs >= 1 && layout.gbs % (layout.mbs * layout.dp) == 0,
@@ -197,6 +206,7 @@ void Trainer::plan_memory() {
           chunks_[c].shape, layout_.recompute, microbatches_, memory, chunks_[c].parts,
           overlays ? ArenaPlan::Place{slot, static_cast<int>(c)} : ArenaPlan::Place{}, moe));
   }
+  plan_expert_balancing(memory);
   arena_ = std::make_unique<DeviceArena>(memory);
   buffers_ = bind_optimizer_buffers(*arena_, optimizer);
   if (pp_ != nullptr) losses_ = arena_->get<float>(losses);
@@ -206,6 +216,7 @@ void Trainer::plan_memory() {
       slot->bind(*arena_, chunk.layout,
                  ParameterBuffers{buffers_.weights + chunk.offset, buffers_.gradients + chunk.offset}, stream_, tp_,
                  ep_, cp_);
+  bind_expert_balancing();
   // A backward's sent gradient and the next forward's received input may be in
   // flight in one exchange on the same slot for two chunks (stage_program.h):
   // safe only with the gradient at one place for every chunk of the slot.
@@ -476,6 +487,7 @@ void Trainer::run_program(int step) {
   // program runs, each bucket waited for before the first action reading it.
   if (sharded_ && sharded_->gather_pending()) sharded_->queue_gathers(buffers_.weights, stream_);
   zero_embedding_gradients();
+  reset_expert_load();
   // 1 / the global batch's tokens: gbs whole sequences of seq·cp tokens (seq is the rank's S/cp).
   const float loss_scale =
       1.0f / static_cast<float>(static_cast<double>(layout_.gbs) * shape_.seq * layout_.cp);
@@ -583,12 +595,16 @@ void Trainer::set_gradient(const std::string& name, std::span<const float> value
 
 checkpoint::TrainerState Trainer::state() const {
   settle_parameter_gathers();
-  return read_trainer_state(buffers_, steps_done_, stream_);
+  checkpoint::TrainerState s = read_trainer_state(buffers_, steps_done_, stream_);
+  for (const std::vector<float>& layer : expert_biases())
+    s.expert_biases.insert(s.expert_biases.end(), layer.begin(), layer.end());
+  return s;
 }
 
 void Trainer::restore(const checkpoint::TrainerState& s) {
   settle_parameter_gathers();  // before the weights are overwritten
   write_trainer_state(buffers_, s, "Trainer::restore", stream_);
+  restore_expert_biases(s.expert_biases);
   steps_done_ = static_cast<int>(s.steps_done);
 }
 
@@ -607,6 +623,11 @@ transformer::MoeStatistics Trainer::take_moe_statistics() {
     all.aux_loss_sum += of_chunk.aux_loss_sum;
     all.z_loss_sum += of_chunk.z_loss_sum;
     all.layer_passes += of_chunk.layer_passes;
+  }
+  // DeepSeek-V3's biases as they are now: each MoE layer's spread over its experts.
+  for (const std::vector<float>& layer : expert_biases()) {
+    const auto [low, high] = std::minmax_element(layer.begin(), layer.end());
+    all.expert_bias_spread.push_back(static_cast<double>(*high) - static_cast<double>(*low));
   }
   return all;
 }

@@ -83,6 +83,23 @@
 // moments (12, or 12/dp under ZeRO-1) — Megatron's mixed-precision optimizer
 // (Rajbhandari et al. 2020, Sec. 3.1) — plus the Transformers' buffers.
 //
+// DeepSeek-V3's auxiliary-loss-free balancing (options.moe.expert_bias_update_rate
+// > 0, the sigmoid router; Liu et al. 2024, arXiv:2412.19437, Sec. 2.1.2): the
+// stage's MoE layers' selection biases, fp32 (MoE layers, experts), zero at
+// construction, live in the arena beside the step's load (int32, the same shape),
+// which every counted router forward adds its tokens per expert to (not full
+// recomputation's second forward). After the optimizer the loads are summed over
+// the dp x cp group — every rank of a stage that routes other tokens: the ep group
+// is folded inside dp x cp (Megatron's MoE parallel folding) and MoE layers run at
+// tp = 1, where Megatron sums over tp x dp x cp for sequence-parallel shards — and
+// each bias moves by the rate towards the mean load (trainer_expert_bias.cc), so
+// every rank of the stage keeps the same biases. Megatron-Core updates them in
+// finalize_model_grads (_update_router_expert_bias), after the backward and
+// whether or not the optimizer then skips the step; so does this trainer.
+// Checkpoints keep them (TrainerState::expert_biases; Megatron keeps expert_bias
+// as a persistent buffer of the state dict), by MoE layer, so they follow a
+// layer to another pipeline stage on a resharded load.
+//
 // Not here (std::invalid_argument): cp with ep or MoE layers, etp, ZeRO-2/3,
 // zero-bubble schedules.
 #pragma once
@@ -234,6 +251,14 @@ class Trainer {
   /// of each MoE layer of its chunks, in chunk then layer order, summed over
   /// the activation slots; the router losses' sums. Empty for a dense model.
   transformer::MoeStatistics take_moe_statistics();
+  /// DeepSeek-V3's balancing (TrainerOptions::moe.expert_bias_update_rate > 0):
+  /// this rank's MoE layers' selection biases, (MoE layers of its chunks, in chunk
+  /// then layer order) x experts; empty when off. Waits for the GPU.
+  std::vector<std::vector<float>> expert_biases() const;
+  /// The load the last update read: each MoE layer's tokens per expert over the
+  /// last step's micro-batches, summed over dp x cp (full recomputation's second
+  /// forward not counted); shaped as expert_biases(). Waits for the GPU.
+  std::vector<std::vector<std::int32_t>> expert_loads() const;
 
   // By the whole model's names, of tensors this rank holds (std::out_of_range otherwise).
   /// Sets the fp32 master copy and the bf16 weights (rounded) of one tensor
@@ -257,11 +282,14 @@ class Trainer {
 
   /// What a checkpoint keeps of this rank (engine/checkpoint/trainer_state.h):
   /// the flat bf16 weights, the fp32 master weights and Adam moments (the
-  /// rank's ZeRO-1 shard) and the updates done. Waits for the GPU.
+  /// rank's ZeRO-1 shard), DeepSeek-V3's expert biases (when on) and the
+  /// updates done. Waits for the GPU.
   checkpoint::TrainerState state() const;
   /// Puts a state() back: the next step continues as the saved trainer's
   /// would have. Throws std::invalid_argument naming the array whose length
-  /// differs from this trainer's (another model or layout).
+  /// differs from this trainer's (another model or layout). Expert biases: a
+  /// state without them (a run without the balancing) starts them at zero; a
+  /// trainer without the balancing ignores a state's.
   void restore(const checkpoint::TrainerState& state);
 
  private:
@@ -308,6 +336,23 @@ class Trainer {
   /// The communicators the trainer uses (tp, dp, pp, embedding: those that exist).
   std::vector<comm::Communicator*> groups_in_use() const;
 
+  // trainer_expert_bias.cc: DeepSeek-V3's balancing (the file comment above).
+  bool balances_experts() const { return options_.moe.expert_bias_update_rate > 0; }
+  /// MoE layers of this rank's chunks (the rows of the biases and loads).
+  int stage_moe_layers() const;
+  /// Values of the biases (and of the loads): stage MoE layers x experts; 0 when off.
+  std::size_t expert_bias_values() const;
+  /// The biases' and loads' arena blocks; after the arena: their pointers,
+  /// zeroed, bound to every slot's MoE layers.
+  void plan_expert_balancing(ArenaPlan& memory);
+  void bind_expert_balancing();
+  /// Before a step's program: the loads start from zero.
+  void reset_expert_load();
+  /// After the optimizer: the loads summed over dp x cp, each bias moved.
+  void update_expert_biases();
+  /// restore()'s part: (stage MoE layers x experts) values, or none.
+  void restore_expert_biases(const std::vector<float>& biases);
+
   // trainer_graph.cc: one GPU's CUDA graph, and the GEMM tuning pass.
   /// run_program(0) through the CUDA graph when the step can be one, else
   /// directly; then the optimizer for update `step` when step > 0.
@@ -330,7 +375,10 @@ class Trainer {
   /// After the program's compute: the tied embedding's sum, the buckets waiting
   /// for it, and the dp reductions' end.
   void finish_gradients();
+  /// The update of the weights (queue_weight_update), then of DeepSeek-V3's expert biases.
   void queue_optimizer(int step);
+  /// AdamW on the clipped gradients (ZeRO-1: on this rank's shards).
+  void queue_weight_update(int step);
   /// Waits for the step; the mean loss and, when `grad_norm` is not null, the
   /// gradient norm the optimizer computed.
   double read_results(double* grad_norm);
@@ -375,6 +423,10 @@ class Trainer {
   std::size_t master_elements_ = 0;  // buffer_elements_, or this rank's shard
   std::vector<ElementRange> decayed_;  // the chunks' decayed ranges, in the flat buffers
   std::unique_ptr<DeviceArena> arena_;
+  // DeepSeek-V3's balancing (balances_experts()): (stage_moe_layers(), experts) each.
+  ArenaPlan::Slot expert_biases_slot_ = -1, expert_load_slot_ = -1;
+  float* expert_biases_ = nullptr;        // fp32 selection biases
+  std::int32_t* expert_load_ = nullptr;   // int32 tokens per expert of the step
   data_parallel::OptimizerBuffers buffers_;  // weights, gradients, masters, Adam moments, norm scratch
   float* losses_ = nullptr;           // pp > 1: (local micro-batches x tokens), the last stage's, else zeros
   float* gathered_losses_ = nullptr;  // (global batch x whole sequence), dp x cp > 1

@@ -185,6 +185,11 @@ std::vector<ElementRange> Trainer::norm_ranges(std::optional<bool> expert_only) 
 }
 
 void Trainer::queue_optimizer(int step) {
+  queue_weight_update(step);
+  update_expert_biases();
+}
+
+void Trainer::queue_weight_update(int step) {
   kernels::AdamWStep s = adamw_step(options_, step);
   if (sharded_) {
     sharded_->queue_step(buffers_, s, static_cast<float>(options_.optimizer.grad_clip), stream_);

@@ -176,6 +176,11 @@ class Transformer {
   const TransformerShape& shape() const { return context_.shape(); }
   /// What this model's MoE layers routed since the last call (empty without them).
   transformer::MoeStatistics take_moe_statistics() { return moe_ ? moe_->take_statistics() : transformer::MoeStatistics{}; }
+  /// DeepSeek-V3's balancing: this model's MoE layers' selection biases and the
+  /// step's load (transformer::MoeLayer::bind_expert_balancing); nothing without MoE layers.
+  void bind_expert_balancing(const float* biases, std::int32_t* step_load) {
+    if (moe_) moe_->bind_expert_balancing(biases, step_load);
+  }
 
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;

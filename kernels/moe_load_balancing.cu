@@ -106,6 +106,19 @@ __global__ void moe_expert_bias_update_kernel(float* expert_bias, const std::int
   expert_bias[i] += difference > 0 ? update_rate : difference < 0 ? -update_rate : 0.0f;
 }
 
+// The experts a per-expert launcher takes: 1 to kMoeMaxExperts, as the router.
+void check_experts(const char* launcher, int experts) {
+  require_argument(experts >= 1 && experts <= kMoeMaxExperts, launcher,
+                   "experts (" + std::to_string(experts) + ") must be in [1, " + std::to_string(kMoeMaxExperts) +
+                       "]");
+}
+
+__global__ void moe_accumulate_expert_load_kernel(std::int32_t* total, const std::int32_t* tokens_per_expert,
+                                                  int experts) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < experts) total[i] += tokens_per_expert[i];
+}
+
 }  // namespace
 
 std::size_t moe_aux_loss_statistics_workspace_bytes(int tokens, int experts, int group_tokens) {
@@ -177,9 +190,7 @@ void moe_router_loss_values(float* aux_loss, float* z_loss, const float* prob_su
 void moe_expert_bias_update(float* expert_bias, const std::int32_t* tokens_per_expert, int experts,
                             float update_rate, cudaStream_t stream) {
   constexpr const char* kName = "moe_expert_bias_update";
-  require_argument(experts >= 1 && experts <= kMoeMaxExperts, kName,
-                   "experts (" + std::to_string(experts) + ") must be in [1, " +
-                       std::to_string(kMoeMaxExperts) + "]");
+  check_experts(kName, experts);
   require_argument(expert_bias != nullptr && tokens_per_expert != nullptr, kName,
                    "expert_bias and tokens_per_expert must not be null");
   require_argument(update_rate >= 0.0f, kName, "update_rate must be >= 0");
@@ -187,6 +198,18 @@ void moe_expert_bias_update(float* expert_bias, const std::int32_t* tokens_per_e
   moe_expert_bias_update_kernel<<<1, threads, 0, stream>>>(expert_bias, tokens_per_expert, experts,
                                                            update_rate);
   SEXTANT_CHECK_LAUNCH("moe_expert_bias_update_kernel");
+}
+
+void moe_accumulate_expert_load(std::int32_t* total, const std::int32_t* tokens_per_expert, int experts,
+                                cudaStream_t stream) {
+  constexpr const char* kName = "moe_accumulate_expert_load";
+  check_experts(kName, experts);
+  require_argument(total != nullptr && tokens_per_expert != nullptr, kName,
+                   "total and tokens_per_expert must not be null");
+  constexpr int kThreads = 256;
+  moe_accumulate_expert_load_kernel<<<(experts + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
+      total, tokens_per_expert, experts);
+  SEXTANT_CHECK_LAUNCH("moe_accumulate_expert_load_kernel");
 }
 
 }  // namespace sextant::kernels

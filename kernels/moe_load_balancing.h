@@ -1,5 +1,6 @@
 // Keeping the experts' loads even: the values of the router's two losses, the
-// statistics the Switch loss's gradient needs, and DeepSeek-V3's bias update.
+// statistics the Switch loss's gradient needs, and DeepSeek-V3's bias update with
+// the step's load it reads.
 // (The losses' gradients are added by moe_router_backward.)
 //
 // Switch load-balancing loss (Fedus et al. 2021, eq. 4), per group g of S
@@ -56,5 +57,12 @@ void moe_router_loss_values(float* aux_loss, float* z_loss, const float* prob_su
 /// mean keeps its bias. expert_bias: (experts) fp32, updated in place.
 void moe_expert_bias_update(float* expert_bias, const std::int32_t* tokens_per_expert, int experts,
                             float update_rate, cudaStream_t stream);
+
+/// The load that update reads, gathered over a step: total[i] += tokens_per_expert[i]
+/// for each of `experts` (int32, exact), once per micro-batch's forward (Megatron-Core's
+/// router adds each forward's counts into its local_tokens_per_expert the same way).
+/// total and tokens_per_expert: (experts) int32.
+void moe_accumulate_expert_load(std::int32_t* total, const std::int32_t* tokens_per_expert, int experts,
+                                cudaStream_t stream);
 
 }  // namespace sextant::kernels

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cuda_check.h"
@@ -16,10 +17,13 @@ struct Summands {
   int count;
 };
 
-__device__ float load_float(const float* p, std::size_t i) { return p[i]; }
-__device__ float load_float(const __nv_bfloat16* p, std::size_t i) { return __bfloat162float(p[i]); }
-__device__ void store_float(float* p, std::size_t i, float v) { p[i] = v; }
-__device__ void store_float(__nv_bfloat16* p, std::size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+// The sum's type: fp32 for floating-point buffers, 64 bits for counts.
+__device__ float load_sum(const float* p, std::size_t i) { return p[i]; }
+__device__ float load_sum(const __nv_bfloat16* p, std::size_t i) { return __bfloat162float(p[i]); }
+__device__ long long load_sum(const std::int32_t* p, std::size_t i) { return p[i]; }
+__device__ void store_sum(float* p, std::size_t i, float v) { p[i] = v; }
+__device__ void store_sum(__nv_bfloat16* p, std::size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+__device__ void store_sum(std::int32_t* p, std::size_t i, long long v) { p[i] = static_cast<std::int32_t>(v); }
 
 // One thread per element (grid-stride); the order of the additions is the
 // order of the inputs, the same in every thread.
@@ -28,9 +32,9 @@ __global__ void sum_buffers_kernel(Summands<T> in, T* out, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += stride) {
-    float sum = load_float(in.data[0], i);
-    for (int k = 1; k < in.count; ++k) sum += load_float(in.data[k], i);
-    store_float(out, i, sum);
+    auto sum = load_sum(in.data[0], i);
+    for (int k = 1; k < in.count; ++k) sum += load_sum(in.data[k], i);
+    store_sum(out, i, sum);
   }
 }
 
@@ -62,6 +66,11 @@ void sum_buffers(const Bf16* const* inputs, int num_inputs, Bf16* out, std::size
 void sum_buffers(const float* const* inputs, int num_inputs, float* out, std::size_t n,
                  cudaStream_t stream) {
   launch<float, float>(inputs, num_inputs, out, n, stream);
+}
+
+void sum_buffers(const std::int32_t* const* inputs, int num_inputs, std::int32_t* out, std::size_t n,
+                 cudaStream_t stream) {
+  launch<std::int32_t, std::int32_t>(inputs, num_inputs, out, n, stream);
 }
 
 }  // namespace sextant::kernels

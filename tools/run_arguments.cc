@@ -44,6 +44,28 @@ std::pair<std::string, std::string> this_gpu() {
   return {"", ""};
 }
 
+// --moe-router-*: the score function, and DeepSeek-V3's expert bias where it can run.
+void check_moe_router(RunSettings& s) {
+  if (s.moe_score_function == "sigmoid")
+    s.moe.score_function = kernels::MoeScoreFunction::kSigmoid;
+  else if (s.moe_score_function == "softmax")
+    s.moe.score_function = kernels::MoeScoreFunction::kSoftmax;
+  else
+    throw_option_error("--moe-router-score-function", "", "'" + s.moe_score_function + "': accepted: softmax, sigmoid");
+  s.moe.expert_bias_update_rate = 0.0;
+  if (!s.moe_expert_bias) return;
+  constexpr const char* kFlag = "--moe-router-enable-expert-bias";
+  if (!s.model.moe)
+    throw_option_error(kFlag, "", "model " + s.model.name + " has no MoE layers (no router to bias)");
+  if (s.moe.score_function != kernels::MoeScoreFunction::kSigmoid)
+    throw_option_error(kFlag, "",
+                       "DeepSeek-V3's expert bias needs --moe-router-score-function sigmoid (the router is softmax)");
+  if (s.moe_bias_update_rate <= 0)
+    throw_option_error("--moe-router-bias-update-rate", "",
+                       "0: the biases would never move; leave out " + std::string(kFlag) + " instead");
+  s.moe.expert_bias_update_rate = s.moe_bias_update_rate;
+}
+
 }  // namespace
 
 RunSettings checked_settings(const RunArguments& a, const std::string& configs_dir) {
@@ -92,6 +114,7 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
   else if (s.moe_grouped_gemm != "auto")
     throw_option_error("--moe-grouped-gemm", "", "'" + s.moe_grouped_gemm +
                                                      "': accepted: auto, cublas-grouped, cublaslt-loop");
+  check_moe_router(s);
   return s;
 }
 

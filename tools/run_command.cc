@@ -98,6 +98,25 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                     "MoE models: each expert keeps at most factor x tokens x top-k / experts\n"
                     "(the rest are dropped, the residual carries them); 0: dropless", 0.0, 1000.0)
       ->capture_default_str();
+  cmd->add_option("--moe-router-score-function", s.moe_score_function,
+                  "MoE models: the router's scores: softmax (Mixtral, Qwen3-MoE) or sigmoid\n"
+                  "(DeepSeek-V3; Megatron's --moe-router-score-function)")
+      ->capture_default_str();
+  CLI::Option* expert_bias = cmd->add_flag(
+      "--moe-router-enable-expert-bias", s.moe_expert_bias,
+      "MoE models: DeepSeek-V3's auxiliary-loss-free balancing (Liu et al. 2024,\n"
+      "arXiv:2412.19437, Sec. 2.1.2): a per-expert bias added to the router's scores\n"
+      "for the top-k choice only, moved after every step by the update rate towards\n"
+      "the mean load (up for an expert below it, down above), the loads summed over\n"
+      "the step's micro-batches and the data-parallel ranks; the progress line shows\n"
+      "the biases' spread; checkpoints keep them. Needs --moe-router-score-function\n"
+      "sigmoid");
+  add_number_option(*cmd, "--moe-router-bias-update-rate", s.moe_bias_update_rate,
+                    "MoE models: how far each expert bias moves per step (DeepSeek-V3's gamma;\n"
+                    "Megatron's --moe-router-bias-update-rate); needs --moe-router-enable-expert-bias",
+                    0.0, 1.0)
+      ->needs(expert_bias)
+      ->capture_default_str();
   cmd->add_option("--moe-grouped-gemm", s.moe_grouped_gemm,
                   "MoE models: the experts' GEMMs: auto (by rows per expert), cublas-grouped\n"
                   "(cublasGemmGroupedBatchedEx) or cublaslt-loop (one cuBLASLt product per expert)")

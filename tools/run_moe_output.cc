@@ -23,6 +23,13 @@ double mean_loss(double sum, const MoeStatistics& s) {
   return s.layer_passes > 0 ? sum / static_cast<double>(s.layer_passes) : -1.0;
 }
 
+// DeepSeek-V3's biases' max - min over experts, mean over layers; < 0 without them.
+double mean_bias_spread(const MoeStatistics& s) {
+  if (s.expert_bias_spread.empty()) return -1.0;
+  return std::accumulate(s.expert_bias_spread.begin(), s.expert_bias_spread.end(), 0.0) /
+         static_cast<double>(s.expert_bias_spread.size());
+}
+
 }  // namespace
 
 std::string moe_progress_line(const MoeStatistics& s) {
@@ -34,6 +41,7 @@ std::string moe_progress_line(const MoeStatistics& s) {
   }
   if (s.aux_loss_sum > 0) line += "; Switch loss " + sim::format_fixed(mean_loss(s.aux_loss_sum, s), 4);
   if (s.z_loss_sum > 0) line += "; z-loss " + sim::format_fixed(mean_loss(s.z_loss_sum, s), 3);
+  if (!s.expert_bias_spread.empty()) line += "; expert bias spread " + sim::format_fixed(mean_bias_spread(s), 4);
   return line + "\n";
 }
 
@@ -43,6 +51,10 @@ nlohmann::ordered_json moe_json(const MoeStatistics& s) {
   j["busiest_expert_load"] = loads_of(s);
   j["switch_loss"] = s.aux_loss_sum > 0 ? nlohmann::ordered_json(mean_loss(s.aux_loss_sum, s)) : nullptr;
   j["z_loss"] = s.z_loss_sum > 0 ? nlohmann::ordered_json(mean_loss(s.z_loss_sum, s)) : nullptr;
+  if (!s.expert_bias_spread.empty()) {
+    j["expert_bias_spread"] = mean_bias_spread(s);
+    j["expert_bias_spread_by_layer"] = s.expert_bias_spread;
+  }
   return j;
 }
 

@@ -16,11 +16,14 @@
 namespace sextant::tools {
 
 /// "  moe  busiest expert / mean by layer: 1.31 1.12; Switch loss 1.004\n", or
-/// "" when the statistics hold no MoE layer.
+/// "" when the statistics hold no MoE layer; with DeepSeek-V3's expert bias,
+/// "; expert bias spread 0.0120" (max - min over experts, mean over layers) too.
 std::string moe_progress_line(const engine::transformer::MoeStatistics& statistics);
 
 /// {"expert_tokens": [[per expert] per layer], "busiest_expert_load": [per layer],
-///  "switch_loss": mean over layers and passes (null when off), "z_loss": ... }
+///  "switch_loss": mean over layers and passes (null when off), "z_loss": ...,
+///  with DeepSeek-V3's expert bias "expert_bias_spread": max - min over experts, mean
+///  over layers, and "expert_bias_spread_by_layer": [per layer] }
 nlohmann::ordered_json moe_json(const engine::transformer::MoeStatistics& statistics);
 
 /// The summary's lines (nothing without MoE layers).

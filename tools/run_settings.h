@@ -86,6 +86,13 @@ struct RunSettings {
   /// ("auto", "cublas-grouped", "cublaslt-loop"), parsed into moe.gemm_backend.
   engine::transformer::MoeOptions moe;
   std::string moe_grouped_gemm = "auto";
+  /// --moe-router-score-function as given ("softmax", "sigmoid"), parsed into
+  /// moe.score_function; --moe-router-enable-expert-bias and
+  /// --moe-router-bias-update-rate, checked into moe.expert_bias_update_rate
+  /// (the rate when enabled, else 0).
+  std::string moe_score_function = "softmax";
+  bool moe_expert_bias = false;
+  double moe_bias_update_rate = 1e-3;
 };
 
 /// `sextant run`'s exit code after a non-finite step under --on-nonfinite stop

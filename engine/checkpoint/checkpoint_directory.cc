@@ -192,6 +192,15 @@ TrainerState read_resharded_state(const OpenedCheckpoint& c, const ReshardPlan& 
     r.read_fp32(ShardReader::Fp32Array::kAdamM, copy.source_offset, copy.elements, s.adam_m.data() + copy.target_offset);
     r.read_fp32(ShardReader::Fp32Array::kAdamV, copy.source_offset, copy.elements, s.adam_v.data() + copy.target_offset);
   }
+  // DeepSeek-V3's expert biases where the saved run kept them (empty where it kept none).
+  for (const ArrayCopy& copy : plan.expert_biases) {
+    const ShardReader& r = reader(copy.source_rank);
+    if (r.bias_elements() == 0) continue;
+    if (copy.target_offset + copy.elements > plan.bias_elements)
+      throw_checkpoint_error(metadata_file, "a piece runs past this rank's expert biases (damaged metadata?)");
+    s.expert_biases.resize(plan.bias_elements, 0.0f);
+    r.read_expert_biases(copy.source_offset, copy.elements, s.expert_biases.data() + copy.target_offset);
+  }
   return s;
 }
 

@@ -1,9 +1,12 @@
 #include "engine/checkpoint/reshard_plan.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "engine/checkpoint/checkpoint_error.h"
 #include "sim/comm/group_placement.h"
@@ -166,6 +169,41 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const CheckpointS
   return plan_reshard(saved_layout, std::vector<CheckpointSharding>{saved}, run_layout, run, rank, metadata_file);
 }
 
+namespace {
+
+// A router's tensor marks an MoE layer: its biases are one row of its E rows' count.
+bool is_router(const TensorSharding& t) {
+  constexpr std::string_view kRouter = ".router_weight";
+  return t.name.size() > kRouter.size() && t.name.compare(t.name.size() - kRouter.size(), kRouter.size(), kRouter) == 0;
+}
+
+// ReshardPlan::expert_biases: each of this rank's MoE layers' rows from the
+// saved stage holding the layer, at the layer's row there.
+void plan_expert_biases(const std::vector<CheckpointSharding>& saved_stages, const CheckpointSharding& run,
+                        const std::function<int(int)>& first_rank_of_stage, ReshardPlan& plan) {
+  struct SavedRow {
+    int stage;
+    std::uint64_t row;
+  };
+  std::map<std::string, SavedRow> saved_rows;
+  for (std::size_t st = 0; st < saved_stages.size(); ++st) {
+    std::uint64_t row = 0;
+    for (const TensorSharding& t : saved_stages[st].tensors)
+      if (is_router(t)) saved_rows.emplace(t.name, SavedRow{static_cast<int>(st), row++});
+  }
+  for (const TensorSharding& t : run.tensors) {
+    if (!is_router(t)) continue;
+    // plan_reshard found every run tensor saved, of the same shape: E = rows.
+    const SavedRow& from = saved_rows.at(t.name);
+    const auto experts = static_cast<std::uint64_t>(t.rows);
+    plan.expert_biases.push_back(
+        {first_rank_of_stage(from.stage), from.row * experts, plan.bias_elements, experts});
+    plan.bias_elements += experts;
+  }
+}
+
+}  // namespace
+
 ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector<CheckpointSharding>& saved_stages,
                          const CheckpointLayout& run_layout, const CheckpointSharding& run, int rank,
                          const std::string& metadata_file) {
@@ -291,6 +329,7 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
                                                   " elements this rank needs (damaged metadata?)");
     }
   }
+  plan_expert_biases(saved_stages, run, [&](int stage) { return saved_rank(0, 0, stage); }, plan);
   // A pipeline stage needs only its own tensors; the whole model (pp = 1) all of the saved ones.
   if (run.chunks.empty())
     for (const auto& [name, found] : saved_by_name) {

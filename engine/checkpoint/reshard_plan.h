@@ -61,6 +61,13 @@ struct ArrayCopy {
 struct ReshardPlan {
   std::vector<ArrayCopy> weights;    // bf16 weights
   std::vector<ArrayCopy> optimizer;  // fp32 master weights, and Adam m and v alike
+  /// DeepSeek-V3's expert biases (TrainerState::expert_biases): one row of E per
+  /// MoE layer — a layer with a router, "layers.<i>.router_weight" (E x h) — in
+  /// the stage's tensor order, each from the first rank (tp 0, dp 0) of the saved
+  /// stage holding the layer (every rank of a stage holds the same biases).
+  /// A saved shard without biases leaves them zero (read_resharded_state).
+  std::vector<ArrayCopy> expert_biases;
+  std::uint64_t bias_elements = 0;
   std::uint64_t weight_elements = 0;     // the loading rank's array lengths
   std::uint64_t optimizer_elements = 0;
 };

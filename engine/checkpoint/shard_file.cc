@@ -17,7 +17,9 @@ namespace sextant::engine::checkpoint {
 namespace {
 
 constexpr std::array<char, 8> kMagic = {'S', 'X', 'C', 'K', 'P', 'T', '\0', '\1'};
+constexpr std::array<char, 8> kMagicWithBiases = {'S', 'X', 'C', 'K', 'P', 'T', '\0', '\2'};
 constexpr std::uint64_t kHeaderBytes = 32;
+constexpr std::uint64_t kHeaderBytesWithBiases = 40;  // + the bias elements
 
 struct Header {
   std::int64_t steps_done;
@@ -34,7 +36,9 @@ std::string crc32_hex(std::uint32_t crc) {
 }
 
 std::uint64_t shard_file_bytes(const TrainerState& s) {
-  return kHeaderBytes + 2 * s.weights_bf16.size() + 4 * (s.master.size() + s.adam_m.size() + s.adam_v.size());
+  const std::uint64_t header = s.expert_biases.empty() ? kHeaderBytes : kHeaderBytesWithBiases;
+  return header + 2 * s.weights_bf16.size() +
+         4 * (s.master.size() + s.adam_m.size() + s.adam_v.size() + s.expert_biases.size());
 }
 
 void write_shard_file(const std::string& path, const TrainerState& s) {
@@ -42,10 +46,16 @@ void write_shard_file(const std::string& path, const TrainerState& s) {
     throw_checkpoint_error(path, "Adam moments and master weights differ in length");
   DurableFile file(path);
   const Header header{s.steps_done, s.weights_bf16.size(), s.master.size()};
-  file.write(kMagic.data(), kMagic.size());
+  const bool biases = !s.expert_biases.empty();
+  file.write((biases ? kMagicWithBiases : kMagic).data(), kMagic.size());
   file.write(&header, sizeof header);
+  if (biases) {
+    const std::uint64_t bias_elements = s.expert_biases.size();
+    file.write(&bias_elements, sizeof bias_elements);
+  }
   file.write(s.weights_bf16.data(), 2 * s.weights_bf16.size());
-  for (const std::vector<float>* v : {&s.master, &s.adam_m, &s.adam_v}) file.write(v->data(), 4 * v->size());
+  for (const std::vector<float>* v : {&s.master, &s.adam_m, &s.adam_v, &s.expert_biases})
+    file.write(v->data(), 4 * v->size());
   file.sync_and_close();
 }
 
@@ -84,17 +94,25 @@ ShardReader::ShardReader(const std::string& path, std::uint64_t expected_bytes, 
   try {
     std::array<char, 8> magic{};
     read_at(0, magic.size(), magic.data());
-    if (magic != kMagic) throw_checkpoint_error(path, "not a sextant checkpoint shard (wrong magic bytes)");
+    if (magic != kMagic && magic != kMagicWithBiases)
+      throw_checkpoint_error(path, "not a sextant checkpoint shard (wrong magic bytes)");
     Header header{};
     read_at(magic.size(), sizeof header, &header);
+    std::uint64_t b = 0;
+    header_bytes_ = kHeaderBytes;
+    if (magic == kMagicWithBiases) {
+      read_at(kHeaderBytes, sizeof b, &b);
+      header_bytes_ = kHeaderBytesWithBiases;
+    }
     const std::uint64_t w = header.weight_elements, m = header.master_elements;
-    if (w > bytes || m > bytes || kHeaderBytes + 2 * w + 12 * m != bytes)
+    if (w > bytes || m > bytes || b > bytes || header_bytes_ + 2 * w + 12 * m + 4 * b != bytes)
       throw_checkpoint_error(path, "its header (" + std::to_string(w) + " weights, " + std::to_string(m) +
-                                       " master elements) does not match its size of " + std::to_string(bytes) +
-                                       " bytes");
+                                       " master elements" + (b > 0 ? ", " + std::to_string(b) + " expert biases" : "") +
+                                       ") does not match its size of " + std::to_string(bytes) + " bytes");
     steps_done_ = header.steps_done;
     weight_elements_ = w;
     master_elements_ = m;
+    bias_elements_ = b;
   } catch (...) {
     ::close(fd_);
     throw;
@@ -121,15 +139,22 @@ void ShardReader::read_weights(std::uint64_t offset, std::uint64_t count, std::u
   if (offset > weight_elements_ || count > weight_elements_ - offset)
     throw_checkpoint_error(path_, "weights [" + std::to_string(offset) + ", +" + std::to_string(count) +
                                       ") run past its " + std::to_string(weight_elements_));
-  read_at(kHeaderBytes + 2 * offset, 2 * count, out);
+  read_at(header_bytes_ + 2 * offset, 2 * count, out);
 }
 
 void ShardReader::read_fp32(Fp32Array array, std::uint64_t offset, std::uint64_t count, float* out) const {
   if (offset > master_elements_ || count > master_elements_ - offset)
     throw_checkpoint_error(path_, "fp32 elements [" + std::to_string(offset) + ", +" + std::to_string(count) +
                                       ") run past its " + std::to_string(master_elements_));
-  const std::uint64_t first = kHeaderBytes + 2 * weight_elements_ + 4 * master_elements_ * static_cast<std::uint64_t>(array);
+  const std::uint64_t first = header_bytes_ + 2 * weight_elements_ + 4 * master_elements_ * static_cast<std::uint64_t>(array);
   read_at(first + 4 * offset, 4 * count, out);
+}
+
+void ShardReader::read_expert_biases(std::uint64_t offset, std::uint64_t count, float* out) const {
+  if (offset > bias_elements_ || count > bias_elements_ - offset)
+    throw_checkpoint_error(path_, "expert biases [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                                      ") run past its " + std::to_string(bias_elements_));
+  read_at(header_bytes_ + 2 * weight_elements_ + 12 * master_elements_ + 4 * offset, 4 * count, out);
 }
 
 TrainerState read_shard_file(const std::string& path, std::uint64_t expected_bytes, std::uint32_t expected_crc32) {
@@ -145,6 +170,8 @@ TrainerState read_shard_file(const std::string& path, std::uint64_t expected_byt
     v->resize(m);
     reader.read_fp32(a, 0, m, v->data());
   }
+  s.expert_biases.resize(reader.bias_elements());
+  reader.read_expert_biases(0, reader.bias_elements(), s.expert_biases.data());
   return s;
 }
 

@@ -11,6 +11,11 @@
 //   32      2·W    bf16 weights
 //   ...     4·M    fp32 master weights, then Adam m, then Adam v
 //
+// A shard with DeepSeek-V3's expert biases (TrainerState::expert_biases) is of
+// version 2, "SXCKPT\0\2": the same with the bias elements B (uint64) after M
+// (a 40-byte header), and the 4·B bytes of fp32 biases at the end. Without
+// biases the writer still writes version 1, which every reader takes.
+//
 // The checksum of the whole file lives in the checkpoint's metadata
 // (checkpoint_metadata.h), not in the file, so a shard is checked before it
 // is parsed.
@@ -51,10 +56,14 @@ class ShardReader {
   std::int64_t steps_done() const { return steps_done_; }
   std::uint64_t weight_elements() const { return weight_elements_; }
   std::uint64_t master_elements() const { return master_elements_; }
+  /// 0 in a shard without expert biases (version 1).
+  std::uint64_t bias_elements() const { return bias_elements_; }
   /// Elements [offset, offset + count) of the bf16 weights or of one fp32
   /// array. Throws sim::ConfigError when they run past the array.
   void read_weights(std::uint64_t offset, std::uint64_t count, std::uint16_t* out) const;
   void read_fp32(Fp32Array array, std::uint64_t offset, std::uint64_t count, float* out) const;
+  /// Elements [offset, offset + count) of the expert biases (the same errors).
+  void read_expert_biases(std::uint64_t offset, std::uint64_t count, float* out) const;
 
  private:
   void read_at(std::uint64_t file_offset, std::uint64_t bytes, void* out) const;
@@ -62,7 +71,8 @@ class ShardReader {
   std::string path_;
   int fd_ = -1;
   std::int64_t steps_done_ = 0;
-  std::uint64_t weight_elements_ = 0, master_elements_ = 0;
+  std::uint64_t weight_elements_ = 0, master_elements_ = 0, bias_elements_ = 0;
+  std::uint64_t header_bytes_ = 0;  // 32 (version 1) or 40 (version 2)
 };
 
 /// CRC-32 (zlib's, the polynomial of ISO 3309 / ITU-T V.42) of a whole file.

@@ -17,6 +17,10 @@ struct TrainerState {
   std::vector<float> master;  // fp32 master weights: all of them, or the rank's ZeRO-1 shard
   std::vector<float> adam_m;  // same length as master
   std::vector<float> adam_v;
+  /// DeepSeek-V3's expert selection biases (engine/trainer.h), the same on every
+  /// rank of a pipeline stage: (the stage's MoE layers, in chunk then layer
+  /// order) x experts; empty when the run keeps none.
+  std::vector<float> expert_biases;
 
   bool operator==(const TrainerState&) const = default;
 };

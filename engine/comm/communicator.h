@@ -26,8 +26,9 @@
 
 namespace sextant::engine::comm {
 
-/// Element types the collectives move and reduce.
-enum class DataType { kBf16, kFp32 };
+/// Element types the collectives move and reduce. kInt32: counts, summed
+/// exactly (e.g. the MoE experts' loads of a step, summed over the ranks).
+enum class DataType { kBf16, kFp32, kInt32 };
 std::size_t bytes_of(DataType type);
 std::string_view to_string(DataType type);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -109,6 +110,12 @@ void sum_into(const std::vector<const std::byte*>& inputs, void* out, std::size_
       typed[j] = reinterpret_cast<const kernels::Bf16*>(inputs[j]);
     kernels::sum_buffers(typed.data(), static_cast<int>(typed.size()),
                          static_cast<kernels::Bf16*>(out), count, stream);
+  } else if (type == DataType::kInt32) {
+    std::vector<const std::int32_t*> typed(inputs.size());
+    for (std::size_t j = 0; j < inputs.size(); ++j)
+      typed[j] = reinterpret_cast<const std::int32_t*>(inputs[j]);
+    kernels::sum_buffers(typed.data(), static_cast<int>(typed.size()), static_cast<std::int32_t*>(out),
+                         count, stream);
   } else {
     std::vector<const float*> typed(inputs.size());
     for (std::size_t j = 0; j < inputs.size(); ++j)

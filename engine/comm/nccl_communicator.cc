@@ -17,7 +17,12 @@ namespace sextant::engine::comm {
 namespace {
 
 ncclDataType_t nccl_type(DataType type) {
-  return type == DataType::kBf16 ? ncclBfloat16 : ncclFloat32;
+  switch (type) {
+    case DataType::kBf16: return ncclBfloat16;
+    case DataType::kFp32: return ncclFloat32;
+    case DataType::kInt32: return ncclInt32;
+  }
+  return ncclFloat32;
 }
 
 const char* result_name(ncclResult_t result) {

@@ -231,8 +231,13 @@ void MoeLayer::route(int layer, const Bf16* x, bool count_statistics) {
 
   const kernels::MoeRouterOptions router = router_options();
   const kernels::MoeRouterLossOptions losses = loss_options();
-  kernels::moe_router_forward(a.topk_ids, a.topk_weights, a.row_lse, a.row_score_sum, counts_, a.logits, nullptr,
+  // DeepSeek-V3's selection bias of this layer (eq. 16), and the step's load it is updated from.
+  const std::size_t moe_row = to_size(moe_index_[to_size(layer)]) * to_size(z.experts);
+  const float* bias = expert_biases_ == nullptr ? nullptr : expert_biases_ + moe_row;
+  kernels::moe_router_forward(a.topk_ids, a.topk_weights, a.row_lse, a.row_score_sum, counts_, a.logits, bias,
                               z.tokens, z.experts, router, stream);
+  if (count_statistics && step_load_ != nullptr)
+    kernels::moe_accumulate_expert_load(step_load_ + moe_row, counts_, z.experts, stream);
   const bool aux = losses.aux_loss_coeff != 0.0f;
   if (aux)
     kernels::moe_aux_loss_statistics(prob_sums_, a.aux_counts, a.logits, a.row_lse, a.row_score_sum, a.topk_ids,
@@ -444,6 +449,14 @@ void MoeLayer::router_backward(int layer, Bf16* dx) {
   context_.gemm().run(dw_args, stream);
 }
 
+void MoeLayer::bind_expert_balancing(const float* biases, std::int32_t* step_load) {
+  if (biases != nullptr && options_.score_function != kernels::MoeScoreFunction::kSigmoid)
+    throw std::invalid_argument(
+        "MoeLayer: DeepSeek-V3's expert bias needs the sigmoid score function (the softmax router takes no bias)");
+  expert_biases_ = biases;
+  step_load_ = step_load;
+}
+
 void accumulate(MoeStatistics& total, const MoeStatistics& more) {
   if (total.expert_tokens.empty()) {
     total = more;
@@ -455,6 +468,7 @@ void accumulate(MoeStatistics& total, const MoeStatistics& more) {
   total.aux_loss_sum += more.aux_loss_sum;
   total.z_loss_sum += more.z_loss_sum;
   total.layer_passes += more.layer_passes;
+  if (!more.expert_bias_spread.empty()) total.expert_bias_spread = more.expert_bias_spread;
 }
 
 double busiest_expert_load(const std::vector<std::int64_t>& expert_tokens) {

@@ -7,6 +7,8 @@
 //   logits (T, E) fp32 = x · Wrᵀ               one GEMM, bf16 in, fp32 out (Megatron's
 //                                                --moe-router-dtype fp32 keeps the router in fp32)
 //   top-k ids and weights, the losses' statistics   kernels/moe_router.h, moe_load_balancing.h
+//                                                   (with DeepSeek-V3's bias: selected by score + bias,
+//                                                   the counts added to the step's load)
 //   the routing map: each pair's permuted row       kernels/moe_routing_map.h
 //   the rows per expert copied to the host          a sync, as Megatron's tokens_per_expert.cpu():
 //                                                   the grouped GEMMs launch with the sizes
@@ -49,6 +51,10 @@ struct MoeStatistics {
   /// [MoE layer of this model, in order][expert]: tokens whose top-k chose the
   /// expert (before any capacity drops them), summed over the forward passes.
   std::vector<std::vector<std::int64_t>> expert_tokens;
+  /// With DeepSeek-V3's bias (MoeOptions::expert_bias_update_rate > 0), per MoE
+  /// layer: its selection biases' max - min over the experts when the statistics
+  /// were taken (a state, not a sum: accumulate keeps the later). Empty without.
+  std::vector<double> expert_bias_spread;
   /// Sums over layers and passes of the router losses' values (each a
   /// micro-batch's mean; without the coefficient), and the passes summed.
   double aux_loss_sum = 0.0;
@@ -81,6 +87,12 @@ class MoeLayer : public ResidualBlock {
 
   /// The statistics since the last call, which clears them.
   MoeStatistics take_statistics();
+  /// DeepSeek-V3's balancing (MoeOptions::expert_bias_update_rate): `biases`, the
+  /// selection biases the router adds to its scores, and `step_load`, which each
+  /// counted forward (not full recomputation's second) adds its tokens per expert
+  /// to — (this model's MoE layers, E) each, in layer order, the trainer's
+  /// (every activation slot of a chunk shares them). Null: no bias, no count.
+  void bind_expert_balancing(const float* biases, std::int32_t* step_load);
   kernels::MoeGemmBackend gemm_backend() const { return backend_; }
 
  protected:
@@ -136,6 +148,8 @@ class MoeLayer : public ResidualBlock {
   std::vector<int> moe_index_;  // per layer: its index among the MoE layers (statistics_.expert_tokens)
   std::vector<std::int32_t> readback_;  // the router's counts, the expert rows, the rows received
   MoeStatistics statistics_;
+  const float* expert_biases_ = nullptr;  // (MoE layers, E) fp32, or null (bind_expert_balancing)
+  std::int32_t* step_load_ = nullptr;     // (MoE layers, E) int32, or null
   std::unique_ptr<kernels::MoeGroupedGemm> grouped_;
 
   // One pass's buffers and the workspaces.

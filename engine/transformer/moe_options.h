@@ -25,6 +25,16 @@ struct MoeOptions {
   bool aux_loss_per_sequence = false;
   /// ST-MoE's router z-loss coefficient (Zoph et al. 2022, eq. 5); 0: off.
   double z_loss_coeff = 0.0;
+  /// DeepSeek-V3's auxiliary-loss-free balancing (Liu et al. 2024, arXiv:2412.19437,
+  /// Sec. 2.1.2, eq. 16): each MoE layer keeps a per-expert bias, added to the sigmoid
+  /// scores for the top-k selection only (the weights use the unbiased scores), and
+  /// after every step each bias moves by this rate towards the mean load
+  /// (kernels/moe_load_balancing.h: b_i += rate * sign(mean load - load_i), the load
+  /// summed over the step's micro-batches and ranks). 0: off, no bias. Megatron's
+  /// --moe-router-enable-expert-bias with --moe-router-bias-update-rate (default
+  /// 1e-3, DeepSeek-V3's gamma for its first 14.3T tokens, Sec. 4.2). Needs the
+  /// sigmoid score function (the trainer refuses it with softmax).
+  double expert_bias_update_rate = 0.0;
   /// Dropless (0, Megatron's default) or each expert's capacity factor
   /// (--moe-expert-capacity-factor), with the drop policy and padding of
   /// kernels/moe_routing_map.h.

@@ -11,7 +11,7 @@
 // - loss values: rtol 1e-5 (one fp32 sum of at most a few thousand products of one
 //   sign, then one multiplication) plus atol 1e-7.
 // - bias update: exact (each bias moves by +-u or not at all, the same fp32 addition
-//   on both sides).
+//   on both sides); the step's load: exact (int32 sums).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -170,6 +170,25 @@ TEST_F(MoeLoadBalancingEdgeTest, BiasUpdateOverTheWidestRouter) {
   for (int i = 0; i < experts; ++i) ASSERT_EQ(got[i], i < experts / 2 ? 0.5f : -0.5f) << "expert " << i;
 }
 
+// A step of three micro-batches over 300 experts (two blocks of the kernel):
+// the load is their sum, exact in int32, added to what the total held.
+TEST_F(MoeLoadBalancingEdgeTest, StepLoadSumsTheMicroBatchesCounts) {
+  const int experts = 300;
+  std::vector<std::int32_t> want(experts), total(experts);
+  for (int i = 0; i < experts; ++i) want[i] = total[i] = 1000 * i;
+  DeviceBuffer<std::int32_t> d_total(total);
+  for (int mb = 0; mb < 3; ++mb) {
+    std::vector<std::int32_t> counts(experts);
+    for (int i = 0; i < experts; ++i) {
+      counts[i] = (i * 7 + mb * 13) % 50;
+      want[i] += counts[i];
+    }
+    DeviceBuffer<std::int32_t> d_counts(counts);
+    moe_accumulate_expert_load(d_total.get(), d_counts.get(), experts, nullptr);
+  }
+  EXPECT_EQ(d_total.download(), want);
+}
+
 TEST(MoeLoadBalancingArguments, NameWhatIsWrong) {
   MoeRouterLossOptions losses;
   losses.aux_group_tokens = 48;
@@ -182,6 +201,14 @@ TEST(MoeLoadBalancingArguments, NameWhatIsWrong) {
   }
   EXPECT_THROW(moe_expert_bias_update(&scalar, nullptr, 4, 1e-3f, nullptr), KernelArgumentError);
   EXPECT_THROW(moe_expert_bias_update(&scalar, nullptr, 0, 1e-3f, nullptr), KernelArgumentError);
+  std::int32_t count = 0;
+  try {
+    moe_accumulate_expert_load(&count, &count, 0, nullptr);
+    FAIL() << "0 experts were accepted";
+  } catch (const KernelArgumentError& e) {
+    EXPECT_STREQ(e.what(), "moe_accumulate_expert_load: experts (0) must be in [1, 1024]");
+  }
+  EXPECT_THROW(moe_accumulate_expert_load(nullptr, &count, 4, nullptr), KernelArgumentError);
 }
 
 }  // namespace

@@ -242,6 +242,46 @@ TEST(RunCommand, RefusesAMissingDatasetAndABadFormat) {
   EXPECT_NE(r.err.find("--comm-timeout-s"), std::string::npos) << r.err;
 }
 
+// DeepSeek-V3's expert bias (--moe-router-enable-expert-bias) runs on the
+// sigmoid router of an MoE model and is refused, each with one message and exit
+// code 2, everywhere else: with softmax scores, on a dense model, at rate 0, and
+// its rate without it.
+TEST(RunCommand, ExpertBiasNeedsTheSigmoidRouterOfAnMoeModel) {
+  TempDir dir;
+  const std::string moe = "run --model moe-mixtral-tiny --steps 1 --layout mbs=1,gbs=1 ";
+  CommandResult r = run_sextant(dir, moe + "--moe-router-enable-expert-bias");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--moe-router-enable-expert-bias: DeepSeek-V3's expert bias needs "
+                       "--moe-router-score-function sigmoid (the router is softmax)"),
+            std::string::npos) << r.err;
+  r = run_sextant(dir, moe + "--moe-router-score-function tanh");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--moe-router-score-function: 'tanh': accepted: softmax, sigmoid"), std::string::npos) << r.err;
+  r = run_sextant(dir, moe + "--moe-router-bias-update-rate 0.01");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--moe-router-bias-update-rate requires --moe-router-enable-expert-bias"), std::string::npos)
+      << r.err;
+  const std::string sigmoid = "--moe-router-score-function sigmoid --moe-router-enable-expert-bias";
+  r = run_sextant(dir, "run --model gpt-350m --steps 1 --layout mbs=1,gbs=1 " + sigmoid);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--moe-router-enable-expert-bias: model gpt-350m has no MoE layers (no router to bias)"),
+            std::string::npos) << r.err;
+  r = run_sextant(dir, moe + sigmoid + " --moe-router-bias-update-rate 0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--moe-router-bias-update-rate: 0: the biases would never move"), std::string::npos) << r.err;
+  // --help teaches it: what it does, its source, what it needs.
+  r = run_sextant(dir, "run --help");
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* taught : {"--moe-router-enable-expert-bias", "arXiv:2412.19437", "--moe-router-bias-update-rate",
+                             "checkpoints keep them", "--moe-router-score-function"})
+    EXPECT_NE(r.out.find(taught), std::string::npos) << taught;
+  // The sigmoid router with the bias passes every check (here it then stops for want of a GPU).
+  if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) return;  // it would train
+  r = run_sextant(dir, moe + sigmoid + " --moe-router-bias-update-rate 0.002");
+  if (r.exit_code == 0) return;  // this machine has a GPU
+  EXPECT_EQ(r.err.find("moe-router"), std::string::npos) << r.err;
+}
+
 TEST(RunCommand, WithoutAGpuSaysSoAndExitsTwo) {
   // On machines with a GPU this test has nothing to check.
   if (std::getenv("SEXTANT_REQUIRE_GPU") != nullptr) GTEST_SKIP() << "a GPU is expected here";

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint/checkpoint_directory.h"
 #include "engine/checkpoint/checkpoint_metadata.h"
@@ -128,6 +129,30 @@ TEST_F(CheckpointFormatTest, ShardRoundTripsBitForBit) {
   EXPECT_EQ(std::memcmp(back.master.data(), s.master.data(), 12), 0);
   EXPECT_EQ(back.adam_m, s.adam_m);
   EXPECT_EQ(back.adam_v, s.adam_v);
+}
+
+// With DeepSeek-V3's expert biases the shard is of version 2: 8 more header
+// bytes (their count) and the biases last; a reader takes both versions.
+TEST_F(CheckpointFormatTest, ShardWithExpertBiasesRoundTrips) {
+  fs::create_directories(root_);
+  const std::string path = (root_ / "rank-00000.bin").string();
+  TrainerState s = example_state(7, 0.1f);
+  s.expert_biases = {0.0009765625f, -0.001953125f, 0.0f};
+  write_shard_file(path, s);
+  // 40 header bytes + 4 bf16 weights x 2 + 3 x 3 fp32 x 4 + 3 biases x 4 = 40 + 8 + 36 + 12 = 96.
+  EXPECT_EQ(fs::file_size(path), 96u);
+  EXPECT_EQ(shard_file_bytes(s), 96u);
+  EXPECT_EQ(read_shard_file(path, 96, file_crc32(path)), s);
+  const ShardReader reader(path, 96, file_crc32(path));
+  EXPECT_EQ(reader.bias_elements(), 3u);
+  float middle = 0;
+  reader.read_expert_biases(1, 1, &middle);
+  EXPECT_EQ(middle, -0.001953125f);
+  std::vector<float> master(3);
+  reader.read_fp32(ShardReader::Fp32Array::kAdamV, 0, 3, master.data());
+  EXPECT_EQ(master, s.adam_v);
+  EXPECT_EQ(error_of([&] { reader.read_expert_biases(2, 2, &middle); }),
+            path + ": expert biases [2, +2) run past its 3");
 }
 
 TEST_F(CheckpointFormatTest, DamagedShardsAreNamedWithTheReason) {

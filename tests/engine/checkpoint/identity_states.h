@@ -111,6 +111,7 @@ inline void expect_resharded_states(const OpenedCheckpoint& opened, const std::v
     EXPECT_EQ(got.master, expected.master) << "rank " << w;
     EXPECT_EQ(got.adam_m, expected.adam_m) << "rank " << w;
     EXPECT_EQ(got.adam_v, expected.adam_v) << "rank " << w;
+    EXPECT_EQ(got.expert_biases, expected.expert_biases) << "rank " << w;
   }
 }
 

@@ -165,9 +165,10 @@ class ReshardTest : public ::testing::TestWithParam<ReshardCase> {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  // Saves `l`'s states at step 5 and opens the checkpoint.
-  OpenedCheckpoint save(const Layout& l, const CheckpointSharding& sh) {
-    const std::vector<TrainerState> states = states_for(l, sh, 7777.0f, 5);
+  // Saves `l`'s states at step 5, each with `expert_biases`, and opens the checkpoint.
+  OpenedCheckpoint save(const Layout& l, const CheckpointSharding& sh, const std::vector<float>& expert_biases = {}) {
+    std::vector<TrainerState> states = states_for(l, sh, 7777.0f, 5);
+    for (TrainerState& s : states) s.expert_biases = expert_biases;
     begin_save(root_.string(), 5);
     for (std::size_t w = 0; w < states.size(); ++w) write_rank_shard(root_.string(), 5, static_cast<int>(w), states[w]);
     CheckpointMetadata m;
@@ -230,6 +231,18 @@ TEST_P(ExpertReshardTest, EveryExpertRowLandsOnTheRankHoldingItsExpert) {
                                    states_for(c.run, run, 0.0f, 5));
 }
 
+// DeepSeek-V3's expert biases of the MoE layer (4 experts), the same on every
+// saved rank, reach every loading rank whole, whatever its ep.
+TEST_P(ExpertReshardTest, ExpertBiasesReachEveryRankWhole) {
+  const ReshardCase& c = GetParam();
+  const CheckpointSharding run = moe_sharding_for(c.run);
+  const std::vector<float> biases = {0.25f, -0.5f, 0.0009765625f, -1.0f};
+  const OpenedCheckpoint opened = save(c.saved, moe_sharding_for(c.saved), biases);
+  std::vector<TrainerState> want = states_for(c.run, run, 0.0f, 5);
+  for (TrainerState& s : want) s.expert_biases = biases;
+  testing::expect_resharded_states(opened, {opened.metadata.sharding}, c.run.checkpoint(), {run}, want);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Layouts, ExpertReshardTest,
     ::testing::Values(ReshardCase{{1, 4, 0, 1, 4}, {1, 2, 0, 1, 2}, true}, ReshardCase{{1, 2, 0, 1, 2}, {1, 1, 0}, true},
@@ -280,6 +293,35 @@ TEST(ReshardPlan, AnotherModelIsRefusedNamingTheTensor) {
   fewer.tensors.pop_back();  // final_norm_beta
   EXPECT_EQ(error_of(sharding_for({2, 1, 0}, false), fewer),
             "m.json: has a tensor 'final_norm_beta' (1 x 16) that this run's model lacks");
+}
+
+// DeepSeek-V3's expert biases follow their MoE layer (the layer of a router
+// tensor) between pipeline splits: layers 1 and 3 of 4 are MoE layers of 4
+// experts, one on each of 2 saved stages (rows 0 of each); loaded at pp = 1
+// they are rows 0 and 1, read from the first rank of their stage (world ranks
+// 0 and 2 at tp 1, dp 2: rank = dp + 2 pp); back into pp 2, stage 1 reads row
+// 1 of rank 0 of the whole-model save.
+TEST(ReshardPlan, ExpertBiasesFollowTheirLayerToAnotherStage) {
+  auto tensor = [](const std::string& name, std::uint64_t offset) { return TensorSharding{name, 4, 8, offset, -1, {}}; };
+  CheckpointSharding stage0, stage1, whole;
+  stage0.flat_elements = stage1.flat_elements = 64;
+  stage0.tensors = {tensor("layers.0.qkv_weight", 0), tensor("layers.1.router_weight", 32)};
+  stage0.chunks = {{0, 2, true, false}};
+  stage1.tensors = {tensor("layers.2.qkv_weight", 0), tensor("layers.3.router_weight", 32)};
+  stage1.chunks = {{2, 2, false, true}};
+  whole.flat_elements = 128;
+  whole.tensors = {tensor("layers.0.qkv_weight", 0), tensor("layers.1.router_weight", 32),
+                   tensor("layers.2.qkv_weight", 64), tensor("layers.3.router_weight", 96)};
+  CheckpointLayout two_stages{1, 2, 0};
+  two_stages.pp = 2;
+  const CheckpointLayout one_stage{1, 2, 0};
+  const ReshardPlan merged = plan_reshard(two_stages, {stage0, stage1}, one_stage, whole, 1, "m.json");
+  EXPECT_EQ(merged.bias_elements, 8u);
+  EXPECT_EQ(merged.expert_biases, (std::vector<ArrayCopy>{{0, 0, 0, 4}, {2, 0, 4, 4}}));
+  // World rank 3 of the pp-2 run: dp 1 of stage 1.
+  const ReshardPlan split = plan_reshard(one_stage, {whole}, two_stages, stage1, 3, "m.json");
+  EXPECT_EQ(split.bias_elements, 4u);
+  EXPECT_EQ(split.expert_biases, (std::vector<ArrayCopy>{{0, 4, 0, 4}}));
 }
 
 // ZeRO-1's optimizer shards are one per dp rank (the cp ranks of a dp rank

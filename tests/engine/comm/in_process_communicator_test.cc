@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -336,6 +337,28 @@ TEST_F(InProcessGroups, SplitWithNegativeColorJoinsNoGroup) {
   });
   EXPECT_EQ(sizes, (std::vector<int>{2, -1, 2, 1}));
   EXPECT_EQ(new_ranks, (std::vector<int>{1, -1, 0, 0}));  // key 8 (rank 2) before key 10
+}
+
+// Counts are summed exactly in int32: 3 ranks of 2^25 + r each sum to
+// 3·2^25 + 3, which fp32 (24 significant bits) would round to 3·2^25.
+TEST_F(InProcessGroups, AllReduceSumsInt32CountsExactly) {
+  constexpr int kRanks = 3;
+  constexpr std::int32_t kBase = 1 << 25;
+  std::vector<std::vector<std::int32_t>> got(kRanks);
+  run_in_process(kRanks, [&](int r, Communicator& comm) {
+    const std::vector<std::int32_t> mine = {kBase + r, r, -r};
+    void* buffer = nullptr;
+    SEXTANT_CUDA_CHECK(cudaMalloc(&buffer, mine.size() * sizeof(std::int32_t)));
+    SEXTANT_CUDA_CHECK(cudaMemcpy(buffer, mine.data(), mine.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+    comm.all_reduce_sum(buffer, buffer, mine.size(), DataType::kInt32);
+    SEXTANT_CUDA_CHECK(cudaStreamSynchronize(comm.stream()));
+    got[r].resize(mine.size());
+    SEXTANT_CUDA_CHECK(
+        cudaMemcpy(got[r].data(), buffer, mine.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+    cudaFree(buffer);
+  });
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(got[r], (std::vector<std::int32_t>{3 * kBase + 3, 3, -3})) << "rank " << r;
 }
 
 TEST_F(InProcessGroups, DisagreeingCountsFailOnEveryRank) {
