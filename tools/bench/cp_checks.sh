@@ -116,8 +116,9 @@ grep -q H200 "$out/gpus.txt" && profile=configs/profiles/measured/h200-sxm-141gb
 profile=${CP_PROFILE:-$profile}
 if wants speed; then
   # 10 steps (a step is seconds long at these lengths); llama3.2-1b at 32k on one GPU (cp=1, the
-  # baseline), cp=2 dp=2 and cp=4, and at 128k cp=4; gpt-1.3b at 128k cp=4 with full
-  # recomputation. SPEED_RUNS: a subset of the names (default all).
+  # baseline), cp=2 dp=2 and cp=4, and at 128k cp=4 and cp=2 dp=2 (full recomputation: 64k tokens a
+  # rank do not fit 141 GB without it); gpt-1.3b at 128k cp=4 with full recomputation. SPEED_RUNS: a
+  # subset of the names (default all).
   args=(--steps 10 --compare --profile "$profile" "${common[@]}")
   speed_wanted() { [[ -z ${SPEED_RUNS:-} || " $SPEED_RUNS " == *" $1 "* ]]; }
   speed_wanted llama_32k_cp1 && run speed_llama_32k_cp1 --model llama3.2-1b --seq-length 32768 \
@@ -131,6 +132,9 @@ if wants speed; then
       --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=4$knob" "${args[@]}"
     speed_wanted llama_128k_cp4 && run "speed_llama_128k_cp4$suffix" --model llama3.2-1b --seq-length 131072 \
       --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=1$knob" --steps 5 --compare --profile "$profile" "${common[@]}"
+    speed_wanted llama_128k_cp2dp2 && run "speed_llama_128k_cp2dp2$suffix" --model llama3.2-1b --seq-length 131072 \
+      --nproc-per-node 4 --layout "cp=2,dp=2,mbs=1,gbs=2,recompute=full$knob" --steps 5 --compare --profile "$profile" \
+      "${common[@]}"
     speed_wanted gpt_128k_cp4 && run "speed_gpt_128k_cp4$suffix" --model gpt-1.3b --seq-length 131072 \
       --nproc-per-node 4 --layout "cp=4,mbs=1,gbs=1,recompute=full$knob" --steps 5 --compare --profile "$profile" \
       "${common[@]}"
