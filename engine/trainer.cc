@@ -568,12 +568,12 @@ std::vector<float> Trainer::master_parameter(const std::string& name) const {
   const Located at = find(name);
   const std::size_t offset = at.chunk->offset + at.tensor->offset;
   if (sharded_) return sharded_->values_from_shard(buffers_.master, offset, at.tensor->elements(), stream_);
-  return download_floats(buffers_.master + offset, at.tensor->elements(), stream_);
+  return download_array(buffers_.master + offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> Trainer::gradient(const std::string& name) const {
   const Located at = find(name);
-  return download_floats(buffers_.gradients + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
+  return download_array(buffers_.gradients + at.chunk->offset + at.tensor->offset, at.tensor->elements(), stream_);
 }
 
 std::vector<float> Trainer::weight(const std::string& name) const {

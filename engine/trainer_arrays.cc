@@ -44,17 +44,8 @@ data_parallel::OptimizerBuffers bind_optimizer_buffers(const DeviceArena& arena,
   return b;
 }
 
-std::vector<float> download_floats(const float* device, std::size_t n, cudaStream_t stream) {
-  std::vector<float> host(n);
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return host;
-}
-
 std::vector<float> download_bf16_as_floats(const kernels::Bf16* device, std::size_t n, cudaStream_t stream) {
-  std::vector<kernels::Bf16> host(n);
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(kernels::Bf16), cudaMemcpyDeviceToHost, stream));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<kernels::Bf16> host = download_array(device, n, stream);
   std::vector<float> values(n);
   for (std::size_t i = 0; i < n; ++i) values[i] = kernels::to_float(host[i]);
   return values;
@@ -69,9 +60,9 @@ checkpoint::TrainerState read_trainer_state(const data_parallel::OptimizerBuffer
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(s.weights_bf16.data(), a.weights, a.elements * sizeof(kernels::Bf16),
                                      cudaMemcpyDeviceToHost, stream));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
-  s.master = download_floats(a.master, a.master_elements, stream);
-  s.adam_m = download_floats(a.adam_m, a.master_elements, stream);
-  s.adam_v = download_floats(a.adam_v, a.master_elements, stream);
+  s.master = download_array(a.master, a.master_elements, stream);
+  s.adam_m = download_array(a.adam_m, a.master_elements, stream);
+  s.adam_v = download_array(a.adam_v, a.master_elements, stream);
   return s;
 }
 

@@ -4,6 +4,8 @@
 // losses in the order one GPU sums them.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +18,7 @@
 #include "engine/trainer.h"
 #include "kernels/adamw.h"
 #include "kernels/bf16.h"
+#include "kernels/cuda_check.h"
 #include "kernels/stream.h"
 
 namespace sextant::engine {
@@ -71,7 +74,13 @@ double mean_loss_in_global_order(const std::vector<float>& losses, int microbatc
                                  std::size_t per_microbatch);
 
 /// n values from the device, waiting for `stream`.
-std::vector<float> download_floats(const float* device, std::size_t n, cudaStream_t stream);
+template <typename T>
+std::vector<T> download_array(const T* device, std::size_t n, cudaStream_t stream) {
+  std::vector<T> host(n);
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(host.data(), device, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
 std::vector<float> download_bf16_as_floats(const kernels::Bf16* device, std::size_t n, cudaStream_t stream);
 
 }  // namespace sextant::engine

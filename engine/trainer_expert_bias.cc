@@ -120,17 +120,13 @@ void Trainer::restore_expert_biases(const std::vector<float>& biases) {
 std::vector<std::vector<float>> Trainer::expert_biases() const {
   const std::size_t values = expert_bias_values();
   if (values == 0) return {};
-  return rows_of(download_floats(expert_biases_, values, stream_), static_cast<std::size_t>(shape_.experts));
+  return rows_of(download_array(expert_biases_, values, stream_), static_cast<std::size_t>(shape_.experts));
 }
 
 std::vector<std::vector<std::int32_t>> Trainer::expert_loads() const {
   const std::size_t values = expert_bias_values();
   if (values == 0) return {};
-  std::vector<std::int32_t> all(values);
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(all.data(), expert_load_, values * sizeof(std::int32_t), cudaMemcpyDeviceToHost,
-                                     stream_));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return rows_of(all, static_cast<std::size_t>(shape_.experts));
+  return rows_of(download_array(expert_load_, values, stream_), static_cast<std::size_t>(shape_.experts));
 }
 
 }  // namespace sextant::engine
