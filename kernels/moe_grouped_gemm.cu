@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,16 +49,41 @@ __global__ void fill_pointer_tables_kernel(const void** a, const void** b, void*
   c[i] = batch.c[i];
 }
 
-// dweights = beta * dweights + staged, n elements (n % 8 == 0); beta 0 reads nothing.
-// A thread's 8 fp32 elements move as two 16-byte vectors: eight scalar accesses
-// 32 bytes apart across a warp ran at about half the HBM rate (93 us for fc2's
-// 126 MB of moe-fine-tiny, reports/measurements/2026-11-27-h100-moe-ncu).
-__global__ void accumulate_staged_kernel(float* dweights, const __nv_bfloat16* staged, std::int64_t n,
-                                         float beta) {
-  const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * detail::kBf16PerVector;
-  if (i >= n) return;
-  float s[detail::kBf16PerVector];
-  detail::load_bf16x8(staged + i, s);
+// Which of up to kMaskExperts consecutive experts have no rows, passed by value
+// (128 bytes of kernel argument). The weight gradient of an expert with no rows is
+// 0: the kernels below write it (beta 0) or leave the block alone (beta 1) from
+// this mask, one launch for all of them, where one cudaMemsetAsync per run of empty
+// experts cost about 40 launches a layer and micro-batch at moe-fine-tiny mbs 1
+// (39,199 memsets in one second of training, 1.0 us of GPU each plus a host launch:
+// reports/measurements/2026-11-28-h200x4-hopper-d64-backward/call2/moe_profile.txt).
+constexpr int kMaskExperts = 1024;
+struct EmptyExperts {
+  std::uint32_t words[kMaskExperts / 32];
+};
+
+__device__ __forceinline__ bool is_empty(const EmptyExperts& mask, std::int64_t expert) {
+  return (mask.words[expert >> 5] >> (expert & 31)) & 1u;
+}
+
+// dweights = beta * dweights + staged over consecutive experts of expert_elems
+// elements each (a multiple of 64, as in and out are multiples of 8): blockIdx.y
+// is the expert (no 64-bit division by expert_elems per thread: a first version
+// that divided ran the moe-fine-tiny step 3-4 % slower than the memsets it
+// replaced), blockIdx.x a 2048-element part of its block. An empty expert's
+// staging is not read (cuBLAS skipped it): its block is written 0 (beta 0) or
+// kept (beta 1). A thread's 8 fp32 elements move as two 16-byte vectors: eight
+// scalar accesses 32 bytes apart across a warp ran at about half the HBM rate
+// (93 us for fc2's 126 MB of moe-fine-tiny, reports/measurements/2026-11-27-h100-moe-ncu).
+__global__ void accumulate_staged_kernel(float* dweights, const __nv_bfloat16* staged, std::int64_t expert_elems,
+                                         EmptyExperts empty, float beta) {
+  const bool no_rows = is_empty(empty, blockIdx.y);
+  if (no_rows && beta != 0.0f) return;
+  const std::int64_t in_expert =
+      (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * detail::kBf16PerVector;
+  if (in_expert >= expert_elems) return;
+  const std::int64_t i = blockIdx.y * expert_elems + in_expert;
+  float s[detail::kBf16PerVector] = {};
+  if (!no_rows) detail::load_bf16x8(staged + i, s);
   auto* out = reinterpret_cast<float4*>(dweights + i);
   float4 lo = make_float4(s[0], s[1], s[2], s[3]), hi = make_float4(s[4], s[5], s[6], s[7]);
   if (beta != 0.0f) {
@@ -67,6 +93,27 @@ __global__ void accumulate_staged_kernel(float* dweights, const __nv_bfloat16* s
   }
   out[0] = lo;
   out[1] = hi;
+}
+
+// Zeroes the blocks of the empty experts among `experts` consecutive ones of
+// expert_bytes each (a multiple of 128): blockIdx.y is the expert, blockIdx.x
+// strides over its block in 16-byte stores; a non-empty expert's blocks return.
+__global__ void zero_empty_experts_kernel(char* target, std::int64_t expert_bytes, EmptyExperts empty) {
+  const std::int64_t expert = blockIdx.y;
+  if (!is_empty(empty, expert)) return;
+  auto* block = reinterpret_cast<uint4*>(target + expert * expert_bytes);
+  const std::int64_t vectors = expert_bytes / static_cast<std::int64_t>(sizeof(uint4));
+  for (std::int64_t v = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < vectors;
+       v += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    block[v] = make_uint4(0, 0, 0, 0);
+}
+
+// The mask of experts [first, first + count), count <= kMaskExperts.
+EmptyExperts empty_experts(std::span<const std::int32_t> rows_per_expert, std::size_t first, std::size_t count) {
+  EmptyExperts mask{};
+  for (std::size_t e = 0; e < count; ++e)
+    if (rows_per_expert[first + e] == 0) mask.words[e / 32] |= 1u << (e % 32);
+  return mask;
 }
 
 }  // namespace
@@ -209,24 +256,30 @@ void MoeGroupedGemm::backward_weight(void* dweights, GemmOutput dweights_type, f
     g.beta = staged ? 0.0f : beta;
     return g;
   });
-  // dY_e^T X_e of no rows is 0: one memset per run of consecutive empty experts
-  // (with skewed routing many are empty, and each launch costs the host).
-  if (staged || beta == 0.0f) {
-    for (std::size_t e = 0; e < rows_per_expert.size();) {
-      std::size_t end = e;
-      while (end < rows_per_expert.size() && rows_per_expert[end] == 0) ++end;
-      if (end > e) SEXTANT_CUDA_CHECK(cudaMemsetAsync(target + e * expert_bytes, 0, (end - e) * expert_bytes, stream));
-      e = end + 1;
-    }
-  }
   run(p, stream);
-  if (staged) {
-    const std::int64_t n = static_cast<std::int64_t>(rows_per_expert.size()) * out * in;
-    constexpr int kThreads = 256;
-    const std::int64_t vectors = n / detail::kBf16PerVector;
-    accumulate_staged_kernel<<<static_cast<unsigned>((vectors + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        static_cast<float*>(dweights), detail::cuda_bf16(staging), n, beta);
-    SEXTANT_CHECK_LAUNCH("accumulate_staged_kernel");
+  // dY_e^T X_e of no rows is 0 (the products above skip those experts): the staged
+  // add writes or keeps their blocks, or, unstaged with beta 0, one kernel zeroes them.
+  const std::int64_t expert_elems = static_cast<std::int64_t>(out) * in;
+  constexpr int kThreads = 256;
+  for (std::size_t first = 0; first < rows_per_expert.size(); first += kMaskExperts) {
+    const std::size_t count = std::min<std::size_t>(kMaskExperts, rows_per_expert.size() - first);
+    const EmptyExperts empty = empty_experts(rows_per_expert, first, count);
+    if (staged) {
+      const std::int64_t vectors = expert_elems / detail::kBf16PerVector;  // per expert
+      const dim3 grid(static_cast<unsigned>((vectors + kThreads - 1) / kThreads), static_cast<unsigned>(count));
+      accumulate_staged_kernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(dweights) + first * expert_elems,
+                                                              detail::cuda_bf16(staging) + first * expert_elems,
+                                                              expert_elems, empty, beta);
+      SEXTANT_CHECK_LAUNCH("accumulate_staged_kernel");
+    } else if (beta == 0.0f && std::any_of(rows_per_expert.begin() + first, rows_per_expert.begin() + first + count,
+                                           [](std::int32_t r) { return r == 0; })) {
+      // Enough blocks per expert to fill the GPU when one expert is empty, at most its vectors.
+      const std::int64_t vectors = static_cast<std::int64_t>(expert_bytes / sizeof(uint4));
+      const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((vectors + kThreads - 1) / kThreads, 1024));
+      zero_empty_experts_kernel<<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, stream>>>(
+          target + first * expert_bytes, static_cast<std::int64_t>(expert_bytes), empty);
+      SEXTANT_CHECK_LAUNCH("zero_empty_experts_kernel");
+    }
   }
 }
 

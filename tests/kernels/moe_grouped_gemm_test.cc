@@ -216,6 +216,35 @@ TEST_P(MoeGroupedGemmTest, Fp32WeightGradientAccumulates) {
   }
 }
 
+// fp32 weight gradient written (beta 0, the first micro-batch's) over NaN: an
+// empty expert's block becomes exactly zero, the others the product.
+TEST_P(MoeGroupedGemmTest, Fp32WeightGradientWrites) {
+  const Case& c = GetParam().shape;
+  const bool staged = GetParam().backend == MoeGemmBackend::kCublasGrouped;
+  const auto dy = testing::random_bf16(rng(), static_cast<std::size_t>(total_rows_) * c.out, 0.0, 1.0);
+  const auto x = testing::random_bf16(rng(), static_cast<std::size_t>(total_rows_) * c.in, 0.0, 1.0);
+  // The staging holds NaN too: an empty expert's staging must not be read.
+  DeviceBuffer<Bf16> d_dy(dy), d_x(x), d_staging(std::vector<Bf16>(staged ? weights() : 0, Bf16{0x7fc0}));
+  DeviceBuffer<float> d_dw(std::vector<float>(weights(), std::nanf("")));
+
+  gemm_->backward_weight(d_dw.get(), GemmOutput::kFp32, 0.0f, d_dy.get(), d_x.get(), c.rows, c.in, c.out,
+                         d_staging.get(), nullptr);
+
+  const Expected product = MoeGroupedGemmReference(c, starts_).weight_gradient(dy, x);
+  std::vector<double> atol(weights());
+  for (std::size_t i = 0; i < weights(); ++i) {
+    const int k = c.rows[i / (static_cast<std::size_t>(c.out) * c.in)];
+    atol[i] = (k + 2) * std::ldexp(product.abs_sum[i], -23) + (staged ? std::ldexp(product.abs_sum[i], -8) : 0.0);
+  }
+  const std::vector<float> got = d_dw.download();
+  EXPECT_TRUE(all_close(to_double(got), product.c, 0.0, atol));
+  for (std::size_t i = 0; i < weights(); ++i) {
+    if (c.rows[i / (static_cast<std::size_t>(c.out) * c.in)] == 0) {
+      ASSERT_EQ(got[i], 0.0f) << "an empty expert's gradient at element " << i << " is not zero";
+    }
+  }
+}
+
 // bf16 weight gradient written (beta 0) over NaN: an empty expert's block becomes zero.
 TEST_P(MoeGroupedGemmTest, Bf16WeightGradientWrites) {
   const Case& c = GetParam().shape;
@@ -248,6 +277,13 @@ const std::vector<Case>& cases() {
        }(), 64, 32},
       // no rows at all: nothing to multiply, weight gradients zeroed or kept
       {"NoRows", {0, 0, 0}, 32, 16},
+      // more experts (1100) than one mask of empty experts (1024, kernels/moe_grouped_gemm.cu):
+      // every fifth empty, the rest 1..3 rows, so both masks have empty and busy experts
+      {"ElevenHundredExperts", [] {
+         std::vector<std::int32_t> r(1100);
+         for (int e = 0; e < 1100; ++e) r[e] = e % 5 == 0 ? 0 : 1 + e % 3;
+         return r;
+       }(), 16, 8},
   };
   return all;
 }

@@ -8,6 +8,8 @@
 #
 # MODEL defaults to gpt-1.3b, MBS (= global batch) to 4, ROUNDS to 2, STEPS to
 # 30 (the engine times steps 4..STEPS). Extra sextant flags: SEXTANT_AB_FLAGS.
+# GBS sets the global batch (default MBS: one micro-batch a step); a GBS above
+# MBS accumulates gradients over GBS / MBS micro-batches, as training does.
 set -uo pipefail
 a=${1:?usage: ab_step.sh A_BIN B_BIN [MODEL] [MBS] [ROUNDS] [STEPS]}
 b=${2:?usage: ab_step.sh A_BIN B_BIN [MODEL] [MBS] [ROUNDS] [STEPS]}
@@ -15,14 +17,19 @@ model=${3:-gpt-1.3b}
 mbs=${4:-4}
 rounds=${5:-2}
 steps=${6:-30}
+gbs=${GBS:-$mbs}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 results=$(mktemp)
 for ((r = 1; r <= rounds; ++r)); do
-  for side in A B; do
+  # A first in odd rounds, B first in even ones: a drift within a round (clock,
+  # temperature) does not always fall on the second binary.
+  order="A B"
+  ((r % 2 == 0)) && order="B A"
+  for side in $order; do
     bin=$a
     [[ $side == B ]] && bin=$b
     # shellcheck disable=SC2086
-    json=$("$bin" --configs configs run --model "$model" --layout "mbs=$mbs,gbs=$mbs" --data synthetic \
+    json=$("$bin" --configs configs run --model "$model" --layout "mbs=$mbs,gbs=$gbs" --data synthetic \
       --steps "$steps" --format json ${SEXTANT_AB_FLAGS:-} 2>/dev/null | tail -n 1)
     line=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.2f %.0f %.2f" % (j["step_time_s"]*1e3, j["tokens_per_s"], 100*j["mfu"]))' "$json" 2>/dev/null)
     [[ -z $line ]] && line="failed"
