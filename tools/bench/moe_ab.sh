@@ -4,7 +4,9 @@
 # accumulated over micro-batches, so every weight-gradient path runs), A and B
 # alternating (ab_step.sh); then B's `run --compare` of the same layouts and a
 # kernel-level profile of one of them (CUPTI, libsextant_kernel_profile.so:
-# GPU busy share, idle gaps by length, memset count). A short table is printed last.
+# GPU busy share, idle gaps by length, memset count), and once more with the
+# host's CUDA calls recorded (SEXTANT_PROFILE_API: what the host did while the
+# GPU idled). A short table is printed last.
 #
 #   bash tools/bench/moe_ab.sh A_DIR B_DIR OUT_DIR [PARTS]
 #
@@ -55,6 +57,13 @@ if wants profile && [[ -f "$b/libsextant_kernel_profile.so" ]]; then
     summary+=("$(printf '%-20s profile  %s; memsets: %s' "$name" \
       "$(grep -E '^window' "$out/profile_$name.txt")" \
       "$(grep -E '\[memset\]' "$out/profile_$name.txt" | head -n 1 | awk '{print $2}')")")
+    # Again with the host's CUDA calls recorded: what the host did while the GPU idled.
+    CUDA_INJECTION64_PATH="$b/libsextant_kernel_profile.so" SEXTANT_PROFILE_LAST_S=1.0 SEXTANT_PROFILE_API=1 \
+      "$b/sextant" --configs configs run --model "$model" --layout "mbs=$mbs,gbs=$gbs" --data synthetic --steps 12 \
+      >"$out/profile_api_$name.txt" 2>&1
+    summary+=("$(printf '%-20s host     %s; idle: %s' "$name" \
+      "$(grep -E '^host thread in' "$out/profile_api_$name.txt")" \
+      "$(grep -A 4 '^GPU idle' "$out/profile_api_$name.txt" | tail -n 3 | awk '{printf "%s%% %s %s; ", $4, $5, $6}')")")
   done
 fi
 
