@@ -27,6 +27,7 @@ DeviceRates device_rates(const GpuConfig& gpu, const CostProfile& p, Precision p
   r.memory_bytes_per_s = gpu.memory_bandwidth_bytes_per_s * p.memory_efficiency;
   r.kernel_overhead_s = p.kernel_overhead_s;
   r.sm_count = gpu.sm_count;
+  r.compute_capability = gpu.compute_capability;
   r.tile_m = p.gemm_tile_m;
   r.tile_n = p.gemm_tile_n;
   r.gemm_k_half = p.gemm_k_half;

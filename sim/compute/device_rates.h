@@ -18,6 +18,7 @@ struct DeviceRates {
   double memory_bytes_per_s = 0;
   double kernel_overhead_s = 0;
   int sm_count = 1;
+  double compute_capability = 0;  // the GPU preset's (0: not stated)
   int tile_m = 128;
   int tile_n = 128;
   double gemm_k_half = 0;

@@ -170,13 +170,14 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
   // than SMs: the generic backward copies K and V out to every query head, runs
   // as multi-head (the multi-head table's case), and sums each group's dK and
   // dV (kernels/flash_attention_backward.cu, expands_kv_heads). A table
-  // measured at the model's group size holds those copies already. (On compute
-  // capability 9.0 the Hopper backward now takes head_dim 64 and does not
-  // expand, so there these copies overstate the time; the rates do not say
-  // which device runs the engine.)
+  // measured at the model's group size holds those copies already. On compute
+  // capability 9.0 the engine runs its Hopper backward at head_dim 64 and 128
+  // (kernels/flash_attention_backward.cu, flash_attention_backward_runs_sm90),
+  // which reads each group's K and V itself and copies nothing.
   const double key_blocks = std::ceil(static_cast<double>(m.seq_length) / 128.0);
-  const bool expands_kv_heads = !a.measured_at_group && padded == 64 && kv_heads < heads &&
-                                kv_heads * l.mbs * key_blocks < r.sm_count;
+  const bool hopper_backward = r.compute_capability == 9.0 && (padded == 64 || padded == 128);
+  const bool expands_kv_heads = !a.measured_at_group && !hopper_backward && padded == 64 &&
+                                kv_heads < heads && kv_heads * l.mbs * key_blocks < r.sm_count;
   if (expands_kv_heads) {
     const double expanded = 2.0 * T * heads * padded, narrow = 2.0 * T * kv_heads * padded;  // bytes each
     t.backward_s += untabled_memory_kernel_s(2 * narrow + 2 * expanded, r) +  // K, V in, out per head

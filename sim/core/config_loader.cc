@@ -245,9 +245,11 @@ GpuConfig load_gpu_text(const std::string& text, const std::string& file) {
     g.memory_bytes = memory;
     g.memory_bandwidth_bytes_per_s = positive_double(map, "memory_bandwidth_bytes_per_s");
     g.sm_count = positive_int(map, "sm_count");
+    g.compute_capability = map.optional_double("compute_capability").value_or(0.0);
+    map.require_positive("compute_capability", g.compute_capability);
     g.source = map.required_string("source");
     map.finish({"name", "peak_flops_per_s", "memory_bytes", "memory_bandwidth_bytes_per_s",
-                "sm_count", "source"});
+                "sm_count", "compute_capability", "source"});
     return g;
   });
 }

@@ -15,6 +15,10 @@ struct GpuConfig {
   std::int64_t memory_bytes = 0;
   double memory_bandwidth_bytes_per_s = 0;
   int sm_count = 0;
+  // CUDA compute capability (9.0 for Hopper), or 0 where the preset does not say: kernels
+  // that run only on one capability (the engine's sm_90a attention backward) are then
+  // costed as on any other device.
+  double compute_capability = 0;
   std::string source;
 };
 

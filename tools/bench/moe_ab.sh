@@ -51,7 +51,7 @@ fi
 if wants profile && [[ -f "$b/libsextant_kernel_profile.so" ]]; then
   for spec in "${layouts[0]}" "${layouts[2]}"; do
     read -r name model mbs gbs <<<"$spec"
-    CUDA_INJECTION64_PATH="$b/libsextant_kernel_profile.so" SEXTANT_PROFILE_LAST_S=1.0 SEXTANT_PROFILE_GAPS=25 \
+    CUDA_INJECTION64_PATH="$b/libsextant_kernel_profile.so" SEXTANT_PROFILE_LAST_S=1.0 SEXTANT_PROFILE_GAPS=25 SEXTANT_PROFILE_TOP=80 \
       "$b/sextant" --configs configs run --model "$model" --layout "mbs=$mbs,gbs=$gbs" --data synthetic --steps 12 \
       >"$out/profile_$name.txt" 2>&1
     summary+=("$(printf '%-20s profile  %s; memsets: %s' "$name" \

@@ -103,9 +103,12 @@ TEST(AttentionTimes, AllGatherCallsReadTheGroupsTable) {
 // when its blocks would underfill the GPU; the simulator adds those copies to a
 // multi-head table's time, but a table measured at the model's group holds them.
 // Llama 3.2 1B (32 heads over 8, d 64) at 2048 tokens, mbs 1 on an H100:
-// 8 kv heads x 16 key blocks = 128 blocks < 132 SMs, so the backward expands.
+// 8 kv heads x 16 key blocks = 128 blocks < 132 SMs, so the generic backward
+// expands (the H100's own compute capability, 9.0, runs the Hopper backward,
+// which does not: the test after this one).
 TEST(AttentionTimes, GroupTableHoldsTheBackwardsKeyValueExpansion) {
-  const test_fixtures::EngineProfileFixture f;
+  test_fixtures::EngineProfileFixture f;
+  f.gpu.compute_capability = 8.0;  // a device without the engine's sm_90a backward
   ModelConfig m = f.catalog.model("llama3.2-1b");
   m.seq_length = 2048;
   const ParallelLayout l = test_fixtures::one_gpu(1);
@@ -124,6 +127,24 @@ TEST(AttentionTimes, GroupTableHoldsTheBackwardsKeyValueExpansion) {
   const double T = 2048, narrow = 2 * T * 8 * 64, expanded = 2 * T * 32 * 64;
   const double copies = 2 * ((2 * narrow + 2 * expanded) / (0.84 * 3.35e12) + 1.5e-6);
   EXPECT_NEAR(multi_head_only.backward_s - grouped.backward_s, copies, 1e-12);
+}
+
+// On compute capability 9.0 the engine's Hopper backward reads each group's K
+// and V itself (kernels/flash_attention_backward.cu): the multi-head table's time,
+// no copies; a preset that does not state its capability keeps them.
+TEST(AttentionTimes, HopperBackwardCopiesNothing) {
+  test_fixtures::EngineProfileFixture f;
+  ASSERT_DOUBLE_EQ(f.gpu.compute_capability, 9.0);  // configs/gpus/h100-sxm-80gb.yaml
+  ModelConfig m = f.catalog.model("llama3.2-1b");
+  m.seq_length = 2048;
+  const ParallelLayout l = test_fixtures::one_gpu(1);
+  const PassTime hopper = layer_time(m, l, f.rates(), false);
+  f.gpu.compute_capability = 0;
+  const PassTime unstated = layer_time(m, l, f.rates(), false);
+  EXPECT_NEAR(hopper.forward_s, unstated.forward_s, 1e-15);
+  const double T = 2048, narrow = 2 * T * 8 * 64, expanded = 2 * T * 32 * 64;
+  const double copies = 2 * ((2 * narrow + 2 * expanded) / (0.84 * 3.35e12) + 1.5e-6);
+  EXPECT_NEAR(unstated.backward_s - hopper.backward_s, copies, 1e-12);
 }
 
 }  // namespace

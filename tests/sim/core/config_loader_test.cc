@@ -498,7 +498,17 @@ TEST(LoadGpu, GpuWithoutFp8Loads) {
   EXPECT_EQ(g.memory_bytes, 85899345920);       // 80 GiB = 80·2^30
   EXPECT_DOUBLE_EQ(g.memory_bandwidth_bytes_per_s, 2.039e12);
   EXPECT_EQ(g.sm_count, 108);
+  EXPECT_DOUBLE_EQ(g.compute_capability, 0);  // no key: not stated
   EXPECT_EQ(g.source, "A100 datasheet");
+}
+
+TEST(LoadGpu, ComputeCapabilityIsReadAndMustBePositive) {
+  EXPECT_DOUBLE_EQ(
+      load_gpu_text(replaced(kGpu, "sm_count: 108\n", "sm_count: 108\ncompute_capability: 8.0\n"), "gpu.yaml")
+          .compute_capability,
+      8.0);
+  EXPECT_EQ(gpu_errors(replaced(kGpu, "sm_count: 108\n", "sm_count: 108\ncompute_capability: 0\n")),
+            Lines{"gpu.yaml:6:21: compute_capability: must be positive, got 0"});
 }
 
 TEST(LoadGpu, Fp8PeakIsRead) {
