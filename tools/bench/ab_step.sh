@@ -10,6 +10,8 @@
 # 30 (the engine times steps 4..STEPS). Extra sextant flags: SEXTANT_AB_FLAGS.
 # GBS sets the global batch (default MBS: one micro-batch a step); a GBS above
 # MBS accumulates gradients over GBS / MBS micro-batches, as training does.
+# A_CONFIGS / B_CONFIGS: each binary's presets folder (default configs), for an
+# older binary that refuses a newer preset's keys.
 set -uo pipefail
 a=${1:?usage: ab_step.sh A_BIN B_BIN [MODEL] [MBS] [ROUNDS] [STEPS]}
 b=${2:?usage: ab_step.sh A_BIN B_BIN [MODEL] [MBS] [ROUNDS] [STEPS]}
@@ -27,9 +29,10 @@ for ((r = 1; r <= rounds; ++r)); do
   ((r % 2 == 0)) && order="B A"
   for side in $order; do
     bin=$a
-    [[ $side == B ]] && bin=$b
+    configs=${A_CONFIGS:-configs}
+    [[ $side == B ]] && bin=$b && configs=${B_CONFIGS:-configs}
     # shellcheck disable=SC2086
-    json=$("$bin" --configs configs run --model "$model" --layout "mbs=$mbs,gbs=$gbs" --data synthetic \
+    json=$("$bin" --configs "$configs" run --model "$model" --layout "mbs=$mbs,gbs=$gbs" --data synthetic \
       --steps "$steps" --format json ${SEXTANT_AB_FLAGS:-} 2>/dev/null | tail -n 1)
     line=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.2f %.0f %.2f" % (j["step_time_s"]*1e3, j["tokens_per_s"], 100*j["mfu"]))' "$json" 2>/dev/null)
     [[ -z $line ]] && line="failed"

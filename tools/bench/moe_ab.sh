@@ -10,7 +10,8 @@
 #
 #   bash tools/bench/moe_ab.sh A_DIR B_DIR OUT_DIR [PARTS]
 #
-# A_DIR and B_DIR hold a `sextant` each; B_DIR also libsextant_kernel_profile.so.
+# A_DIR and B_DIR hold a `sextant` each; B_DIR also libsextant_kernel_profile.so;
+# A_DIR/configs, if there, is A's presets folder.
 # PARTS: a comma-separated subset of ab,compare,profile (default: all).
 # ROUNDS (default 2) and STEPS (default 30) go to ab_step.sh; PROFILE (default the
 # committed H100 profile) to --compare.
@@ -28,11 +29,14 @@ here=$(dirname "${BASH_SOURCE[0]}")
 # (reports/measurements/2026-11-28-h100-moe-step-kernels).
 layouts=("fine-tiny_mbs1 moe-fine-tiny 1 16" "fine-tiny_mbs4 moe-fine-tiny 4 16" "mixtral-tiny_mbs2 moe-mixtral-tiny 2 16")
 summary=()
+# A's own presets where A_DIR holds them (an older binary refuses newer keys).
+a_configs=configs
+[[ -d $a/configs ]] && a_configs=$a/configs
 
 if wants ab; then
   for spec in "${layouts[@]}"; do
     read -r name model mbs gbs <<<"$spec"
-    GBS=$gbs bash "$here/ab_step.sh" "$a/sextant" "$b/sextant" "$model" "$mbs" "${ROUNDS:-2}" "${STEPS:-30}" \
+    A_CONFIGS=$a_configs GBS=$gbs bash "$here/ab_step.sh" "$a/sextant" "$b/sextant" "$model" "$mbs" "${ROUNDS:-2}" "${STEPS:-30}" \
       >"$out/ab_$name.txt" 2>&1
     summary+=("$(printf '%-20s A/B  %s' "$name" "$(grep -E '^(A|B|B - A):' "$out/ab_$name.txt" | tr '\n' ' ')")")
   done
