@@ -42,6 +42,7 @@ NCU_TO_SIM = [
     ("convert_to_bf16_kernel", "convert_to_bf16_kernel"),
     ("flash_attention_forward", "reference: flash attention forward (table)"),
     ("flash_attention_backward_kernel", "reference: flash attention backward (table)"),
+    ("flash_attention_backward_sm90_kernel", "reference: flash attention backward (table)"),
 ]
 
 
