@@ -153,7 +153,10 @@ class Transformer {
   /// When on, each matrix product seen for the first time picks the fastest of
   /// cuBLASLt's candidate algorithms by running them all (CublasLtGemm::tune):
   /// for one throw-away pass before training, whose outputs are garbage.
-  void set_tune_gemms(bool on) { context_.gemm().set_tune_new_problems(on); }
+  void set_tune_gemms(bool on) {
+    context_.gemm().set_tune_new_problems(on);
+    if (moe_) moe_->set_tune_gemms(on);
+  }
 
   /// Device arrays of the whole step, (microbatches x tokens per micro-batch):
   /// the trainer uploads tokens and targets and reads the losses back.

@@ -162,6 +162,10 @@ MoeGroupedGemm::~MoeGroupedGemm() {
   if (cublas_ != nullptr) cublasDestroy(cublas_);
 }
 
+void MoeGroupedGemm::set_tune_new_problems(bool on) {
+  if (cublaslt_) cublaslt_->set_tune_new_problems(on);
+}
+
 void MoeGroupedGemm::check(const char* name, std::span<const std::int32_t> rows, int in, int out,
                            const void* a, const void* b, const void* c) const {
   require_argument(!rows.empty() && static_cast<int>(rows.size()) <= max_experts_, name,

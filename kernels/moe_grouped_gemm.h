@@ -63,6 +63,14 @@ class MoeGroupedGemm {
 
   MoeGemmBackend backend() const { return backend_; }
 
+  /// The loop backend: when on, each product seen for the first time (per
+  /// power-of-two bucket of its rows, VaryingDim) runs the fastest of cuBLASLt's
+  /// candidates, timed on this call (CublasLtGemm::set_tune_new_problems), as the
+  /// engine's dense products are in its throw-away warm-up pass; without it
+  /// every expert product ran the heuristic's first choice. The grouped backend
+  /// has no choice of algorithm: nothing changes.
+  void set_tune_new_problems(bool on);
+
   /// Y (sum rows, out) bf16, written; X (sum rows, in) bf16; weights (experts, out, in) bf16;
   /// rows_per_expert: experts entries >= 0. Requires in % 8 == 0, out % 8 == 0 and
   /// 16-byte aligned pointers (so every expert's block is aligned too).

@@ -120,7 +120,8 @@ MoeLayer::MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, co
   // mbs 4 (0.2 GFLOP) the grouped GEMM 2.6x faster.
   backend_ = options_.gemm_backend.value_or(s.expert_gemms_in_loop() ? kernels::MoeGemmBackend::kCublasLtLoop
                                                                       : kernels::MoeGemmBackend::kCublasGrouped);
-  readback_.resize(2 * to_size(s.experts) + to_size(s.experts));  // (ep, E / ep) received: E
+  readback_ = PinnedHostArray<std::int32_t>(3 * to_size(s.experts));  // (ep, E / ep) received: E
+  loss_readback_ = PinnedHostArray<float>(2);
   for (int layer = 0; layer < s.num_layers; ++layer) {
     moe_index_.push_back(static_cast<int>(statistics_.expert_tokens.size()));
     if (s.moe_layer(first_layer_ + layer)) statistics_.expert_tokens.emplace_back(to_size(s.experts), 0);
@@ -258,15 +259,15 @@ void MoeLayer::route(int layer, const Bf16* x, bool count_statistics) {
 
   // The grouped GEMMs launch with each expert's rows: wait for them here.
   const auto E = to_size(z.experts), El = to_size(z.local_experts), ep = to_size(z.ep);
-  std::array<float, 2> loss_values{};
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(readback_.data(), counts_, 2 * E * sizeof(std::int32_t),
                                      cudaMemcpyDeviceToHost, stream));
   if (z.ep > 1)
     SEXTANT_CUDA_CHECK(cudaMemcpyAsync(readback_.data() + 2 * E, a.received, E * sizeof(std::int32_t),
                                        cudaMemcpyDeviceToHost, stream));
-  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(loss_values.data(), losses_, sizeof(loss_values), cudaMemcpyDeviceToHost,
+  SEXTANT_CUDA_CHECK(cudaMemcpyAsync(loss_readback_.data(), losses_, 2 * sizeof(float), cudaMemcpyDeviceToHost,
                                      stream));
-  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));  // the one drain of the layer's forward
+  const float* loss_values = loss_readback_.data();
   const std::int32_t* own_rows = readback_.data() + E;  // (E): this rank's rows for every expert
   std::vector<std::int32_t>& local_rows = expert_rows_[to_size(layer)];
   if (z.ep == 1) {

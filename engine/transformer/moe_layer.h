@@ -39,6 +39,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/pinned_host_array.h"
 #include "engine/transformer/moe_options.h"
 #include "engine/transformer/residual_block.h"
 #include "kernels/moe_grouped_gemm.h"
@@ -94,6 +95,9 @@ class MoeLayer : public ResidualBlock {
   /// (every activation slot of a chunk shares them). Null: no bias, no count.
   void bind_expert_balancing(const float* biases, std::int32_t* step_load);
   kernels::MoeGemmBackend gemm_backend() const { return backend_; }
+  /// The experts' products tuned on first sight (Transformer::set_tune_gemms's
+  /// throw-away pass; kernels::MoeGroupedGemm::set_tune_new_problems). After bind().
+  void set_tune_gemms(bool on) { grouped_->set_tune_new_problems(on); }
 
  protected:
   Ends ends(int layer) const override;
@@ -146,7 +150,11 @@ class MoeLayer : public ResidualBlock {
   std::vector<std::vector<std::int32_t>> expert_rows_;  // per layer, on the host: each local expert's rows
   std::vector<Exchange> exchanges_;                     // per layer (ep > 1)
   std::vector<int> moe_index_;  // per layer: its index among the MoE layers (statistics_.expert_tokens)
-  std::vector<std::int32_t> readback_;  // the router's counts, the expert rows, the rows received
+  // Read back once per layer's forward, into page-locked memory so the copies
+  // queue and one sync waits for all of them (pinned_host_array.h): the router's
+  // counts, the expert rows and the rows received (3E), the losses' values (2).
+  PinnedHostArray<std::int32_t> readback_;
+  PinnedHostArray<float> loss_readback_;
   MoeStatistics statistics_;
   const float* expert_biases_ = nullptr;  // (MoE layers, E) fp32, or null (bind_expert_balancing)
   std::int32_t* step_load_ = nullptr;     // (MoE layers, E) int32, or null
