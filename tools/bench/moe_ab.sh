@@ -28,6 +28,15 @@ here=$(dirname "${BASH_SOURCE[0]}")
 # name model mbs gbs: the layouts of the 2026-11-28 compare table
 # (reports/measurements/2026-11-28-h100-moe-step-kernels).
 layouts=("fine-tiny_mbs1 moe-fine-tiny 1 16" "fine-tiny_mbs4 moe-fine-tiny 4 16" "mixtral-tiny_mbs2 moe-mixtral-tiny 2 16")
+# `run --compare` covers the issue's six one-GPU layouts: both models, two
+# micro-batches each, top-4 instead of top-8 (a copy of moe-fine-tiny written to
+# OUT_DIR), capacity on (1.25, tokens dropped and each expert padded to it).
+# name model mbs gbs [run arguments]
+sed -e 's/^name: moe-fine-tiny$/name: moe-fine-tiny-top4/' -e 's/^  router_topk: 8$/  router_topk: 4/' \
+  configs/models/moe-fine-tiny.yaml >"$out/moe-fine-tiny-top4.yaml"
+compare_layouts=("${layouts[@]}" "mixtral-tiny_mbs1 moe-mixtral-tiny 1 16"
+  "fine-tiny-top4_mbs2 $out/moe-fine-tiny-top4.yaml 2 16"
+  "fine-tiny-capacity1.25_mbs2 moe-fine-tiny 2 16 --moe-capacity-factor 1.25")
 summary=()
 # A's own presets where A_DIR holds them (an older binary refuses newer keys).
 a_configs=configs
@@ -43,12 +52,13 @@ if wants ab; then
 fi
 
 if wants compare; then
-  for spec in "${layouts[@]}"; do
-    read -r name model mbs gbs <<<"$spec"
+  for spec in "${compare_layouts[@]}"; do
+    read -r name model mbs gbs extra <<<"$spec"
+    # shellcheck disable=SC2086  # extra: zero or more run arguments
     "$b/sextant" --configs configs run --model "$model" --layout "mbs=$mbs,gbs=$gbs" --data synthetic --steps 12 \
-      --compare --profile "$profile" >"$out/compare_$name.txt" 2>&1
+      --compare --profile "$profile" $extra >"$out/compare_$name.txt" 2>&1
     summary+=("$(printf '%-20s compare exit %d  %s' "$name" "$?" \
-      "$(grep -E '^  step' "$out/compare_$name.txt" | head -n 1)")")
+      "$(grep -E '^  step +[0-9.]+ ms' "$out/compare_$name.txt" | head -n 1)")")
   done
 fi
 
