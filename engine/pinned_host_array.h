@@ -3,7 +3,7 @@
 // pageable memory returns only once the stream has drained up to and through
 // the copy (CUDA Runtime API, "API synchronization behavior"; measured on an
 // H100: 1.4 us against the whole 2,000 us of the work queued before it,
-// reports/measurements/2026-12-07-h100-moe-host-calls/probe.txt). So several
+// reports/measurements/2026-12-07-h100-recalibration-moe-host-calls/probe.txt). So several
 // read-backs can be queued and waited for with one cudaStreamSynchronize.
 #pragma once
 
