@@ -104,7 +104,9 @@ constexpr double kLoopHostPerProductS = 10.7e-6;
 // replaces, 32 us + 2.2 us per expert on one shape of 2048 x 1536 experts, was
 // 3-7x high on small experts.) The rate is taken as a fraction of the profile's
 // bf16 GEMM rate, over the measured H100 profile's 0.89 x 989.4e12
-// (configs/profiles/measured/h100-sxm-80gb.yaml, gemm_efficiency), so other
+// (configs/profiles/measured/h100-sxm-80gb.yaml as calibrated on 2026-11-23, gemm_efficiency;
+// the 2026-12-07 recalibration measured 0.905, which puts the tile rate 1.7 % above the
+// fit's 400e12; not refitted), so other
 // GPUs scale with their own.
 constexpr double kGroupedTileRateOfDenseGemmRate = 400e12 / (0.89 * 989.4e12);
 constexpr double kGroupedKHalf = 256;

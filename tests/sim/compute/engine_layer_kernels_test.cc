@@ -104,12 +104,12 @@ TEST(EngineLayerKernels, SoftwarePicksTheKernelList) {
 }
 
 // Dense layers stay where they were before the MoE block came (values printed
-// by the code at 87b5196, from the fixture and from the measured H100 profile,
+// by the code at 87b5196, from the fixture and from the measured H100 profile of 2026-11-23, kept in tests/data,
 // mbs 2): a dense model must not move.
 TEST(EngineLayerKernels, DenseLayersUnchangedByTheMoeBlock) {
   const Fixture f;
   const CostProfile h100 =
-      load_profile_file(std::string(SEXTANT_TEST_CONFIG_DIR) + "/profiles/measured/h100-sxm-80gb.yaml");
+      load_profile_file(std::string(SEXTANT_TEST_DATA_DIR) + "/profiles/h100-sxm-80gb-measured-2026-11-23.yaml");
   const DeviceRates fixture = f.rates();
   const DeviceRates measured = device_rates(f.gpu, h100, Precision::kBf16);
   struct Case {

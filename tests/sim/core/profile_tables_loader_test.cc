@@ -119,8 +119,8 @@ attention_gqa:
 
 // Every profile written before attention_gqa existed loads as it did: all its rows multi-head.
 TEST(ProfileTablesLoader, ProfilesWithoutGroupedRowsHaveOnlyTheMultiHeadTable) {
-  const CostProfile p = load_profile_file(std::string(SEXTANT_TEST_CONFIG_DIR) +
-                                          "/profiles/measured/h100-sxm-80gb.yaml");
+  const CostProfile p = load_profile_file(std::string(SEXTANT_TEST_DATA_DIR) +
+                                          "/profiles/h100-sxm-80gb-measured-2026-11-23.yaml");
   ASSERT_TRUE(p.tables);
   EXPECT_EQ(p.tables->attention.size(), 73u);
   for (const AttentionPoint& a : p.tables->attention) EXPECT_EQ(a.kv_heads, a.heads);
