@@ -32,6 +32,39 @@ std::vector<int> micro_batches(const ShapeOptions& o) {
   return {1, 2, 3, 4, 5, 6, 7, 8};
 }
 
+// The experts' rows measured (expert_linear_shapes): 16 .. 16384, each power of
+// two and 1.5x it (quick: the powers of four), multiples of 8 as the engine pads
+// each expert's block (kernels/moe_routing_map.h).
+constexpr long long kMinExpertRows = 16, kMaxExpertRows = 16384;
+
+// One MoE model's expert products as one GPU with every expert runs them
+// one cuBLASLt product per expert (kernels/moe_grouped_gemm.h, the loop
+// backend): fc1 (rows, h) -> (rows, fc1 width) and fc2 (rows, f) -> (rows, h),
+// at the rows grid and at each micro-batch's mean rows per expert (mbs·seq·k / E,
+// rounded up to 8). Each expert's rows are a few hundred to a few thousand,
+// below the tokens of the layer shapes (mbs·seq): without these the simulator
+// extrapolated those products from the 2048-token point of the same widths,
+// at its rate (the expert products of moe-mixtral-tiny at mbs 1, 512 rows per
+// expert, ran 32 % slower than predicted: reports/measurements/2026-12-07-h100-recalibration-moe-host-calls).
+void insert_expert_linear_shapes(std::set<LinearShape>& shapes, const sim::ModelConfig& model,
+                                 const ShapeOptions& o) {
+  const TransformerShape s = transformer_shape_of(model, 1, static_cast<int>(model.seq_length));
+  if (s.experts <= 0 || s.router_topk <= 0 || s.expert_ffn_hidden <= 0) return;
+  std::set<long long> rows;
+  for (long long r = kMinExpertRows; r <= kMaxExpertRows; r *= (o.quick ? 4 : 2)) {
+    rows.insert(r);
+    if (!o.quick && r * 3 / 2 <= kMaxExpertRows) rows.insert(r * 3 / 2);
+  }
+  for (const int mbs : micro_batches(o)) {
+    const long long pairs = static_cast<long long>(mbs) * s.seq * s.router_topk;
+    rows.insert((pairs / s.experts + 7) / 8 * 8);
+  }
+  for (const long long r : rows) {
+    shapes.insert({r, s.hidden, s.expert_fc1_width()});
+    shapes.insert({r, s.expert_ffn_hidden, s.hidden});
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& elementwise_kernel_names() {
@@ -66,6 +99,7 @@ std::vector<LinearShape> linear_shapes(const std::vector<sim::ModelConfig>& mode
         }
       }
     }
+    insert_expert_linear_shapes(shapes, model, o);
   }
   const std::vector<long long> grid =
       o.quick ? std::vector<long long>{512, 4096, 32768} : std::vector<long long>{512, 2048, 8192, 32768, 65536};

@@ -49,7 +49,10 @@ inline constexpr int kTensorParallelSizes[] = {1, 2, 4, 8};
 /// whole multiples of 8) and micro-batch 1..8 (tokens = mbs·seq; quick: 1, 2, 4, 8),
 /// leaving out an activation over 2^31 elements (more than the engine can hold),
 /// plus the grid tokens × in × out over {512, 2048, 8192, 32768, 65536} (quick:
-/// {512, 4096, 32768}) whose operands each hold at most 2^28 elements. Sorted, unique.
+/// {512, 4096, 32768}) whose operands each hold at most 2^28 elements; for an MoE
+/// model also its experts' fc1 and fc2 at rows per expert 16..16384 (each power of
+/// two and 1.5x it; quick: powers of four) and at each micro-batch's mean rows per
+/// expert (mbs·seq·topk / experts, rounded up to 8). Sorted, unique.
 std::vector<LinearShape> linear_shapes(const std::vector<sim::ModelConfig>& models, const ShapeOptions& options);
 
 /// Causal attention as the engine runs it: each model's heads / tp and key/value

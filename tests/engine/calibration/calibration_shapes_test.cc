@@ -42,6 +42,32 @@ TEST(CalibrationShapes, LinearLayersOfThePresetsPerTensorParallelSizeAndMicroBat
   EXPECT_FALSE(has(l, {65536, 8192, 512}));  // x = 65536 x 8192 = 2^29 elements
 }
 
+// An MoE model's experts at the rows one expert gets: moe-mixtral-tiny (hidden
+// 1024, 8 SwiGLU experts of 3584, top-2, seq 2048) and moe-fine-tiny (512, 128
+// experts of 192, top-8).
+TEST(CalibrationShapes, ExpertProductsAtTheirRowsPerExpert) {
+  const sim::PresetCatalog catalog(SEXTANT_TEST_CONFIG_DIR);
+  const std::vector<LinearShape> l =
+      linear_shapes({catalog.model("moe-mixtral-tiny"), catalog.model("moe-fine-tiny")}, {});
+  // The rows grid: powers of two and 1.5x them, 16 .. 16384.
+  for (const long long rows : {16LL, 24LL, 96LL, 1536LL, 16384LL}) {
+    EXPECT_TRUE(has(l, {rows, 1024, 7168})) << rows;  // mixtral fc1: 1024 -> 2 x 3584
+    EXPECT_TRUE(has(l, {rows, 3584, 1024})) << rows;  // mixtral fc2
+    EXPECT_TRUE(has(l, {rows, 512, 384})) << rows;    // fine-tiny fc1: 512 -> 2 x 192
+    EXPECT_TRUE(has(l, {rows, 192, 512})) << rows;
+  }
+  EXPECT_FALSE(has(l, {8, 1024, 7168}));
+  EXPECT_FALSE(has(l, {24576, 1024, 7168}));
+  // Each micro-batch's mean rows: mixtral mbs 3 = 3·2048·2/8 = 1536 (on the grid), mbs 5 = 2560,
+  // fine-tiny mbs 5 = 5·2048·8/128 = 640, mbs 7 = 896.
+  EXPECT_TRUE(has(l, {2560, 1024, 7168}));
+  EXPECT_TRUE(has(l, {2560, 3584, 1024}));
+  EXPECT_TRUE(has(l, {640, 512, 384}));
+  EXPECT_TRUE(has(l, {896, 192, 512}));
+  // A dense model has none: GPT-1.3B has no 16-row product.
+  EXPECT_FALSE(has(linear_shapes(presets(), {}), {16, 2048, 8192}));
+}
+
 TEST(CalibrationShapes, QuickIsASmallerSet) {
   EXPECT_LT(linear_shapes(presets(), {true}).size(), linear_shapes(presets(), {}).size() / 2 + 1);
   EXPECT_LT(attention_shapes(presets(), {true}).size(), attention_shapes(presets(), {}).size());
