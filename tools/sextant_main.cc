@@ -9,15 +9,16 @@
 
 #include "sim/core/config_error.h"
 #include "tools/commands.h"
+#include "tools/git_commit.h"
 #include "tools/subcommand_suggestion.h"
 
 namespace {
 
-// What `sextant --version` prints, fixed by CMake at configure time (tools/CMakeLists.txt).
+// What `sextant --version` prints: the commit stamped at build time
+// (tools/git_commit.h), the rest fixed by CMake at configure time (tools/CMakeLists.txt).
 std::string version_text() {
-  return std::string("sextant ") + SEXTANT_VERSION + "\ncommit " + SEXTANT_GIT_COMMIT +
-         " (at configure time)\nbuild type " + SEXTANT_BUILD_TYPE + "\n" +
-         SEXTANT_CUDA_DESCRIPTION;
+  return std::string("sextant ") + SEXTANT_VERSION + "\ncommit " + sextant::git_commit() + "\nbuild type " +
+         SEXTANT_BUILD_TYPE + "\n" + SEXTANT_CUDA_DESCRIPTION;
 }
 
 // The first word that is not an option (or --configs' value): the subcommand.

@@ -7,10 +7,7 @@
 #include <sstream>
 
 #include "kernels/cuda_check.h"
-
-#ifndef SEXTANT_GIT_COMMIT
-#define SEXTANT_GIT_COMMIT "unknown"
-#endif
+#include "tools/git_commit.h"
 
 namespace sextant::engine::calibration {
 
@@ -69,6 +66,6 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
-std::string build_commit() { return SEXTANT_GIT_COMMIT; }
+std::string build_commit() { return git_commit(); }
 
 }  // namespace sextant::engine::calibration

@@ -23,8 +23,8 @@ int cuda_device_count();
 /// Reads `device`'s properties and the library versions. Throws CudaError.
 DeviceInfo device_info(int device);
 
-/// The git commit the binary was built from ("unknown" outside a checkout),
-/// recorded when CMake configured the build.
+/// The git commit the binary was built from (tools/git_commit.h: stamped at
+/// build time, "-dirty" for an unclean tree, "unknown" outside a checkout).
 std::string build_commit();
 
 }  // namespace sextant::engine::calibration

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "tests/support/run_sextant.h"
@@ -151,6 +152,10 @@ TEST(CliInputs, VersionNamesTheBuild) {
   const CommandResult r = run_sextant(dir, "--version");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out.rfind("sextant 0.1.0\ncommit ", 0), 0u) << r.out;
+  // The build-time stamp (tools/git_commit.h): 12 hex digits, "-dirty" for an unclean tree, or unknown.
+  const std::size_t from = std::string("sextant 0.1.0\ncommit ").size();
+  const std::string commit = r.out.substr(from, r.out.find('\n', from) - from);
+  EXPECT_TRUE(std::regex_match(commit, std::regex("[0-9a-f]{12}(-dirty)?|unknown"))) << commit;
   EXPECT_NE(r.out.find("\nbuild type "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("CUDA toolkit "), std::string::npos) << r.out;
 }
