@@ -69,9 +69,6 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
                                        model.name + " has none (use ep=1)");
     require(layout.etp == 1, "etp=" + std::to_string(layout.etp) +
                                  ": the engine runs each expert on one GPU (etp=1) so far");
-    require(layout.zero == 0, "ep=" + std::to_string(layout.ep) + " with zero=" + std::to_string(layout.zero) +
-                                  ": the distributed optimizer does not shard the expert weights over the "
-                                  "expert-data-parallel group yet; use zero=0 with ep > 1");
   }
   if (options.moe.expert_bias_update_rate != 0.0) {
     const std::string what = "moe.expert_bias_update_rate (" + std::to_string(options.moe.expert_bias_update_rate) + ")";
@@ -122,7 +119,16 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
     buffer_elements_ = buckets_.back().begin + buckets_.back().elements;
   }
   if (layout.zero >= 1 && replicas_ != nullptr) {
-    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*replicas_, bucket_ranges(), decayed_);
+    // Every bucket in buffer order, each sharded over the group that reduces
+    // it: the experts' over the expert-dp replicas (none when dp = ep), the rest over dp x cp.
+    std::vector<data_parallel::GradientBucket> all;
+    std::vector<comm::Communicator*> over;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      all.push_back({buckets_[b].begin, buckets_[b].elements});
+      over.push_back(expert_bucket_[b] ? expert_dp_ : replicas_);
+    }
+    sharded_ = std::make_unique<data_parallel::DistributedOptimizer>(*replicas_, std::move(all), std::move(over),
+                                                                     decayed_);
     // Beside tp and pp the norm is the whole model's: this rank's shards, the
     // replicated tensors on tp rank 0 only and the tied copy not at all.
     std::vector<comm::Communicator*> then_over;
@@ -152,8 +158,9 @@ Trainer::Trainer(const sim::ModelConfig& model, const sim::ParallelLayout& layou
         sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // ep > 1: the experts' gradients summed over the ranks holding the same experts (none when dp = ep).
   if (expert_dp_ != nullptr)
-    expert_reducer_ =
-        std::make_unique<data_parallel::GradientReducer>(*expert_dp_, buffers_.gradients, bucket_ranges(true));
+    expert_reducer_ = std::make_unique<data_parallel::GradientReducer>(
+        *expert_dp_, buffers_.gradients, bucket_ranges(true),
+        sharded_ ? data_parallel::Reduction::kReduceScatter : data_parallel::Reduction::kAllReduce);
   // Not under tp: every tp rank computes the replicated tensors' gradients (the
   // output layer's among them) and relies on computing them alike, so the ranks
   // keep cuBLASLt's heuristic choice, which depends on the shapes only, instead

@@ -246,6 +246,8 @@ class Trainer {
   int local_microbatches() const { return microbatches_; }
   /// The data-parallel buckets (empty at dp = 1), in buffer order.
   const std::vector<GradientBucketRange>& gradient_buckets() const { return buckets_; }
+  /// Per gradient bucket: whether it holds expert tensors (ep > 1; all false otherwise).
+  const std::vector<bool>& expert_gradient_buckets() const { return expert_bucket_; }
   std::size_t tasks_per_step() const { return program_.actions.size(); }
   /// What this rank's MoE layers routed since the last call: tokens per expert
   /// of each MoE layer of its chunks, in chunk then layer order, summed over

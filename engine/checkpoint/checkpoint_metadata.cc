@@ -47,7 +47,11 @@ Json sharding_json(const CheckpointSharding& s) {
   Json shards = Json::array();
   for (const std::vector<OptimizerRange>& ranges : s.optimizer_shards) {
     Json rank = Json::array();
-    for (const OptimizerRange& r : ranges) rank.push_back({r.begin, r.elements, r.shard_offset});
+    for (const OptimizerRange& r : ranges) {
+      Json range = {r.begin, r.elements, r.shard_offset};
+      if (r.expert) range.push_back(1);  // [begin, elements, shard_offset, 1]: a piece of expert tensors
+      rank.push_back(range);
+    }
     shards.push_back(rank);
   }
   Json j = Json::object();
@@ -96,8 +100,11 @@ CheckpointSharding parse_sharding(const Json& j, std::string& key) {
     key = prefix + ".optimizer_shards[" + std::to_string(s.optimizer_shards.size()) + "]";
     std::vector<OptimizerRange> ranges;
     for (const Json& r : rank) {
-      if (r.size() != 3) throw std::invalid_argument("expected [begin, elements, shard_offset]");
-      ranges.push_back({r.at(0).get<std::uint64_t>(), r.at(1).get<std::uint64_t>(), r.at(2).get<std::uint64_t>()});
+      if (r.size() != 3 && !(r.size() == 4 && r.at(3).get<int>() == 1))
+        throw std::invalid_argument("expected [begin, elements, shard_offset] or, for expert tensors, "
+                                    "[begin, elements, shard_offset, 1]");
+      ranges.push_back({r.at(0).get<std::uint64_t>(), r.at(1).get<std::uint64_t>(), r.at(2).get<std::uint64_t>(),
+                        r.size() == 4});
     }
     s.optimizer_shards.push_back(std::move(ranges));
   }

@@ -32,21 +32,42 @@ CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint6
     }
     s.tensors.push_back(std::move(e));
   }
-  if (distributed_optimizer && dp > 1) s.optimizer_shards = optimizer_shards_of(buckets, dp);
+  if (distributed_optimizer && dp > 1)
+    s.optimizer_shards =
+        optimizer_shards_of(buckets, dp, ep, ep > 1 ? expert_buckets_of(buckets, {layout}) : std::vector<bool>{});
   return s;
 }
 
-std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp) {
+std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp,
+                                                             int ep, const std::vector<bool>& expert) {
+  if (!expert.empty() && expert.size() != buckets.size())
+    throw std::logic_error("optimizer_shards_of: " + std::to_string(expert.size()) + " expert flags for " +
+                           std::to_string(buckets.size()) + " buckets");
   std::vector<std::vector<OptimizerRange>> shards(static_cast<std::size_t>(dp));
   for (int d = 0; d < dp; ++d) {
     std::uint64_t shard_offset = 0;
-    for (const GradientBucketRange& b : buckets) {
-      const std::uint64_t block = b.elements / static_cast<std::uint64_t>(dp);
-      shards[static_cast<std::size_t>(d)].push_back({b.begin + static_cast<std::uint64_t>(d) * block, block, shard_offset});
+    for (std::size_t i = 0; i < buckets.size(); ++i) {
+      const GradientBucketRange& b = buckets[i];
+      const bool experts = !expert.empty() && expert[i];
+      // The bucket's group: dp, or the ep rank's expert-dp ranks d mod ep, + ep, ... (member d / ep).
+      const int ranks = experts ? dp / ep : dp, member = experts ? d / ep : d;
+      const std::uint64_t block = b.elements / static_cast<std::uint64_t>(ranks);
+      shards[static_cast<std::size_t>(d)].push_back(
+          {b.begin + static_cast<std::uint64_t>(member) * block, block, shard_offset, experts});
       shard_offset += block;
     }
   }
   return shards;
+}
+
+std::vector<bool> expert_buckets_of(const std::vector<GradientBucketRange>& buckets,
+                                    const std::vector<ParameterLayout>& chunks) {
+  std::vector<ElementRange> ranges;
+  for (const GradientBucketRange& b : buckets) ranges.emplace_back(b.begin, b.begin + b.elements);
+  ExpertSplitRanges split = split_at_expert_tensors(ranges, chunks);
+  if (split.ranges != ranges)
+    throw std::logic_error("expert_buckets_of: a bucket holds expert tensors and others (ep > 1 splits them)");
+  return split.expert;
 }
 
 CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const sim::ParallelLayout& layout, int stage,
@@ -74,13 +95,20 @@ CheckpointSharding pipeline_stage_sharding(const sim::ModelConfig& model, const 
     s.chunks.push_back({held.first_layer, held.num_layers, held.embedding, held.loss});
   }
   if (layout.zero >= 1 && layout.dp > 1) {
-    // The Trainer's distributed optimizer: the stage's buckets, padded to 8·dp.
+    // The Trainer's distributed optimizer: the stage's buckets, padded to 8·dp
+    // (with ep > 1 cut where the tensors change kind: Trainer::plan_gradient_buckets_of_stage).
     const std::size_t multiple = sharded_bucket_multiple(layout.dp);
     s.flat_elements = round_up_elements(s.flat_elements, multiple);
+    std::vector<ElementRange> ranges = stage_gradient_bucket_ranges(chunks, stage == 0, bucket_elements, multiple);
+    std::vector<bool> expert;
+    if (layout.ep > 1) {
+      ExpertSplitRanges split = split_at_expert_tensors(ranges, chunks);
+      ranges = std::move(split.ranges);
+      expert = std::move(split.expert);
+    }
     std::vector<GradientBucketRange> buckets;
-    for (const auto& [begin, end] : stage_gradient_bucket_ranges(chunks, stage == 0, bucket_elements, multiple))
-      buckets.push_back({begin, end - begin, 0});
-    s.optimizer_shards = optimizer_shards_of(buckets, layout.dp);
+    for (const auto& [begin, end] : ranges) buckets.push_back({begin, end - begin, 0});
+    s.optimizer_shards = optimizer_shards_of(buckets, layout.dp, layout.ep, expert);
   }
   return s;
 }

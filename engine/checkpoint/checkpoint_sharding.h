@@ -49,8 +49,13 @@ struct TensorSharding {
 
 /// A piece of a dp rank's fp32 optimizer shard (master weights, Adam m and v):
 /// flat elements [begin, begin + elements) at shard_offset in the shard.
+/// `expert`: a piece of expert tensors (ep > 1), in the rank's own flat
+/// buffers, which hold its ep rank's experts (dp rank d: ep rank d mod ep);
+/// the expert buckets are sharded over the ep rank's expert-dp group (dp / ep
+/// ranks, dp rank d its member d / ep), the rest over all dp ranks.
 struct OptimizerRange {
   std::uint64_t begin = 0, elements = 0, shard_offset = 0;
+  bool expert = false;
   bool operator==(const OptimizerRange&) const = default;
 };
 
@@ -88,13 +93,23 @@ struct CheckpointSharding {
 /// Throws std::logic_error for a tensor split over tp whose split dimension
 /// and blocks the layout does not give (a programming error).
 /// `ep`: the ranks the experts' tensors are split over (their whole rows are ep
-/// times the layout's).
+/// times the layout's); with ep > 1 and the distributed optimizer the buckets
+/// hold one kind of tensor each (split_at_expert_tensors; std::logic_error
+/// otherwise) and the experts' are sharded over the expert-dp group.
 CheckpointSharding sharding_of(const ParameterLayout& layout, int tp, std::uint64_t flat_elements,
                                const std::vector<GradientBucketRange>& buckets, int dp,
                                bool distributed_optimizer, int ep = 1);
 
-/// Dp rank d's ZeRO-1 shard: block d of each bucket, back to back.
-std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp);
+/// Dp rank d's ZeRO-1 shard: block d of each bucket, back to back; with
+/// `expert` (one flag per bucket, ep > 1) an expert bucket's block d / ep of
+/// dp / ep blocks (the expert-dp group's), its ranges marked expert.
+std::vector<std::vector<OptimizerRange>> optimizer_shards_of(const std::vector<GradientBucketRange>& buckets, int dp,
+                                                             int ep = 1, const std::vector<bool>& expert = {});
+
+/// Which of `buckets` (of a stage's buffer: `chunks` back to back) hold expert
+/// tensors; std::logic_error for a bucket holding both kinds.
+std::vector<bool> expert_buckets_of(const std::vector<GradientBucketRange>& buckets,
+                                    const std::vector<ParameterLayout>& chunks);
 
 /// The sharding of pipeline stage `stage`'s ranks under `layout` (pp > 1):
 /// its chunks' ParameterLayouts back to back in chunk order, each of the

@@ -77,8 +77,12 @@ u64 for_each_overlap(const std::vector<Piece>& sorted, u64 begin, u64 end, Begin
 }
 
 // Where a tp rank's flat fp32 elements live over the dp ranks of a layout:
-// the ZeRO-1 shards' pieces, or dp rank `whole_dp_rank`'s full arrays.
-std::vector<Placement> optimizer_placement(const CheckpointSharding& s, int whole_dp_rank) {
+// the ZeRO-1 shards' pieces, or dp rank `whole_dp_rank`'s full arrays. Under
+// expert parallelism (`ep` ranks) the expert pieces at a flat offset are
+// another expert's on each ep rank: those of ep rank `ep_rank` (dp ranks d
+// with d mod ep = ep_rank), with every dp rank's other pieces.
+std::vector<Placement> optimizer_placement(const CheckpointSharding& s, int whole_dp_rank, int ep = 1,
+                                           int ep_rank = 0) {
   std::vector<Placement> p;
   if (s.optimizer_shards.empty()) {
     p.push_back({0, s.flat_elements, 0, whole_dp_rank});
@@ -86,7 +90,8 @@ std::vector<Placement> optimizer_placement(const CheckpointSharding& s, int whol
   }
   for (std::size_t d = 0; d < s.optimizer_shards.size(); ++d)
     for (const OptimizerRange& r : s.optimizer_shards[d])
-      p.push_back({r.begin, r.elements, r.shard_offset, static_cast<int>(d)});
+      if (!r.expert || static_cast<int>(d) % ep == ep_rank)
+        p.push_back({r.begin, r.elements, r.shard_offset, static_cast<int>(d)});
   std::sort(p.begin(), p.end(), [](const Placement& a, const Placement& b) { return a.begin < b.begin; });
   return p;
 }
@@ -250,8 +255,12 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
   std::vector<OptimizerRange> mine_sorted = mine ? *mine : std::vector<OptimizerRange>{};
   std::sort(mine_sorted.begin(), mine_sorted.end(),
             [](const OptimizerRange& a, const OptimizerRange& b) { return a.begin < b.begin; });
-  std::vector<std::vector<Placement>> saved_fp32;  // by saved stage
-  for (const CheckpointSharding& stage : saved_stages) saved_fp32.push_back(optimizer_placement(stage, source_dp));
+  // By saved stage, then saved ep rank (one placement at ep = 1).
+  std::vector<std::vector<std::vector<Placement>>> saved_fp32;
+  for (const CheckpointSharding& stage : saved_stages) {
+    std::vector<std::vector<Placement>>& by_ep = saved_fp32.emplace_back();
+    for (int e = 0; e < saved_layout.ep; ++e) by_ep.push_back(optimizer_placement(stage, source_dp, saved_layout.ep, e));
+  }
 
   for (const TensorSharding& t : run.tensors) {
     const auto found = saved_by_name.find(t.name);
@@ -296,8 +305,10 @@ ReshardPlan plan_reshard(const CheckpointLayout& saved_layout, const std::vector
             append_copy(plan.weights, {saved_rank(source.tp_rank, weights_dp, saved_stage), src, dst, n});
             // fp32: where the saved run kept [src, src + n) of that tp rank, and
             // where this rank keeps [dst, dst + n).
+            const std::vector<Placement>& placement =
+                saved_fp32[static_cast<std::size_t>(saved_stage)][static_cast<std::size_t>(std::max(source.dp_rank, 0))];
             const u64 saved_covered = for_each_overlap(
-                saved_fp32[static_cast<std::size_t>(saved_stage)], src, src + n, [](const Placement& p) { return p.begin; },
+                placement, src, src + n, [](const Placement& p) { return p.begin; },
                 [](const Placement& p) { return p.elements; },
                 [&](u64 a, u64 b, const Placement& p) {
                   const u64 to_flat = dst + (a - src);

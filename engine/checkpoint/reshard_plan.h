@@ -12,7 +12,8 @@
 // that holds them (dp rank e of the saved run holds ep rank e's; ep folds
 // over dp), so a checkpoint of one ep loads into another. The fp32 master weights and Adam moments are
 // the same pieces, read from the saved dp rank whose optimizer shard holds
-// them under ZeRO-1, and written where the loading rank's own shard (or its
+// them under ZeRO-1 (an expert's from a dp rank of its ep rank: with ep > 1
+// the experts' buckets are sharded over the expert-dp group), and written where the loading rank's own shard (or its
 // full arrays) keeps them. Padding between tensors is not saved state: it is
 // left zero.
 //

@@ -15,20 +15,28 @@ namespace sextant::engine::data_parallel {
 
 DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
                                            std::vector<ElementRange> decayed)
-    : dp_(dp), buckets_(std::move(buckets)), decayed_(std::move(decayed)) {
+    : DistributedOptimizer(dp, buckets, std::vector<comm::Communicator*>(buckets.size(), &dp), std::move(decayed)) {}
+
+DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
+                                           std::vector<comm::Communicator*> over, std::vector<ElementRange> decayed)
+    : dp_(dp), buckets_(std::move(buckets)), over_(std::move(over)), decayed_(std::move(decayed)) {
+  if (over_.size() != buckets_.size())
+    throw std::invalid_argument("DistributedOptimizer: " + std::to_string(over_.size()) + " groups for " +
+                                std::to_string(buckets_.size()) + " buckets");
   for (std::size_t i = 0; i < decayed_.size(); ++i)
     if (decayed_[i].first > decayed_[i].second || (i > 0 && decayed_[i].first < decayed_[i - 1].second))
       throw std::invalid_argument("DistributedOptimizer: the decayed ranges must be sorted and disjoint");
-  const std::size_t ranks = static_cast<std::size_t>(dp_.size());
-  const std::size_t multiple = bucket_multiple(dp_.size());
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     const GradientBucket& b = buckets_[i];
+    const int ranks = over_[i] == nullptr ? 1 : over_[i]->size();
+    const int rank = over_[i] == nullptr ? 0 : over_[i]->rank();
+    const std::size_t multiple = bucket_multiple(ranks);
     if (b.elements % multiple != 0)
       throw std::invalid_argument("DistributedOptimizer: bucket " + std::to_string(i) + " has " +
-                                  std::to_string(b.elements) + " elements, not a multiple of 8·dp = " +
-                                  std::to_string(multiple));
-    const std::size_t block = b.elements / ranks;
-    owned_.push_back({b.begin + static_cast<std::size_t>(dp_.rank()) * block, block});
+                                  std::to_string(b.elements) + " elements, not a multiple of 8·" +
+                                  std::to_string(ranks) + " = " + std::to_string(multiple));
+    const std::size_t block = b.elements / static_cast<std::size_t>(ranks);
+    owned_.push_back({b.begin + static_cast<std::size_t>(rank) * block, block});
     shard_offset_.push_back(shard_elements_);
     shard_elements_ += block;
   }
@@ -137,12 +145,20 @@ void DistributedOptimizer::settle_gathers(kernels::Bf16* weights, cudaStream_t c
 }
 
 void DistributedOptimizer::queue_gathers(kernels::Bf16* weights, cudaStream_t compute) {
-  // Every rank's updated blocks to every rank, in place (block r of a bucket is rank r's).
-  group_waits_for(dp_, compute);
+  // Every rank's updated blocks to every rank of the bucket's group, in place
+  // (block r of a bucket is rank r's); each group's stream first waits for the update.
+  std::vector<comm::Communicator*> waiting;
   for (const int bucket : gather_order_) {
     const std::size_t i = static_cast<std::size_t>(bucket);
-    dp_.all_gather(weights + owned_[i].begin, weights + buckets_[i].begin, owned_[i].elements, comm::DataType::kBf16);
-    SEXTANT_CUDA_CHECK(cudaEventRecord(gathered_[i], dp_.stream()));
+    comm::Communicator* group = over_[i];
+    if (group == nullptr) continue;  // updated whole here
+    if (std::find(waiting.begin(), waiting.end(), group) == waiting.end()) {
+      group_waits_for(*group, compute);
+      waiting.push_back(group);
+    }
+    group->all_gather(weights + owned_[i].begin, weights + buckets_[i].begin, owned_[i].elements,
+                      comm::DataType::kBf16);
+    SEXTANT_CUDA_CHECK(cudaEventRecord(gathered_[i], group->stream()));
   }
   gather_pending_ = false;
 }
@@ -159,7 +175,8 @@ void DistributedOptimizer::gather_in_order(std::vector<int> buckets) {
 }
 
 void DistributedOptimizer::wait_for_gather(std::size_t bucket, cudaStream_t compute) {
-  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, gathered_.at(bucket), 0));
+  if (over_.at(bucket) == nullptr) return;  // never gathered
+  SEXTANT_CUDA_CHECK(cudaStreamWaitEvent(compute, gathered_[bucket], 0));
 }
 
 void DistributedOptimizer::wait_for_gathers(cudaStream_t compute) {

@@ -10,9 +10,19 @@
 // block of bucket 0, then of bucket 1, ... back to back. Bucket b's block is
 // [begin + r·elements/dp, +elements/dp) (GradientReducer::owned).
 //
+// Beside expert parallelism each bucket is sharded over its own group
+// (Megatron-Core's distributed optimizer keeps the expert parameters' buffers
+// apart and shards them over the expert-data-parallel group): the expert
+// weights' buckets over the ep rank's expert-dp replicas, the rest over dp.
+// A bucket whose group is null is this rank's whole (dp = ep: each expert on
+// one rank only): updated here, gathered by no one.
+//
 // The gradient norm for clipping is the global one: each rank sums the
 // squares of its blocks, and the sums are all-reduced over the group (and over
-// tp and pp beside them: count_in_norm). Weight decay applies to the decayed
+// tp and pp beside them: count_in_norm). With expert buckets the sum is still
+// over dp alone: each expert element lies in exactly one block of one rank of
+// its ep rank's expert-dp group, each other element in one block of one dp
+// rank, so the dp group's blocks tile every rank's experts and the rest once. Weight decay applies to the decayed
 // ranges only (the layout's decayed tensors; one range per pipeline chunk), so
 // a block crossing a range's edge is updated in parts.
 //
@@ -45,6 +55,13 @@ class DistributedOptimizer {
   /// that take weight decay. `dp` should have a stream of its own.
   DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
                        std::vector<ElementRange> decayed);
+  /// Each bucket sharded over its own group, `over[i]` for buckets[i]
+  /// (nullptr: held whole by this rank), each a multiple of
+  /// bucket_multiple(its group's size); the norm summed over `dp`, whose
+  /// ranks' blocks must tile the model once (see above). `over` has one entry
+  /// per bucket (std::invalid_argument otherwise).
+  DistributedOptimizer(comm::Communicator& dp, std::vector<GradientBucket> buckets,
+                       std::vector<comm::Communicator*> over, std::vector<ElementRange> decayed);
   ~DistributedOptimizer();
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
@@ -110,6 +127,7 @@ class DistributedOptimizer {
 
   comm::Communicator& dp_;
   std::vector<GradientBucket> buckets_;
+  std::vector<comm::Communicator*> over_;      // each bucket's sharding group (nullptr: whole here)
   std::vector<GradientBucket> owned_;          // this rank's block of each bucket
   std::vector<std::size_t> shard_offset_;      // of each owned block in the shard
   std::size_t shard_elements_ = 0;

@@ -1,5 +1,6 @@
 #include "engine/model/parameter_layout.h"
 
+#include <numeric>
 #include <stdexcept>
 
 namespace sextant::engine {
@@ -112,8 +113,15 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
 
   // Decayed ranges include the alignment padding after a decayed tensor
   // (zeros that stay zero), so adjacent decayed tensors make one range.
+  // Where the tensors change between expert weights and the rest (and at the
+  // end) the next starts at the shape's expert_run_align_elements too, so
+  // both kinds' runs can be sharded over their own groups.
+  const std::size_t run_align =
+      s.expert_run_align_elements == 0 ? kAlignElements : std::lcm(kAlignElements, s.expert_run_align_elements);
   std::size_t offset = 0;
-  for (ParameterTensor& t : tensors_) {
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    ParameterTensor& t = tensors_[i];
+    if (i > 0 && t.expert != tensors_[i - 1].expert) offset = round_up(offset, run_align);
     t.offset = offset;
     offset = round_up(t.offset + t.elements(), kAlignElements);
     if (t.weight_decay) {
@@ -124,7 +132,7 @@ ParameterLayout::ParameterLayout(const TransformerShape& s, const StageParts& pa
     }
     parameter_count_ += static_cast<std::int64_t>(t.elements());
   }
-  total_elements_ = offset;
+  total_elements_ = round_up(offset, run_align);
 }
 
 const ParameterTensor& ParameterLayout::find(const std::string& name) const {

@@ -120,7 +120,9 @@ struct StageParts {
 class ParameterLayout {
  public:
   /// Offsets are multiples of kAlignElements, so every tensor starts 256-byte
-  /// aligned in an fp32 buffer and 128-byte aligned in a bf16 one.
+  /// aligned in an fp32 buffer and 128-byte aligned in a bf16 one; where the
+  /// tensors change between expert weights and the rest, and at the end, of
+  /// the shape's expert_run_align_elements too (when set).
   static constexpr std::size_t kAlignElements = 64;
 
   /// `shape.num_layers` layers; `parts`: which of the rest (default: all).

@@ -142,10 +142,6 @@ sim::ParallelLayout executable_layout(const sim::PartialLayout& p, int world_siz
   if (l.ep < 1 || dp % l.ep != 0)
     refuse("--layout", "ep", std::to_string(l.ep) + ": the experts are split over data-parallel ranks, so ep must "
                                                      "divide dp = " + std::to_string(dp));
-  if (l.ep > 1 && l.zero != 0)
-    refuse("--layout", "zero", std::to_string(l.zero) + " with ep=" + std::to_string(l.ep) +
-                                   ": the distributed optimizer does not shard expert weights over the "
-                                   "expert-data-parallel group yet; use zero=0 with ep > 1");
   l.gbs = global_batch > 0 ? global_batch : p.gbs.value_or(l.mbs * dp);
   if (dp == 1 && l.gbs % l.mbs != 0)
     refuse("--layout", "gbs", std::to_string(l.gbs) + " is not a multiple of mbs=" + std::to_string(l.mbs) +

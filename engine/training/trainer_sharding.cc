@@ -24,7 +24,9 @@ std::vector<checkpoint::CheckpointSharding> trainer_sharding(const Trainer& trai
     throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
                            "'s tensors are not the ones engine::checkpoint::pipeline_stage_sharding describes");
   if (!mine.optimizer_shards.empty() &&
-      mine.optimizer_shards != checkpoint::optimizer_shards_of(trainer.gradient_buckets(), layout.dp))
+      mine.optimizer_shards != checkpoint::optimizer_shards_of(trainer.gradient_buckets(), layout.dp, layout.ep,
+                                                               layout.ep > 1 ? trainer.expert_gradient_buckets()
+                                                                             : std::vector<bool>{}))
     throw std::logic_error("checkpoint: pipeline stage " + std::to_string(stage) +
                            "'s gradient buckets are not the ones engine::checkpoint::pipeline_stage_sharding describes");
   return stages;

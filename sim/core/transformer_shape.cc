@@ -34,6 +34,9 @@ TransformerShape transformer_shape_of(const ModelConfig& model, const ParallelLa
     s.router_topk = model.moe->router_topk;
     s.expert_ffn_hidden = static_cast<int>(model.moe->ffn_hidden_size / layout.etp);
     s.first_dense_layers = model.moe->first_dense_layers;
+    // The engine's sharded buckets: 8 elements per rank of dp x cp (cp = 1 with ep > 1).
+    if (layout.ep > 1 && layout.zero >= 1)
+      s.expert_run_align_elements = 8 * static_cast<std::size_t>(layout.dp) * static_cast<std::size_t>(layout.cp);
   }
   return s;
 }

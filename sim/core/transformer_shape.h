@@ -15,6 +15,7 @@
 // independently, as Megatron's arguments do.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "sim/core/model_config.h"
@@ -81,6 +82,15 @@ struct TransformerShape {
   int expert_ffn_hidden = 0;
   int first_dense_layers = 0;
   int ep = 1;
+  /// Where the flat parameter buffers change between expert tensors and the
+  /// rest, the engine's ParameterLayout starts the next tensor at a multiple of
+  /// this (0: its usual 64-element alignment only). With ep > 1 and the
+  /// distributed optimizer the two kinds are sharded over different groups
+  /// (the expert-data-parallel one and dp: Megatron-Core's separate expert
+  /// buffers), each bucket in 8-element blocks per rank
+  /// (engine/model/gradient_bucket_plan.h), so each run must start at a
+  /// multiple of 8·dp: transformer_shape_of sets that.
+  std::size_t expert_run_align_elements = 0;
 
   bool moe() const { return experts > 0; }
   /// Whether layer `layer` (of the whole model) has an MoE block.

@@ -162,7 +162,9 @@ TEST_F(MoeTrainerTest, LearnsARepeatedBatchAndCountsEveryRoutedToken) {
 // same micro-batches' gradients in another order; pp 2 puts one MoE layer on
 // each stage; ep 2 and 4 send each token's rows to the rank of its experts and
 // back (ep = dp: each expert's gradient whole on one rank; ep 2 of dp 4: summed
-// over the expert-dp pair), with and without a capacity that drops tokens.
+// over the expert-dp pair), with and without a capacity that drops tokens,
+// and with ZeRO-1 (the experts' optimizer state sharded over the expert-dp
+// group, the rest over dp; ep = dp: the experts' whole on their rank).
 // Tolerances as layout_parity_test.cc's without tp.
 struct MoeLayoutCase {
   int pp, dp, zero, ep = 1;
@@ -220,7 +222,9 @@ INSTANTIATE_TEST_SUITE_P(Layouts, MoeLayoutParityTest,
                          ::testing::Values(MoeLayoutCase{1, 2, 0}, MoeLayoutCase{1, 2, 1}, MoeLayoutCase{2, 1, 0},
                                            MoeLayoutCase{2, 2, 1}, MoeLayoutCase{1, 2, 0, 2},
                                            MoeLayoutCase{1, 4, 0, 4}, MoeLayoutCase{1, 4, 0, 2},
-                                           MoeLayoutCase{2, 2, 0, 2}, MoeLayoutCase{1, 4, 0, 4, 1.0}),
+                                           MoeLayoutCase{2, 2, 0, 2}, MoeLayoutCase{1, 4, 0, 4, 1.0},
+                                           MoeLayoutCase{1, 2, 1, 2}, MoeLayoutCase{1, 4, 1, 2},
+                                           MoeLayoutCase{1, 4, 1, 4}, MoeLayoutCase{2, 2, 1, 2}),
                          [](const auto& info) {
                            const MoeLayoutCase& c = info.param;
                            return "pp" + std::to_string(c.pp) + "_dp" + std::to_string(c.dp) +

@@ -96,11 +96,15 @@ fi
 
 data="$bin/data/vim-doc_text_document"
 if wants balance && [[ -f "$data.bin" ]]; then
-  echo "== balance on real text: mixtral-tiny, 300 steps of 16 x 2048 tokens, Switch loss 1e-2 and off"
+  echo "== balance on real text: mixtral-tiny, 300 steps of 16 x 2048 tokens, Switch loss 1e-2 and off,"
+  echo "   and DeepSeek-V3's expert bias (sigmoid router, no Switch loss)"
   for coeff in 0.01 0; do
     run "balance_aux_$coeff" --model moe-mixtral-tiny --layout mbs=2,gbs=16 --data "$data" --steps 300 \
       --lr 6e-4 --warmup-steps 30 --log-interval 50 --moe-aux-loss-coeff "$coeff"
   done
+  run "balance_bias" --model moe-mixtral-tiny --layout mbs=2,gbs=16 --data "$data" --steps 300 \
+    --lr 6e-4 --warmup-steps 30 --log-interval 50 --moe-aux-loss-coeff 0 \
+    --moe-router-score-function sigmoid --moe-router-enable-expert-bias
 fi
 
 echo "== PyTorch MoE of the same shapes"

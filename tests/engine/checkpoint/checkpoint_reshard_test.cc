@@ -4,7 +4,8 @@
 // with ZeRO-1, pp = 2 -> 1 and 1 -> 2,
 // tp = 2 pp = 2 -> dp = 2, and with the distributed optimizer beside pp and tp:
 // pp = 2 dp = 2 ZeRO-1 -> 1, tp = 2 dp = 2 ZeRO-1 -> 1, 1 -> tp = 2 pp = 2 dp = 2 ZeRO-1;
-// the in-process communicator) that train steps 4-6, against the
+// an MoE Llama with ZeRO-1 beside ep: dp = 4 ep = 2 -> 1, 1 -> dp = 4 ep = 4,
+// dp = 4 ep = 2 -> dp = 2 ep = 2; the in-process communicator) that train steps 4-6, against the
 // saved layout's run going on without a break. Skips without a GPU (fails
 // instead under SEXTANT_REQUIRE_GPU=1).
 //
@@ -69,6 +70,7 @@ struct Layout {
   bool zero = false;
   int pp = 1;
   int cp = 1;  // context parallelism folds into dp in a checkpoint (checkpoint_layout_of)
+  int ep = 1;  // expert parallelism (the MoE model), folded over dp
   int ranks() const { return tp * cp * dp * pp; }
   checkpoint::CheckpointLayout checkpoint() const { return checkpoint::checkpoint_layout_of(parallel()); }
   sim::ParallelLayout parallel() const {
@@ -78,6 +80,7 @@ struct Layout {
     l.dp = dp;
     l.pp = pp;
     l.zero = zero ? 1 : 0;
+    l.ep = ep;
     l.mbs = 1;
     l.gbs = 4;
     return l;
@@ -88,6 +91,7 @@ struct ReshardCase {
   Layout saved, loaded;
   bool llama;
   double loss_tolerance;  // relative, for steps 4-6
+  bool moe = false;       // the Llama with MoE layers (8 experts, top-2) in place of its MLPs
 };
 
 TrainerOptions options_for(std::uint64_t seed) {
@@ -127,13 +131,13 @@ using Masters = std::map<std::string, std::vector<float>>;  // whole tensors
 // its shard's runs, skipping the NaN of ZeRO blocks it does not own. With a
 // pipeline, the tied wte's second copy (the last stage's) must equal the first.
 void add_masters(const Trainer& trainer, const checkpoint::CheckpointSharding& sh, int tp, int tp_rank, int pp,
-                 Masters& whole) {
+                 Masters& whole, int ep = 1, int ep_rank = 0) {
   for (const checkpoint::TensorSharding& t : sh.tensors) {
     const std::vector<float> mine = trainer.master_parameter(t.name);
     std::vector<float>& w = whole[t.name];
     w.resize(static_cast<std::size_t>(t.rows * t.cols), std::nanf(""));
     std::size_t differ = 0;
-    for (const checkpoint::ShardRun& run : checkpoint::shard_runs(t, tp, tp_rank))
+    for (const checkpoint::ShardRun& run : checkpoint::shard_runs(t, tp, tp_rank, ep, ep_rank))
       for (std::uint64_t i = 0; i < run.elements; ++i) {
         const float x = mine[run.local + i];
         if (std::isnan(x)) continue;
@@ -152,6 +156,12 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
   const ReshardCase& c = GetParam();
   sim::ModelConfig model =
       c.llama ? testing::small_model("reshard-llama", true, 4, 2) : testing::small_model("reshard-gpt", false, 2, 2);
+  if (c.moe) {
+    model.moe = sim::MoeConfig{};
+    model.moe->num_experts = 8;
+    model.moe->router_topk = 2;
+    model.moe->ffn_hidden_size = 64;
+  }
   // A vocabulary that tp = 1 and tp = 2 pad alike (256 is a multiple of 128·2): the
   // vocabulary-parallel table has the same rows in both layouts. (160, the small models'
   // own, pads to 256 at tp = 2 only: a different softmax, which loading refuses.)
@@ -179,7 +189,8 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
       if (step != kSaveAt) continue;
       checkpoint::write_rank_shard(root.string(), kSaveAt, r, trainer.state());
       std::lock_guard<std::mutex> lock(mutex);
-      add_masters(trainer, sh, c.saved.tp, r % c.saved.tp, c.saved.pp, saved_masters);
+      // tp = cp = 1 beside ep: rank r is dp rank r, ep rank r mod ep.
+      add_masters(trainer, sh, c.saved.tp, r % c.saved.tp, c.saved.pp, saved_masters, c.saved.ep, r % c.saved.ep);
       if (r == 0) metadata.sharding = sh;
     }
   });
@@ -206,7 +217,8 @@ TEST_P(CheckpointReshardTest, LoadedRunContinuesTheSavedLayoutsRun) {
     EXPECT_EQ(trainer.steps_done(), kSaveAt);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      add_masters(trainer, sh, c.loaded.tp, r % c.loaded.tp, c.loaded.pp, loaded_masters);
+      add_masters(trainer, sh, c.loaded.tp, r % c.loaded.tp, c.loaded.pp, loaded_masters, c.loaded.ep,
+                  r % c.loaded.ep);
     }
     for (int step = kSaveAt + 1; step <= kSteps; ++step) {
       const Batch& b = batches[static_cast<std::size_t>(step - 1)];
@@ -258,13 +270,21 @@ INSTANTIATE_TEST_SUITE_P(
                       ReshardCase{{1, 2, true, 1, 2}, {1, 1, false, 1}, false, 1e-3},
                       ReshardCase{{1, 1, false, 1}, {1, 1, true, 1, 4}, true, 1e-3},
                       ReshardCase{{1, 2, true, 1, 2}, {1, 1, true, 1, 4}, true, 1e-3},
-                      ReshardCase{{2, 1, false, 1, 2}, {1, 2, true, 1}, false, 1e-2}),
+                      ReshardCase{{2, 1, false, 1, 2}, {1, 2, true, 1}, false, 1e-2},
+                      // MoE with ZeRO-1 beside expert parallelism (the experts' fp32 state sharded
+                      // over the expert-dp group): dp 4 ep 2 to one rank, one rank to dp 4 ep 4,
+                      // dp 4 ep 2 to dp 2 ep 2 (bound: moe_trainer_test.cc's layouts, 2e-3)
+                      ReshardCase{{1, 4, true, 1, 1, 2}, {1, 1, false, 1}, true, 2e-3, true},
+                      ReshardCase{{1, 1, false, 1}, {1, 4, true, 1, 1, 4}, true, 2e-3, true},
+                      ReshardCase{{1, 4, true, 1, 1, 2}, {1, 2, true, 1, 1, 2}, true, 2e-3, true}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) {
       auto text = [](const Layout& l) {
         return "Tp" + std::to_string(l.tp) + (l.cp > 1 ? "Cp" + std::to_string(l.cp) : "") + "Dp" +
-               std::to_string(l.dp) + (l.zero ? "Zero1" : "") + (l.pp > 1 ? "Pp" + std::to_string(l.pp) : "");
+               std::to_string(l.dp) + (l.ep > 1 ? "Ep" + std::to_string(l.ep) : "") + (l.zero ? "Zero1" : "") +
+               (l.pp > 1 ? "Pp" + std::to_string(l.pp) : "");
       };
-      return text(info.param.saved) + "To" + text(info.param.loaded) + (info.param.llama ? "Llama" : "Gpt");
+      return text(info.param.saved) + "To" + text(info.param.loaded) + (info.param.llama ? "Llama" : "Gpt") +
+             (info.param.moe ? "Moe" : "");
     });
 
 }  // namespace

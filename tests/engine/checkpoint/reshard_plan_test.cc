@@ -77,6 +77,22 @@ TEST(CheckpointSharding, ZeroShardsAreEachRanksBlockOfEveryBucket) {
   EXPECT_EQ(sh.tensors.at(0).split_dim, -1);  // wte replicated
 }
 
+// Beside expert parallelism (dp 4, ep 2) a dense bucket is cut in 4 blocks,
+// an expert bucket in 2, one per rank of the expert-dp pair: dp rank 3 is ep
+// rank 1's second member, so it owns the expert bucket's second half.
+TEST(CheckpointSharding, ExpertBucketsAreShardedOverTheExpertDpGroup) {
+  const std::vector<GradientBucketRange> buckets = {{0, 64, 0}, {64, 64, 0}};
+  const auto shards = optimizer_shards_of(buckets, 4, 2, {false, true});
+  ASSERT_EQ(shards.size(), 4u);
+  EXPECT_EQ(shards[0], (std::vector<OptimizerRange>{{0, 16, 0}, {64, 32, 16, true}}));
+  EXPECT_EQ(shards[1], (std::vector<OptimizerRange>{{16, 16, 0}, {64, 32, 16, true}}));
+  EXPECT_EQ(shards[3], (std::vector<OptimizerRange>{{48, 16, 0}, {96, 32, 16, true}}));
+  // ep = dp: each rank's experts are its own whole.
+  EXPECT_EQ(optimizer_shards_of(buckets, 2, 2, {false, true})[1],
+            (std::vector<OptimizerRange>{{32, 32, 0}, {64, 64, 32, true}}));
+  EXPECT_THROW(optimizer_shards_of(buckets, 4, 2, {true}), std::logic_error);
+}
+
 // ---- whole checkpoints through files ----
 
 struct Layout {
@@ -92,8 +108,10 @@ struct Layout {
 };
 
 // test_shape's Llama with its second layer's MLP 4 SwiGLU experts of width 8,
-// top-2 (the first layer dense: DeepSeek's first_dense_layers), over `ep` ranks.
-TransformerShape moe_shape(int ep) {
+// top-2 (the first layer dense: DeepSeek's first_dense_layers), over `ep`
+// ranks; with ZeRO-1 over `dp` > 1 ranks beside ep > 1 each kind's run of
+// tensors aligned to 8·dp (as transformer_shape_of makes it).
+TransformerShape moe_shape(int ep, int dp = 1, int zero = 0) {
   TransformerShape s;
   s.num_layers = 2;
   s.hidden = 16;
@@ -110,6 +128,7 @@ TransformerShape moe_shape(int ep) {
   s.expert_ffn_hidden = 8;
   s.first_dense_layers = 1;
   s.layernorm = s.bias = s.learned_positions = s.tie_embeddings = s.gelu = false;  // Llama's
+  if (ep > 1 && zero != 0) s.expert_run_align_elements = 8 * static_cast<std::size_t>(dp);
   return s;
 }
 
@@ -132,14 +151,19 @@ CheckpointSharding sharding_for(const Layout& l, bool llama, int hidden = 16) {
   return testing::sharding_with_buckets(ParameterLayout(test_shape(l.tp, llama, hidden)), l.tp, l.dp, l.zero != 0);
 }
 
-// The MoE model's sharding under `l` (ZeRO-1 when it has zero; ep = 1 then).
+// The MoE model's sharding under `l` (ZeRO-1 when it has zero: one bucket,
+// cut where the tensors change kind when ep > 1, as the Trainer cuts it).
 CheckpointSharding moe_sharding_for(const Layout& l) {
-  const ParameterLayout layout(moe_shape(l.ep));
+  const ParameterLayout layout(moe_shape(l.ep, l.dp, l.zero));
   const std::uint64_t multiple = 8 * static_cast<std::uint64_t>(l.dp);
   const std::uint64_t flat = l.zero != 0 ? (layout.total_elements() + multiple - 1) / multiple * multiple
                                          : layout.total_elements();
   std::vector<GradientBucketRange> buckets;
-  if (l.zero != 0) buckets = {{0, flat, 0}};
+  if (l.zero != 0) {
+    std::vector<ElementRange> ranges = {{0, flat}};
+    if (l.ep > 1) ranges = split_at_expert_tensors(ranges, {layout}).ranges;
+    for (const auto& [begin, end] : ranges) buckets.push_back({begin, end - begin, 0});
+  }
   return sharding_of(layout, l.tp, flat, buckets, l.dp, l.zero != 0, l.ep);
 }
 
@@ -247,7 +271,14 @@ INSTANTIATE_TEST_SUITE_P(
     Layouts, ExpertReshardTest,
     ::testing::Values(ReshardCase{{1, 4, 0, 1, 4}, {1, 2, 0, 1, 2}, true}, ReshardCase{{1, 2, 0, 1, 2}, {1, 1, 0}, true},
                       ReshardCase{{1, 1, 0}, {1, 4, 0, 1, 4}, true}, ReshardCase{{1, 4, 0, 1, 2}, {1, 4, 0, 1, 4}, true},
-                      ReshardCase{{1, 2, 1}, {1, 4, 0, 1, 2}, true}, ReshardCase{{1, 4, 0, 1, 4}, {1, 2, 1}, true}),
+                      ReshardCase{{1, 2, 1}, {1, 4, 0, 1, 2}, true}, ReshardCase{{1, 4, 0, 1, 4}, {1, 2, 1}, true},
+                      // ZeRO-1 beside ep: the experts' fp32 state sharded over the expert-dp
+                      // group (dp 4, ep 2: pairs {0, 2} and {1, 3}; ep = dp: each rank's whole).
+                      ReshardCase{{1, 4, 1, 1, 2}, {1, 1, 0}, true}, ReshardCase{{1, 1, 0}, {1, 4, 1, 1, 2}, true},
+                      ReshardCase{{1, 4, 1, 1, 4}, {1, 2, 1, 1, 2}, true},
+                      ReshardCase{{1, 2, 1, 1, 2}, {1, 4, 1, 1, 4}, true},
+                      ReshardCase{{1, 4, 1, 1, 2}, {1, 4, 0, 1, 4}, true},
+                      ReshardCase{{1, 4, 1, 1, 2}, {1, 2, 1}, true}),
     [](const ::testing::TestParamInfo<ReshardCase>& info) {
       const ReshardCase& c = info.param;
       auto text = [](const Layout& l) {

@@ -304,5 +304,63 @@ TEST(FirstParameterReads, EachBucketBeforeItsFirstForwardReader) {
   EXPECT_THROW(first_parameter_reads(s.layout, backward_only, units), std::logic_error);
 }
 
+
+// ZeRO-1 beside expert parallelism shards the expert weights' buckets over the
+// expert-dp group and the rest over dp, each in 8-element blocks per rank: so
+// after the stage's buckets are cut where the tensors change kind, every piece
+// must still be a multiple of 8·dp. The shape of such a layout aligns each
+// kind's run to it (TransformerShape::expert_run_align_elements); dp 6 (8·6 =
+// 48, not a divisor of the 64-element tensor alignment), ep 2, a first dense
+// layer, two pipeline chunks and buckets of about one layer.
+TEST(SplitAtExpertTensors, EveryPieceIsAMultipleOf8DpWhenTheShapeAlignsTheRuns) {
+  sim::ModelConfig m;
+  m.name = "tiny-moe";
+  m.num_layers = 4;
+  m.hidden_size = 72;
+  m.ffn_hidden_size = 200;
+  m.num_attention_heads = 1;
+  m.num_query_groups = 1;
+  m.kv_channels = 72;
+  m.vocab_size = 97;
+  m.seq_length = 40;
+  m.add_bias_linear = false;
+  m.moe = sim::MoeConfig{};
+  m.moe->num_experts = 4;
+  m.moe->router_topk = 2;
+  m.moe->ffn_hidden_size = 40;
+  m.moe->first_dense_layers = 1;
+  sim::ParallelLayout l;
+  l.dp = 6;
+  l.ep = 2;
+  l.zero = 1;
+  l.mbs = 1;
+  l.gbs = 6;
+  TransformerShape shape = transformer_shape_of(m, l);
+  ASSERT_EQ(shape.expert_run_align_elements, 48u);
+  shape.num_layers = 2;
+  const std::vector<ParameterLayout> chunks = {ParameterLayout(shape, StageParts{0, true, false}),
+                                               ParameterLayout(shape, StageParts{2, false, true})};
+  for (const ParameterLayout& c : chunks) EXPECT_EQ(c.total_elements() % 192, 0u) << "lcm(64, 48)";
+  const ExpertSplitRanges split =
+      split_at_expert_tensors(stage_gradient_bucket_ranges(chunks, true, 20'000, 48), chunks);
+  int experts = 0;
+  for (std::size_t i = 0; i < split.ranges.size(); ++i) {
+    const auto& [begin, end] = split.ranges[i];
+    EXPECT_EQ(begin % 48, 0u) << "piece " << i;
+    EXPECT_EQ(end % 48, 0u) << "piece " << i;
+    experts += split.expert[i] ? 1 : 0;
+  }
+  EXPECT_EQ(experts, 3) << "layers 1, 2 and 3 hold experts";
+  // Without ZeRO-1 the layout keeps its 64-element alignment only: a run of
+  // another kind starts where the last tensor's padding ends.
+  l.zero = 0;
+  const TransformerShape plain = transformer_shape_of(m, l);
+  EXPECT_EQ(plain.expert_run_align_elements, 0u);
+  const ParameterLayout whole(plain);
+  const ParameterTensor& router = whole.find("layers.1.router_weight");
+  const ParameterTensor& fc1 = whole.find("layers.1.expert_fc1_weight");
+  EXPECT_EQ(fc1.offset, (router.offset + router.elements() + 63) / 64 * 64);
+}
+
 }  // namespace
 }  // namespace sextant::engine

@@ -35,7 +35,8 @@ TEST(EngineSupport, EveryKnobTheEngineDoesNotExecuteIsRefusedByName) {
   EXPECT_EQ(refusal("cp=2,zero=1,mbs=1,gbs=2", 2), "");        // ZeRO-1 shards over dp x cp
   EXPECT_EQ(refusal("cp=2,overlap_grad_reduce=0", 2), "--layout: overlap_grad_reduce");
   EXPECT_EQ(refusal("ep=3", 2), "--layout: ep");  // experts fold over dp ranks: ep divides dp
-  EXPECT_EQ(refusal("dp=2,ep=2,zero=1", 2), "--layout: zero");  // experts not sharded by ZeRO-1 yet
+  EXPECT_EQ(refusal("dp=2,ep=2,zero=1,mbs=1,gbs=4", 2), "");  // ZeRO-1 shards the experts over expert-dp
+  EXPECT_EQ(refusal("dp=4,ep=2,zero=1,mbs=1,gbs=8", 4), "");
   EXPECT_EQ(refusal("dp=4,ep=2,mbs=1,gbs=8", 4), "");
   EXPECT_EQ(executed("ep=4,mbs=1,gbs=8", 4).ep, 4);
   EXPECT_EQ(refusal("etp=2", 2), "--layout: etp");
