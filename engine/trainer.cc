@@ -627,6 +627,7 @@ transformer::MoeStatistics Trainer::take_moe_statistics() {
     transformer::MoeStatistics of_chunk;
     for (auto& slot : chunk.slots) transformer::accumulate(of_chunk, slot->take_moe_statistics());
     all.expert_tokens.insert(all.expert_tokens.end(), of_chunk.expert_tokens.begin(), of_chunk.expert_tokens.end());
+    all.expert_rows.insert(all.expert_rows.end(), of_chunk.expert_rows.begin(), of_chunk.expert_rows.end());
     all.aux_loss_sum += of_chunk.aux_loss_sum;
     all.z_loss_sum += of_chunk.z_loss_sum;
     all.layer_passes += of_chunk.layer_passes;

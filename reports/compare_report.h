@@ -49,6 +49,10 @@ struct CompareReport {
   std::string device;
   long seq_length = 0;
   std::optional<std::pair<double, double>> step_time_interval_s;
+  /// An MoE run's measured moe.expert_load_factor, which the prediction took:
+  /// the busiest ep rank's expert rows over one rank's routed pairs
+  /// (engine/model/expert_load.h; below 1 when a capacity drops pairs).
+  std::optional<double> expert_load_factor;
   std::vector<CompareRow> rows;  // "step" first, then kinds by measured time, largest first
   const CompareRow& step() const { return rows.front(); }
 };

@@ -18,6 +18,12 @@ std::string error_text(const CompareRow& r) {
   return r.measured_s > 0 ? sim::format_number("%+.1f %%", 100 * r.error) : "-";
 }
 
+// The measured MoE load the prediction took, in words.
+std::string expert_load_text(double factor) {
+  return "MoE: the prediction took the measured moe.expert_load_factor " + sim::format_number("%.3f", factor) +
+         " (the busiest ep rank's expert rows over one rank's routed pairs; below 1: a capacity dropped pairs)";
+}
+
 }  // namespace
 
 nlohmann::ordered_json compare_json(const CompareReport& r) {
@@ -39,6 +45,7 @@ nlohmann::ordered_json compare_json(const CompareReport& r) {
     j["step_time_interval_s"] = {r.step_time_interval_s->first, r.step_time_interval_s->second};
     j["step_time_interval_coverage"] = sim::kPredictionIntervalCoverage;
   }
+  if (r.expert_load_factor) j["expert_load_factor"] = *r.expert_load_factor;
   nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
   for (std::size_t i = 1; i < r.rows.size(); ++i)
     tasks.push_back({{"task_kind", r.rows[i].task_kind},
@@ -81,6 +88,7 @@ CompareReport compare_from_json(const nlohmann::json& j, const std::string& file
                       j.at("measured_step_time_s").get<double>(), 0});
     if (j.contains("step_time_error")) r.rows.back().error = j.at("step_time_error").get<double>();
     if (r.rows.back().measured_s <= 0) fail("measured_step_time_s", "must be positive");
+    if (j.contains("expert_load_factor")) r.expert_load_factor = j.at("expert_load_factor").get<double>();
   } catch (const nlohmann::json::exception& e) {
     fail("", std::string("not a `run --compare` JSON: ") + e.what());
   }
@@ -113,6 +121,7 @@ std::string compare_table(const CompareReport& r) {
                 : "OUTSIDE") +
            "\n";
   }
+  if (r.expert_load_factor) out += expert_load_text(*r.expert_load_factor) + "\n";
   return out;
 }
 
@@ -125,6 +134,7 @@ std::string compare_markdown(const CompareReport& r) {
     out += "- " + sim::format_number("%.0f", 100 * sim::kPredictionIntervalCoverage) +
            " % interval of the step: " + sim::format_number("%.3f", r.step_time_interval_s->first * 1e3) +
            " - " + sim::format_number("%.3f", r.step_time_interval_s->second * 1e3) + " ms\n";
+  if (r.expert_load_factor) out += "- " + expert_load_text(*r.expert_load_factor) + "\n";
   out += "\n| task kind (per step) | predicted ms | measured ms | error |\n|---|---:|---:|---:|\n";
   bool waits = false;
   for (const CompareRow& row : r.rows) {

@@ -1,6 +1,7 @@
 #include "tools/run_measured_compare.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,19 @@ CompareReport measured_compare(const RunSettings& s, const sim::ModelConfig& tra
          engine::training::time_tasks_apart(trained, s.layout, options, data, tokens_per_step, groups, timed_steps))
       measured[task_kind(name)] += seconds;
   }
-  const ComparePrediction predicted = predict_for_compare(trained, s.cluster, s.profile, s.layout);
+  // An MoE model: the simulator takes the run's measured load of the busiest
+  // ep rank (capacity drops and padding included) for the preset's balanced 1.
+  sim::ModelConfig simulated = trained;
+  std::optional<double> load_factor;
+  if (simulated.moe) {
+    const double measured_load =
+        engine::training::measured_expert_load_factor(groups, record.moe, options.comm_timeout);
+    if (measured_load > 0) {
+      load_factor = measured_load;
+      simulated.moe->expert_load_factor = measured_load;
+    }
+  }
+  const ComparePrediction predicted = predict_for_compare(simulated, s.cluster, s.profile, s.layout);
   // A pipeline: every stage's measured compute, gathered over the rank's pp group.
   const std::vector<double> stage_compute_s =
       engine::training::per_stage(groups, measured_compute_s(predicted, measured), options.comm_timeout);
@@ -34,6 +47,7 @@ CompareReport measured_compare(const RunSettings& s, const sim::ModelConfig& tra
   compare.software = s.profile.software;
   compare.device = device_name;
   compare.seq_length = seq;
+  compare.expert_load_factor = load_factor;
   return compare;
 }
 

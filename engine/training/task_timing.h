@@ -29,4 +29,13 @@ std::map<std::string, double> time_tasks_apart(const sim::ModelConfig& model, co
 /// host, within `timeout`); empty without a pipeline.
 std::vector<double> per_stage(const comm::ParallelGroups& groups, double seconds, std::chrono::milliseconds timeout);
 
+/// An MoE run's moe.expert_load_factor (engine/model/expert_load.h) from every
+/// rank's routing over the run (`moe`, this rank's): each ep rank's rows summed
+/// over the rank's ep group, the busiest rank's over one rank's routed pairs,
+/// the largest over the dp ranks' ep groups (gathered on the host within
+/// `timeout`; every rank of the stage calls it). 0 without MoE layers here or
+/// with nothing routed.
+double measured_expert_load_factor(const comm::ParallelGroups& groups, const transformer::MoeStatistics& moe,
+                                   std::chrono::milliseconds timeout);
+
 }  // namespace sextant::engine::training

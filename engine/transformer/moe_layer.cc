@@ -120,11 +120,14 @@ MoeLayer::MoeLayer(ModelContext& context, ResidualStream& stream, Norm& norm, co
   // mbs 4 (0.2 GFLOP) the grouped GEMM 2.6x faster.
   backend_ = options_.gemm_backend.value_or(s.expert_gemms_in_loop() ? kernels::MoeGemmBackend::kCublasLtLoop
                                                                       : kernels::MoeGemmBackend::kCublasGrouped);
-  readback_ = PinnedHostArray<std::int32_t>(3 * to_size(s.experts));  // (ep, E / ep) received: E
+  readback_ = PinnedHostArray<std::int32_t>(4 * to_size(s.experts));  // (ep, E / ep) received: E
   loss_readback_ = PinnedHostArray<float>(2);
   for (int layer = 0; layer < s.num_layers; ++layer) {
     moe_index_.push_back(static_cast<int>(statistics_.expert_tokens.size()));
-    if (s.moe_layer(first_layer_ + layer)) statistics_.expert_tokens.emplace_back(to_size(s.experts), 0);
+    if (s.moe_layer(first_layer_ + layer)) {
+      statistics_.expert_tokens.emplace_back(to_size(s.experts), 0);
+      statistics_.expert_rows.emplace_back(to_size(s.experts), 0);
+    }
   }
 }
 
@@ -264,6 +267,9 @@ void MoeLayer::route(int layer, const Bf16* x, bool count_statistics) {
   if (z.ep > 1)
     SEXTANT_CUDA_CHECK(cudaMemcpyAsync(readback_.data() + 2 * E, a.received, E * sizeof(std::int32_t),
                                        cudaMemcpyDeviceToHost, stream));
+  if (count_statistics)
+    SEXTANT_CUDA_CHECK(cudaMemcpyAsync(readback_.data() + 3 * E, a.kept, E * sizeof(std::int32_t),
+                                       cudaMemcpyDeviceToHost, stream));
   SEXTANT_CUDA_CHECK(cudaMemcpyAsync(loss_readback_.data(), losses_, 2 * sizeof(float), cudaMemcpyDeviceToHost,
                                      stream));
   SEXTANT_CUDA_CHECK(cudaStreamSynchronize(stream));  // the one drain of the layer's forward
@@ -296,8 +302,13 @@ void MoeLayer::route(int layer, const Bf16* x, bool count_statistics) {
 
   // The statistics count each layer's forward once, not full recomputation's again.
   if (!count_statistics) return;
-  std::vector<std::int64_t>& tokens = statistics_.expert_tokens[to_size(moe_index_[to_size(layer)])];
+  const std::size_t moe_layer = to_size(moe_index_[to_size(layer)]);
+  std::vector<std::int64_t>& tokens = statistics_.expert_tokens[moe_layer];
   for (std::size_t e = 0; e < E; ++e) tokens[e] += readback_[e];
+  // Padded to capacity, the rows are the capacity (own_rows); else the pairs kept.
+  const std::int32_t* gemm_rows = routing_options().pad_to_capacity ? own_rows : readback_.data() + 3 * E;
+  std::vector<std::int64_t>& rows = statistics_.expert_rows[moe_layer];
+  for (std::size_t e = 0; e < E; ++e) rows[e] += gemm_rows[e];
   statistics_.aux_loss_sum += aux ? loss_values[0] / losses.aux_loss_coeff : 0.0;
   statistics_.z_loss_sum += losses.z_loss_coeff != 0.0f ? loss_values[1] / losses.z_loss_coeff : 0.0;
   ++statistics_.layer_passes;
@@ -463,9 +474,12 @@ void accumulate(MoeStatistics& total, const MoeStatistics& more) {
     total = more;
     return;
   }
-  for (std::size_t l = 0; l < std::min(total.expert_tokens.size(), more.expert_tokens.size()); ++l)
-    for (std::size_t e = 0; e < std::min(total.expert_tokens[l].size(), more.expert_tokens[l].size()); ++e)
-      total.expert_tokens[l][e] += more.expert_tokens[l][e];
+  auto add = [](std::vector<std::vector<std::int64_t>>& into, const std::vector<std::vector<std::int64_t>>& from) {
+    for (std::size_t l = 0; l < std::min(into.size(), from.size()); ++l)
+      for (std::size_t e = 0; e < std::min(into[l].size(), from[l].size()); ++e) into[l][e] += from[l][e];
+  };
+  add(total.expert_tokens, more.expert_tokens);
+  add(total.expert_rows, more.expert_rows);
   total.aux_loss_sum += more.aux_loss_sum;
   total.z_loss_sum += more.z_loss_sum;
   total.layer_passes += more.layer_passes;
@@ -483,6 +497,7 @@ double busiest_expert_load(const std::vector<std::int64_t>& expert_tokens) {
 MoeStatistics MoeLayer::take_statistics() {
   MoeStatistics taken = statistics_;
   for (auto& layer : statistics_.expert_tokens) std::fill(layer.begin(), layer.end(), 0);
+  for (auto& layer : statistics_.expert_rows) std::fill(layer.begin(), layer.end(), 0);
   statistics_.aux_loss_sum = statistics_.z_loss_sum = 0.0;
   statistics_.layer_passes = 0;
   return taken;

@@ -52,6 +52,12 @@ struct MoeStatistics {
   /// [MoE layer of this model, in order][expert]: tokens whose top-k chose the
   /// expert (before any capacity drops them), summed over the forward passes.
   std::vector<std::vector<std::int64_t>> expert_tokens;
+  /// [MoE layer][expert]: the rows this rank's tokens give each expert's
+  /// GEMMs over the same passes: the pairs it kept after a capacity dropped
+  /// the rest (the capacity itself when padded to it), without the blocks'
+  /// rounding to a multiple of 8 rows; expert_tokens when dropless. What the
+  /// simulator's moe.expert_load_factor is measured from (engine/model/expert_load.h).
+  std::vector<std::vector<std::int64_t>> expert_rows;
   /// With DeepSeek-V3's bias (MoeOptions::expert_bias_update_rate > 0), per MoE
   /// layer: its selection biases' max - min over the experts when the statistics
   /// were taken (a state, not a sum: accumulate keeps the later). Empty without.
@@ -152,7 +158,8 @@ class MoeLayer : public ResidualBlock {
   std::vector<int> moe_index_;  // per layer: its index among the MoE layers (statistics_.expert_tokens)
   // Read back once per layer's forward, into page-locked memory so the copies
   // queue and one sync waits for all of them (pinned_host_array.h): the router's
-  // counts, the expert rows and the rows received (3E), the losses' values (2).
+  // counts, the expert rows, the rows received and the pairs kept (4E), the
+  // losses' values (2).
   PinnedHostArray<std::int32_t> readback_;
   PinnedHostArray<float> loss_readback_;
   MoeStatistics statistics_;

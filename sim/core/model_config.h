@@ -28,7 +28,9 @@ struct MoeConfig {
   /// (1: balanced routing, the default). The grouped GEMMs and the all-to-all
   /// wait for that rank, and it stores that many expert activations. A run
   /// with Megatron's --moe-expert-capacity-factor C drops tokens beyond C, so
-  /// its factor is at most C.
+  /// its factor is at most C. A model file takes 1 to num_experts; `run
+  /// --compare` sets what it measured (engine/model/expert_load.h), below 1
+  /// when a capacity dropped pairs (fewer rows than T·k in the busiest rank).
   double expert_load_factor = 1.0;
 };
 

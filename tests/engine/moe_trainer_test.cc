@@ -6,6 +6,7 @@
 // Skips without a GPU (fails instead under SEXTANT_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -154,6 +155,46 @@ TEST_F(MoeTrainerTest, LearnsARepeatedBatchAndCountsEveryRoutedToken) {
   for (const auto& layer : s.expert_tokens) {
     EXPECT_EQ(std::accumulate(layer.begin(), layer.end(), std::int64_t{0}), 30LL * 4 * 48 * 2);
     EXPECT_GE(transformer::busiest_expert_load(layer), 1.0);
+  }
+  // Dropless, the experts' GEMMs run every routed pair (the rounding padding not counted).
+  EXPECT_EQ(s.expert_rows, s.expert_tokens);
+}
+
+// Under a capacity (factor 1: ceil(96 tokens x top-2 / 8 experts) = 24 rows
+// per expert and micro-batch) an expert's rows are the pairs it kept: at most
+// 24 per pass, fewer in all than were routed where the routing is uneven; padded
+// to capacity, exactly 24 per pass.
+TEST_F(MoeTrainerTest, ExpertRowsAreThePairsKeptUnderACapacity) {
+  const sim::ModelConfig model = small_moe(8, 2, 64);
+  for (const bool padded : {false, true}) {
+    TrainerOptions options = testing::three_step_options();
+    options.moe.capacity_factor = 1.0;
+    options.moe.pad_to_capacity = padded;
+    Trainer trainer(model, testing::one_gpu_layout(2, 4), options);
+    transformer::MoeStatistics s;
+    for (int i = 0; i < 3; ++i) {
+      const testing::Batch batch = testing::random_batch(rng(), 4, 48, 160);
+      transformer::accumulate(s, trainer.step(batch.inputs, batch.targets).moe);
+    }
+    const std::int64_t passes = 3 * 2, capacity = 24;
+    ASSERT_EQ(s.expert_rows.size(), 2u);
+    for (std::size_t l = 0; l < 2; ++l) {
+      std::int64_t rows = 0, routed = 0;
+      for (std::size_t e = 0; e < 8; ++e) {
+        if (padded) {
+          EXPECT_EQ(s.expert_rows[l][e], passes * capacity) << "layer " << l << " expert " << e;
+        } else {
+          EXPECT_LE(s.expert_rows[l][e], std::min(s.expert_tokens[l][e], passes * capacity))
+              << "layer " << l << " expert " << e;
+        }
+        rows += s.expert_rows[l][e];
+        routed += s.expert_tokens[l][e];
+      }
+      EXPECT_EQ(routed, passes * 96 * 2);
+      if (padded) EXPECT_EQ(rows, routed) << "8 x 24 = 192 = 96 x 2: padding fills what dropping took";
+      if (!padded && *std::max_element(s.expert_tokens[l].begin(), s.expert_tokens[l].end()) > passes * capacity)
+        EXPECT_LT(rows, routed) << "an expert over its capacity dropped pairs";
+    }
   }
 }
 

@@ -60,6 +60,22 @@ TEST(RunCompare, JsonRoundTripsWhatTheFitReads) {
   EXPECT_THROW(compare_from_json(nlohmann::json{{"model", "x"}}, "bad.json"), sim::ConfigError);
 }
 
+// An MoE run's measured load, which the prediction took: kept through the
+// JSON and said in the table; absent (a dense run) it stays absent.
+TEST(RunCompare, AnMoeRunsMeasuredExpertLoadIsKeptAndSaid) {
+  sim::ParallelLayout l;
+  l.mbs = 2;
+  l.gbs = 16;
+  CompareReport r = gpt13b_step(0.07, 0.075, l);
+  EXPECT_FALSE(compare_json(r).contains("expert_load_factor"));
+  EXPECT_FALSE(compare_from_json(compare_json(r), "run.json").expert_load_factor.has_value());
+  r.expert_load_factor = 0.75;
+  const CompareReport back = compare_from_json(compare_json(r), "run.json");
+  ASSERT_TRUE(back.expert_load_factor.has_value());
+  EXPECT_DOUBLE_EQ(*back.expert_load_factor, 0.75);
+  EXPECT_NE(compare_table(r).find("moe.expert_load_factor 0.750"), std::string::npos) << compare_table(r);
+}
+
 // A pipeline send's measurement holds the wait for the peer: shown, with no
 // error, and left out of compare.csv (the calibration report's points).
 TEST(RunCompare, PipelineSendsAreMeasuredWithTheirWait) {

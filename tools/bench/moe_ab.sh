@@ -30,7 +30,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 layouts=("fine-tiny_mbs1 moe-fine-tiny 1 16" "fine-tiny_mbs4 moe-fine-tiny 4 16" "mixtral-tiny_mbs2 moe-mixtral-tiny 2 16")
 # `run --compare` covers the issue's six one-GPU layouts: both models, two
 # micro-batches each, top-4 instead of top-8 (a copy of moe-fine-tiny written to
-# OUT_DIR), capacity on (1.25, tokens dropped and each expert padded to it).
+# OUT_DIR), capacity on (1.25: the pairs beyond it dropped; no padding to it).
 # name model mbs gbs [run arguments]
 sed -e 's/^name: moe-fine-tiny$/name: moe-fine-tiny-top4/' -e 's/^  router_topk: 8$/  router_topk: 4/' \
   configs/models/moe-fine-tiny.yaml >"$out/moe-fine-tiny-top4.yaml"
