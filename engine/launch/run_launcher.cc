@@ -72,9 +72,18 @@ sim::ParallelLayout layout_for_world(const sim::PartialLayout& p, int world_size
     refuse("tp·cp·pp = " + std::to_string(model_parallel) + " does not divide the " +
            std::to_string(world_size) + " ranks the launcher started");
   l.dp = p.dp.value_or(world_size / model_parallel);
-  if (1LL * model_parallel * l.dp != world_size)
+  if (1LL * model_parallel * l.dp != world_size) {
+    // Megatron-Core's folding: ep splits the dp ranks, it does not multiply them.
+    const int fill = world_size % model_parallel == 0 ? world_size / model_parallel : 0;
+    const std::string ep_note =
+        l.ep > 1 && fill > 0 && fill % l.ep == 0
+            ? "; ep folds over the dp ranks (Megatron-Core's MoE parallel folding), so dp counts all of them: dp=" +
+                  std::to_string(fill) + " gives ep=" + std::to_string(l.ep) + " groups of expert-dp " +
+                  std::to_string(fill / l.ep)
+            : "";
     refuse("tp·cp·dp·pp = " + std::to_string(model_parallel * l.dp) + " is not the " +
-           std::to_string(world_size) + " ranks the launcher started (leave dp out to fill them)");
+           std::to_string(world_size) + " ranks the launcher started (leave dp out to fill them" + ep_note + ")");
+  }
   l.mbs = p.mbs.value_or(1);
   l.gbs = p.gbs.value_or(l.mbs * l.dp);
   l.sp = p.sp.value_or(false);

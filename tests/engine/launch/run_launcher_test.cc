@@ -35,6 +35,15 @@ TEST(RunLauncher, DpFillsTheWorld) {
               "--layout: tp·cp·pp = 3 does not divide the 2 ranks the launcher started");
   }
   EXPECT_THROW(layout_for_world(sim::parse_layout("tp=2,dp=2"), 8), sim::ConfigError);
+  // Megatron's dp with ep: all the data-parallel ranks, which ep folds over (the message says so).
+  try {
+    layout_for_world(sim::parse_layout("ep=2,dp=2,zero=1"), 4);
+    FAIL() << "accepted";
+  } catch (const sim::ConfigError& e) {
+    EXPECT_NE(e.diagnostics().at(0).to_string().find("dp=4 gives ep=2 groups of expert-dp 2"), std::string::npos)
+        << e.diagnostics().at(0).to_string();
+  }
+  EXPECT_EQ(layout_for_world(sim::parse_layout("ep=2,zero=1"), 4).dp, 4);
 }
 
 TEST(RunLauncher, PrintsTheSbatchScriptInsteadOfRunning) {
