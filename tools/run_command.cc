@@ -37,6 +37,7 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       "  sextant run --model gpt-1.3b --layout mbs=4,gbs=8 --steps 12 --compare --report out/calib\n"
       "  sextant run --model gpt-1.3b --layout best --global-batch 64 --steps 20\n"
       "  sextant run --nproc-per-node 8 --model gpt-1.3b --layout dp=8,mbs=4,gbs=64 --steps 50\n"
+      "  sextant run --nproc-per-node 4 --model moe-mixtral-tiny --layout ep=2,zero=1,mbs=2,gbs=32 --steps 50\n"
       "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --save ckpt --save-interval 50\n"
       "    (interrupted?) then the same with --load ckpt: continues from ckpt/latest's step\n"
       "  sextant run --model gpt-350m --layout mbs=2,gbs=8 --steps 200 --save ckpt --save-interval 50 --load ckpt\n"
@@ -51,7 +52,11 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
                   "interleaved|gpipe, split knobs first_stage_layers, last_stage_layers,\n"
                   "embedding_in_split, loss_in_split, pp_layout), zero (0, or 1: the distributed\n"
                   "optimizer, with dp > 1, beside tp and pp too; overlap_param_gather=1 gathers its\n"
-                  "weights during the next forward); cp, ep must be 1; or 'best': the\n"
+                  "weights during the next forward), cp (each sequence split over cp ranks,\n"
+                  "cp_comm_type all_gather|p2p; dense models), ep (MoE models: the experts split\n"
+                  "over ep of the dp ranks, which it folds over as Megatron-Core does, etp=1 and\n"
+                  "tp=1; with zero=1 the experts' optimizer state is sharded over the dp/ep\n"
+                  "ranks holding the same experts); or 'best': the\n"
                   "search's fastest layout that the engine runs on the ranks started (one GPU\n"
                   "without a launcher) for --global-batch");
   add_whole_number_option(*cmd, "--global-batch", a->global_batch,
