@@ -30,6 +30,15 @@ double mean_bias_spread(const MoeStatistics& s) {
          static_cast<double>(s.expert_bias_spread.size());
 }
 
+// The share of the routed pairs the experts ran (a capacity drops the rest, or
+// pads to it: above 1); < 0 without statistics.
+double kept_share(const MoeStatistics& s) {
+  std::int64_t routed = 0, rows = 0;
+  for (const auto& layer : s.expert_tokens) routed = std::accumulate(layer.begin(), layer.end(), routed);
+  for (const auto& layer : s.expert_rows) rows = std::accumulate(layer.begin(), layer.end(), rows);
+  return routed > 0 ? static_cast<double>(rows) / static_cast<double>(routed) : -1.0;
+}
+
 }  // namespace
 
 std::string moe_progress_line(const MoeStatistics& s) {
@@ -48,6 +57,8 @@ std::string moe_progress_line(const MoeStatistics& s) {
 nlohmann::ordered_json moe_json(const MoeStatistics& s) {
   nlohmann::ordered_json j;
   j["expert_tokens"] = s.expert_tokens;
+  j["expert_rows"] = s.expert_rows;
+  j["expert_rows_per_routed_pair"] = kept_share(s) >= 0 ? nlohmann::ordered_json(kept_share(s)) : nullptr;
   j["busiest_expert_load"] = loads_of(s);
   j["switch_loss"] = s.aux_loss_sum > 0 ? nlohmann::ordered_json(mean_loss(s.aux_loss_sum, s)) : nullptr;
   j["z_loss"] = s.z_loss_sum > 0 ? nlohmann::ordered_json(mean_loss(s.z_loss_sum, s)) : nullptr;
@@ -65,6 +76,10 @@ void print_moe_summary(std::ostream& out, const MoeStatistics& s) {
   for (const double load : loads) out << " " << sim::format_fixed(load, 2);
   out << " (worst " << sim::format_fixed(*std::max_element(loads.begin(), loads.end()), 2) << ")";
   if (s.aux_loss_sum > 0) out << "; Switch loss " << sim::format_fixed(mean_loss(s.aux_loss_sum, s), 4) << " (1: balanced)";
+  // A capacity: how much of the routing the experts ran.
+  if (const double kept = kept_share(s); kept >= 0 && kept != 1.0)
+    out << "; the experts ran " << sim::format_fixed(100 * kept, 1) << " % of the routed pairs (the capacity "
+        << (kept < 1 ? "dropped the rest" : "padded them") << ")";
   out << "\n";
 }
 

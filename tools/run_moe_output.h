@@ -20,13 +20,16 @@ namespace sextant::tools {
 /// "; expert bias spread 0.0120" (max - min over experts, mean over layers) too.
 std::string moe_progress_line(const engine::transformer::MoeStatistics& statistics);
 
-/// {"expert_tokens": [[per expert] per layer], "busiest_expert_load": [per layer],
-///  "switch_loss": mean over layers and passes (null when off), "z_loss": ...,
+/// {"expert_tokens": [[per expert] per layer], "expert_rows": [[per expert] per layer]
+///  (the rows the experts ran: MoeStatistics::expert_rows), "expert_rows_per_routed_pair":
+///  their sum over the routed pairs' (1 dropless; below 1 when a capacity dropped pairs),
+///  "busiest_expert_load": [per layer], "switch_loss": mean over layers and passes (null when off), "z_loss": ...,
 ///  with DeepSeek-V3's expert bias "expert_bias_spread": max - min over experts, mean
 ///  over layers, and "expert_bias_spread_by_layer": [per layer] }
 nlohmann::ordered_json moe_json(const engine::transformer::MoeStatistics& statistics);
 
-/// The summary's lines (nothing without MoE layers).
+/// The summary's lines (nothing without MoE layers); under a capacity the share
+/// of the routed pairs the experts ran.
 void print_moe_summary(std::ostream& out, const engine::transformer::MoeStatistics& statistics);
 
 }  // namespace sextant::tools
