@@ -115,6 +115,8 @@ RunSettings checked_settings(const RunArguments& a, const std::string& configs_d
     throw_option_error("--moe-grouped-gemm", "", "'" + s.moe_grouped_gemm +
                                                      "': accepted: auto, cublas-grouped, cublaslt-loop");
   check_moe_router(s);
+  // A model file's moe.capacity_factor is the run's unless --moe-capacity-factor says otherwise.
+  if (s.model.moe && s.moe.capacity_factor == 0.0) s.moe.capacity_factor = s.model.moe->capacity_factor;
   return s;
 }
 

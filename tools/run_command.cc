@@ -101,7 +101,8 @@ CommandRunner add_run_command(CLI::App& app, const CommonOptions& common) {
       ->capture_default_str();
   add_number_option(*cmd, "--moe-capacity-factor", s.moe.capacity_factor,
                     "MoE models: each expert keeps at most factor x tokens x top-k / experts\n"
-                    "(the rest are dropped, the residual carries them); 0: dropless", 0.0, 1000.0)
+                    "(the rest are dropped, the residual carries them); 0: dropless, or the\n"
+                    "model file's moe.capacity_factor", 0.0, 1000.0)
       ->capture_default_str();
   cmd->add_option("--moe-router-score-function", s.moe_score_function,
                   "MoE models: the router's scores: softmax (Mixtral, Qwen3-MoE) or sigmoid\n"

@@ -28,6 +28,7 @@ CompareReport measured_compare(const RunSettings& s, const sim::ModelConfig& tra
   sim::ModelConfig simulated = trained;
   std::optional<double> load_factor;
   if (simulated.moe) {
+    simulated.moe->capacity_factor = options.moe.capacity_factor;  // the routing kernels it runs
     const double measured_load =
         engine::training::measured_expert_load_factor(groups, record.moe, options.comm_timeout);
     if (measured_load > 0) {

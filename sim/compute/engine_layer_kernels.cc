@@ -205,8 +205,8 @@ PassTime engine_layer_time(const ModelConfig& m, const ParallelLayout& l, const 
     const int rope = s.rope ? 1 : 0, pad = shape.attention_padded() ? 4 : 0, expand = expands_kv_heads ? 2 : 0;
     const DenseLaunches rest{t.forward_s, t.backward_s, 5 + rope + pad,
                              7 + (residual_bias_kernels ? 1 : 0) + pad + rope + (s.bias ? 1 : 0) + expand};
-    const PassTime moe = engine_moe_block_time(shape, m.moe ? m.moe->expert_load_factor : 1.0,
-                                               rest, r);
+    const PassTime moe = engine_moe_block_time(shape, m.moe ? m.moe->expert_load_factor : 1.0, rest, r,
+                                               m.moe ? m.moe->capacity_factor : 0.0);
     t.forward_s += moe.forward_s;
     t.backward_s += moe.backward_s;
     t.gemm_forward_s += moe.gemm_forward_s;

@@ -213,7 +213,7 @@ ExpertLinearTimes engine_expert_linear_times(ExpertGemmBackend backend, double r
 }
 
 EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double load_factor,
-                                          const DeviceRates& r) {
+                                          const DeviceRates& r, double capacity_factor) {
   EngineMoeKernels k;
   if (!shape.moe()) return k;
   const double T = static_cast<double>(shape.tokens());
@@ -252,6 +252,33 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
   before.add("chunk_counts_kernel", untabled_memory_kernel_s(4.0 * pairs + 4.0 * chunks * E, r), host);
   before.add("expert_starts_kernel", untabled_memory_kernel_s(8.0 * chunks * E + 20.0 * E, r), host);
   before.add("chunk_ranks_kernel", untabled_memory_kernel_s(8.0 * pairs + 8.0 * chunks * E, r), host);
+  // A capacity with the `probs` drop policy (kernels/moe_routing_map.cu): the
+  // pairs each expert keeps are its largest router weights, found by sorting
+  // all T·k pairs by (expert, weight). priority_keys reads the ids and weights
+  // (4 + 4 bytes a pair) and writes 8-byte keys and 4-byte slots; cub's
+  // onesweep radix sort of the (key, slot) pairs over 32 + ceil(log2 E) key
+  // bits (cub/device/dispatch/dispatch_radix_sort.cuh: a histogram kernel
+  // reading the keys, an exclusive sum of its bins, then per 8-bit digit a
+  // memset of the look-back state and a pass reading and writing the pairs,
+  // 12 + 12 bytes); keep_by_priority reads the sorted keys and slots and writes
+  // a flag (16 bytes), gather_keep moves the flags back to pair order (12),
+  // cub's exclusive scan of them (a tile-state init and the scan: 8) and
+  // rows_by_priority writes each pair's row (20).
+  if (capacity_factor > 0) {
+    before.add("priority_keys_kernel", untabled_memory_kernel_s(20.0 * pairs, r), host);
+    const double key_bits = 32.0 + std::ceil(std::log2(std::max(E, 2.0)));
+    before.add("radix sort histogram", untabled_memory_kernel_s(8.0 * pairs, r), host);
+    before.add("radix sort bins' exclusive sum", untabled_memory_kernel_s(0.0, r), host);
+    for (int digit = 0; digit < static_cast<int>(std::ceil(key_bits / 8.0)); ++digit) {
+      before.add("radix sort look-back memset", r.measured_kernel_gap_s, host);
+      before.add("radix sort onesweep pass", untabled_memory_kernel_s(24.0 * pairs, r), host);
+    }
+    before.add("keep_by_priority_kernel", untabled_memory_kernel_s(16.0 * pairs, r), host);
+    before.add("gather_keep_kernel", untabled_memory_kernel_s(12.0 * pairs, r), host);
+    before.add("scan tile-state init", untabled_memory_kernel_s(0.0, r), host);
+    before.add("scan of the kept flags", untabled_memory_kernel_s(8.0 * pairs, r), host);
+    before.add("rows_by_priority_kernel", untabled_memory_kernel_s(20.0 * pairs, r), host);
+  }
   // The row counts' copy to the host (4·E bytes: its time is the launch's).
   before.add("row counts to the host", r.measured_kernel_gap_s, host);
 
@@ -346,10 +373,10 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
 }
 
 PassTime engine_moe_block_time(const TransformerShape& shape, double load_factor,
-                               const DenseLaunches& rest, const DeviceRates& r) {
+                               const DenseLaunches& rest, const DeviceRates& r, double capacity_factor) {
   PassTime t;
   if (!shape.moe()) return t;
-  const EngineMoeKernels k = engine_moe_block_kernels(shape, load_factor, r);
+  const EngineMoeKernels k = engine_moe_block_kernels(shape, load_factor, r, capacity_factor);
   const double host = host_launch_s(r);
   const auto gpu_s = [](std::span<const MoeKernelLaunch> list) {
     double sum = 0;

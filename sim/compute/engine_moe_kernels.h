@@ -73,8 +73,11 @@ struct EngineMoeKernels {
   double weight_gradient_s = 0;
   double full_recompute_skipped_s = 0;
 };
+/// `capacity_factor` > 0: the experts keep at most that many times their even
+/// share of the pairs, the largest router weights first (the engine's and
+/// Megatron's `probs` drop policy), which sorts all pairs before the sync.
 EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double expert_load_factor,
-                                          const DeviceRates& rates);
+                                          const DeviceRates& rates, double capacity_factor = 0.0);
 
 /// The MoE block of one layer for one micro-batch on one rank, norm2 excluded
 /// (engine_layer_kernels.cc costs it with the dense block's), the router's host
@@ -83,6 +86,6 @@ EngineMoeKernels engine_moe_block_kernels(const TransformerShape& shape, double 
 /// The busiest rank's rows are routed_pairs() x expert_load_factor (as
 /// megatron_layer_kernels.cc takes them).
 PassTime engine_moe_block_time(const TransformerShape& shape, double expert_load_factor,
-                               const DenseLaunches& rest, const DeviceRates& rates);
+                               const DenseLaunches& rest, const DeviceRates& rates, double capacity_factor = 0.0);
 
 }  // namespace sextant::sim

@@ -181,11 +181,15 @@ ModelConfig load_model_text(const std::string& text, const std::string& file) {
       }
       e.first_dense_layers =
           first_dense >= 0 && first_dense < m.num_layers ? static_cast<int>(first_dense) : 0;
-      e.expert_load_factor = moe.optional_double("expert_load_factor").value_or(1.0);
-      moe.require_in_range("expert_load_factor", e.expert_load_factor, 1.0,
+      e.capacity_factor = moe.optional_double("capacity_factor").value_or(0.0);
+      moe.require_in_range("capacity_factor", e.capacity_factor, 0.0,
                            static_cast<double>(std::max(e.num_experts, 1)));
-      moe.finish({"num_experts", "router_topk", "ffn_hidden_size",
-                  "shared_expert_ffn_hidden_size", "first_dense_layers", "expert_load_factor"});
+      e.expert_load_factor = moe.optional_double("expert_load_factor").value_or(1.0);
+      // Below 1 the busiest rank runs fewer rows than it routes: only a capacity drops them.
+      moe.require_in_range("expert_load_factor", e.expert_load_factor, e.capacity_factor > 0 ? 0.01 : 1.0,
+                           static_cast<double>(std::max(e.num_experts, 1)));
+      moe.finish({"num_experts", "router_topk", "ffn_hidden_size", "shared_expert_ffn_hidden_size",
+                  "first_dense_layers", "capacity_factor", "expert_load_factor"});
       m.moe = e;
     }
     StrictMap mla = map.child("mla");

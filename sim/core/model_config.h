@@ -32,6 +32,13 @@ struct MoeConfig {
   /// --compare` sets what it measured (engine/model/expert_load.h), below 1
   /// when a capacity dropped pairs (fewer rows than T·k in the busiest rank).
   double expert_load_factor = 1.0;
+  /// Each expert keeps at most capacity_factor times its even share of the
+  /// routed pairs (Megatron's --moe-expert-capacity-factor; the engine's
+  /// --moe-capacity-factor), dropping those of the smallest router weights;
+  /// 0: dropless. The engine's kernels find them by a sort
+  /// (sim/compute/engine_moe_kernels.cc); the rows it leaves are
+  /// expert_load_factor's to say.
+  double capacity_factor = 0.0;
 };
 
 /// Multi-head latent attention (DeepSeek-V2, Liu et al. 2024, arXiv:2405.04434,

@@ -186,6 +186,27 @@ TEST(EngineMoeKernels, ExpertTensorParallelLayoutsKeepMegatronsList) {
   EXPECT_EQ(engine.backward_s, megatron.backward_s);
 }
 
+// A capacity with the probs drop policy sorts all pairs before the sync
+// (kernels/moe_routing_map.cu): 128 experts make 32 + 7 = 39 key bits, five
+// 8-bit onesweep passes, each after a memset of its look-back state; with the
+// keys, the histogram and its sum, keep, gather, the scan's two and the rows,
+// 18 launches more than dropless, and none after the sync.
+TEST(EngineMoeKernels, ACapacitySortsThePairsBeforeTheSync) {
+  const test_fixtures::EngineProfileFixture f;
+  const TransformerShape s = transformer_shape_of(f.catalog.model("moe-fine-tiny"), test_fixtures::one_gpu(2));
+  const EngineMoeKernels dropless = engine_moe_block_kernels(s, 1.0, f.rates());
+  const EngineMoeKernels capped = engine_moe_block_kernels(s, 1.0, f.rates(), 1.25);
+  const auto count = [](const std::vector<MoeKernelLaunch>& list, const std::string& name) {
+    return std::count_if(list.begin(), list.end(), [&](const MoeKernelLaunch& l) { return l.kernel == name; });
+  };
+  EXPECT_EQ(count(dropless.before_sync, "radix sort onesweep pass"), 0);
+  EXPECT_EQ(count(capped.before_sync, "radix sort onesweep pass"), 5);
+  EXPECT_EQ(count(capped.before_sync, "radix sort look-back memset"), 5);
+  EXPECT_EQ(capped.before_sync.size(), dropless.before_sync.size() + 18);
+  EXPECT_EQ(capped.after_sync.size(), dropless.after_sync.size());
+  EXPECT_EQ(capped.backward.size(), dropless.backward.size());
+}
+
 }  // namespace
 }  // namespace sextant::sim
 

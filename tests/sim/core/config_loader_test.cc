@@ -361,7 +361,7 @@ const std::string kMoe =
 
 const std::string kMoeKeys =
     "num_experts, router_topk, ffn_hidden_size, shared_expert_ffn_hidden_size, "
-    "first_dense_layers, expert_load_factor";
+    "first_dense_layers, capacity_factor, expert_load_factor";
 
 // ---------------------------------------------------------------- model: MLA
 
@@ -427,13 +427,16 @@ TEST(LoadModelMoe, UnknownNestedKeyIsNamedWithItsParent) {
             Lines{"model.yaml:16:3: moe.xyz: unknown key; accepted keys: " + kMoeKeys});
 }
 
-// A load factor below 1 would mean the busiest rank gets less than the mean.
-TEST(LoadModelMoe, ExpertLoadFactorIsAtLeastOne) {
+// A load factor below 1 would mean the busiest rank gets less than the mean:
+// only a capacity that drops pairs makes that.
+TEST(LoadModelMoe, ExpertLoadFactorIsAtLeastOneUnlessACapacityDropsPairs) {
   const std::vector<std::string> errors =
       model_errors(kModel + kMoe + "  expert_load_factor: 0.5\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_NE(errors[0].find("model.yaml:16:23: moe.expert_load_factor:"), std::string::npos)
       << errors[0];
+  EXPECT_TRUE(model_errors(kModel + kMoe + "  capacity_factor: 1.25\n  expert_load_factor: 0.5\n").empty());
+  EXPECT_EQ(model_errors(kModel + kMoe + "  capacity_factor: -1\n").size(), 1u);
 }
 
 TEST(LoadModelMoe, MissingNestedKeyPointsAtTheMoeMapping) {
