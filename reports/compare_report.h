@@ -53,6 +53,8 @@ struct CompareReport {
   /// the busiest ep rank's expert rows over one rank's routed pairs
   /// (engine/model/expert_load.h; below 1 when a capacity drops pairs).
   std::optional<double> expert_load_factor;
+  /// The run's expert capacity factor (moe.capacity_factor; 0: dropless), which the prediction took too.
+  double capacity_factor = 0.0;
   std::vector<CompareRow> rows;  // "step" first, then kinds by measured time, largest first
   const CompareRow& step() const { return rows.front(); }
 };

@@ -75,13 +75,18 @@ std::vector<CompareReport> read_runs(const std::string& dir, std::vector<std::st
 }
 
 // What the fit needs of each run: its model (the preset it named, at its
-// sequence length), its layout and its measured step.
+// sequence length; an MoE run's measured expert load and capacity, as its
+// `run --compare` predicted it), its layout and its measured step.
 std::vector<engine::calibration::MeasuredStep> measured_steps(const sim::PresetCatalog& catalog,
                                                               const std::vector<CompareReport>& runs) {
   std::vector<engine::calibration::MeasuredStep> steps;
   for (const CompareReport& r : runs) {
     sim::ModelConfig m = catalog.model(r.model);
     m.seq_length = r.seq_length;
+    if (m.moe) {
+      if (r.expert_load_factor) m.moe->expert_load_factor = *r.expert_load_factor;
+      m.moe->capacity_factor = r.capacity_factor;
+    }
     steps.push_back({std::move(m), r.parallel_layout, r.step().measured_s});
   }
   return steps;

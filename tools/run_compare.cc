@@ -46,6 +46,7 @@ nlohmann::ordered_json compare_json(const CompareReport& r) {
     j["step_time_interval_coverage"] = sim::kPredictionIntervalCoverage;
   }
   if (r.expert_load_factor) j["expert_load_factor"] = *r.expert_load_factor;
+  if (r.capacity_factor > 0) j["capacity_factor"] = r.capacity_factor;
   nlohmann::ordered_json tasks = nlohmann::ordered_json::array();
   for (std::size_t i = 1; i < r.rows.size(); ++i)
     tasks.push_back({{"task_kind", r.rows[i].task_kind},
@@ -89,6 +90,7 @@ CompareReport compare_from_json(const nlohmann::json& j, const std::string& file
     if (j.contains("step_time_error")) r.rows.back().error = j.at("step_time_error").get<double>();
     if (r.rows.back().measured_s <= 0) fail("measured_step_time_s", "must be positive");
     if (j.contains("expert_load_factor")) r.expert_load_factor = j.at("expert_load_factor").get<double>();
+    if (j.contains("capacity_factor")) r.capacity_factor = j.at("capacity_factor").get<double>();
   } catch (const nlohmann::json::exception& e) {
     fail("", std::string("not a `run --compare` JSON: ") + e.what());
   }

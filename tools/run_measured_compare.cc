@@ -49,6 +49,7 @@ CompareReport measured_compare(const RunSettings& s, const sim::ModelConfig& tra
   compare.device = device_name;
   compare.seq_length = seq;
   compare.expert_load_factor = load_factor;
+  if (simulated.moe) compare.capacity_factor = simulated.moe->capacity_factor;
   return compare;
 }
 

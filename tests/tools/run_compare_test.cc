@@ -70,9 +70,11 @@ TEST(RunCompare, AnMoeRunsMeasuredExpertLoadIsKeptAndSaid) {
   EXPECT_FALSE(compare_json(r).contains("expert_load_factor"));
   EXPECT_FALSE(compare_from_json(compare_json(r), "run.json").expert_load_factor.has_value());
   r.expert_load_factor = 0.75;
+  r.capacity_factor = 1.25;
   const CompareReport back = compare_from_json(compare_json(r), "run.json");
   ASSERT_TRUE(back.expert_load_factor.has_value());
   EXPECT_DOUBLE_EQ(*back.expert_load_factor, 0.75);
+  EXPECT_DOUBLE_EQ(back.capacity_factor, 1.25);
   EXPECT_NE(compare_table(r).find("moe.expert_load_factor 0.750"), std::string::npos) << compare_table(r);
 }
 
